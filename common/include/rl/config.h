@@ -1,0 +1,70 @@
+#ifndef RL_CONFIG_H
+#define RL_CONFIG_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+/* Process configuration, read from the environment (and optionally a file
+ * named by RUNLEDGER_CONFIG_FILE holding NAME=value lines; the environment
+ * wins). Every setting is one row of a declarative table in config.c: name,
+ * type, default, secret or not, description. `runledger config` prints that
+ * table, and README.md documents it.
+ *
+ * librdkafka properties pass through: RUNLEDGER_KAFKA_SECURITY_PROTOCOL=x
+ * becomes security.protocol=x (lowercase, '_' -> '.'). */
+
+enum rl_ambiguous_policy {
+    RL_AMBIGUOUS_DEDUPE,     /* endpoint deduplicates: retry, same key */
+    RL_AMBIGUOUS_RETRY_ONCE, /* one more attempt, then unknown */
+    RL_AMBIGUOUS_PARK        /* unknown at once */
+};
+
+struct rl_config {
+    char *kafka_bootstrap_servers;
+    char *group_id;
+    char *topic;
+    char *notify_topic;
+    char *dlq_topic;
+    char *database_url;
+    char *model_base_url;
+    char *model_api_key; /* secret: never logged or printed */
+    char *model_api_key_file;
+    char *worker_id; /* default: hostname:pid */
+    char *log_level;
+    char *ambiguous_policy_name;
+    enum rl_ambiguous_policy ambiguous_policy;
+    int max_in_flight;
+    int lease_seconds;
+    int max_attempts;
+    int run_deadline_seconds;
+    int backoff_base_ms;
+    int backoff_max_ms;
+    int model_connect_timeout_ms;
+    int model_timeout_ms;
+    int max_response_bytes;
+    int max_event_bytes;
+    int sweep_interval_ms;
+    int relay_batch;
+    int relay_interval_ms;
+    int db_batch;
+    int http_port;
+    int shutdown_grace_seconds;
+    int relay_enabled;
+    /* librdkafka pass-through pairs, name then value, owned */
+    char **kafka_props;
+    size_t kafka_props_count;
+};
+
+/* Reads the configuration. Returns a new config (free with
+ * rl_config_destroy) or NULL with errstr naming the bad setting, e.g.
+ * "RUNLEDGER_MAX_IN_FLIGHT must be an integer in 1..100000, not \"x\"". */
+struct rl_config *rl_config_load(char *errstr, size_t errstr_size);
+
+/* Frees cfg; NULL is accepted. */
+void rl_config_destroy(struct rl_config *cfg);
+
+/* Prints the configuration table (name, default, description) as markdown;
+ * with cfg, also the effective values, secrets shown as "(set)". */
+void rl_config_print(FILE *out, const struct rl_config *cfg);
+
+#endif /* RL_CONFIG_H */

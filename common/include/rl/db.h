@@ -1,0 +1,366 @@
+#ifndef RL_DB_H
+#define RL_DB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rl/runid.h"
+#include "rl/timefmt.h"
+
+/* The ledger in PostgreSQL: connections, migrations, and every statement the
+ * process runs against the runs, attempts and outbox tables
+ * (schema/NNN_<what>.sql).
+ *
+ * Rules every write follows:
+ * - the database clock decides lease expiry: callers pass durations;
+ * - every write after a claim names the lease (worker, lease_epoch) and is
+ *   refused with RL_ERR_STALE once another worker has claimed the run, so a
+ *   worker that lost its lease can never commit;
+ * - output and raw_input are write-once (guarded statements, and a trigger
+ *   underneath); a completed run stays completed.
+ *
+ * Functions return 0 (or a count) on success, or a negative enum rl_err and
+ * fill errstr with a lowercase sentence such as
+ * "could not claim run <id>: <server message>". Messages never carry the
+ * password of the connection string.
+ *
+ * @locality a struct rl_db is one PostgreSQL connection: use it from one
+ * thread at a time. Open one per thread (they are cheap to hold, not to
+ * open). */
+
+struct rl_db;
+
+/* Key of the session advisory lock that serialises `runledger migrate`
+ * across processes: the bytes "runledgr" as a big-endian int64. */
+#define RL_DB_MIGRATE_LOCK_KEY INT64_C(0x72756e6c65646772)
+
+/* Longest schema name rl_db_connect_schema accepts. */
+#define RL_DB_SCHEMA_MAX 63
+
+/* Opens a connection. conninfo is a libpq URL or key=value string; NULL
+ * means the environment variable DATABASE_URL, or when that is unset or
+ * empty, libpq's own PG* variables and defaults. Returns a new connection
+ * (free with rl_db_destroy) or NULL with errstr set. */
+struct rl_db *rl_db_connect(const char *conninfo, char *errstr,
+                            size_t errstr_size);
+
+/* As rl_db_connect, and sets the session's search_path to schema (1 to
+ * RL_DB_SCHEMA_MAX of [a-z0-9_], not starting with a digit), so one
+ * database can hold several independent ledgers (tests use one each).
+ * rl_db_migrate creates the schema if it is missing. schema NULL is
+ * rl_db_connect. */
+struct rl_db *rl_db_connect_schema(const char *conninfo, const char *schema,
+                                   char *errstr, size_t errstr_size);
+
+/* Closes the connection and frees db; NULL is accepted. An open relay
+ * transaction is rolled back by the server. */
+void rl_db_destroy(struct rl_db *db);
+
+/* Checks the connection with a round trip; when it was lost, reconnects
+ * once (prepared statements and the schema setting are restored lazily).
+ * Returns 0 or RL_ERR_DB. */
+int rl_db_ping(struct rl_db *db, char *errstr, size_t errstr_size);
+
+/* Applies the migrations compiled into this build (rl_migrations[], from
+ * schema/NNN_*.sql, in name order). Creates schema_migrations(name,
+ * checksum, applied_at) if missing, holds the advisory lock
+ * RL_DB_MIGRATE_LOCK_KEY for the whole call, and applies each pending file
+ * in its own transaction. Running it again is a no-op.
+ * Sets *applied (may be NULL) to the number applied by this call.
+ * Returns 0, RL_ERR_CHECKSUM when an applied migration's SHA-256 differs
+ * from the text in this build (errstr names the file; nothing is applied),
+ * or RL_ERR_DB. */
+int rl_db_migrate(struct rl_db *db, int *applied, char *errstr,
+                  size_t errstr_size);
+
+/* ---- register + claim ------------------------------------------------ */
+
+/* One logical run as an event registers it. Borrowed, not freed. */
+struct rl_run_reg {
+    const char *run_id; /* 64 lowercase hex (rl_runid_compute) */
+    const char *job;
+    const char *tenant;
+    const char *scheduled_at; /* UTC, "YYYY-MM-DDTHH:MM:SS+00:00" */
+    const char *version;
+    const char *fingerprint;  /* 64 lowercase hex of request_json */
+    const char *request_json; /* effective request {"notify":[..],
+                                 "request":{..}} */
+    const char *input_json;   /* raw input; NULL or "null": none yet */
+    int deadline_seconds;     /* overall deadline counted from the first
+                                 registration; 0: none */
+    const char *source_topic; /* NULL when not from Kafka */
+    int32_t source_partition; /* -1: unknown */
+    int64_t source_offset;    /* -1: unknown */
+};
+
+/* What a claim found for one run. */
+enum rl_claim_status {
+    RL_CLAIM_WON,       /* this worker holds the lease (new lease_epoch) */
+    RL_CLAIM_COMPLETED, /* already completed: output_json is the answer */
+    RL_CLAIM_LEASED,    /* another live owner holds it (or an earlier
+                           duplicate in the same batch won it) */
+    RL_CLAIM_CONFLICT,  /* same run_id, different fingerprint (or the
+                           logical run exists under another run_id): the
+                           row is untouched and nothing stored is given */
+    RL_CLAIM_PARKED,    /* status failed or unknown */
+    RL_CLAIM_NOT_DUE    /* pending, next_attempt_at in the future: the
+                           sweeper owns it */
+};
+
+/* Short stable name ("won", "completed", ...). */
+const char *rl_claim_status_name(enum rl_claim_status status);
+
+/* One run as a claim returns it. Strings are owned by the struct (free
+ * with rl_claim_clear; take one by setting the member to NULL); NULL when
+ * the database holds NULL. */
+struct rl_claim {
+    enum rl_claim_status status;
+    char run_id[RL_HEX_SIZE];
+    char run_status[16];           /* the row's status ("running" if WON) */
+    char fingerprint[RL_HEX_SIZE]; /* stored fingerprint */
+    int64_t lease_epoch;           /* WON: the fencing token to write with */
+    int attempts;                  /* dispatches recorded so far */
+    int ambiguous_prior; /* the latest attempt was dispatched and has no
+                            outcome: a previous owner may have generated */
+    int ambiguous_count; /* attempts without outcome or ended ambiguous */
+    int deadline_passed; /* the run's deadline_at is in the past */
+    char *job;
+    char *tenant;
+    char scheduled_at[RL_TIME_UTC_SIZE];
+    char *version;
+    char *request_json; /* stored effective request (not on CONFLICT) */
+    char *raw_input;    /* stored raw input JSON (not on CONFLICT) */
+    char *output_json;  /* stored output (COMPLETED only) */
+    char *source_topic;
+    int32_t source_partition; /* -1: unknown */
+    int64_t source_offset;    /* -1: unknown */
+};
+
+/* Frees the strings of claim and zeroes it; NULL is accepted. */
+void rl_claim_clear(struct rl_claim *claim);
+
+/* Registers n runs (inserting the missing ones) and claims each one that is
+ * pending or running, has no live lease, is due and matches its stored
+ * fingerprint: status running, lock_owner worker, expiry now() +
+ * lease_seconds on the database clock, lease_epoch + 1. An existing row's
+ * raw_input is filled from input_json if it had none. One round trip, one
+ * transaction (plpgsql rl_claim_runs).
+ * claims[k] (n entries, caller-allocated, overwritten) describes regs[k].
+ * Returns 0 (per-run results in claims), RL_ERR_INVALID or RL_ERR_DB; on
+ * failure claims hold nothing to free. */
+int rl_db_register_claim(struct rl_db *db, const struct rl_run_reg *regs,
+                         size_t n, const char *worker, int lease_seconds,
+                         struct rl_claim *claims, char *errstr,
+                         size_t errstr_size);
+
+/* rl_db_register_claim for one run. */
+int rl_db_claim_run(struct rl_db *db, const struct rl_run_reg *reg,
+                    const char *worker, int lease_seconds,
+                    struct rl_claim *claim, char *errstr, size_t errstr_size);
+
+/* Sweeper: claims up to limit runs that are pending and due, or running
+ * with an expired lease, skipping rows other transactions hold (FOR UPDATE
+ * SKIP LOCKED), so several sweepers share the work. Every returned claim
+ * is RL_CLAIM_WON with its identity, stored request and raw input,
+ * lease_epoch and ambiguity evidence. claims holds limit entries; sets
+ * *n_claimed. Returns 0 or RL_ERR_INVALID / RL_ERR_DB. */
+int rl_db_claim_due(struct rl_db *db, const char *worker, int lease_seconds,
+                    size_t limit, struct rl_claim *claims, size_t *n_claimed,
+                    char *errstr, size_t errstr_size);
+
+/* ---- writes under a lease ------------------------------------------- */
+
+/* Stores raw input once: the first value written stays. *stored receives
+ * the stored value (malloc'd, free with free(); NULL if none), which the
+ * caller must use instead of its own. input_json NULL or "null" stores
+ * nothing. Returns 0, RL_ERR_STALE (lease lost), RL_ERR_INVALID (not
+ * JSON) or RL_ERR_DB. */
+int rl_db_store_raw_input(struct rl_db *db, const char *run_id,
+                          const char *worker, int64_t lease_epoch,
+                          const char *input_json, char **stored, char *errstr,
+                          size_t errstr_size);
+
+/* Records a model dispatch BEFORE the request is sent: increments
+ * runs.attempts and inserts attempts(run_id, attempt_no, lease_epoch,
+ * worker, idempotency_key, dispatched_at = now()), only while worker and
+ * lease_epoch still hold the run. Sets *attempt_no (1-based).
+ * Returns 0, RL_ERR_STALE or RL_ERR_DB. */
+int rl_db_record_dispatch(struct rl_db *db, const char *run_id,
+                          const char *worker, int64_t lease_epoch,
+                          const char *idempotency_key, int *attempt_no,
+                          char *errstr, size_t errstr_size);
+
+/* Sets the outcome of attempt attempt_no of run_id, once. outcome is one of
+ * "ok", "transient", "permanent", "ambiguous", "invalid_output",
+ * "not_sent", "connect_failed", "cancelled", "lease_lost" (the schema's
+ * CHECK). Negative numbers and NULL strings are stored as NULL. Not
+ * lease-guarded: an attempt's outcome is a fact about what was sent, and a
+ * worker that lost its lease still tells the truth about its call.
+ * Returns 0, RL_ERR_NOTFOUND (no such attempt, or it has an outcome),
+ * RL_ERR_INVALID (unknown outcome) or RL_ERR_DB. */
+int rl_db_record_outcome(struct rl_db *db, const char *run_id, int attempt_no,
+                         const char *outcome, int http_status,
+                         const char *upstream_request_id, int64_t prompt_tokens,
+                         int64_t completion_tokens, int64_t cached_tokens,
+                         int64_t latency_ms, const char *error, char *errstr,
+                         size_t errstr_size);
+
+/* Extends the leases of n runs held by worker to now() + lease_seconds in
+ * one statement. held[k] (caller-allocated) is set to 1 when run_ids[k]
+ * with epochs[k] is still this worker's, else 0 (the run moved on: abandon
+ * it). Returns the number still held (>= 0) or RL_ERR_INVALID / RL_ERR_DB. */
+int rl_db_renew_leases(struct rl_db *db, const char *worker, int lease_seconds,
+                       const char *const *run_ids, const int64_t *epochs,
+                       size_t n, int *held, char *errstr, size_t errstr_size);
+
+/* Gives a run back for a later attempt: status pending, lease cleared,
+ * next_attempt_at = now() + delay_ms (database clock), error_class and
+ * error recorded. Returns 0, RL_ERR_STALE or RL_ERR_DB. */
+int rl_db_release(struct rl_db *db, const char *run_id, const char *worker,
+                  int64_t lease_epoch, int64_t delay_ms,
+                  const char *error_class, const char *error, char *errstr,
+                  size_t errstr_size);
+
+/* Parks a run for good: status "failed" or "unknown" (the outcome of a
+ * dispatched call is unknowable), lease cleared, error recorded.
+ * Returns 0, RL_ERR_STALE, RL_ERR_INVALID (other status) or RL_ERR_DB. */
+int rl_db_fail(struct rl_db *db, const char *run_id, const char *worker,
+               int64_t lease_epoch, const char *status, const char *error_class,
+               const char *error, char *errstr, size_t errstr_size);
+
+/* One notification to queue when a run completes. Borrowed. */
+struct rl_outbox_msg {
+    const char *channel;
+    const char *payload_json; /* NULL: the default envelope {"run_id",
+                                 "job", "tenant", "scheduled_at",
+                                 "version", "channel", "output"} */
+};
+
+enum rl_complete_status {
+    RL_COMPLETE_DONE,   /* this call completed the run */
+    RL_COMPLETE_ALREADY /* it was completed before: nothing changed */
+};
+
+/* What a completion did. output_json is owned (rl_completion_clear). */
+struct rl_completion {
+    enum rl_complete_status status;
+    char *output_json; /* the stored output: use it, not the local one */
+    int outbox_rows;   /* outbox rows this call inserted */
+};
+
+/* Frees the strings of completion and zeroes it; NULL is accepted. */
+void rl_completion_clear(struct rl_completion *completion);
+
+/* In one transaction (one round trip, plpgsql rl_complete_run): sets
+ * status completed, output (write-once), completed_at, clears the lease,
+ * and inserts one outbox row per distinct channel of msgs (ON CONFLICT DO
+ * NOTHING). Outbox rows are only written by the call that completes the
+ * run, so a run never has two rows for one channel, delivered or not.
+ * Returns 0 with *out filled (DONE, or ALREADY with the stored output; a
+ * caller holding a stale lease also gets ALREADY once the run is
+ * completed), RL_ERR_STALE (lease lost; nothing written), RL_ERR_NOTFOUND,
+ * RL_ERR_INVALID (output not JSON, or JSON null) or RL_ERR_DB. */
+int rl_db_complete_run(struct rl_db *db, const char *run_id, const char *worker,
+                       int64_t lease_epoch, const char *output_json,
+                       const struct rl_outbox_msg *msgs, size_t n_msgs,
+                       struct rl_completion *out, char *errstr,
+                       size_t errstr_size);
+
+/* rl_db_complete_run with the default envelope for each of n_channels
+ * channels. *completed (may be NULL) is 1 when this call completed the
+ * run, 0 when it was completed before. Same returns. */
+int rl_db_complete(struct rl_db *db, const char *run_id, const char *worker,
+                   int64_t lease_epoch, const char *output_json,
+                   const char *const *channels, size_t n_channels,
+                   int *completed, char *errstr, size_t errstr_size);
+
+/* ---- reading ---------------------------------------------------------- */
+
+/* Length of "YYYY-MM-DDTHH:MM:SS.ffffff+00:00" plus NUL. */
+#define RL_DB_TIME_SIZE 33
+
+/* One runs row, for tests and the CLI. Strings owned (rl_run_clear); NULL
+ * or "" (fixed arrays) for SQL NULL. */
+struct rl_run {
+    char run_id[RL_HEX_SIZE];
+    char *job;
+    char *tenant;
+    char scheduled_at[RL_TIME_UTC_SIZE];
+    char *version;
+    char fingerprint[RL_HEX_SIZE];
+    char status[16];
+    char *lock_owner;
+    int lease_live; /* lock_expires_at is in the future (db clock) */
+    int64_t lease_epoch;
+    int attempts;
+    int ambiguous_prior;
+    int ambiguous_count;
+    char *request_json;
+    char *raw_input;
+    char *output_json;
+    char *last_error;
+    char *error_class;
+    char next_attempt_at[RL_DB_TIME_SIZE];
+    char lock_expires_at[RL_DB_TIME_SIZE];
+    char deadline_at[RL_DB_TIME_SIZE];
+    char completed_at[RL_DB_TIME_SIZE];
+    char *source_topic;
+    int32_t source_partition;
+    int64_t source_offset;
+};
+
+/* Frees the strings of run and zeroes it; NULL is accepted. */
+void rl_run_clear(struct rl_run *run);
+
+/* Reads one run. Returns 0, RL_ERR_NOTFOUND or RL_ERR_DB. */
+int rl_db_get_run(struct rl_db *db, const char *run_id, struct rl_run *run,
+                  char *errstr, size_t errstr_size);
+
+/* ---- outbox relay ----------------------------------------------------- */
+
+/* One pending notification with its run's identity. */
+struct rl_outbox_row {
+    char run_id[RL_HEX_SIZE];
+    char *channel;
+    char *job;
+    char *tenant;
+    char *payload;      /* JSON text */
+    int delivery_count; /* earlier delivery attempts */
+};
+
+/* Opens a transaction and locks up to limit of the oldest pending outbox
+ * rows that no other relay holds (FOR UPDATE SKIP LOCKED). *rows receives a
+ * new array of *n_rows rows (free with rl_db_outbox_rows_free; NULL when
+ * none). The transaction stays open until rl_db_outbox_finish_batch, so
+ * give the relay a connection of its own. Returns 0 or RL_ERR_INVALID /
+ * RL_ERR_DB / RL_ERR_NOMEM (nothing left open). */
+int rl_db_outbox_lock_batch(struct rl_db *db, int limit,
+                            struct rl_outbox_row **rows, size_t *n_rows,
+                            char *errstr, size_t errstr_size);
+
+/* Ends the batch transaction. delivered: every row of the batch was
+ * acknowledged by the broker; they move from outbox to outbox_delivered
+ * (delivered_at now(), delivery_count + 1). Not delivered: they stay
+ * pending with delivery_count + 1. n == 0 just closes the transaction.
+ * Returns 0, or RL_ERR_DB after rolling back (every row stays pending; the
+ * idempotency-key header makes the redelivery harmless). */
+int rl_db_outbox_finish_batch(struct rl_db *db,
+                              const struct rl_outbox_row *rows, size_t n,
+                              int delivered, char *errstr, size_t errstr_size);
+
+/* Frees an array from rl_db_outbox_lock_batch; NULL is accepted. */
+void rl_db_outbox_rows_free(struct rl_outbox_row *rows, size_t n);
+
+/* ---- ad hoc --------------------------------------------------------- */
+
+/* Runs one parameterised statement (tests and operator tools only; the
+ * process's own statements live in db.c). params are nparams text values
+ * (NULL: SQL NULL). If value is not NULL, copies the first column of the
+ * first row into it ("" when there is none or it is NULL).
+ * Returns the number of rows returned or affected (>= 0), RL_ERR_INVALID
+ * (data or constraint error, e.g. a write-once violation) or RL_ERR_DB. */
+int rl_db_exec(struct rl_db *db, const char *sql, int nparams,
+               const char *const *params, char *value, size_t value_size,
+               char *errstr, size_t errstr_size);
+
+#endif /* RL_DB_H */

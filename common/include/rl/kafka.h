@@ -1,0 +1,34 @@
+#ifndef RL_KAFKA_H
+#define RL_KAFKA_H
+
+#include <librdkafka/rdkafka.h>
+#include <stddef.h>
+
+#include "rl/config.h"
+
+/* librdkafka helpers shared by the consumer, the relay and the tests.
+ * Secrets in the configuration (sasl.password, ssl.key.password) never
+ * reach a log: nothing here calls rd_kafka_conf_dump(). */
+
+/* A new librdkafka configuration holding bootstrap.servers, the
+ * RUNLEDGER_KAFKA_* pass-through properties of cfg, and a log callback
+ * that writes through rl_log. Returns NULL with errstr set on a bad
+ * property (the message names the property, never its value). */
+rd_kafka_conf_t *rl_kafka_conf_new(const struct rl_config *cfg, char *errstr,
+                                   size_t errstr_size);
+
+/* Sets name=value on conf; errstr names the property on failure. */
+int rl_kafka_conf_set(rd_kafka_conf_t *conf, const char *name,
+                      const char *value, char *errstr, size_t errstr_size);
+
+/* A producer on conf (ownership of conf passes to it, also on failure).
+ * idempotent: enable.idempotence=true and acks=all. */
+rd_kafka_t *rl_kafka_producer_new(rd_kafka_conf_t *conf, int idempotent,
+                                  char *errstr, size_t errstr_size);
+
+/* Creates topic with partitions if it does not exist (replication factor
+ * -1: the broker default). Returns 0 also when it already exists. */
+int rl_kafka_topic_ensure(rd_kafka_t *rk, const char *topic, int partitions,
+                          int timeout_ms, char *errstr, size_t errstr_size);
+
+#endif /* RL_KAFKA_H */

@@ -1,0 +1,200 @@
+#ifndef RL_MODEL_H
+#define RL_MODEL_H
+
+#include <stddef.h>
+
+/* Model client: the only code that talks to the OpenAI-compatible endpoint.
+ *
+ * One struct rl_model per process owns one libcurl multi handle and one
+ * thread (the model thread) that drives every call: hundreds to thousands
+ * in flight over HTTP/1.1 keep-alive connections. Other threads submit
+ * calls; each submitted call is delivered exactly once to the done()
+ * callback, on the model thread, with its outcome classified before anyone
+ * decides what to do with it (DESIGN.md, "Failure classes").
+ *
+ * POST <base_url>/chat/completions carries:
+ *   Authorization: Bearer <api_key>   (when api_key is set)
+ *   Idempotency-Key: <run_id>         (the same for every retry of a run)
+ *   Content-Type: application/json
+ *
+ * The API key never appears in a log line, an errstr or a call's error:
+ * CURLOPT_VERBOSE is never set (it prints Authorization) and any echo of
+ * the key in an endpoint's error message is redacted. */
+
+/* How a call ended, decided at the boundary so callers never look at curl
+ * codes. */
+enum rl_model_outcome {
+    RL_MODEL_OK = 0,         /* 2xx with non-empty assistant content */
+    RL_MODEL_TRANSIENT,      /* 408, 429 or 5xx: retry with backoff,
+                                honouring retry_after_ms */
+    RL_MODEL_PERMANENT,      /* any other 4xx (400, 401, 403, 404, 422, ...)
+                                or an unexpected 1xx/3xx: do not retry */
+    RL_MODEL_NOT_SENT,       /* DNS, connect or TLS failure before any
+                                request byte left: retrying is safe */
+    RL_MODEL_AMBIGUOUS,      /* timeout, reset or truncated response after
+                                the request was sent: the endpoint may have
+                                generated */
+    RL_MODEL_INVALID_OUTPUT, /* 2xx but not JSON, no or empty content, or
+                                a body over max_response_bytes */
+    RL_MODEL_CANCELLED       /* rl_model_cancel() or rl_model_destroy()
+                                before the call completed; request_sent
+                                says whether the endpoint may have
+                                generated anyway */
+};
+
+/* Short stable name of an outcome ("ok", "transient", "permanent",
+ * "not_sent", "ambiguous", "invalid_output", "cancelled"); "unknown" for
+ * any other value. Never NULL. */
+const char *rl_model_outcome_name(enum rl_model_outcome outcome);
+
+/* Settings of one model client. Zero values take the defaults. All strings
+ * are copied by rl_model_new(). */
+struct rl_model_config {
+    const char *base_url;      /* e.g. "http://127.0.0.1:8080/v1"; required */
+    const char *api_key;       /* NULL or "": no Authorization header */
+    long connect_timeout_ms;   /* default 5000 */
+    long timeout_ms;           /* whole call, default 120000 */
+    size_t max_response_bytes; /* default 4 MiB; enforced while receiving */
+    int max_connections;       /* connections to the endpoint at once and
+                                  size of the connection cache; 0 (default)
+                                  is unlimited: one per call in flight */
+};
+
+#define RL_MODEL_DEFAULT_CONNECT_TIMEOUT_MS 5000L
+#define RL_MODEL_DEFAULT_TIMEOUT_MS 120000L
+#define RL_MODEL_DEFAULT_MAX_RESPONSE_BYTES ((size_t)4 * 1024 * 1024)
+
+/* Longest run_id accepted as an Idempotency-Key. */
+#define RL_MODEL_RUN_ID_MAX 128
+
+/* One model request and its result.
+ *
+ * Zero the struct, set the inputs, submit. From rl_model_submit() until
+ * done() is called for it the call belongs to the model: the caller must
+ * neither change nor free it (rl_model_cancel() is the only thing it may do
+ * with it). When done() runs the call is the caller's again, results set;
+ * release text and model_name with rl_model_call_clear(). */
+struct rl_model_call {
+    /* Inputs. */
+    const char *run_id; /* sent as Idempotency-Key; copied at submit, so
+                           borrowed only during rl_model_submit() */
+    char *body;         /* JSON text to POST (malloc'd, e.g. from
+                           rl_model_build_body()); rl_model_submit() takes
+                           ownership and sets this to NULL */
+    long timeout_ms;    /* 0: the model's timeout_ms; else this call's
+                           total timeout (e.g. what is left of the run's
+                           deadline) */
+    void *opaque;       /* the caller's; never touched */
+
+    /* Results, valid when done() runs. */
+    enum rl_model_outcome outcome;
+    long http_status;              /* 0 when no response arrived */
+    char upstream_request_id[128]; /* x-request-id header, else the
+                                      response "id"; "" if neither */
+    long retry_after_ms;           /* Retry-After (seconds or
+                                      HTTP-date) or retry-after-ms;
+                                      -1 when absent */
+    char *text;                    /* assistant content (malloc'd)
+                                      when RL_MODEL_OK, else NULL */
+    char *model_name;              /* response "model" (malloc'd) or
+                                      NULL */
+    long long prompt_tokens;       /* usage, 0 when absent */
+    long long completion_tokens;
+    long long cached_tokens; /* usage.prompt_tokens_details.
+                                cached_tokens, 0 when absent */
+    long long latency_ms;    /* from the start of the transfer
+                                to its end */
+    int request_sent;        /* 1 if any request byte went out:
+                                the line between NOT_SENT and
+                                AMBIGUOUS */
+    char error[256];         /* why it was not RL_MODEL_OK
+                                (lowercase, never the key);
+                                "" when OK */
+};
+
+/* Frees text, model_name and body (if still set) and zeroes the results so
+ * the struct can be submitted again; run_id, timeout_ms and opaque stay.
+ * Accepts NULL. Never call it on a call the model owns. */
+void rl_model_call_clear(struct rl_model_call *call);
+
+struct rl_model;
+
+/* Starts a model client and its thread. Returns NULL with errstr set when
+ * the config is invalid or the thread cannot start.
+ *
+ * done(call, opaque) is called once per submitted call, on the model
+ * thread, with no lock of the model held. It may call rl_model_submit(),
+ * rl_model_cancel() and rl_model_in_flight(), never rl_model_destroy(), and
+ * should return quickly: every other call waits while it runs. From its
+ * start the call is the caller's again (it may free it there).
+ * @locality any thread */
+struct rl_model *rl_model_new(const struct rl_model_config *cfg,
+                              void (*done)(struct rl_model_call *call,
+                                           void *opaque),
+                              void *opaque, char *errstr, size_t errstr_size);
+
+/* Hands call to the model thread. Returns 0, after which done() will run
+ * for it exactly once; or RL_ERR_INVALID (no run_id, a run_id with control
+ * characters or longer than RL_MODEL_RUN_ID_MAX, no body, text or
+ * model_name still set from an earlier use, model shutting down), in which
+ * case nothing changed and the caller still owns call and body.
+ * @locality any thread
+ * @locks m's queue lock, briefly */
+int rl_model_submit(struct rl_model *m, struct rl_model_call *call);
+
+/* Stops call: the model thread aborts its transfer (closing the
+ * connection if the request is under way) and delivers it to done() with
+ * RL_MODEL_CANCELLED, even if a response had just arrived. Returns 0 when
+ * that is guaranteed, or RL_ERR_NOTFOUND when call is not pending (never
+ * submitted, or done() already runs or ran for it with its real outcome).
+ * call is only compared, never dereferenced, so a stale pointer is safe.
+ * @locality any thread (including inside done())
+ * @locks m's queue lock, briefly; O(calls in flight) */
+int rl_model_cancel(struct rl_model *m, struct rl_model_call *call);
+
+/* Calls submitted whose done() has not yet returned. Approximate while other
+ * threads submit.
+ * @locality any thread */
+size_t rl_model_in_flight(const struct rl_model *m);
+
+/* Stops the model thread: every call still pending is delivered to done()
+ * with RL_MODEL_CANCELLED (on the model thread, before this returns), then
+ * the connections close. Accepts NULL.
+ * @locality any thread but the model thread */
+void rl_model_destroy(struct rl_model *m);
+
+/* Builds the chat completion body to POST for one run.
+ *
+ * request_json is the stored effective request
+ *   {"notify": [...], "request": {"model": "...", "messages": [...], ...}}
+ * and raw_input_json the run's collected input (JSON text, or NULL).
+ * The body is the "request" object with these changes only:
+ * - in every message, each occurrence of the literal "{{input}}" in a
+ *   string "content" (or in the "text" of a {"type":"text"} part of an
+ *   array "content") is replaced by raw_input_json verbatim ("null" when
+ *   raw_input_json is NULL);
+ * - if no message contains "{{input}}" and raw_input_json is neither NULL
+ *   nor "null", one final message
+ *   {"role": "user", "content": "Input:\n<raw_input_json>"} is appended;
+ * - "stream" is forced to false and "stream_options" removed: the client
+ *   reads one JSON response.
+ * Everything else (model, temperature, tools, response_format, ...) is
+ * passed through unchanged, so the same inputs always give the same body.
+ *
+ * Returns the body (malloc'd, free with free(); ready to hand over as
+ * rl_model_call.body), or NULL with errstr set when request_json is not
+ * JSON, has no "request" object, or that has no string "model" or no
+ * non-empty "messages" array of objects. */
+char *rl_model_build_body(const char *request_json, const char *raw_input_json,
+                          char *errstr, size_t errstr_size);
+
+/* The accepted result of an RL_MODEL_OK call, as stored in runs.output:
+ *   {"text": "...", "model": "..." | null,
+ *    "upstream_request_id": "..." | null,
+ *    "usage": {"prompt_tokens": N, "completion_tokens": N,
+ *              "cached_tokens": N}}
+ * Returns it (malloc'd, free with free()), or NULL when call is not OK or
+ * has no text, or on allocation failure. */
+char *rl_model_output_json(const struct rl_model_call *call);
+
+#endif /* RL_MODEL_H */

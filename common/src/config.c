@@ -1,0 +1,446 @@
+#include "rl/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rl/err.h"
+
+enum cfg_type { CFG_STR, CFG_INT, CFG_BOOL };
+
+/* One setting. Adding a setting is adding a row: the loader, `runledger
+ * config` and the README table all come from here. */
+struct cfg_row {
+    const char *name;
+    enum cfg_type type;
+    size_t offset;
+    const char *def; /* NULL: no default */
+    long min, max;   /* CFG_INT bounds */
+    int secret;
+    const char *desc;
+};
+
+#define S(field) offsetof(struct rl_config, field)
+
+static const struct cfg_row rows[] = {
+    {"KAFKA_BOOTSTRAP_SERVERS", CFG_STR, S(kafka_bootstrap_servers),
+     "127.0.0.1:9092", 0, 0, 0, "Kafka bootstrap servers (host:port,...)"},
+    {"RUNLEDGER_GROUP_ID", CFG_STR, S(group_id), "runledger", 0, 0, 0,
+     "consumer group of the workers"},
+    {"RUNLEDGER_TOPIC", CFG_STR, S(topic), "runledger.schedules", 0, 0, 0,
+     "schedule event topic (key = tenant)"},
+    {"RUNLEDGER_NOTIFY_TOPIC", CFG_STR, S(notify_topic),
+     "runledger.notifications", 0, 0, 0,
+     "notification topic the outbox relay produces to"},
+    {"RUNLEDGER_DLQ_TOPIC", CFG_STR, S(dlq_topic), "runledger.dlq", 0, 0, 0,
+     "dead-letter topic for rejected events and failed runs"},
+    {"DATABASE_URL", CFG_STR, S(database_url), NULL, 0, 0, 1,
+     "PostgreSQL connection URI; when unset, libpq's PG* variables apply"},
+    {"MODEL_BASE_URL", CFG_STR, S(model_base_url), "http://127.0.0.1:8080/v1",
+     0, 0, 0, "OpenAI-compatible base URL (POST {base}/chat/completions)"},
+    {"MODEL_API_KEY", CFG_STR, S(model_api_key), NULL, 0, 0, 1,
+     "bearer token for the model endpoint (never logged)"},
+    {"MODEL_API_KEY_FILE", CFG_STR, S(model_api_key_file), NULL, 0, 0, 0,
+     "file holding the bearer token (a mounted Secret); read at start"},
+    {"RUNLEDGER_WORKER_ID", CFG_STR, S(worker_id), NULL, 0, 0, 0,
+     "lease owner name; default hostname:pid"},
+    {"RUNLEDGER_LOG_LEVEL", CFG_STR, S(log_level), "info", 0, 0, 0,
+     "debug, info, warn or error"},
+    {"RUNLEDGER_AMBIGUOUS_POLICY", CFG_STR, S(ambiguous_policy_name),
+     "retry_once", 0, 0, 0,
+     "after a timeout or reset once the request was sent: dedupe, "
+     "retry_once or park"},
+    {"RUNLEDGER_MAX_IN_FLIGHT", CFG_INT, S(max_in_flight), "1024", 1, 100000,
+     0, "runs in flight per process; partitions pause at the cap"},
+    {"RUNLEDGER_LEASE_SECONDS", CFG_INT, S(lease_seconds), "30", 2, 86400, 0,
+     "lease duration; renewed every third of it"},
+    {"RUNLEDGER_MAX_ATTEMPTS", CFG_INT, S(max_attempts), "5", 1, 100, 0,
+     "model dispatches per run before it fails"},
+    {"RUNLEDGER_RUN_DEADLINE_SECONDS", CFG_INT, S(run_deadline_seconds),
+     "3600", 1, 31536000, 0,
+     "a run not completed this long after registration fails"},
+    {"RUNLEDGER_BACKOFF_BASE_MS", CFG_INT, S(backoff_base_ms), "1000", 1,
+     3600000, 0, "first retry delay; doubles per attempt, full jitter"},
+    {"RUNLEDGER_BACKOFF_MAX_MS", CFG_INT, S(backoff_max_ms), "300000", 1,
+     86400000, 0, "upper bound of one retry delay"},
+    {"MODEL_CONNECT_TIMEOUT_MS", CFG_INT, S(model_connect_timeout_ms), "5000",
+     1, 600000, 0, "model endpoint connect timeout"},
+    {"MODEL_TIMEOUT_MS", CFG_INT, S(model_timeout_ms), "120000", 1, 3600000,
+     0, "model call total timeout"},
+    {"MODEL_MAX_RESPONSE_BYTES", CFG_INT, S(max_response_bytes), "4194304",
+     1024, 1073741824, 0, "responses larger than this fail the run"},
+    {"RUNLEDGER_MAX_EVENT_BYTES", CFG_INT, S(max_event_bytes), "1048576", 256,
+     67108864, 0, "larger schedule events are dead-lettered (too_large)"},
+    {"RUNLEDGER_SWEEP_INTERVAL_MS", CFG_INT, S(sweep_interval_ms), "1000", 10,
+     600000, 0, "how often due retries and expired leases are claimed"},
+    {"RUNLEDGER_RELAY_BATCH", CFG_INT, S(relay_batch), "1000", 1, 100000, 0,
+     "outbox rows per relay batch"},
+    {"RUNLEDGER_RELAY_INTERVAL_MS", CFG_INT, S(relay_interval_ms), "200", 1,
+     600000, 0, "relay wait when the outbox is empty"},
+    {"RUNLEDGER_DB_BATCH", CFG_INT, S(db_batch), "256", 1, 10000, 0,
+     "runs per ledger statement"},
+    {"RUNLEDGER_HTTP_PORT", CFG_INT, S(http_port), "9464", 0, 65535, 0,
+     "health and metrics port (0: off)"},
+    {"RUNLEDGER_SHUTDOWN_GRACE_SECONDS", CFG_INT, S(shutdown_grace_seconds),
+     "25", 0, 3600, 0,
+     "on SIGTERM, time to let in-flight runs finish before abandoning them"},
+    {"RUNLEDGER_RELAY", CFG_BOOL, S(relay_enabled), "true", 0, 0, 0,
+     "run the outbox relay thread inside `consume`"},
+};
+
+#undef S
+
+#define KAFKA_PREFIX "RUNLEDGER_KAFKA_"
+
+static char **
+field_str(struct rl_config *cfg, const struct cfg_row *row)
+{
+    return (char **)(void *)((char *)cfg + row->offset);
+}
+
+static int *
+field_int(struct rl_config *cfg, const struct cfg_row *row)
+{
+    return (int *)(void *)((char *)cfg + row->offset);
+}
+
+/* Reads NAME=value lines of the optional config file into a list that
+ * lookup() consults after the environment. */
+struct file_kv {
+    char **kv; /* name, value, name, value ... */
+    size_t count;
+};
+
+static const char *
+lookup(const struct file_kv *file, const char *name)
+{
+    const char *env = getenv(name);
+
+    if (env)
+        return env;
+    for (size_t i = 0; i + 1 < file->count; i += 2) {
+        if (strcmp(file->kv[i], name) == 0)
+            return file->kv[i + 1];
+    }
+    return NULL;
+}
+
+static void
+trim(char *s)
+{
+    size_t len = strlen(s);
+    size_t start = 0;
+
+    while (len > 0 && isspace((unsigned char)s[len - 1]))
+        s[--len] = '\0';
+    while (s[start] && isspace((unsigned char)s[start]))
+        start++;
+    memmove(s, s + start, len - start + 1);
+}
+
+static int
+kv_push(char ***kv, size_t *count, const char *name, const char *value)
+{
+    char **grown = realloc(*kv, (*count + 2) * sizeof(char *));
+
+    if (!grown)
+        return RL_ERR_NOMEM;
+    *kv = grown;
+    grown[*count] = strdup(name);
+    grown[*count + 1] = strdup(value);
+    *count += 2;
+    if (!grown[*count - 2] || !grown[*count - 1])
+        return RL_ERR_NOMEM;
+    return 0;
+}
+
+static void
+kv_free(char **kv, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        free(kv[i]);
+    free(kv);
+}
+
+static int
+file_load(const char *path, struct file_kv *file, char *errstr,
+          size_t errstr_size)
+{
+    FILE *fp = fopen(path, "r");
+    char line[4096];
+    int lineno = 0;
+
+    if (!fp) {
+        snprintf(errstr, errstr_size, "could not open config file %s: %s",
+                 path, strerror(errno));
+        return RL_ERR_IO;
+    }
+    while (fgets(line, sizeof(line), fp)) {
+        char *eq;
+
+        lineno++;
+        trim(line);
+        if (line[0] == '\0' || line[0] == '#')
+            continue;
+        eq = strchr(line, '=');
+        if (!eq) {
+            snprintf(errstr, errstr_size,
+                     "config file %s line %d: expected NAME=value", path,
+                     lineno);
+            fclose(fp);
+            return RL_ERR_INVALID;
+        }
+        *eq = '\0';
+        trim(line);
+        trim(eq + 1);
+        if (kv_push(&file->kv, &file->count, line, eq + 1) != 0) {
+            fclose(fp);
+            return RL_ERR_NOMEM;
+        }
+    }
+    fclose(fp);
+    return 0;
+}
+
+static int
+parse_bool(const char *text, int *out)
+{
+    if (strcmp(text, "1") == 0 || strcmp(text, "true") == 0 ||
+        strcmp(text, "yes") == 0 || strcmp(text, "on") == 0) {
+        *out = 1;
+        return 0;
+    }
+    if (strcmp(text, "0") == 0 || strcmp(text, "false") == 0 ||
+        strcmp(text, "no") == 0 || strcmp(text, "off") == 0) {
+        *out = 0;
+        return 0;
+    }
+    return -1;
+}
+
+static int
+read_key_file(struct rl_config *cfg, char *errstr, size_t errstr_size)
+{
+    FILE *fp;
+    char buf[8192];
+    size_t n;
+
+    if (!cfg->model_api_key_file || cfg->model_api_key)
+        return 0;
+    fp = fopen(cfg->model_api_key_file, "r");
+    if (!fp) {
+        snprintf(errstr, errstr_size, "could not open MODEL_API_KEY_FILE %s: %s",
+                 cfg->model_api_key_file, strerror(errno));
+        return RL_ERR_IO;
+    }
+    n = fread(buf, 1, sizeof(buf) - 1, fp);
+    fclose(fp);
+    buf[n] = '\0';
+    trim(buf);
+    cfg->model_api_key = strdup(buf);
+    return cfg->model_api_key ? 0 : RL_ERR_NOMEM;
+}
+
+/* RUNLEDGER_KAFKA_SASL_USERNAME -> sasl.username */
+static int
+collect_kafka_props(struct rl_config *cfg, const struct file_kv *file)
+{
+    extern char **environ;
+    const size_t plen = strlen(KAFKA_PREFIX);
+    char name[256];
+
+    for (char **env = environ; *env; env++) {
+        const char *eq = strchr(*env, '=');
+        size_t len;
+
+        if (strncmp(*env, KAFKA_PREFIX, plen) != 0 || !eq)
+            continue;
+        len = (size_t)(eq - *env) - plen;
+        if (len == 0 || len >= sizeof(name))
+            continue;
+        for (size_t i = 0; i < len; i++) {
+            char c = (*env)[plen + i];
+            name[i] = c == '_' ? '.' : (char)tolower((unsigned char)c);
+        }
+        name[len] = '\0';
+        if (kv_push(&cfg->kafka_props, &cfg->kafka_props_count, name,
+                    eq + 1) != 0)
+            return RL_ERR_NOMEM;
+    }
+    for (size_t i = 0; i + 1 < file->count; i += 2) {
+        const char *key = file->kv[i];
+        size_t len;
+
+        if (strncmp(key, KAFKA_PREFIX, plen) != 0 || getenv(key))
+            continue;
+        len = strlen(key) - plen;
+        if (len == 0 || len >= sizeof(name))
+            continue;
+        for (size_t j = 0; j < len; j++) {
+            char c = key[plen + j];
+            name[j] = c == '_' ? '.' : (char)tolower((unsigned char)c);
+        }
+        name[len] = '\0';
+        if (kv_push(&cfg->kafka_props, &cfg->kafka_props_count, name,
+                    file->kv[i + 1]) != 0)
+            return RL_ERR_NOMEM;
+    }
+    return 0;
+}
+
+struct rl_config *
+rl_config_load(char *errstr, size_t errstr_size)
+{
+    struct rl_config *cfg = calloc(1, sizeof(*cfg));
+    struct file_kv file = {NULL, 0};
+    const char *path = getenv("RUNLEDGER_CONFIG_FILE");
+    int err = 0;
+
+    if (!cfg) {
+        snprintf(errstr, errstr_size, "out of memory");
+        return NULL;
+    }
+    if (path && *path) {
+        err = file_load(path, &file, errstr, errstr_size);
+        if (err)
+            goto done;
+    }
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        const struct cfg_row *row = &rows[i];
+        const char *value = lookup(&file, row->name);
+        char *end;
+        long num;
+
+        if (value && !*value)
+            value = NULL;
+        if (!value)
+            value = row->def;
+        if (!value)
+            continue;
+        switch (row->type) {
+        case CFG_STR:
+            *field_str(cfg, row) = strdup(value);
+            if (!*field_str(cfg, row)) {
+                err = RL_ERR_NOMEM;
+                snprintf(errstr, errstr_size, "out of memory");
+                goto done;
+            }
+            break;
+        case CFG_INT:
+            errno = 0;
+            num = strtol(value, &end, 10);
+            if (errno || *end || end == value || num < row->min ||
+                num > row->max) {
+                snprintf(errstr, errstr_size,
+                         "%s must be an integer in %ld..%ld, not \"%s\"",
+                         row->name, row->min, row->max, value);
+                err = RL_ERR_INVALID;
+                goto done;
+            }
+            *field_int(cfg, row) = (int)num;
+            break;
+        case CFG_BOOL:
+            if (parse_bool(value, field_int(cfg, row)) != 0) {
+                snprintf(errstr, errstr_size,
+                         "%s must be true or false, not \"%s\"", row->name,
+                         value);
+                err = RL_ERR_INVALID;
+                goto done;
+            }
+            break;
+        }
+    }
+
+    if (strcmp(cfg->ambiguous_policy_name, "dedupe") == 0)
+        cfg->ambiguous_policy = RL_AMBIGUOUS_DEDUPE;
+    else if (strcmp(cfg->ambiguous_policy_name, "retry_once") == 0)
+        cfg->ambiguous_policy = RL_AMBIGUOUS_RETRY_ONCE;
+    else if (strcmp(cfg->ambiguous_policy_name, "park") == 0)
+        cfg->ambiguous_policy = RL_AMBIGUOUS_PARK;
+    else {
+        snprintf(errstr, errstr_size,
+                 "RUNLEDGER_AMBIGUOUS_POLICY must be dedupe, retry_once or "
+                 "park, not \"%s\"",
+                 cfg->ambiguous_policy_name);
+        err = RL_ERR_INVALID;
+        goto done;
+    }
+    if (cfg->backoff_max_ms < cfg->backoff_base_ms) {
+        snprintf(errstr, errstr_size,
+                 "RUNLEDGER_BACKOFF_MAX_MS must not be below "
+                 "RUNLEDGER_BACKOFF_BASE_MS");
+        err = RL_ERR_INVALID;
+        goto done;
+    }
+    if (!cfg->worker_id) {
+        char host[256] = "worker";
+        char id[320];
+
+        gethostname(host, sizeof(host) - 1);
+        host[sizeof(host) - 1] = '\0';
+        snprintf(id, sizeof(id), "%s:%ld", host, (long)getpid());
+        cfg->worker_id = strdup(id);
+    }
+    err = read_key_file(cfg, errstr, errstr_size);
+    if (err)
+        goto done;
+    if (collect_kafka_props(cfg, &file) != 0) {
+        err = RL_ERR_NOMEM;
+        snprintf(errstr, errstr_size, "out of memory");
+    }
+
+done:
+    kv_free(file.kv, file.count);
+    if (err) {
+        rl_config_destroy(cfg);
+        return NULL;
+    }
+    return cfg;
+}
+
+void
+rl_config_destroy(struct rl_config *cfg)
+{
+    if (!cfg)
+        return;
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        if (rows[i].type == CFG_STR)
+            free(*field_str(cfg, &rows[i]));
+    }
+    kv_free(cfg->kafka_props, cfg->kafka_props_count);
+    free(cfg);
+}
+
+void
+rl_config_print(FILE *out, const struct rl_config *cfg)
+{
+    fprintf(out, "| name | default | description |%s\n",
+            cfg ? " value |" : "");
+    fprintf(out, "|---|---|---|%s\n", cfg ? "---|" : "");
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        const struct cfg_row *row = &rows[i];
+
+        fprintf(out, "| `%s` | %s | %s |", row->name,
+                row->def ? row->def : "-", row->desc);
+        if (cfg) {
+            struct rl_config *c = (struct rl_config *)cfg;
+
+            if (row->type == CFG_STR) {
+                const char *v = *field_str(c, row);
+                fprintf(out, " %s |", !v ? "-" : row->secret ? "(set)" : v);
+            } else if (row->type == CFG_INT) {
+                fprintf(out, " %d |", *field_int(c, row));
+            } else {
+                fprintf(out, " %s |", *field_int(c, row) ? "true" : "false");
+            }
+        }
+        fputc('\n', out);
+    }
+    fprintf(out, "| `RUNLEDGER_KAFKA_*` | - | any librdkafka property: "
+                 "RUNLEDGER_KAFKA_SASL_MECHANISM=SCRAM-SHA-512 sets "
+                 "sasl.mechanism |%s\n",
+            cfg ? " - |" : "");
+}

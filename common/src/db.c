@@ -1,0 +1,1820 @@
+/* db.c: the only file that talks to PostgreSQL (libpq).
+ *
+ * Every statement the process runs is below, once, as a named static string
+ * called after what it guarantees, prepared lazily per connection and run
+ * with PQexecPrepared. The claim and complete logic lives in plpgsql
+ * functions of schema/001_init.sql so each is one round trip. */
+#include "rl/db.h"
+
+#include <ctype.h>
+#include <inttypes.h>
+#include <libpq-fe.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rl/err.h"
+#include "rl/log.h"
+#include "rl/migrations.h"
+
+struct rl_db {
+    PGconn *conn;
+    char *schema;      /* NULL: the server's search_path */
+    unsigned prepared; /* bit per enum stmt: prepared on this session */
+    int schema_set;    /* search_path applied on this session */
+    int in_tx;         /* a relay transaction is open */
+};
+
+/* ---- statements --------------------------------------------------------- */
+
+/* Register + claim a batch: see rl_claim_runs in schema/001_init.sql. */
+static const char claim_runs[] =
+    "SELECT * FROM rl_claim_runs($1::text[], $2::text[], $3::text[], "
+    "$4::timestamptz[], $5::text[], $6::text[], $7::jsonb[], $8::jsonb[], "
+    "$9::float8[], $10::text[], $11::int4[], $12::int8[], $13::text, "
+    "$14::float8)";
+
+/* Sweeper: due retries and expired leases, each row claimed by exactly one
+ * sweeper (SKIP LOCKED); the result has rl_claim_runs' columns. */
+static const char claim_due_runs[] =
+    "WITH retry AS ("
+    "  SELECT r.run_id FROM runs r"
+    "   WHERE r.status = 'pending' AND r.next_attempt_at <= now()"
+    "   ORDER BY r.next_attempt_at LIMIT $3"
+    "     FOR NO KEY UPDATE SKIP LOCKED"
+    "), expired AS ("
+    "  SELECT r.run_id FROM runs r"
+    "   WHERE r.status = 'running' AND r.lock_expires_at < now()"
+    "   ORDER BY r.lock_expires_at LIMIT $3"
+    "     FOR NO KEY UPDATE SKIP LOCKED"
+    "), due AS ("
+    "  SELECT d.run_id FROM (SELECT run_id FROM retry"
+    "                        UNION ALL SELECT run_id FROM expired) d"
+    "   LIMIT $3"
+    "), c AS ("
+    "  UPDATE runs r"
+    "     SET status = 'running', lock_owner = $1::text,"
+    "         lock_expires_at = now() + make_interval(secs => $2::float8),"
+    "         lease_epoch = r.lease_epoch + 1, next_attempt_at = NULL,"
+    "         updated_at = now()"
+    "    FROM due WHERE r.run_id = due.run_id"
+    "  RETURNING r.*"
+    ")"
+    "SELECT row_number() OVER (), c.run_id, 'won', c.status, c.fingerprint,"
+    "       c.lease_epoch, c.attempts, rl_ambiguous_prior(c.run_id),"
+    "       rl_ambiguous_attempts(c.run_id),"
+    "       coalesce(c.deadline_at <= now(), false), c.job, c.tenant,"
+    "       to_char(c.scheduled_at AT TIME ZONE 'UTC',"
+    "               'YYYY-MM-DD\"T\"HH24:MI:SS\"+00:00\"'),"
+    "       c.version, c.request, c.raw_input, NULL::jsonb, c.source_topic,"
+    "       c.source_partition, c.source_offset"
+    "  FROM c";
+
+static const char store_raw_input_once[] =
+    "UPDATE runs"
+    "   SET raw_input = coalesce(raw_input, nullif($4::jsonb, 'null')),"
+    "       updated_at = now()"
+    " WHERE run_id = $1 AND lock_owner = $2 AND lease_epoch = $3::int8"
+    "   AND status = 'running'"
+    " RETURNING raw_input";
+
+/* attempt_no is the run's attempt count after the increment, so the two
+ * can never disagree; no row at all when the lease is gone. */
+static const char record_dispatch_under_lease[] =
+    "WITH r AS ("
+    "  UPDATE runs SET attempts = attempts + 1, updated_at = now()"
+    "   WHERE run_id = $1 AND lock_owner = $2 AND lease_epoch = $3::int8"
+    "     AND status = 'running'"
+    "  RETURNING run_id, attempts"
+    ")"
+    "INSERT INTO attempts (run_id, attempt_no, lease_epoch, worker,"
+    "                      idempotency_key)"
+    "SELECT r.run_id, r.attempts, $3::int8, $2::text, $4::text FROM r"
+    " RETURNING attempt_no";
+
+static const char record_outcome_once[] =
+    "UPDATE attempts"
+    "   SET outcome = $3, http_status = $4::int4,"
+    "       upstream_request_id = $5, prompt_tokens = $6::int8,"
+    "       completion_tokens = $7::int8, cached_tokens = $8::int8,"
+    "       latency_ms = $9::int8, error = $10, finished_at = now()"
+    " WHERE run_id = $1 AND attempt_no = $2::int4 AND outcome IS NULL";
+
+/* Rows are locked in run_id order, as rl_claim_runs locks them, so a
+ * renewal and a claim batch sharing runs cannot deadlock. */
+static const char renew_leases_of_owner[] =
+    "UPDATE runs r"
+    "   SET lock_expires_at = now() + make_interval(secs => $2::float8),"
+    "       updated_at = now()"
+    "  FROM (SELECT l.run_id, u.ord"
+    "          FROM runs l"
+    "          JOIN unnest($3::text[], $4::int8[]) WITH ORDINALITY"
+    "               AS u(run_id, epoch, ord)"
+    "            ON l.run_id = u.run_id AND l.lease_epoch = u.epoch"
+    "         WHERE l.lock_owner = $1 AND l.status = 'running'"
+    "         ORDER BY l.run_id"
+    "           FOR NO KEY UPDATE OF l) held"
+    " WHERE r.run_id = held.run_id AND r.lock_owner = $1"
+    " RETURNING held.ord";
+
+static const char release_run_under_lease[] =
+    "UPDATE runs"
+    "   SET status = 'pending', lock_owner = NULL, lock_expires_at = NULL,"
+    "       next_attempt_at = now() + $4::int8 * interval '1 millisecond',"
+    "       error_class = $5, last_error = $6, updated_at = now()"
+    " WHERE run_id = $1 AND lock_owner = $2 AND lease_epoch = $3::int8"
+    "   AND status = 'running'";
+
+static const char park_run_under_lease[] =
+    "UPDATE runs"
+    "   SET status = $4, lock_owner = NULL, lock_expires_at = NULL,"
+    "       next_attempt_at = NULL, error_class = $5, last_error = $6,"
+    "       updated_at = now()"
+    " WHERE run_id = $1 AND lock_owner = $2 AND lease_epoch = $3::int8"
+    "   AND status = 'running' AND $4 IN ('failed', 'unknown')";
+
+/* See rl_complete_run in schema/001_init.sql. */
+static const char complete_run_with_outbox[] =
+    "SELECT result, output, outbox_rows"
+    "  FROM rl_complete_run($1, $2, $3::int8, $4::jsonb, $5::text[],"
+    "                       $6::jsonb[])";
+
+#define TS_UTC_US(col)                                                         \
+    "to_char(" col " AT TIME ZONE 'UTC', "                                     \
+    "'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00:00\"')"
+
+static const char
+    get_run[] = "SELECT run_id, job, tenant,"
+                "       to_char(scheduled_at AT TIME ZONE 'UTC',"
+                "               'YYYY-MM-DD\"T\"HH24:MI:SS\"+00:00\"'),"
+                "       version, fingerprint, status, lock_owner,"
+                "       coalesce(lock_expires_at > now(), false), lease_epoch, "
+                "attempts,"
+                "       rl_ambiguous_prior(run_id), "
+                "rl_ambiguous_attempts(run_id),"
+                "       request, raw_input, output,"
+                "       last_error, error_class, " TS_UTC_US("next_attempt_at") ", " TS_UTC_US("lock_expires_at") ", " TS_UTC_US(
+                    "deadline_at") ", " TS_UTC_US("completed_at") ","
+                                                                  "       "
+                                                                  "source_"
+                                                                  "topic, "
+                                                                  "source_"
+                                                                  "partition, "
+                                                                  "source_"
+                                                                  "offset"
+                                                                  "  FROM runs "
+                                                                  "WHERE "
+                                                                  "run_id = $1";
+
+/* Oldest first; rows another relay holds are skipped, not waited for. */
+static const char lock_pending_outbox[] =
+    "SELECT o.run_id, o.channel, r.job, r.tenant, o.payload,"
+    "       o.delivery_count"
+    "  FROM outbox o JOIN runs r ON r.run_id = o.run_id"
+    " ORDER BY o.created_at"
+    " LIMIT $1::int8"
+    "   FOR UPDATE OF o SKIP LOCKED";
+
+/* Delivered rows leave the pending set for the insert-only audit table;
+ * the others stay with their delivery count raised. */
+static const char move_delivered_outbox[] =
+    "WITH f AS ("
+    "  SELECT u.run_id, u.channel, u.delivered"
+    "    FROM unnest($1::text[], $2::text[], $3::bool[])"
+    "         AS u(run_id, channel, delivered)"
+    "), moved AS ("
+    "  DELETE FROM outbox o USING f"
+    "   WHERE f.delivered AND o.run_id = f.run_id AND o.channel = f.channel"
+    "  RETURNING o.run_id, o.channel, o.payload, o.created_at,"
+    "            o.delivery_count"
+    "), audit AS ("
+    "  INSERT INTO outbox_delivered (run_id, channel, payload, created_at,"
+    "                                delivered_at, delivery_count)"
+    "  SELECT m.run_id, m.channel, m.payload, m.created_at, now(),"
+    "         m.delivery_count + 1"
+    "    FROM moved m"
+    "      ON CONFLICT DO NOTHING"
+    "  RETURNING 1"
+    "), retry AS ("
+    "  UPDATE outbox o SET delivery_count = o.delivery_count + 1"
+    "    FROM f"
+    "   WHERE NOT f.delivered AND o.run_id = f.run_id"
+    "     AND o.channel = f.channel"
+    "  RETURNING 1"
+    ")"
+    "SELECT (SELECT count(*) FROM moved), (SELECT count(*) FROM retry)";
+
+enum stmt {
+    STMT_CLAIM_RUNS,
+    STMT_CLAIM_DUE_RUNS,
+    STMT_STORE_RAW_INPUT_ONCE,
+    STMT_RECORD_DISPATCH_UNDER_LEASE,
+    STMT_RECORD_OUTCOME_ONCE,
+    STMT_RENEW_LEASES_OF_OWNER,
+    STMT_RELEASE_RUN_UNDER_LEASE,
+    STMT_PARK_RUN_UNDER_LEASE,
+    STMT_COMPLETE_RUN_WITH_OUTBOX,
+    STMT_GET_RUN,
+    STMT_LOCK_PENDING_OUTBOX,
+    STMT_MOVE_DELIVERED_OUTBOX,
+    STMT_COUNT
+};
+
+struct statement {
+    const char *name;
+    const char *sql;
+    int nparams;
+};
+
+static const struct statement statements[STMT_COUNT] = {
+    [STMT_CLAIM_RUNS] = {"claim_runs", claim_runs, 14},
+    [STMT_CLAIM_DUE_RUNS] = {"claim_due_runs", claim_due_runs, 3},
+    [STMT_STORE_RAW_INPUT_ONCE] = {"store_raw_input_once", store_raw_input_once,
+                                   4},
+    [STMT_RECORD_DISPATCH_UNDER_LEASE] = {"record_dispatch_under_lease",
+                                          record_dispatch_under_lease, 4},
+    [STMT_RECORD_OUTCOME_ONCE] = {"record_outcome_once", record_outcome_once,
+                                  10},
+    [STMT_RENEW_LEASES_OF_OWNER] = {"renew_leases_of_owner",
+                                    renew_leases_of_owner, 4},
+    [STMT_RELEASE_RUN_UNDER_LEASE] = {"release_run_under_lease",
+                                      release_run_under_lease, 6},
+    [STMT_PARK_RUN_UNDER_LEASE] = {"park_run_under_lease", park_run_under_lease,
+                                   6},
+    [STMT_COMPLETE_RUN_WITH_OUTBOX] = {"complete_run_with_outbox",
+                                       complete_run_with_outbox, 6},
+    [STMT_GET_RUN] = {"get_run", get_run, 1},
+    [STMT_LOCK_PENDING_OUTBOX] = {"lock_pending_outbox", lock_pending_outbox,
+                                  1},
+    [STMT_MOVE_DELIVERED_OUTBOX] = {"move_delivered_outbox",
+                                    move_delivered_outbox, 3},
+};
+
+/* Migrations bookkeeping (run by rl_db_migrate only). */
+static const char create_schema_migrations[] =
+    "CREATE TABLE IF NOT EXISTS schema_migrations ("
+    "  name text PRIMARY KEY,"
+    "  checksum text NOT NULL,"
+    "  applied_at timestamptz NOT NULL DEFAULT now())";
+static const char lock_migrations[] = "SELECT pg_advisory_lock($1::int8)";
+static const char unlock_migrations[] = "SELECT pg_advisory_unlock($1::int8)";
+static const char list_applied_migrations[] =
+    "SELECT name, checksum FROM schema_migrations ORDER BY name";
+static const char record_migration[] =
+    "INSERT INTO schema_migrations (name, checksum) VALUES ($1, $2)";
+static const char set_search_path[] =
+    "SELECT set_config('search_path', quote_ident($1), false)";
+
+/* ---- errors ------------------------------------------------------------- */
+
+/* Replaces every occurrence of the connection's password in msg by "***":
+ * server messages do not carry it, but a libpq message quoting a malformed
+ * parameter could. */
+static void
+scrub_password(PGconn *conn, char *msg)
+{
+    const char *pass = conn ? PQpass(conn) : NULL;
+    size_t plen;
+    char *hit;
+
+    if (!pass || !*pass)
+        return;
+    plen = strlen(pass);
+    while ((hit = strstr(msg, pass)) != NULL) {
+        size_t rest = strlen(hit + plen);
+
+        memmove(hit + 3, hit + plen, rest + 1);
+        memcpy(hit, "***", 3);
+        if (plen < 3) /* the replacement could contain it again */
+            break;
+    }
+}
+
+/* "could not <what>: <message>" into errstr, message from res when it has
+ * one, else from the connection; trailing newlines dropped. */
+static void fail_msg(struct rl_db *db, const PGresult *res, char *errstr,
+                     size_t errstr_size, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+static void
+fail_msg(struct rl_db *db, const PGresult *res, char *errstr,
+         size_t errstr_size, const char *fmt, ...)
+{
+    char what[256];
+    char msg[1024];
+    const char *text = NULL;
+    size_t len;
+    va_list ap;
+
+    if (!errstr || errstr_size == 0)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+
+    if (res)
+        text = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+    if (!text || !*text)
+        text = db && db->conn ? PQerrorMessage(db->conn) : "";
+    if (!text || !*text)
+        text = "unknown error";
+    snprintf(msg, sizeof(msg), "%s", text);
+    len = strlen(msg);
+    while (len > 0 && (msg[len - 1] == '\n' || msg[len - 1] == '\r'))
+        msg[--len] = '\0';
+    /* libpq adds hint lines ("\n\tIs the server running..."): keep the
+     * message on one line for the log. */
+    for (char *p = msg; *p; p++) {
+        if (*p == '\n' || *p == '\r' || *p == '\t')
+            *p = ' ';
+    }
+    scrub_password(db ? db->conn : NULL, msg);
+    snprintf(errstr, errstr_size, "could not %s: %s", what, msg);
+}
+
+static void set_err(char *errstr, size_t errstr_size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void
+set_err(char *errstr, size_t errstr_size, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (!errstr || errstr_size == 0)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(errstr, errstr_size, fmt, ap);
+    va_end(ap);
+}
+
+/* Data exceptions (class 22) and integrity violations (23) are the
+ * caller's input: retrying as is cannot help. Everything else may be
+ * transient. */
+static int
+err_from_result(const PGresult *res)
+{
+    const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+
+    if (state && (strncmp(state, "22", 2) == 0 || strncmp(state, "23", 2) == 0))
+        return RL_ERR_INVALID;
+    return RL_ERR_DB;
+}
+
+/* ---- text helpers ------------------------------------------------------- */
+
+/* A growable string for array literals; failed sticks after an OOM. */
+struct sbuf {
+    char *data;
+    size_t len;
+    size_t cap;
+    int failed;
+};
+
+static void
+sbuf_put(struct sbuf *b, const char *s, size_t n)
+{
+    if (b->failed)
+        return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        char *data;
+
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        data = realloc(b->data, cap);
+        if (!data) {
+            b->failed = 1;
+            return;
+        }
+        b->data = data;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, s, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+}
+
+static void
+sbuf_free(struct sbuf *b)
+{
+    free(b->data);
+    memset(b, 0, sizeof(*b));
+}
+
+/* Appends one element to a PostgreSQL array literal being built in b
+ * ("{" first, "}" after the last): quoted, with '"' and '\' escaped, or
+ * NULL. */
+static void
+array_add(struct sbuf *b, const char *elem)
+{
+    const char *p;
+    const char *run;
+
+    sbuf_put(b, b->len > 1 ? "," : "", b->len > 1 ? 1 : 0);
+    if (!elem) {
+        sbuf_put(b, "NULL", 4);
+        return;
+    }
+    sbuf_put(b, "\"", 1);
+    for (p = run = elem; *p; p++) {
+        if (*p == '"' || *p == '\\') {
+            sbuf_put(b, run, (size_t)(p - run));
+            sbuf_put(b, "\\", 1);
+            run = p;
+        }
+    }
+    sbuf_put(b, run, (size_t)(p - run));
+    sbuf_put(b, "\"", 1);
+}
+
+static void
+array_add_int(struct sbuf *b, int64_t value, int null_if_negative)
+{
+    char num[32];
+
+    if (null_if_negative && value < 0) {
+        array_add(b, NULL);
+        return;
+    }
+    snprintf(num, sizeof(num), "%" PRId64, value);
+    array_add(b, num);
+}
+
+/* Copies column col of row into a new string; NULL for SQL NULL. Sets
+ * *oom when the copy fails. */
+static char *
+dup_value(const PGresult *res, int row, int col, int *oom)
+{
+    char *copy;
+
+    if (PQgetisnull(res, row, col))
+        return NULL;
+    copy = strdup(PQgetvalue(res, row, col));
+    if (!copy)
+        *oom = 1;
+    return copy;
+}
+
+static void
+copy_value(const PGresult *res, int row, int col, char *out, size_t size)
+{
+    snprintf(out, size, "%s",
+             PQgetisnull(res, row, col) ? "" : PQgetvalue(res, row, col));
+}
+
+static int64_t
+int_value(const PGresult *res, int row, int col, int64_t if_null)
+{
+    if (PQgetisnull(res, row, col))
+        return if_null;
+    return strtoll(PQgetvalue(res, row, col), NULL, 10);
+}
+
+static int
+bool_value(const PGresult *res, int row, int col)
+{
+    return !PQgetisnull(res, row, col) && PQgetvalue(res, row, col)[0] == 't';
+}
+
+static int
+is_json_null(const char *json)
+{
+    return !json || strcmp(json, "null") == 0;
+}
+
+/* ---- connection --------------------------------------------------------- */
+
+/* Server notices (e.g. "relation already exists, skipping") would go to
+ * stderr unformatted; the log carries them as debug lines instead. */
+static void
+notice_to_log(void *arg, const char *message)
+{
+    size_t len = strlen(message);
+
+    (void)arg;
+    while (len > 0 && message[len - 1] == '\n')
+        len--;
+    rl_log_debug(NULL, "postgresql: %.*s", (int)len, message);
+}
+
+static int
+valid_schema_name(const char *schema)
+{
+    size_t len = strlen(schema);
+
+    if (len == 0 || len > RL_DB_SCHEMA_MAX || isdigit((unsigned char)*schema))
+        return 0;
+    for (const char *p = schema; *p; p++) {
+        if (!(*p >= 'a' && *p <= 'z') && !(*p >= '0' && *p <= '9') && *p != '_')
+            return 0;
+    }
+    return 1;
+}
+
+/* Runs a statement without parameters (PQexecParams still refuses a second
+ * statement in the string). Returns the result or NULL with errstr set. */
+static PGresult *
+exec_simple(struct rl_db *db, const char *sql, int nparams,
+            const char *const *params, int *err, char *errstr,
+            size_t errstr_size, const char *what)
+{
+    PGresult *res;
+    ExecStatusType status;
+
+    res = PQexecParams(db->conn, sql, nparams, NULL, params, NULL, NULL, 0);
+    status = PQresultStatus(res);
+    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
+        fail_msg(db, res, errstr, errstr_size, "%s", what);
+        *err = err_from_result(res);
+        PQclear(res);
+        return NULL;
+    }
+    return res;
+}
+
+/* Applies the configured schema to a fresh session. */
+static int
+apply_schema(struct rl_db *db, char *errstr, size_t errstr_size)
+{
+    const char *params[1];
+    PGresult *res;
+    int err = RL_ERR_DB;
+
+    if (!db->schema || db->schema_set)
+        return 0;
+    params[0] = db->schema;
+    res = exec_simple(db, set_search_path, 1, params, &err, errstr, errstr_size,
+                      "set the schema search path");
+    if (!res)
+        return err;
+    PQclear(res);
+    db->schema_set = 1;
+    return 0;
+}
+
+struct rl_db *
+rl_db_connect_schema(const char *conninfo, const char *schema, char *errstr,
+                     size_t errstr_size)
+{
+    /* Earlier entries are defaults the connection string may override. */
+    const char *keys[] = {"connect_timeout", "fallback_application_name",
+                          "keepalives",      "keepalives_idle",
+                          "dbname",          NULL};
+    const char *values[] = {"10", "runledger", "1", "30", NULL, NULL};
+    struct rl_db *db = NULL;
+    PQconninfoOption *opts;
+    char *parse_err = NULL;
+
+    if (schema && !valid_schema_name(schema)) {
+        set_err(errstr, errstr_size,
+                "could not connect to postgresql: schema name must be 1 to "
+                "%d of [a-z0-9_], not starting with a digit",
+                RL_DB_SCHEMA_MAX);
+        return NULL;
+    }
+    if (!conninfo) {
+        conninfo = getenv("DATABASE_URL");
+        if (!conninfo)
+            conninfo = "";
+    }
+    /* libpq's parse error may quote the offending text, which can be the
+     * password: report only that the syntax is wrong. */
+    if (*conninfo) {
+        opts = PQconninfoParse(conninfo, &parse_err);
+        if (!opts) {
+            PQfreemem(parse_err);
+            set_err(errstr, errstr_size,
+                    "could not connect to postgresql: the connection string "
+                    "is malformed (not shown: it may hold a password)");
+            return NULL;
+        }
+        PQconninfoFree(opts);
+    }
+    values[4] = conninfo;
+
+    db = calloc(1, sizeof(*db));
+    if (!db)
+        goto oom;
+    if (schema) {
+        db->schema = strdup(schema);
+        if (!db->schema)
+            goto oom;
+    }
+    db->conn = PQconnectdbParams(keys, values, 1);
+    if (!db->conn)
+        goto oom;
+    if (PQstatus(db->conn) != CONNECTION_OK) {
+        fail_msg(db, NULL, errstr, errstr_size, "connect to postgresql");
+        rl_db_destroy(db);
+        return NULL;
+    }
+    PQsetNoticeProcessor(db->conn, notice_to_log, NULL);
+    if (apply_schema(db, errstr, errstr_size) != 0) {
+        rl_db_destroy(db);
+        return NULL;
+    }
+    return db;
+
+oom:
+    rl_db_destroy(db);
+    set_err(errstr, errstr_size,
+            "could not connect to postgresql: out of memory");
+    return NULL;
+}
+
+struct rl_db *
+rl_db_connect(const char *conninfo, char *errstr, size_t errstr_size)
+{
+    return rl_db_connect_schema(conninfo, NULL, errstr, errstr_size);
+}
+
+void
+rl_db_destroy(struct rl_db *db)
+{
+    if (!db)
+        return;
+    if (db->conn)
+        PQfinish(db->conn);
+    free(db->schema);
+    free(db);
+}
+
+int
+rl_db_ping(struct rl_db *db, char *errstr, size_t errstr_size)
+{
+    PGresult *res;
+    int err = RL_ERR_DB;
+
+    if (PQstatus(db->conn) != CONNECTION_OK) {
+        PQreset(db->conn);
+        db->prepared = 0;
+        db->schema_set = 0;
+        db->in_tx = 0;
+        if (PQstatus(db->conn) != CONNECTION_OK) {
+            fail_msg(db, NULL, errstr, errstr_size, "reconnect to postgresql");
+            return RL_ERR_DB;
+        }
+    }
+    err = apply_schema(db, errstr, errstr_size);
+    if (err != 0)
+        return err;
+    res = exec_simple(db, "SELECT 1", 0, NULL, &err, errstr, errstr_size,
+                      "ping postgresql");
+    if (!res)
+        return err;
+    PQclear(res);
+    return 0;
+}
+
+/* Prepares statement id on first use in this session and runs it.
+ * Returns the result (PQclear it) or NULL with *err and errstr set,
+ * errstr reading "could not <what>[ <subject>]: <message>". */
+static PGresult *
+exec_stmt(struct rl_db *db, enum stmt id, const char *const *params,
+          const char *what, const char *subject, int *err, char *errstr,
+          size_t errstr_size)
+{
+    const struct statement *st = &statements[id];
+    PGresult *res;
+    ExecStatusType status;
+
+    *err = RL_ERR_DB;
+    if (!db->schema_set && db->schema &&
+        apply_schema(db, errstr, errstr_size) != 0)
+        return NULL;
+    if (!(db->prepared & (1u << id))) {
+        res = PQprepare(db->conn, st->name, st->sql, st->nparams, NULL);
+        if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+            fail_msg(db, res, errstr, errstr_size, "%s%s%s", what,
+                     subject ? " " : "", subject ? subject : "");
+            PQclear(res);
+            return NULL;
+        }
+        PQclear(res);
+        db->prepared |= 1u << id;
+    }
+    res =
+        PQexecPrepared(db->conn, st->name, st->nparams, params, NULL, NULL, 0);
+    status = PQresultStatus(res);
+    if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK) {
+        fail_msg(db, res, errstr, errstr_size, "%s%s%s", what,
+                 subject ? " " : "", subject ? subject : "");
+        *err = err_from_result(res);
+        PQclear(res);
+        return NULL;
+    }
+    return res;
+}
+
+/* ---- migrations --------------------------------------------------------- */
+
+static int
+apply_migration(struct rl_db *db, const struct rl_migration *m,
+                const char *checksum, char *errstr, size_t errstr_size)
+{
+    const char *params[2] = {m->name, checksum};
+    PGresult *res;
+    char what[200];
+    int err = RL_ERR_DB;
+
+    snprintf(what, sizeof(what), "apply migration %s", m->name);
+    res = exec_simple(db, "BEGIN", 0, NULL, &err, errstr, errstr_size, what);
+    if (!res)
+        return err;
+    PQclear(res);
+
+    /* A migration is a script of many statements: the one place that runs
+     * SQL text through PQexec. It is compiled in, never user input. */
+    res = PQexec(db->conn, m->sql);
+    if (PQresultStatus(res) != PGRES_COMMAND_OK &&
+        PQresultStatus(res) != PGRES_TUPLES_OK) {
+        fail_msg(db, res, errstr, errstr_size, "%s", what);
+        PQclear(res);
+        goto rollback;
+    }
+    PQclear(res);
+
+    res = exec_simple(db, record_migration, 2, params, &err, errstr,
+                      errstr_size, what);
+    if (!res)
+        goto rollback;
+    PQclear(res);
+
+    res = exec_simple(db, "COMMIT", 0, NULL, &err, errstr, errstr_size, what);
+    if (!res)
+        return RL_ERR_DB;
+    PQclear(res);
+    return 0;
+
+rollback:
+    PQclear(PQexecParams(db->conn, "ROLLBACK", 0, NULL, NULL, NULL, NULL, 0));
+    return RL_ERR_DB;
+}
+
+int
+rl_db_migrate(struct rl_db *db, int *applied, char *errstr, size_t errstr_size)
+{
+    char key[32];
+    const char *key_param[1] = {key};
+    char(*checksums)[RL_HEX_SIZE] = NULL;
+    char *applied_flags = NULL;
+    PGresult *res = NULL;
+    int locked = 0;
+    int count = 0;
+    int err = RL_ERR_DB;
+
+    if (applied)
+        *applied = 0;
+    snprintf(key, sizeof(key), "%" PRId64, RL_DB_MIGRATE_LOCK_KEY);
+
+    checksums = calloc(rl_migrations_count + 1, sizeof(*checksums));
+    applied_flags = calloc(rl_migrations_count + 1, 1);
+    if (!checksums || !applied_flags) {
+        set_err(errstr, errstr_size, "could not migrate: out of memory");
+        err = RL_ERR_NOMEM;
+        goto done;
+    }
+    for (size_t i = 0; i < rl_migrations_count; i++) {
+        const struct rl_migration *m = &rl_migrations[i];
+
+        if (rl_sha256_hex(m->sql, strlen(m->sql), checksums[i]) != 0) {
+            set_err(errstr, errstr_size, "could not migrate: could not hash %s",
+                    m->name);
+            err = RL_ERR_NOMEM;
+            goto done;
+        }
+    }
+
+    /* Two deployments starting at once must not both apply a file (nor
+     * both create the schema). */
+    res = exec_simple(db, lock_migrations, 1, key_param, &err, errstr,
+                      errstr_size, "take the migration lock");
+    if (!res)
+        goto done;
+    PQclear(res);
+    locked = 1;
+
+    if (db->schema) {
+        char *ident =
+            PQescapeIdentifier(db->conn, db->schema, strlen(db->schema));
+        char sql[RL_DB_SCHEMA_MAX * 2 + 64];
+
+        if (!ident) {
+            fail_msg(db, NULL, errstr, errstr_size, "create schema %s",
+                     db->schema);
+            goto done;
+        }
+        /* An identifier cannot be a parameter; it was validated to
+         * [a-z0-9_] and quoted. */
+        snprintf(sql, sizeof(sql), "CREATE SCHEMA IF NOT EXISTS %s", ident);
+        PQfreemem(ident);
+        res = exec_simple(db, sql, 0, NULL, &err, errstr, errstr_size,
+                          "create the ledger schema");
+        if (!res)
+            goto done;
+        PQclear(res);
+    }
+
+    res = exec_simple(db, create_schema_migrations, 0, NULL, &err, errstr,
+                      errstr_size, "create schema_migrations");
+    if (!res)
+        goto done;
+    PQclear(res);
+
+    res = exec_simple(db, list_applied_migrations, 0, NULL, &err, errstr,
+                      errstr_size, "read schema_migrations");
+    if (!res)
+        goto done;
+    for (int row = 0; row < PQntuples(res); row++) {
+        const char *name = PQgetvalue(res, row, 0);
+        const char *sum = PQgetvalue(res, row, 1);
+        size_t i;
+
+        for (i = 0; i < rl_migrations_count; i++) {
+            if (strcmp(rl_migrations[i].name, name) == 0)
+                break;
+        }
+        if (i == rl_migrations_count) {
+            /* Applied by a newer build: nothing for this one to do. */
+            rl_log_warn(NULL,
+                        "migration %s is applied but unknown to this build "
+                        "(a newer runledger applied it)",
+                        name);
+            continue;
+        }
+        if (strcmp(checksums[i], sum) != 0) {
+            set_err(errstr, errstr_size,
+                    "migration %s was changed after it was applied: "
+                    "checksum %s in the database, %s in this build; add a "
+                    "new migration instead",
+                    name, sum, checksums[i]);
+            err = RL_ERR_CHECKSUM;
+            goto done;
+        }
+        applied_flags[i] = 1;
+    }
+    PQclear(res);
+    res = NULL;
+
+    for (size_t i = 0; i < rl_migrations_count; i++) {
+        if (applied_flags[i])
+            continue;
+        err = apply_migration(db, &rl_migrations[i], checksums[i], errstr,
+                              errstr_size);
+        if (err != 0)
+            goto done;
+        count++;
+        rl_log_info(NULL, "applied migration %s", rl_migrations[i].name);
+    }
+    err = 0;
+
+done:
+    PQclear(res);
+    if (locked) {
+        PQclear(PQexecParams(db->conn, unlock_migrations, 1, NULL, key_param,
+                             NULL, NULL, 0));
+    }
+    free(checksums);
+    free(applied_flags);
+    if (applied)
+        *applied = count;
+    return err;
+}
+
+/* ---- claims ------------------------------------------------------------- */
+
+static const char *const claim_names[] = {
+    [RL_CLAIM_WON] = "won",       [RL_CLAIM_COMPLETED] = "completed",
+    [RL_CLAIM_LEASED] = "leased", [RL_CLAIM_CONFLICT] = "conflict",
+    [RL_CLAIM_PARKED] = "parked", [RL_CLAIM_NOT_DUE] = "not_due",
+};
+
+const char *
+rl_claim_status_name(enum rl_claim_status status)
+{
+    if ((unsigned)status < sizeof(claim_names) / sizeof(claim_names[0]))
+        return claim_names[status];
+    return "invalid";
+}
+
+void
+rl_claim_clear(struct rl_claim *claim)
+{
+    if (!claim)
+        return;
+    free(claim->job);
+    free(claim->tenant);
+    free(claim->version);
+    free(claim->request_json);
+    free(claim->raw_input);
+    free(claim->output_json);
+    free(claim->source_topic);
+    memset(claim, 0, sizeof(*claim));
+}
+
+/* Column order shared by rl_claim_runs() and claim_due_runs. */
+enum claim_col {
+    CC_ORD,
+    CC_RUN_ID,
+    CC_CLAIM,
+    CC_STATUS,
+    CC_FINGERPRINT,
+    CC_LEASE_EPOCH,
+    CC_ATTEMPTS,
+    CC_AMBIGUOUS_PRIOR,
+    CC_AMBIGUOUS_COUNT,
+    CC_DEADLINE_PASSED,
+    CC_JOB,
+    CC_TENANT,
+    CC_SCHEDULED_AT,
+    CC_VERSION,
+    CC_REQUEST,
+    CC_RAW_INPUT,
+    CC_OUTPUT,
+    CC_SOURCE_TOPIC,
+    CC_SOURCE_PARTITION,
+    CC_SOURCE_OFFSET,
+    CC_COUNT
+};
+
+/* Fills claim from one result row. Returns 0, RL_ERR_NOMEM or RL_ERR_DB
+ * (an unknown claim word). */
+static int
+claim_from_row(const PGresult *res, int row, struct rl_claim *claim)
+{
+    const char *word = PQgetvalue(res, row, CC_CLAIM);
+    int oom = 0;
+    size_t k;
+
+    memset(claim, 0, sizeof(*claim));
+    for (k = 0; k < sizeof(claim_names) / sizeof(claim_names[0]); k++) {
+        if (strcmp(word, claim_names[k]) == 0)
+            break;
+    }
+    if (k == sizeof(claim_names) / sizeof(claim_names[0]))
+        return RL_ERR_DB;
+    claim->status = (enum rl_claim_status)k;
+    copy_value(res, row, CC_RUN_ID, claim->run_id, sizeof(claim->run_id));
+    copy_value(res, row, CC_STATUS, claim->run_status,
+               sizeof(claim->run_status));
+    copy_value(res, row, CC_FINGERPRINT, claim->fingerprint,
+               sizeof(claim->fingerprint));
+    claim->lease_epoch = int_value(res, row, CC_LEASE_EPOCH, 0);
+    claim->attempts = (int)int_value(res, row, CC_ATTEMPTS, 0);
+    claim->ambiguous_prior = bool_value(res, row, CC_AMBIGUOUS_PRIOR);
+    claim->ambiguous_count = (int)int_value(res, row, CC_AMBIGUOUS_COUNT, 0);
+    claim->deadline_passed = bool_value(res, row, CC_DEADLINE_PASSED);
+    claim->job = dup_value(res, row, CC_JOB, &oom);
+    claim->tenant = dup_value(res, row, CC_TENANT, &oom);
+    copy_value(res, row, CC_SCHEDULED_AT, claim->scheduled_at,
+               sizeof(claim->scheduled_at));
+    claim->version = dup_value(res, row, CC_VERSION, &oom);
+    claim->request_json = dup_value(res, row, CC_REQUEST, &oom);
+    claim->raw_input = dup_value(res, row, CC_RAW_INPUT, &oom);
+    claim->output_json = dup_value(res, row, CC_OUTPUT, &oom);
+    claim->source_topic = dup_value(res, row, CC_SOURCE_TOPIC, &oom);
+    claim->source_partition =
+        (int32_t)int_value(res, row, CC_SOURCE_PARTITION, -1);
+    claim->source_offset = int_value(res, row, CC_SOURCE_OFFSET, -1);
+    if (oom) {
+        rl_claim_clear(claim);
+        return RL_ERR_NOMEM;
+    }
+    return 0;
+}
+
+static int
+valid_reg(const struct rl_run_reg *reg)
+{
+    return reg->run_id && reg->job && reg->tenant && reg->scheduled_at &&
+           reg->version && reg->fingerprint && reg->request_json;
+}
+
+int
+rl_db_register_claim(struct rl_db *db, const struct rl_run_reg *regs, size_t n,
+                     const char *worker, int lease_seconds,
+                     struct rl_claim *claims, char *errstr, size_t errstr_size)
+{
+    enum {
+        A_RUN_ID,
+        A_JOB,
+        A_TENANT,
+        A_SCHEDULED_AT,
+        A_VERSION,
+        A_FINGERPRINT,
+        A_REQUEST,
+        A_INPUT,
+        A_DEADLINE,
+        A_TOPIC,
+        A_PARTITION,
+        A_OFFSET,
+        A_COUNT
+    };
+    struct sbuf arrays[A_COUNT];
+    const char *params[14];
+    char lease[32];
+    const char *subject = n == 1 ? regs[0].run_id : NULL;
+    const char *what = n == 1 ? "claim run" : "claim runs";
+    PGresult *res = NULL;
+    int err = RL_ERR_DB;
+    int a;
+
+    memset(arrays, 0, sizeof(arrays));
+    if (claims)
+        memset(claims, 0, n * sizeof(*claims));
+    if (n == 0 || !regs || !claims || !worker || !*worker ||
+        lease_seconds <= 0) {
+        set_err(errstr, errstr_size,
+                "could not claim runs: need at least one run, a worker and "
+                "a positive lease");
+        return RL_ERR_INVALID;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!valid_reg(&regs[i])) {
+            set_err(errstr, errstr_size,
+                    "could not claim run %s: run_id, job, tenant, "
+                    "scheduled_at, version, fingerprint and request are "
+                    "required",
+                    regs[i].run_id ? regs[i].run_id : "(null)");
+            return RL_ERR_INVALID;
+        }
+    }
+
+    for (a = 0; a < A_COUNT; a++)
+        sbuf_put(&arrays[a], "{", 1);
+    for (size_t i = 0; i < n; i++) {
+        const struct rl_run_reg *reg = &regs[i];
+
+        array_add(&arrays[A_RUN_ID], reg->run_id);
+        array_add(&arrays[A_JOB], reg->job);
+        array_add(&arrays[A_TENANT], reg->tenant);
+        array_add(&arrays[A_SCHEDULED_AT], reg->scheduled_at);
+        array_add(&arrays[A_VERSION], reg->version);
+        array_add(&arrays[A_FINGERPRINT], reg->fingerprint);
+        array_add(&arrays[A_REQUEST], reg->request_json);
+        array_add(&arrays[A_INPUT],
+                  is_json_null(reg->input_json) ? NULL : reg->input_json);
+        array_add_int(&arrays[A_DEADLINE], reg->deadline_seconds, 0);
+        array_add(&arrays[A_TOPIC], reg->source_topic);
+        array_add_int(&arrays[A_PARTITION], reg->source_partition, 1);
+        array_add_int(&arrays[A_OFFSET], reg->source_offset, 1);
+    }
+    for (a = 0; a < A_COUNT; a++) {
+        sbuf_put(&arrays[a], "}", 1);
+        if (arrays[a].failed) {
+            set_err(errstr, errstr_size, "could not claim runs: out of memory");
+            err = RL_ERR_NOMEM;
+            goto done;
+        }
+        params[a] = arrays[a].data;
+    }
+    snprintf(lease, sizeof(lease), "%d", lease_seconds);
+    params[12] = worker;
+    params[13] = lease;
+
+    res = exec_stmt(db, STMT_CLAIM_RUNS, params, what, subject, &err, errstr,
+                    errstr_size);
+    if (!res)
+        goto done;
+    if ((size_t)PQntuples(res) != n || PQnfields(res) != CC_COUNT) {
+        set_err(errstr, errstr_size,
+                "could not claim runs: expected %zu rows of %d columns, got "
+                "%d of %d (is the schema migrated?)",
+                n, CC_COUNT, PQntuples(res), PQnfields(res));
+        err = RL_ERR_DB;
+        goto done;
+    }
+    for (int row = 0; row < PQntuples(res); row++) {
+        int64_t ord = int_value(res, row, CC_ORD, 0);
+
+        if (ord < 1 || (size_t)ord > n || claims[ord - 1].run_id[0]) {
+            set_err(errstr, errstr_size,
+                    "could not claim runs: bad row order in the result");
+            err = RL_ERR_DB;
+            goto done;
+        }
+        err = claim_from_row(res, row, &claims[ord - 1]);
+        if (err != 0) {
+            set_err(errstr, errstr_size, "could not claim run %s: %s",
+                    PQgetvalue(res, row, CC_RUN_ID),
+                    err == RL_ERR_NOMEM ? "out of memory"
+                                        : "unknown claim result");
+            goto done;
+        }
+    }
+    err = 0;
+
+done:
+    if (err != 0) {
+        for (size_t i = 0; i < n; i++)
+            rl_claim_clear(&claims[i]);
+    }
+    PQclear(res);
+    for (a = 0; a < A_COUNT; a++)
+        sbuf_free(&arrays[a]);
+    return err;
+}
+
+int
+rl_db_claim_run(struct rl_db *db, const struct rl_run_reg *reg,
+                const char *worker, int lease_seconds, struct rl_claim *claim,
+                char *errstr, size_t errstr_size)
+{
+    return rl_db_register_claim(db, reg, 1, worker, lease_seconds, claim,
+                                errstr, errstr_size);
+}
+
+int
+rl_db_claim_due(struct rl_db *db, const char *worker, int lease_seconds,
+                size_t limit, struct rl_claim *claims, size_t *n_claimed,
+                char *errstr, size_t errstr_size)
+{
+    char lease[32];
+    char lim[32];
+    const char *params[3] = {worker, lease, lim};
+    PGresult *res;
+    int err = RL_ERR_DB;
+    int rows;
+
+    *n_claimed = 0;
+    if (!worker || !*worker || lease_seconds <= 0 || limit == 0 || !claims) {
+        set_err(errstr, errstr_size,
+                "could not claim due runs: need a worker, a positive lease "
+                "and a positive limit");
+        return RL_ERR_INVALID;
+    }
+    snprintf(lease, sizeof(lease), "%d", lease_seconds);
+    snprintf(lim, sizeof(lim), "%zu", limit);
+    res = exec_stmt(db, STMT_CLAIM_DUE_RUNS, params, "claim due runs", NULL,
+                    &err, errstr, errstr_size);
+    if (!res)
+        return err;
+    rows = PQntuples(res);
+    if ((size_t)rows > limit || PQnfields(res) != CC_COUNT) {
+        set_err(errstr, errstr_size,
+                "could not claim due runs: unexpected result shape");
+        PQclear(res);
+        return RL_ERR_DB;
+    }
+    for (int row = 0; row < rows; row++) {
+        err = claim_from_row(res, row, &claims[row]);
+        if (err != 0) {
+            /* The leases are taken but unreported: they expire and the
+             * next sweep reclaims them. */
+            set_err(errstr, errstr_size,
+                    "could not claim due run %s: out of memory",
+                    PQgetvalue(res, row, CC_RUN_ID));
+            for (int k = 0; k < row; k++)
+                rl_claim_clear(&claims[k]);
+            PQclear(res);
+            return err;
+        }
+    }
+    PQclear(res);
+    *n_claimed = (size_t)rows;
+    return 0;
+}
+
+/* ---- writes under a lease ----------------------------------------------- */
+
+static void
+stale_msg(char *errstr, size_t errstr_size, const char *what,
+          const char *run_id, int64_t epoch)
+{
+    set_err(errstr, errstr_size,
+            "could not %s %s: lease lost (another worker owns the run, or "
+            "lease epoch %" PRId64 " is no longer current)",
+            what, run_id, epoch);
+}
+
+int
+rl_db_store_raw_input(struct rl_db *db, const char *run_id, const char *worker,
+                      int64_t lease_epoch, const char *input_json,
+                      char **stored, char *errstr, size_t errstr_size)
+{
+    char epoch[32];
+    const char *params[4] = {run_id, worker, epoch,
+                             is_json_null(input_json) ? NULL : input_json};
+    PGresult *res;
+    int err = RL_ERR_DB;
+    int oom = 0;
+
+    *stored = NULL;
+    snprintf(epoch, sizeof(epoch), "%" PRId64, lease_epoch);
+    res =
+        exec_stmt(db, STMT_STORE_RAW_INPUT_ONCE, params,
+                  "store raw input of run", run_id, &err, errstr, errstr_size);
+    if (!res)
+        return err;
+    if (PQntuples(res) != 1) {
+        PQclear(res);
+        stale_msg(errstr, errstr_size, "store raw input of run", run_id,
+                  lease_epoch);
+        return RL_ERR_STALE;
+    }
+    *stored = dup_value(res, 0, 0, &oom);
+    PQclear(res);
+    if (oom) {
+        set_err(errstr, errstr_size,
+                "could not store raw input of run %s: out of memory", run_id);
+        return RL_ERR_NOMEM;
+    }
+    return 0;
+}
+
+int
+rl_db_record_dispatch(struct rl_db *db, const char *run_id, const char *worker,
+                      int64_t lease_epoch, const char *idempotency_key,
+                      int *attempt_no, char *errstr, size_t errstr_size)
+{
+    char epoch[32];
+    const char *params[4] = {run_id, worker, epoch, idempotency_key};
+    PGresult *res;
+    int err = RL_ERR_DB;
+
+    *attempt_no = 0;
+    if (!idempotency_key) {
+        set_err(errstr, errstr_size,
+                "could not record dispatch of run %s: no idempotency key",
+                run_id);
+        return RL_ERR_INVALID;
+    }
+    snprintf(epoch, sizeof(epoch), "%" PRId64, lease_epoch);
+    res =
+        exec_stmt(db, STMT_RECORD_DISPATCH_UNDER_LEASE, params,
+                  "record dispatch of run", run_id, &err, errstr, errstr_size);
+    if (!res)
+        return err;
+    if (PQntuples(res) != 1) {
+        PQclear(res);
+        stale_msg(errstr, errstr_size, "record dispatch of run", run_id,
+                  lease_epoch);
+        return RL_ERR_STALE;
+    }
+    *attempt_no = (int)int_value(res, 0, 0, 0);
+    PQclear(res);
+    return 0;
+}
+
+/* Formats value into buf, or returns NULL (SQL NULL) when negative. */
+static const char *
+int_or_null(int64_t value, char *buf, size_t size)
+{
+    if (value < 0)
+        return NULL;
+    snprintf(buf, size, "%" PRId64, value);
+    return buf;
+}
+
+int
+rl_db_record_outcome(struct rl_db *db, const char *run_id, int attempt_no,
+                     const char *outcome, int http_status,
+                     const char *upstream_request_id, int64_t prompt_tokens,
+                     int64_t completion_tokens, int64_t cached_tokens,
+                     int64_t latency_ms, const char *error, char *errstr,
+                     size_t errstr_size)
+{
+    char attempt[16], http[16], prompt[32], completion[32], cached[32],
+        latency[32];
+    const char *params[10];
+    PGresult *res;
+    int err = RL_ERR_DB;
+    int rows;
+
+    if (!outcome || !*outcome) {
+        set_err(errstr, errstr_size,
+                "could not record outcome of run %s: no outcome", run_id);
+        return RL_ERR_INVALID;
+    }
+    snprintf(attempt, sizeof(attempt), "%d", attempt_no);
+    params[0] = run_id;
+    params[1] = attempt;
+    params[2] = outcome;
+    params[3] = int_or_null(http_status, http, sizeof(http));
+    params[4] = upstream_request_id;
+    params[5] = int_or_null(prompt_tokens, prompt, sizeof(prompt));
+    params[6] = int_or_null(completion_tokens, completion, sizeof(completion));
+    params[7] = int_or_null(cached_tokens, cached, sizeof(cached));
+    params[8] = int_or_null(latency_ms, latency, sizeof(latency));
+    params[9] = error;
+    res = exec_stmt(db, STMT_RECORD_OUTCOME_ONCE, params,
+                    "record outcome of run", run_id, &err, errstr, errstr_size);
+    if (!res)
+        return err;
+    rows = atoi(PQcmdTuples(res));
+    PQclear(res);
+    if (rows != 1) {
+        set_err(errstr, errstr_size,
+                "could not record outcome of run %s: attempt %d does not "
+                "exist or already has an outcome",
+                run_id, attempt_no);
+        return RL_ERR_NOTFOUND;
+    }
+    return 0;
+}
+
+int
+rl_db_renew_leases(struct rl_db *db, const char *worker, int lease_seconds,
+                   const char *const *run_ids, const int64_t *epochs, size_t n,
+                   int *held, char *errstr, size_t errstr_size)
+{
+    struct sbuf ids = {0}, eps = {0};
+    char lease[32];
+    const char *params[4];
+    PGresult *res = NULL;
+    int err = RL_ERR_DB;
+    int count = 0;
+
+    if (n == 0)
+        return 0;
+    memset(held, 0, n * sizeof(*held));
+    if (!worker || !*worker || lease_seconds <= 0) {
+        set_err(errstr, errstr_size,
+                "could not renew leases: need a worker and a positive lease");
+        return RL_ERR_INVALID;
+    }
+    sbuf_put(&ids, "{", 1);
+    sbuf_put(&eps, "{", 1);
+    for (size_t i = 0; i < n; i++) {
+        array_add(&ids, run_ids[i]);
+        array_add_int(&eps, epochs[i], 0);
+    }
+    sbuf_put(&ids, "}", 1);
+    sbuf_put(&eps, "}", 1);
+    if (ids.failed || eps.failed) {
+        set_err(errstr, errstr_size, "could not renew leases: out of memory");
+        err = RL_ERR_NOMEM;
+        goto done;
+    }
+    snprintf(lease, sizeof(lease), "%d", lease_seconds);
+    params[0] = worker;
+    params[1] = lease;
+    params[2] = ids.data;
+    params[3] = eps.data;
+    res = exec_stmt(db, STMT_RENEW_LEASES_OF_OWNER, params,
+                    n == 1 ? "renew lease of run" : "renew leases",
+                    n == 1 ? run_ids[0] : NULL, &err, errstr, errstr_size);
+    if (!res)
+        goto done;
+    for (int row = 0; row < PQntuples(res); row++) {
+        int64_t ord = int_value(res, row, 0, 0);
+
+        if (ord >= 1 && (size_t)ord <= n && !held[ord - 1]) {
+            held[ord - 1] = 1;
+            count++;
+        }
+    }
+    err = count;
+
+done:
+    PQclear(res);
+    sbuf_free(&ids);
+    sbuf_free(&eps);
+    return err;
+}
+
+/* Runs a lease-guarded UPDATE; no row means the lease is gone. */
+static int
+update_under_lease(struct rl_db *db, enum stmt id, const char *const *params,
+                   const char *what, const char *run_id, int64_t epoch,
+                   char *errstr, size_t errstr_size)
+{
+    PGresult *res;
+    int err = RL_ERR_DB;
+    int rows;
+
+    res = exec_stmt(db, id, params, what, run_id, &err, errstr, errstr_size);
+    if (!res)
+        return err;
+    rows = atoi(PQcmdTuples(res));
+    PQclear(res);
+    if (rows != 1) {
+        stale_msg(errstr, errstr_size, what, run_id, epoch);
+        return RL_ERR_STALE;
+    }
+    return 0;
+}
+
+int
+rl_db_release(struct rl_db *db, const char *run_id, const char *worker,
+              int64_t lease_epoch, int64_t delay_ms, const char *error_class,
+              const char *error, char *errstr, size_t errstr_size)
+{
+    char epoch[32], delay[32];
+    const char *params[6] = {run_id, worker, epoch, delay, error_class, error};
+
+    snprintf(epoch, sizeof(epoch), "%" PRId64, lease_epoch);
+    snprintf(delay, sizeof(delay), "%" PRId64, delay_ms > 0 ? delay_ms : 0);
+    return update_under_lease(db, STMT_RELEASE_RUN_UNDER_LEASE, params,
+                              "release run", run_id, lease_epoch, errstr,
+                              errstr_size);
+}
+
+int
+rl_db_fail(struct rl_db *db, const char *run_id, const char *worker,
+           int64_t lease_epoch, const char *status, const char *error_class,
+           const char *error, char *errstr, size_t errstr_size)
+{
+    char epoch[32];
+    const char *params[6] = {run_id, worker, epoch, status, error_class, error};
+
+    if (!status ||
+        (strcmp(status, "failed") != 0 && strcmp(status, "unknown") != 0)) {
+        set_err(errstr, errstr_size,
+                "could not park run %s: status must be failed or unknown",
+                run_id);
+        return RL_ERR_INVALID;
+    }
+    snprintf(epoch, sizeof(epoch), "%" PRId64, lease_epoch);
+    return update_under_lease(db, STMT_PARK_RUN_UNDER_LEASE, params, "park run",
+                              run_id, lease_epoch, errstr, errstr_size);
+}
+
+void
+rl_completion_clear(struct rl_completion *completion)
+{
+    if (!completion)
+        return;
+    free(completion->output_json);
+    memset(completion, 0, sizeof(*completion));
+}
+
+int
+rl_db_complete_run(struct rl_db *db, const char *run_id, const char *worker,
+                   int64_t lease_epoch, const char *output_json,
+                   const struct rl_outbox_msg *msgs, size_t n_msgs,
+                   struct rl_completion *out, char *errstr, size_t errstr_size)
+{
+    struct sbuf channels = {0}, payloads = {0};
+    char epoch[32];
+    const char *params[6];
+    PGresult *res = NULL;
+    const char *result;
+    int err = RL_ERR_DB;
+    int oom = 0;
+
+    memset(out, 0, sizeof(*out));
+    if (is_json_null(output_json)) {
+        set_err(errstr, errstr_size, "could not complete run %s: no output",
+                run_id);
+        return RL_ERR_INVALID;
+    }
+    sbuf_put(&channels, "{", 1);
+    sbuf_put(&payloads, "{", 1);
+    for (size_t i = 0; i < n_msgs; i++) {
+        if (!msgs[i].channel) {
+            set_err(errstr, errstr_size,
+                    "could not complete run %s: an outbox message has no "
+                    "channel",
+                    run_id);
+            err = RL_ERR_INVALID;
+            goto done;
+        }
+        array_add(&channels, msgs[i].channel);
+        array_add(&payloads, msgs[i].payload_json);
+    }
+    sbuf_put(&channels, "}", 1);
+    sbuf_put(&payloads, "}", 1);
+    if (channels.failed || payloads.failed) {
+        set_err(errstr, errstr_size, "could not complete run %s: out of memory",
+                run_id);
+        err = RL_ERR_NOMEM;
+        goto done;
+    }
+    snprintf(epoch, sizeof(epoch), "%" PRId64, lease_epoch);
+    params[0] = run_id;
+    params[1] = worker;
+    params[2] = epoch;
+    params[3] = output_json;
+    params[4] = channels.data;
+    params[5] = payloads.data;
+    res = exec_stmt(db, STMT_COMPLETE_RUN_WITH_OUTBOX, params, "complete run",
+                    run_id, &err, errstr, errstr_size);
+    if (!res)
+        goto done;
+    if (PQntuples(res) != 1) {
+        set_err(errstr, errstr_size,
+                "could not complete run %s: unexpected result", run_id);
+        err = RL_ERR_DB;
+        goto done;
+    }
+    result = PQgetvalue(res, 0, 0);
+    if (strcmp(result, "stale") == 0) {
+        stale_msg(errstr, errstr_size, "complete run", run_id, lease_epoch);
+        err = RL_ERR_STALE;
+        goto done;
+    }
+    if (strcmp(result, "not_found") == 0) {
+        set_err(errstr, errstr_size, "could not complete run %s: no such run",
+                run_id);
+        err = RL_ERR_NOTFOUND;
+        goto done;
+    }
+    out->status = strcmp(result, "completed") == 0 ? RL_COMPLETE_DONE
+                                                   : RL_COMPLETE_ALREADY;
+    out->output_json = dup_value(res, 0, 1, &oom);
+    out->outbox_rows = (int)int_value(res, 0, 2, 0);
+    if (oom) {
+        /* The run is completed either way; only the copy failed. */
+        set_err(errstr, errstr_size, "could not complete run %s: out of memory",
+                run_id);
+        err = RL_ERR_NOMEM;
+        goto done;
+    }
+    err = 0;
+
+done:
+    if (err != 0)
+        rl_completion_clear(out);
+    PQclear(res);
+    sbuf_free(&channels);
+    sbuf_free(&payloads);
+    return err;
+}
+
+int
+rl_db_complete(struct rl_db *db, const char *run_id, const char *worker,
+               int64_t lease_epoch, const char *output_json,
+               const char *const *channels, size_t n_channels, int *completed,
+               char *errstr, size_t errstr_size)
+{
+    struct rl_outbox_msg *msgs = NULL;
+    struct rl_completion done;
+    int err;
+
+    if (completed)
+        *completed = 0;
+    if (n_channels > 0) {
+        msgs = calloc(n_channels, sizeof(*msgs));
+        if (!msgs) {
+            set_err(errstr, errstr_size,
+                    "could not complete run %s: out of memory", run_id);
+            return RL_ERR_NOMEM;
+        }
+        for (size_t i = 0; i < n_channels; i++)
+            msgs[i].channel = channels[i];
+    }
+    err = rl_db_complete_run(db, run_id, worker, lease_epoch, output_json, msgs,
+                             n_channels, &done, errstr, errstr_size);
+    free(msgs);
+    if (err == 0 && completed)
+        *completed = done.status == RL_COMPLETE_DONE;
+    rl_completion_clear(&done);
+    return err;
+}
+
+/* ---- reading ------------------------------------------------------------ */
+
+void
+rl_run_clear(struct rl_run *run)
+{
+    if (!run)
+        return;
+    free(run->job);
+    free(run->tenant);
+    free(run->version);
+    free(run->lock_owner);
+    free(run->request_json);
+    free(run->raw_input);
+    free(run->output_json);
+    free(run->last_error);
+    free(run->error_class);
+    free(run->source_topic);
+    memset(run, 0, sizeof(*run));
+}
+
+int
+rl_db_get_run(struct rl_db *db, const char *run_id, struct rl_run *run,
+              char *errstr, size_t errstr_size)
+{
+    const char *params[1] = {run_id};
+    PGresult *res;
+    int err = RL_ERR_DB;
+    int oom = 0;
+    int c = 0;
+
+    memset(run, 0, sizeof(*run));
+    res = exec_stmt(db, STMT_GET_RUN, params, "read run", run_id, &err, errstr,
+                    errstr_size);
+    if (!res)
+        return err;
+    if (PQntuples(res) != 1) {
+        PQclear(res);
+        set_err(errstr, errstr_size, "could not read run %s: no such run",
+                run_id);
+        return RL_ERR_NOTFOUND;
+    }
+    copy_value(res, 0, c++, run->run_id, sizeof(run->run_id));
+    run->job = dup_value(res, 0, c++, &oom);
+    run->tenant = dup_value(res, 0, c++, &oom);
+    copy_value(res, 0, c++, run->scheduled_at, sizeof(run->scheduled_at));
+    run->version = dup_value(res, 0, c++, &oom);
+    copy_value(res, 0, c++, run->fingerprint, sizeof(run->fingerprint));
+    copy_value(res, 0, c++, run->status, sizeof(run->status));
+    run->lock_owner = dup_value(res, 0, c++, &oom);
+    run->lease_live = bool_value(res, 0, c++);
+    run->lease_epoch = int_value(res, 0, c++, 0);
+    run->attempts = (int)int_value(res, 0, c++, 0);
+    run->ambiguous_prior = bool_value(res, 0, c++);
+    run->ambiguous_count = (int)int_value(res, 0, c++, 0);
+    run->request_json = dup_value(res, 0, c++, &oom);
+    run->raw_input = dup_value(res, 0, c++, &oom);
+    run->output_json = dup_value(res, 0, c++, &oom);
+    run->last_error = dup_value(res, 0, c++, &oom);
+    run->error_class = dup_value(res, 0, c++, &oom);
+    copy_value(res, 0, c++, run->next_attempt_at, sizeof(run->next_attempt_at));
+    copy_value(res, 0, c++, run->lock_expires_at, sizeof(run->lock_expires_at));
+    copy_value(res, 0, c++, run->deadline_at, sizeof(run->deadline_at));
+    copy_value(res, 0, c++, run->completed_at, sizeof(run->completed_at));
+    run->source_topic = dup_value(res, 0, c++, &oom);
+    run->source_partition = (int32_t)int_value(res, 0, c++, -1);
+    run->source_offset = int_value(res, 0, c++, -1);
+    PQclear(res);
+    if (oom) {
+        rl_run_clear(run);
+        set_err(errstr, errstr_size, "could not read run %s: out of memory",
+                run_id);
+        return RL_ERR_NOMEM;
+    }
+    return 0;
+}
+
+/* ---- outbox relay ------------------------------------------------------- */
+
+void
+rl_db_outbox_rows_free(struct rl_outbox_row *rows, size_t n)
+{
+    if (!rows)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        free(rows[i].channel);
+        free(rows[i].job);
+        free(rows[i].tenant);
+        free(rows[i].payload);
+    }
+    free(rows);
+}
+
+static void
+end_tx(struct rl_db *db, const char *sql)
+{
+    PQclear(PQexecParams(db->conn, sql, 0, NULL, NULL, NULL, NULL, 0));
+    db->in_tx = 0;
+}
+
+int
+rl_db_outbox_lock_batch(struct rl_db *db, int limit,
+                        struct rl_outbox_row **rows, size_t *n_rows,
+                        char *errstr, size_t errstr_size)
+{
+    char lim[32];
+    const char *params[1] = {lim};
+    struct rl_outbox_row *out = NULL;
+    PGresult *res;
+    int err = RL_ERR_DB;
+    int n;
+    int oom = 0;
+
+    *rows = NULL;
+    *n_rows = 0;
+    if (limit <= 0) {
+        set_err(errstr, errstr_size,
+                "could not lock outbox rows: limit must be positive");
+        return RL_ERR_INVALID;
+    }
+    if (db->in_tx)
+        end_tx(db, "ROLLBACK"); /* a batch left open by a failed caller */
+    res = exec_simple(db, "BEGIN", 0, NULL, &err, errstr, errstr_size,
+                      "lock outbox rows");
+    if (!res)
+        return err;
+    PQclear(res);
+    db->in_tx = 1;
+
+    snprintf(lim, sizeof(lim), "%d", limit);
+    res = exec_stmt(db, STMT_LOCK_PENDING_OUTBOX, params, "lock outbox rows",
+                    NULL, &err, errstr, errstr_size);
+    if (!res) {
+        end_tx(db, "ROLLBACK");
+        return err;
+    }
+    n = PQntuples(res);
+    if (n > 0) {
+        out = calloc((size_t)n, sizeof(*out));
+        if (!out)
+            oom = 1;
+    }
+    for (int row = 0; out && row < n; row++) {
+        struct rl_outbox_row *r = &out[row];
+
+        copy_value(res, row, 0, r->run_id, sizeof(r->run_id));
+        r->channel = dup_value(res, row, 1, &oom);
+        r->job = dup_value(res, row, 2, &oom);
+        r->tenant = dup_value(res, row, 3, &oom);
+        r->payload = dup_value(res, row, 4, &oom);
+        r->delivery_count = (int)int_value(res, row, 5, 0);
+    }
+    PQclear(res);
+    if (oom) {
+        rl_db_outbox_rows_free(out, (size_t)n);
+        end_tx(db, "ROLLBACK");
+        set_err(errstr, errstr_size,
+                "could not lock outbox rows: out of memory");
+        return RL_ERR_NOMEM;
+    }
+    *rows = out;
+    *n_rows = (size_t)n;
+    return 0;
+}
+
+int
+rl_db_outbox_finish_batch(struct rl_db *db, const struct rl_outbox_row *rows,
+                          size_t n, int delivered, char *errstr,
+                          size_t errstr_size)
+{
+    struct sbuf ids = {0}, channels = {0}, flags = {0};
+    const char *params[3];
+    PGresult *res = NULL;
+    int err = RL_ERR_DB;
+
+    if (!db->in_tx)
+        return 0;
+    if (n == 0) {
+        res = exec_simple(db, "COMMIT", 0, NULL, &err, errstr, errstr_size,
+                          "close outbox batch");
+        db->in_tx = 0;
+        if (!res)
+            return err;
+        PQclear(res);
+        return 0;
+    }
+    sbuf_put(&ids, "{", 1);
+    sbuf_put(&channels, "{", 1);
+    sbuf_put(&flags, "{", 1);
+    for (size_t i = 0; i < n; i++) {
+        array_add(&ids, rows[i].run_id);
+        array_add(&channels, rows[i].channel);
+        array_add(&flags, delivered ? "t" : "f");
+    }
+    sbuf_put(&ids, "}", 1);
+    sbuf_put(&channels, "}", 1);
+    sbuf_put(&flags, "}", 1);
+    if (ids.failed || channels.failed || flags.failed) {
+        set_err(errstr, errstr_size,
+                "could not finish outbox batch: out of memory");
+        err = RL_ERR_NOMEM;
+        goto done;
+    }
+    params[0] = ids.data;
+    params[1] = channels.data;
+    params[2] = flags.data;
+    res = exec_stmt(db, STMT_MOVE_DELIVERED_OUTBOX, params,
+                    "finish outbox batch", NULL, &err, errstr, errstr_size);
+    if (!res)
+        goto done;
+    PQclear(res);
+    res = exec_simple(db, "COMMIT", 0, NULL, &err, errstr, errstr_size,
+                      "commit outbox batch");
+    if (!res)
+        goto done;
+    db->in_tx = 0;
+    err = 0;
+
+done:
+    if (err != 0 && db->in_tx)
+        end_tx(db, "ROLLBACK");
+    PQclear(res);
+    sbuf_free(&ids);
+    sbuf_free(&channels);
+    sbuf_free(&flags);
+    return err;
+}
+
+/* ---- ad hoc ------------------------------------------------------------- */
+
+int
+rl_db_exec(struct rl_db *db, const char *sql, int nparams,
+           const char *const *params, char *value, size_t value_size,
+           char *errstr, size_t errstr_size)
+{
+    PGresult *res;
+    int err = RL_ERR_DB;
+    int rows;
+
+    if (value && value_size)
+        value[0] = '\0';
+    res = exec_simple(db, sql, nparams, params, &err, errstr, errstr_size,
+                      "run statement");
+    if (!res)
+        return err;
+    if (PQresultStatus(res) == PGRES_TUPLES_OK) {
+        rows = PQntuples(res);
+        if (value && value_size && rows > 0 && PQnfields(res) > 0)
+            copy_value(res, 0, 0, value, value_size);
+    } else {
+        rows = atoi(PQcmdTuples(res));
+    }
+    PQclear(res);
+    return rows;
+}

@@ -1,0 +1,132 @@
+#include "rl/kafka.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "rl/err.h"
+#include "rl/log.h"
+
+/* librdkafka's syslog levels go through the project logger so that a line
+ * from librdkafka has the same shape as ours. */
+static void
+log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+    enum rl_log_level lvl = level <= 3   ? RL_LOG_ERROR
+                            : level <= 4 ? RL_LOG_WARN
+                            : level <= 6 ? RL_LOG_INFO
+                                         : RL_LOG_DEBUG;
+
+    rl_log(lvl, NULL, "librdkafka %s %s: %s", rd_kafka_name(rk), fac, buf);
+}
+
+int
+rl_kafka_conf_set(rd_kafka_conf_t *conf, const char *name, const char *value,
+                  char *errstr, size_t errstr_size)
+{
+    char kerr[512];
+
+    if (rd_kafka_conf_set(conf, name, value, kerr, sizeof(kerr)) !=
+        RD_KAFKA_CONF_OK) {
+        /* kerr may quote the value; a password must not reach the log. */
+        snprintf(errstr, errstr_size, "could not set kafka property %s", name);
+        return RL_ERR_INVALID;
+    }
+    return 0;
+}
+
+rd_kafka_conf_t *
+rl_kafka_conf_new(const struct rl_config *cfg, char *errstr,
+                  size_t errstr_size)
+{
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+
+    rd_kafka_conf_set_log_cb(conf, log_cb);
+    if (rl_kafka_conf_set(conf, "bootstrap.servers",
+                          cfg->kafka_bootstrap_servers, errstr,
+                          errstr_size) != 0)
+        goto fail;
+    for (size_t i = 0; i + 1 < cfg->kafka_props_count; i += 2) {
+        if (rl_kafka_conf_set(conf, cfg->kafka_props[i],
+                              cfg->kafka_props[i + 1], errstr,
+                              errstr_size) != 0)
+            goto fail;
+    }
+    return conf;
+
+fail:
+    rd_kafka_conf_destroy(conf);
+    return NULL;
+}
+
+rd_kafka_t *
+rl_kafka_producer_new(rd_kafka_conf_t *conf, int idempotent, char *errstr,
+                      size_t errstr_size)
+{
+    rd_kafka_t *rk;
+
+    if (idempotent &&
+        (rl_kafka_conf_set(conf, "enable.idempotence", "true", errstr,
+                           errstr_size) != 0 ||
+         rl_kafka_conf_set(conf, "acks", "all", errstr, errstr_size) != 0)) {
+        rd_kafka_conf_destroy(conf);
+        return NULL;
+    }
+    rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, errstr_size);
+    if (!rk)
+        rd_kafka_conf_destroy(conf);
+    return rk;
+}
+
+int
+rl_kafka_topic_ensure(rd_kafka_t *rk, const char *topic, int partitions,
+                      int timeout_ms, char *errstr, size_t errstr_size)
+{
+    rd_kafka_NewTopic_t *nt;
+    rd_kafka_queue_t *q;
+    rd_kafka_event_t *ev;
+    const rd_kafka_CreateTopics_result_t *res;
+    const rd_kafka_topic_result_t **results;
+    size_t cnt;
+    int ret = 0;
+    char kerr[256];
+
+    nt = rd_kafka_NewTopic_new(topic, partitions, -1, kerr, sizeof(kerr));
+    if (!nt) {
+        snprintf(errstr, errstr_size, "could not create topic %s: %s", topic,
+                 kerr);
+        return RL_ERR_KAFKA;
+    }
+    q = rd_kafka_queue_new(rk);
+    rd_kafka_CreateTopics(rk, &nt, 1, NULL, q);
+    ev = rd_kafka_queue_poll(q, timeout_ms);
+    if (!ev) {
+        snprintf(errstr, errstr_size, "could not create topic %s: timed out",
+                 topic);
+        ret = RL_ERR_KAFKA;
+        goto done;
+    }
+    if (rd_kafka_event_error(ev)) {
+        snprintf(errstr, errstr_size, "could not create topic %s: %s", topic,
+                 rd_kafka_event_error_string(ev));
+        ret = RL_ERR_KAFKA;
+        goto done;
+    }
+    res = rd_kafka_event_CreateTopics_result(ev);
+    results = rd_kafka_CreateTopics_result_topics(res, &cnt);
+    for (size_t i = 0; i < cnt; i++) {
+        rd_kafka_resp_err_t err = rd_kafka_topic_result_error(results[i]);
+
+        if (err && err != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) {
+            snprintf(errstr, errstr_size, "could not create topic %s: %s",
+                     topic, rd_kafka_err2str(err));
+            ret = RL_ERR_KAFKA;
+        }
+    }
+
+done:
+    if (ev)
+        rd_kafka_event_destroy(ev);
+    rd_kafka_queue_destroy(q);
+    rd_kafka_NewTopic_destroy(nt);
+    return ret;
+}

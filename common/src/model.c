@@ -1,0 +1,1340 @@
+/* Model client: one libcurl multi handle driven by one thread carries every
+ * model call of the process. See rl/model.h for the contract.
+ *
+ * Threads: rl_model_submit() and rl_model_cancel() run anywhere and only
+ * touch the queue under m->lock; everything curl (easy handles, the multi
+ * handle, callbacks) belongs to the model thread, except
+ * curl_multi_wakeup(), which libcurl makes safe from any thread. */
+
+#include "rl/model.h"
+
+#include "rl/err.h"
+#include "rl/log.h"
+
+#include <cjson/cJSON.h>
+#include <curl/curl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+/* Receive buffer per easy handle: thousands of handles stay small. */
+#define RECV_BUFFER_SIZE 4096L
+/* Smallest upload buffer libcurl allows (it only backs large bodies). */
+#define UPLOAD_BUFFER_SIZE 16384L
+/* An error body only explains a status: keep its start, drain the rest. */
+#define ERROR_BODY_KEEP 4096
+/* First allocation for a 2xx body; grows by doubling up to the cap. */
+#define BODY_INITIAL_SIZE 2048
+/* Upper bound for a Retry-After we pass on (7 days). */
+#define RETRY_AFTER_MAX_MS (7LL * 24 * 3600 * 1000)
+/* The model thread wakes at least this often even without traffic. */
+#define POLL_TIMEOUT_MS 1000
+#define INPUT_PLACEHOLDER "{{input}}"
+
+/* One submitted call while the model owns it. */
+struct xfer {
+    struct rl_model *m;
+    struct rl_model_call *call;
+    /* m->xfers (every call not yet delivered) @locks m->lock */
+    struct xfer *prev, *next;
+    int linked;
+    /* m->incoming, then the model thread's private lists @locks m->lock */
+    struct xfer *next_new;
+    int cancel; /* rl_model_cancel() asked @locks m->lock */
+
+    /* @locality model thread (and the submitter before enqueueing) */
+    int started; /* easy is in the multi handle */
+    CURL *easy;
+    char *body;
+    long timeout_ms;
+    struct curl_slist idem_node; /* heads the shared header list */
+    char idem_header[sizeof("Idempotency-Key: ") + RL_MODEL_RUN_ID_MAX];
+    char *resp;
+    size_t resp_len, resp_cap;
+    int oversize; /* 2xx body over the cap: aborted on purpose */
+    int nomem;    /* could not grow resp: aborted on purpose */
+    char request_id[128];
+    long retry_after_ms;
+    int retry_after_ms_seen; /* retry-after-ms beats Retry-After */
+    int64_t start_ms;
+    char errbuf[CURL_ERROR_SIZE];
+};
+
+struct rl_model {
+    CURLM *multi;
+    pthread_t thread;
+    pthread_mutex_t lock;
+    struct xfer *xfers;    /* @locks lock */
+    struct xfer *incoming; /* submitted, not yet started; FIFO @locks lock */
+    struct xfer *incoming_tail;
+    int cancel_requests; /* @locks lock */
+    int stop;            /* @locks lock */
+    atomic_size_t in_flight;
+
+    void (*done)(struct rl_model_call *call, void *opaque);
+    void *opaque;
+
+    char *url;
+    char *api_key; /* kept only to redact echoes of it */
+    size_t api_key_len;
+    struct curl_slist *headers; /* shared by every call, read-only */
+    long connect_timeout_ms;
+    long timeout_ms;
+    size_t max_response_bytes;
+};
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_rc = CURLE_FAILED_INIT;
+
+static void
+curl_global_once(void)
+{
+    curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+const char *
+rl_model_outcome_name(enum rl_model_outcome outcome)
+{
+    switch (outcome) {
+    case RL_MODEL_OK:
+        return "ok";
+    case RL_MODEL_TRANSIENT:
+        return "transient";
+    case RL_MODEL_PERMANENT:
+        return "permanent";
+    case RL_MODEL_NOT_SENT:
+        return "not_sent";
+    case RL_MODEL_AMBIGUOUS:
+        return "ambiguous";
+    case RL_MODEL_INVALID_OUTPUT:
+        return "invalid_output";
+    case RL_MODEL_CANCELLED:
+        return "cancelled";
+    }
+    return "unknown";
+}
+
+static int64_t
+now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void set_err(char *errstr, size_t errstr_size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void
+set_err(char *errstr, size_t errstr_size, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (!errstr || errstr_size == 0)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(errstr, errstr_size, fmt, ap);
+    va_end(ap);
+}
+
+/* Copies src into dst (size dst_size) as printable ASCII, with every
+ * occurrence of the API key replaced: an endpoint may echo the key in an
+ * error message, and errors end up in logs and the attempts table. */
+static void
+copy_redacted(const struct rl_model *m, char *dst, size_t dst_size,
+              const char *src)
+{
+    static const char mark[] = "[redacted]";
+    size_t o = 0;
+
+    if (dst_size == 0)
+        return;
+    while (*src && o + 1 < dst_size) {
+        if (m->api_key_len > 0 &&
+            strncmp(src, m->api_key, m->api_key_len) == 0) {
+            size_t n = sizeof(mark) - 1;
+
+            if (n > dst_size - 1 - o)
+                n = dst_size - 1 - o;
+            memcpy(dst + o, mark, n);
+            o += n;
+            src += m->api_key_len;
+            continue;
+        }
+        dst[o++] = (*src >= 0x20 && *src < 0x7f) ? *src : '?';
+        src++;
+    }
+    dst[o] = '\0';
+}
+
+static void call_error(const struct rl_model *m, struct rl_model_call *call,
+                       const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void
+call_error(const struct rl_model *m, struct rl_model_call *call,
+           const char *fmt, ...)
+{
+    char raw[sizeof(call->error)];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(raw, sizeof(raw), fmt, ap);
+    va_end(ap);
+    copy_redacted(m, call->error, sizeof(call->error), raw);
+}
+
+/* Header values: printable ASCII without surrounding blanks, truncated. */
+static void
+copy_header_value(char *dst, size_t dst_size, const char *src, size_t len)
+{
+    size_t o = 0;
+
+    while (len > 0 && (*src == ' ' || *src == '\t')) {
+        src++;
+        len--;
+    }
+    while (len > 0 && (src[len - 1] == ' ' || src[len - 1] == '\t' ||
+                       src[len - 1] == '\r' || src[len - 1] == '\n'))
+        len--;
+    for (size_t i = 0; i < len && o + 1 < dst_size; i++)
+        dst[o++] = (src[i] > 0x20 && src[i] < 0x7f) ? src[i] : '?';
+    dst[o] = '\0';
+}
+
+/* Retry-After is delta-seconds or an HTTP-date (RFC 9110 10.2.3). */
+static long
+parse_retry_after(const char *value)
+{
+    long long ms;
+
+    if (*value >= '0' && *value <= '9') {
+        char *end;
+        long long s = strtoll(value, &end, 10);
+
+        if (*end != '\0' || s < 0)
+            return -1;
+        ms = s > RETRY_AFTER_MAX_MS / 1000 ? RETRY_AFTER_MAX_MS : s * 1000;
+    } else {
+        time_t when = curl_getdate(value, NULL);
+
+        if (when == (time_t)-1)
+            return -1;
+        ms = ((long long)when - (long long)time(NULL)) * 1000;
+        if (ms < 0)
+            ms = 0;
+        if (ms > RETRY_AFTER_MAX_MS)
+            ms = RETRY_AFTER_MAX_MS;
+    }
+    return (long)ms;
+}
+
+static long
+response_code(struct xfer *x)
+{
+    long status = 0;
+
+    curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
+    return status;
+}
+
+static size_t
+on_header(char *buf, size_t size, size_t nitems, void *userdata)
+{
+    struct xfer *x = userdata;
+    size_t n = size * nitems;
+    char name[32], value[256];
+    const char *colon;
+    size_t name_len;
+
+    /* A new status line (after a 1xx) starts a new header block. */
+    if (n >= 5 && memcmp(buf, "HTTP/", 5) == 0) {
+        x->request_id[0] = '\0';
+        x->retry_after_ms = -1;
+        x->retry_after_ms_seen = 0;
+        return n;
+    }
+    colon = memchr(buf, ':', n);
+    if (!colon)
+        return n;
+    name_len = (size_t)(colon - buf);
+    if (name_len == 0 || name_len >= sizeof(name))
+        return n;
+    memcpy(name, buf, name_len);
+    name[name_len] = '\0';
+    copy_header_value(value, sizeof(value), colon + 1, n - name_len - 1);
+
+    if (strcasecmp(name, "x-request-id") == 0) {
+        copy_header_value(x->request_id, sizeof(x->request_id), colon + 1,
+                          n - name_len - 1);
+    } else if (strcasecmp(name, "retry-after-ms") == 0) {
+        char *end;
+        double ms = strtod(value, &end);
+
+        if (end != value && *end == '\0' && ms >= 0) {
+            x->retry_after_ms = ms > (double)RETRY_AFTER_MAX_MS
+                                    ? (long)RETRY_AFTER_MAX_MS
+                                    : (long)ms;
+            x->retry_after_ms_seen = 1;
+        }
+    } else if (strcasecmp(name, "retry-after") == 0) {
+        if (!x->retry_after_ms_seen)
+            x->retry_after_ms = parse_retry_after(value);
+    } else if (strcasecmp(name, "content-length") == 0) {
+        long status = response_code(x);
+        char *end;
+        unsigned long long len = strtoull(value, &end, 10);
+
+        /* Refuse a declared oversize 2xx body before reading any of it. */
+        if (status >= 200 && status < 300 && end != value &&
+            len > (unsigned long long)x->m->max_response_bytes) {
+            x->oversize = 1;
+            return 0;
+        }
+    }
+    return n;
+}
+
+static int
+append(struct xfer *x, const char *data, size_t n, size_t limit)
+{
+    if (x->resp_len + n + 1 > x->resp_cap) {
+        size_t cap = x->resp_cap ? x->resp_cap : BODY_INITIAL_SIZE;
+        char *p;
+
+        while (cap < x->resp_len + n + 1)
+            cap *= 2;
+        if (cap > limit + 1)
+            cap = limit + 1;
+        p = realloc(x->resp, cap);
+        if (!p)
+            return -1;
+        x->resp = p;
+        x->resp_cap = cap;
+    }
+    memcpy(x->resp + x->resp_len, data, n);
+    x->resp_len += n;
+    x->resp[x->resp_len] = '\0';
+    return 0;
+}
+
+/* Debian's libcurl 7.88 does not apply CURLOPT_MAXFILESIZE to a body of
+ * unknown length, so the cap is enforced here, before memory grows. */
+static size_t
+on_body(char *data, size_t size, size_t nmemb, void *userdata)
+{
+    struct xfer *x = userdata;
+    size_t n = size * nmemb;
+    long status = response_code(x);
+
+    if (status < 200 || status > 299) {
+        size_t keep =
+            x->resp_len < ERROR_BODY_KEEP ? ERROR_BODY_KEEP - x->resp_len : 0;
+
+        if (keep > n)
+            keep = n;
+        if (keep > 0 && append(x, data, keep, ERROR_BODY_KEEP) != 0) {
+            x->nomem = 1;
+            return 0;
+        }
+        return n;
+    }
+    if (n > x->m->max_response_bytes - x->resp_len) {
+        x->oversize = 1;
+        return 0;
+    }
+    if (append(x, data, n, x->m->max_response_bytes) != 0) {
+        x->nomem = 1;
+        return 0;
+    }
+    return n;
+}
+
+static void
+xfer_free(struct xfer *x)
+{
+    if (x->easy)
+        curl_easy_cleanup(x->easy);
+    free(x->body);
+    free(x->resp);
+    free(x);
+}
+
+static void
+unlink_xfer(struct rl_model *m, struct xfer *x)
+{
+    if (!x->linked)
+        return;
+    if (x->prev)
+        x->prev->next = x->next;
+    else
+        m->xfers = x->next;
+    if (x->next)
+        x->next->prev = x->prev;
+    x->prev = x->next = NULL;
+    x->linked = 0;
+}
+
+/* The message an endpoint put in an error body, if it is JSON with one. */
+static void
+error_body_message(const struct xfer *x, char *out, size_t out_size)
+{
+    cJSON *root, *err, *msg = NULL;
+
+    out[0] = '\0';
+    if (!x->resp || x->resp_len == 0)
+        return;
+    root = cJSON_ParseWithLength(x->resp, x->resp_len);
+    if (!root)
+        return;
+    err = cJSON_GetObjectItemCaseSensitive(root, "error");
+    if (cJSON_IsObject(err))
+        msg = cJSON_GetObjectItemCaseSensitive(err, "message");
+    else if (cJSON_IsString(err))
+        msg = err;
+    else
+        msg = cJSON_GetObjectItemCaseSensitive(root, "message");
+    if (cJSON_IsString(msg) && msg->valuestring)
+        snprintf(out, out_size, "%s", msg->valuestring);
+    cJSON_Delete(root);
+}
+
+static long long
+usage_number(const cJSON *obj, const char *name)
+{
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, name);
+
+    if (!cJSON_IsNumber(item) || item->valuedouble < 0)
+        return 0;
+    if (item->valuedouble > (double)LLONG_MAX / 2)
+        return LLONG_MAX / 2;
+    return (long long)item->valuedouble;
+}
+
+/* Reads a 2xx chat completion into call. Usage is kept even when the
+ * content is unusable: those tokens were billed. */
+static void
+parse_completion(const struct rl_model *m, const struct xfer *x,
+                 struct rl_model_call *call)
+{
+    cJSON *root;
+    const cJSON *choices, *message, *content, *model, *id, *usage;
+
+    root = x->resp ? cJSON_ParseWithLength(x->resp, x->resp_len) : NULL;
+    if (!cJSON_IsObject(root)) {
+        call->outcome = RL_MODEL_INVALID_OUTPUT;
+        call_error(m, call, "model response is not a json object (%zu bytes)",
+                   x->resp_len);
+        goto done;
+    }
+
+    id = cJSON_GetObjectItemCaseSensitive(root, "id");
+    if (call->upstream_request_id[0] == '\0' && cJSON_IsString(id) &&
+        id->valuestring)
+        copy_header_value(call->upstream_request_id,
+                          sizeof(call->upstream_request_id), id->valuestring,
+                          strlen(id->valuestring));
+    model = cJSON_GetObjectItemCaseSensitive(root, "model");
+    if (cJSON_IsString(model) && model->valuestring)
+        call->model_name = strdup(model->valuestring);
+    usage = cJSON_GetObjectItemCaseSensitive(root, "usage");
+    if (cJSON_IsObject(usage)) {
+        const cJSON *details =
+            cJSON_GetObjectItemCaseSensitive(usage, "prompt_tokens_details");
+
+        call->prompt_tokens = usage_number(usage, "prompt_tokens");
+        call->completion_tokens = usage_number(usage, "completion_tokens");
+        if (cJSON_IsObject(details))
+            call->cached_tokens = usage_number(details, "cached_tokens");
+    }
+
+    choices = cJSON_GetObjectItemCaseSensitive(root, "choices");
+    message = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(choices, 0),
+                                               "message");
+    content = cJSON_GetObjectItemCaseSensitive(message, "content");
+    if (!cJSON_IsArray(choices) || !cJSON_IsObject(message) ||
+        !cJSON_IsString(content) || !content->valuestring) {
+        call->outcome = RL_MODEL_INVALID_OUTPUT;
+        call_error(m, call,
+                   "model response has no choices[0].message.content string");
+        goto done;
+    }
+    if (content->valuestring[0] == '\0') {
+        call->outcome = RL_MODEL_INVALID_OUTPUT;
+        call_error(m, call, "model response content is empty");
+        goto done;
+    }
+    call->text = strdup(content->valuestring);
+    if (!call->text) {
+        /* The generation happened; only this process failed to keep it. */
+        call->outcome = RL_MODEL_AMBIGUOUS;
+        call_error(m, call, "out of memory copying model response");
+        goto done;
+    }
+    call->outcome = RL_MODEL_OK;
+
+done:
+    cJSON_Delete(root);
+}
+
+static int
+status_is_transient(long status)
+{
+    return status == 408 || status == 429 || (status >= 500 && status <= 599);
+}
+
+static void
+classify_status(const struct rl_model *m, const struct xfer *x,
+                struct rl_model_call *call)
+{
+    char msg[200];
+
+    call->outcome = status_is_transient(call->http_status) ? RL_MODEL_TRANSIENT
+                                                           : RL_MODEL_PERMANENT;
+    error_body_message(x, msg, sizeof(msg));
+    if (msg[0])
+        call_error(m, call, "model endpoint returned http %ld: %s",
+                   call->http_status, msg);
+    else
+        call_error(m, call, "model endpoint returned http %ld",
+                   call->http_status);
+}
+
+/* Translates how a finished transfer ended into an outcome. */
+static void
+classify(const struct rl_model *m, struct xfer *x, CURLcode rc,
+         struct rl_model_call *call)
+{
+    long status = call->http_status;
+    int final_status = status >= 200;
+
+    if (x->oversize) {
+        call->outcome = RL_MODEL_INVALID_OUTPUT;
+        call_error(m, call, "model response is larger than %zu bytes",
+                   m->max_response_bytes);
+        return;
+    }
+    if (x->nomem) {
+        call->outcome =
+            call->request_sent ? RL_MODEL_AMBIGUOUS : RL_MODEL_NOT_SENT;
+        call_error(m, call, "out of memory reading model response");
+        return;
+    }
+    if (rc != CURLE_OK && !(final_status && (status < 200 || status > 299))) {
+        /* No verdict from the endpoint. Whether it may have generated
+         * depends only on whether any request byte left this process. */
+        call->outcome =
+            call->request_sent ? RL_MODEL_AMBIGUOUS : RL_MODEL_NOT_SENT;
+        call_error(m, call, "model call failed: %s",
+                   x->errbuf[0] ? x->errbuf : curl_easy_strerror(rc));
+        return;
+    }
+    /* A non-2xx status is the endpoint's verdict even if its error body was
+     * cut short. */
+    if (status >= 200 && status <= 299)
+        parse_completion(m, x, call);
+    else
+        classify_status(m, x, call);
+}
+
+static void
+finish(struct rl_model *m, struct xfer *x, CURLcode rc)
+{
+    struct rl_model_call *call = x->call;
+    int cancelled;
+
+    if (x->started)
+        curl_multi_remove_handle(m->multi, x->easy);
+    pthread_mutex_lock(&m->lock);
+    unlink_xfer(m, x);
+    cancelled = x->cancel;
+    pthread_mutex_unlock(&m->lock);
+
+    if (x->started) {
+        long request_size = 0;
+
+        curl_easy_getinfo(x->easy, CURLINFO_REQUEST_SIZE, &request_size);
+        call->request_sent = request_size > 0;
+        call->http_status = response_code(x);
+        call->latency_ms = now_ms() - x->start_ms;
+        call->retry_after_ms = x->retry_after_ms;
+        snprintf(call->upstream_request_id, sizeof(call->upstream_request_id),
+                 "%s", x->request_id);
+    }
+    if (cancelled) {
+        call->outcome = RL_MODEL_CANCELLED;
+        call_error(m, call, "model call cancelled");
+    } else {
+        classify(m, x, rc, call);
+    }
+    xfer_free(x);
+
+    m->done(call, m->opaque);
+    atomic_fetch_sub(&m->in_flight, 1);
+}
+
+static int
+start(struct rl_model *m, struct xfer *x)
+{
+    CURL *easy = curl_easy_init();
+    CURLMcode mc;
+    int bad = 0;
+
+    if (!easy) {
+        snprintf(x->errbuf, sizeof(x->errbuf), "out of memory");
+        return -1;
+    }
+    x->easy = easy;
+    bad |= curl_easy_setopt(easy, CURLOPT_PRIVATE, x) != CURLE_OK;
+    bad |= curl_easy_setopt(easy, CURLOPT_URL, m->url) != CURLE_OK;
+    bad |=
+        curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https") != CURLE_OK;
+    bad |= curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L) != CURLE_OK;
+    /* Cancelling a call still resolving its host name must not block the
+     * model thread (and every other call) until getaddrinfo() returns. */
+    bad |= curl_easy_setopt(easy, CURLOPT_QUICK_EXIT, 1L) != CURLE_OK;
+    bad |= curl_easy_setopt(easy, CURLOPT_HTTP_VERSION,
+                            (long)CURL_HTTP_VERSION_1_1) != CURLE_OK;
+    bad |=
+        curl_easy_setopt(easy, CURLOPT_HTTPHEADER, &x->idem_node) != CURLE_OK;
+    bad |= curl_easy_setopt(easy, CURLOPT_USERAGENT, "runledger/" RL_VERSION) !=
+           CURLE_OK;
+    bad |= curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE,
+                            (curl_off_t)strlen(x->body)) != CURLE_OK;
+    bad |= curl_easy_setopt(easy, CURLOPT_POSTFIELDS, x->body) != CURLE_OK;
+    bad |= curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS,
+                            m->connect_timeout_ms) != CURLE_OK;
+    bad |= curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS,
+                            x->timeout_ms > 0 ? x->timeout_ms
+                                              : m->timeout_ms) != CURLE_OK;
+    bad |= curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L) != CURLE_OK;
+    bad |= curl_easy_setopt(easy, CURLOPT_TCP_KEEPIDLE, 30L) != CURLE_OK;
+    bad |= curl_easy_setopt(easy, CURLOPT_TCP_KEEPINTVL, 15L) != CURLE_OK;
+    bad |= curl_easy_setopt(easy, CURLOPT_BUFFERSIZE, RECV_BUFFER_SIZE) !=
+           CURLE_OK;
+    bad |= curl_easy_setopt(easy, CURLOPT_UPLOAD_BUFFERSIZE,
+                            UPLOAD_BUFFER_SIZE) != CURLE_OK;
+    bad |= curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, x->errbuf) != CURLE_OK;
+    bad |=
+        curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, on_header) != CURLE_OK;
+    bad |= curl_easy_setopt(easy, CURLOPT_HEADERDATA, x) != CURLE_OK;
+    bad |= curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_body) != CURLE_OK;
+    bad |= curl_easy_setopt(easy, CURLOPT_WRITEDATA, x) != CURLE_OK;
+    if (bad) {
+        snprintf(x->errbuf, sizeof(x->errbuf), "could not set up the transfer");
+        return -1;
+    }
+    x->start_ms = now_ms();
+    mc = curl_multi_add_handle(m->multi, easy);
+    if (mc != CURLM_OK) {
+        snprintf(x->errbuf, sizeof(x->errbuf),
+                 "could not add the transfer to the multi handle: %s",
+                 curl_multi_strerror(mc));
+        return -1;
+    }
+    x->started = 1;
+    return 0;
+}
+
+/* Aborts every started call rl_model_cancel() flagged. Flagged calls not
+ * started yet stay flagged and are counted again: they are still on
+ * m->incoming and are handled once started. */
+static void
+abort_cancelled(struct rl_model *m)
+{
+    struct xfer *x, *next, *list = NULL;
+    int waiting = 0;
+
+    pthread_mutex_lock(&m->lock);
+    if (m->cancel_requests == 0) {
+        pthread_mutex_unlock(&m->lock);
+        return;
+    }
+    for (x = m->xfers; x; x = next) {
+        next = x->next;
+        if (!x->cancel)
+            continue;
+        if (!x->started) {
+            waiting++;
+            continue;
+        }
+        unlink_xfer(m, x);
+        x->next_new = list;
+        list = x;
+    }
+    m->cancel_requests = waiting;
+    pthread_mutex_unlock(&m->lock);
+
+    for (x = list; x; x = next) {
+        next = x->next_new;
+        finish(m, x, CURLE_ABORTED_BY_CALLBACK);
+    }
+}
+
+static void *
+model_thread(void *arg)
+{
+    struct rl_model *m = arg;
+    struct xfer *x, *next, *batch;
+    CURLMsg *msg;
+    int running, left, stop;
+
+    for (;;) {
+        pthread_mutex_lock(&m->lock);
+        stop = m->stop;
+        batch = m->incoming;
+        m->incoming = m->incoming_tail = NULL;
+        pthread_mutex_unlock(&m->lock);
+        if (stop)
+            break;
+
+        for (x = batch; x; x = next) {
+            next = x->next_new;
+            x->next_new = NULL;
+            if (start(m, x) != 0)
+                finish(m, x, CURLE_FAILED_INIT);
+        }
+        /* Before perform, so a call cancelled while queued sends nothing. */
+        abort_cancelled(m);
+
+        if (curl_multi_perform(m->multi, &running) != CURLM_OK)
+            rl_log_error(NULL, "model client: curl_multi_perform failed");
+        while ((msg = curl_multi_info_read(m->multi, &left))) {
+            CURLcode rc;
+            char *priv = NULL;
+
+            if (msg->msg != CURLMSG_DONE)
+                continue;
+            rc = msg->data.result;
+            curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &priv);
+            finish(m, (struct xfer *)(void *)priv, rc);
+        }
+        curl_multi_poll(m->multi, NULL, 0, POLL_TIMEOUT_MS, NULL);
+    }
+
+    /* Shutting down: whatever is still pending is delivered cancelled. */
+    for (;;) {
+        pthread_mutex_lock(&m->lock);
+        m->incoming = m->incoming_tail = NULL;
+        x = m->xfers;
+        if (x) {
+            unlink_xfer(m, x);
+            x->cancel = 1;
+        }
+        pthread_mutex_unlock(&m->lock);
+        if (!x)
+            break;
+        finish(m, x, CURLE_ABORTED_BY_CALLBACK);
+    }
+    return NULL;
+}
+
+static char *
+build_url(const char *base_url, char *errstr, size_t errstr_size)
+{
+    static const char path[] = "/chat/completions";
+    size_t len = strlen(base_url);
+    CURLU *u;
+    CURLUcode uc;
+    char *url;
+
+    while (len > 0 && base_url[len - 1] == '/')
+        len--;
+    url = malloc(len + sizeof(path));
+    if (!url) {
+        set_err(errstr, errstr_size, "out of memory");
+        return NULL;
+    }
+    memcpy(url, base_url, len);
+    memcpy(url + len, path, sizeof(path));
+
+    u = curl_url();
+    if (!u) {
+        free(url);
+        set_err(errstr, errstr_size, "out of memory");
+        return NULL;
+    }
+    uc = curl_url_set(u, CURLUPART_URL, url, 0);
+    curl_url_cleanup(u);
+    if (uc != CURLUE_OK ||
+        (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0)) {
+        set_err(errstr, errstr_size, "invalid model base_url: %s",
+                uc != CURLUE_OK ? curl_url_strerror(uc)
+                                : "scheme must be http or https");
+        free(url);
+        return NULL;
+    }
+    return url;
+}
+
+static struct curl_slist *
+build_headers(const char *api_key)
+{
+    static const char *const fixed[] = {
+        "Content-Type: application/json",
+        "Accept: application/json",
+        /* libcurl would wait up to 1 s for a 100-continue on large bodies */
+        "Expect:",
+    };
+    struct curl_slist *list = NULL, *tmp;
+
+    for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
+        tmp = curl_slist_append(list, fixed[i]);
+        if (!tmp)
+            goto fail;
+        list = tmp;
+    }
+    if (api_key && *api_key) {
+        static const char prefix[] = "Authorization: Bearer ";
+        size_t len = sizeof(prefix) + strlen(api_key);
+        char *h = malloc(len);
+
+        if (!h)
+            goto fail;
+        snprintf(h, len, "%s%s", prefix, api_key);
+        tmp = curl_slist_append(list, h);
+        memset(h, 0, len);
+        free(h);
+        if (!tmp)
+            goto fail;
+        list = tmp;
+    }
+    return list;
+
+fail:
+    curl_slist_free_all(list);
+    return NULL;
+}
+
+static void
+wipe_free(char *s)
+{
+    if (!s)
+        return;
+    /* volatile: the key should not outlive the client in freed memory */
+    for (volatile char *p = s; *p; p++)
+        *p = '\0';
+    free(s);
+}
+
+struct rl_model *
+rl_model_new(const struct rl_model_config *cfg,
+             void (*done)(struct rl_model_call *call, void *opaque),
+             void *opaque, char *errstr, size_t errstr_size)
+{
+    struct rl_model *m = NULL;
+    sigset_t all, old;
+    int rc, mutex_ok = 0;
+
+    if (!cfg || !cfg->base_url || !*cfg->base_url) {
+        set_err(errstr, errstr_size, "model base_url is not set");
+        return NULL;
+    }
+    if (!done) {
+        set_err(errstr, errstr_size, "model completion callback is not set");
+        return NULL;
+    }
+    if (cfg->connect_timeout_ms < 0 || cfg->timeout_ms < 0 ||
+        cfg->max_connections < 0) {
+        set_err(errstr, errstr_size,
+                "model timeouts and max_connections must not be negative");
+        return NULL;
+    }
+    if (cfg->api_key) {
+        for (const char *p = cfg->api_key; *p; p++) {
+            if ((unsigned char)*p < 0x20 || *p == 0x7f) {
+                /* Never print the key itself, not even in part. */
+                set_err(errstr, errstr_size,
+                        "model api_key contains control characters");
+                return NULL;
+            }
+        }
+    }
+    pthread_once(&curl_once, curl_global_once);
+    if (curl_init_rc != CURLE_OK) {
+        set_err(errstr, errstr_size, "could not initialize libcurl: %s",
+                curl_easy_strerror(curl_init_rc));
+        return NULL;
+    }
+
+    m = calloc(1, sizeof(*m));
+    if (!m) {
+        set_err(errstr, errstr_size, "out of memory");
+        return NULL;
+    }
+    m->done = done;
+    m->opaque = opaque;
+    atomic_init(&m->in_flight, 0);
+    m->connect_timeout_ms = cfg->connect_timeout_ms > 0
+                                ? cfg->connect_timeout_ms
+                                : RL_MODEL_DEFAULT_CONNECT_TIMEOUT_MS;
+    m->timeout_ms =
+        cfg->timeout_ms > 0 ? cfg->timeout_ms : RL_MODEL_DEFAULT_TIMEOUT_MS;
+    m->max_response_bytes = cfg->max_response_bytes > 0
+                                ? cfg->max_response_bytes
+                                : RL_MODEL_DEFAULT_MAX_RESPONSE_BYTES;
+
+    m->url = build_url(cfg->base_url, errstr, errstr_size);
+    if (!m->url)
+        goto fail;
+    if (cfg->api_key && *cfg->api_key) {
+        m->api_key = strdup(cfg->api_key);
+        if (!m->api_key) {
+            set_err(errstr, errstr_size, "out of memory");
+            goto fail;
+        }
+        m->api_key_len = strlen(m->api_key);
+    }
+    m->headers = build_headers(cfg->api_key);
+    if (!m->headers) {
+        set_err(errstr, errstr_size, "out of memory");
+        goto fail;
+    }
+    m->multi = curl_multi_init();
+    if (!m->multi) {
+        set_err(errstr, errstr_size, "could not create curl multi handle");
+        goto fail;
+    }
+    /* 0 leaves libcurl's defaults: no limit, cache sized to the calls. */
+    if (cfg->max_connections > 0) {
+        long max = cfg->max_connections;
+
+        curl_multi_setopt(m->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, max);
+        curl_multi_setopt(m->multi, CURLMOPT_MAX_HOST_CONNECTIONS, max);
+        curl_multi_setopt(m->multi, CURLMOPT_MAXCONNECTS, max);
+    }
+    rc = pthread_mutex_init(&m->lock, NULL);
+    if (rc != 0) {
+        set_err(errstr, errstr_size, "could not create model lock: %s",
+                strerror(rc));
+        goto fail;
+    }
+    mutex_ok = 1;
+
+    /* Signals belong to the main thread, never the model thread. */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    rc = pthread_create(&m->thread, NULL, model_thread, m);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        set_err(errstr, errstr_size, "could not start model thread: %s",
+                strerror(rc));
+        goto fail;
+    }
+    return m;
+
+fail:
+    if (mutex_ok)
+        pthread_mutex_destroy(&m->lock);
+    if (m->multi)
+        curl_multi_cleanup(m->multi);
+    curl_slist_free_all(m->headers);
+    wipe_free(m->api_key);
+    free(m->url);
+    free(m);
+    return NULL;
+}
+
+int
+rl_model_submit(struct rl_model *m, struct rl_model_call *call)
+{
+    struct xfer *x;
+    size_t len;
+
+    if (!m || !call || !call->run_id || !call->body || call->text ||
+        call->model_name)
+        return RL_ERR_INVALID;
+    len = strlen(call->run_id);
+    if (len == 0 || len > RL_MODEL_RUN_ID_MAX)
+        return RL_ERR_INVALID;
+    for (size_t i = 0; i < len; i++) {
+        /* Visible ASCII only: a header value must not smuggle CR/LF. */
+        if (call->run_id[i] <= 0x20 || call->run_id[i] >= 0x7f)
+            return RL_ERR_INVALID;
+    }
+    x = calloc(1, sizeof(*x));
+    if (!x)
+        return RL_ERR_NOMEM;
+    x->m = m;
+    x->call = call;
+    x->body = call->body;
+    x->timeout_ms = call->timeout_ms;
+    x->retry_after_ms = -1;
+    snprintf(x->idem_header, sizeof(x->idem_header), "Idempotency-Key: %s",
+             call->run_id);
+    /* The per-call header heads the shared list: no copy per call. */
+    x->idem_node.data = x->idem_header;
+    x->idem_node.next = m->headers;
+
+    /* Everything the caller sees changes before the model can see the call:
+     * done() may run (and free call) before this function returns. */
+    call->body = NULL;
+    call->outcome = RL_MODEL_CANCELLED;
+    call->http_status = 0;
+    call->upstream_request_id[0] = '\0';
+    call->retry_after_ms = -1;
+    call->prompt_tokens = call->completion_tokens = call->cached_tokens = 0;
+    call->latency_ms = 0;
+    call->request_sent = 0;
+    call->error[0] = '\0';
+
+    pthread_mutex_lock(&m->lock);
+    if (m->stop) {
+        pthread_mutex_unlock(&m->lock);
+        call->body = x->body;
+        free(x);
+        return RL_ERR_INVALID;
+    }
+    x->next = m->xfers;
+    if (m->xfers)
+        m->xfers->prev = x;
+    m->xfers = x;
+    x->linked = 1;
+    if (m->incoming_tail)
+        m->incoming_tail->next_new = x;
+    else
+        m->incoming = x;
+    m->incoming_tail = x;
+    atomic_fetch_add(&m->in_flight, 1);
+    pthread_mutex_unlock(&m->lock);
+
+    curl_multi_wakeup(m->multi);
+    return RL_OK;
+}
+
+int
+rl_model_cancel(struct rl_model *m, struct rl_model_call *call)
+{
+    int found = 0;
+
+    if (!m || !call)
+        return RL_ERR_NOTFOUND;
+    pthread_mutex_lock(&m->lock);
+    for (struct xfer *x = m->xfers; x; x = x->next) {
+        if (x->call != call)
+            continue;
+        if (!x->cancel) {
+            x->cancel = 1;
+            m->cancel_requests++;
+        }
+        found = 1;
+        break;
+    }
+    pthread_mutex_unlock(&m->lock);
+    if (!found)
+        return RL_ERR_NOTFOUND;
+    curl_multi_wakeup(m->multi);
+    return RL_OK;
+}
+
+size_t
+rl_model_in_flight(const struct rl_model *m)
+{
+    return m ? atomic_load(&m->in_flight) : 0;
+}
+
+void
+rl_model_destroy(struct rl_model *m)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&m->lock);
+    m->stop = 1;
+    pthread_mutex_unlock(&m->lock);
+    curl_multi_wakeup(m->multi);
+    pthread_join(m->thread, NULL);
+
+    curl_multi_cleanup(m->multi);
+    curl_slist_free_all(m->headers);
+    wipe_free(m->api_key);
+    free(m->url);
+    pthread_mutex_destroy(&m->lock);
+    free(m);
+}
+
+void
+rl_model_call_clear(struct rl_model_call *call)
+{
+    if (!call)
+        return;
+    free(call->body);
+    free(call->text);
+    free(call->model_name);
+    call->body = call->text = call->model_name = NULL;
+    call->outcome = RL_MODEL_OK;
+    call->http_status = 0;
+    call->upstream_request_id[0] = '\0';
+    call->retry_after_ms = -1;
+    call->prompt_tokens = call->completion_tokens = call->cached_tokens = 0;
+    call->latency_ms = 0;
+    call->request_sent = 0;
+    call->error[0] = '\0';
+}
+
+/* cJSON text as plain malloc'd memory, so callers free() it. */
+static char *
+print_json(const cJSON *item)
+{
+    char *printed = cJSON_PrintUnformatted(item);
+    char *copy;
+
+    if (!printed)
+        return NULL;
+    copy = strdup(printed);
+    cJSON_free(printed);
+    return copy;
+}
+
+/* text with every INPUT_PLACEHOLDER replaced by input, or NULL (no
+ * placeholder in text, *found untouched; or out of memory, *nomem set). */
+static char *
+substitute(const char *text, const char *input, int *found, int *nomem)
+{
+    const size_t ph_len = sizeof(INPUT_PLACEHOLDER) - 1;
+    size_t in_len = strlen(input), count = 0, out_len;
+    const char *p;
+    char *out, *o;
+
+    for (p = strstr(text, INPUT_PLACEHOLDER); p;
+         p = strstr(p + ph_len, INPUT_PLACEHOLDER))
+        count++;
+    if (count == 0)
+        return NULL;
+    *found = 1;
+    out_len = strlen(text) - count * ph_len + count * in_len;
+    out = malloc(out_len + 1);
+    if (!out) {
+        *nomem = 1;
+        return NULL;
+    }
+    o = out;
+    for (p = text;;) {
+        const char *hit = strstr(p, INPUT_PLACEHOLDER);
+
+        if (!hit) {
+            strcpy(o, p);
+            break;
+        }
+        memcpy(o, p, (size_t)(hit - p));
+        o += hit - p;
+        memcpy(o, input, in_len);
+        o += in_len;
+        p = hit + ph_len;
+    }
+    return out;
+}
+
+/* Replaces the string member name of obj when it holds the placeholder.
+ * Returns 0, or -1 when out of memory. */
+static int
+substitute_member(cJSON *obj, const char *name, const char *input, int *found)
+{
+    cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, name);
+    cJSON *repl;
+    char *text;
+    int nomem = 0;
+
+    if (!cJSON_IsString(item) || !item->valuestring)
+        return 0;
+    text = substitute(item->valuestring, input, found, &nomem);
+    if (!text)
+        return nomem ? -1 : 0;
+    repl = cJSON_CreateString(text);
+    free(text);
+    if (!repl)
+        return -1;
+    /* ...InObject, not ...ViaPointer: the replacement needs the key */
+    if (!cJSON_ReplaceItemInObjectCaseSensitive(obj, name, repl)) {
+        cJSON_Delete(repl);
+        return -1;
+    }
+    return 0;
+}
+
+static int
+is_null_input(const char *raw)
+{
+    const char *end;
+
+    if (!raw)
+        return 1;
+    while (*raw == ' ' || *raw == '\t' || *raw == '\r' || *raw == '\n')
+        raw++;
+    if (strncmp(raw, "null", 4) != 0)
+        return 0;
+    for (end = raw + 4; *end; end++) {
+        if (*end != ' ' && *end != '\t' && *end != '\r' && *end != '\n')
+            return 0;
+    }
+    return 1;
+}
+
+static int
+append_input_message(cJSON *messages, const char *raw)
+{
+    static const char prefix[] = "Input:\n";
+    size_t len = sizeof(prefix) + strlen(raw);
+    cJSON *msg;
+    char *content = malloc(len);
+
+    if (!content)
+        return -1;
+    snprintf(content, len, "%s%s", prefix, raw);
+    msg = cJSON_CreateObject();
+    if (!msg || !cJSON_AddStringToObject(msg, "role", "user") ||
+        !cJSON_AddStringToObject(msg, "content", content)) {
+        cJSON_Delete(msg);
+        free(content);
+        return -1;
+    }
+    free(content);
+    if (!cJSON_AddItemToArray(messages, msg)) {
+        cJSON_Delete(msg);
+        return -1;
+    }
+    return 0;
+}
+
+char *
+rl_model_build_body(const char *request_json, const char *raw_input_json,
+                    char *errstr, size_t errstr_size)
+{
+    const char *input = raw_input_json ? raw_input_json : "null";
+    cJSON *root = NULL, *req, *model, *messages, *msg, *stream;
+    char *body = NULL;
+    int found = 0;
+
+    if (!request_json) {
+        set_err(errstr, errstr_size, "effective request is missing");
+        goto done;
+    }
+    root = cJSON_Parse(request_json);
+    if (!root) {
+        set_err(errstr, errstr_size, "effective request is not valid json");
+        goto done;
+    }
+    req = cJSON_GetObjectItemCaseSensitive(root, "request");
+    if (!cJSON_IsObject(req)) {
+        set_err(errstr, errstr_size,
+                "effective request has no \"request\" object");
+        goto done;
+    }
+    model = cJSON_GetObjectItemCaseSensitive(req, "model");
+    if (!cJSON_IsString(model) || !model->valuestring || !*model->valuestring) {
+        set_err(errstr, errstr_size,
+                "effective request has no \"model\" string");
+        goto done;
+    }
+    messages = cJSON_GetObjectItemCaseSensitive(req, "messages");
+    if (!cJSON_IsArray(messages) || cJSON_GetArraySize(messages) == 0) {
+        set_err(errstr, errstr_size,
+                "effective request has no non-empty \"messages\" array");
+        goto done;
+    }
+
+    cJSON_ArrayForEach(msg, messages)
+    {
+        cJSON *content, *part;
+
+        if (!cJSON_IsObject(msg)) {
+            set_err(errstr, errstr_size,
+                    "effective request has a message that is not an object");
+            goto done;
+        }
+        content = cJSON_GetObjectItemCaseSensitive(msg, "content");
+        if (cJSON_IsString(content)) {
+            /* replaces (frees) content: do not touch it afterwards */
+            if (substitute_member(msg, "content", input, &found) != 0)
+                goto nomem;
+            continue;
+        }
+        if (!cJSON_IsArray(content))
+            continue;
+        cJSON_ArrayForEach(part, content)
+        {
+            cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
+
+            if (!cJSON_IsString(type) || !type->valuestring ||
+                strcmp(type->valuestring, "text") != 0)
+                continue;
+            if (substitute_member(part, "text", input, &found) != 0)
+                goto nomem;
+        }
+    }
+    if (!found && !is_null_input(raw_input_json) &&
+        append_input_message(messages, raw_input_json) != 0)
+        goto nomem;
+
+    /* One JSON response is what this client reads; stream_options is
+     * rejected by endpoints unless stream is true. */
+    cJSON_DeleteItemFromObjectCaseSensitive(req, "stream_options");
+    stream = cJSON_GetObjectItemCaseSensitive(req, "stream");
+    if (stream) {
+        cJSON *no = cJSON_CreateFalse();
+
+        if (!no || !cJSON_ReplaceItemInObjectCaseSensitive(req, "stream", no)) {
+            cJSON_Delete(no);
+            goto nomem;
+        }
+    } else if (!cJSON_AddFalseToObject(req, "stream")) {
+        goto nomem;
+    }
+
+    body = print_json(req);
+    if (!body)
+        goto nomem;
+    goto done;
+
+nomem:
+    set_err(errstr, errstr_size, "out of memory building model request");
+done:
+    cJSON_Delete(root);
+    return body;
+}
+
+char *
+rl_model_output_json(const struct rl_model_call *call)
+{
+    cJSON *out, *usage;
+    char *json = NULL;
+    int bad = 0;
+
+    if (!call || call->outcome != RL_MODEL_OK || !call->text)
+        return NULL;
+    out = cJSON_CreateObject();
+    if (!out)
+        return NULL;
+    bad |= !cJSON_AddStringToObject(out, "text", call->text);
+    if (call->model_name)
+        bad |= !cJSON_AddStringToObject(out, "model", call->model_name);
+    else
+        bad |= !cJSON_AddNullToObject(out, "model");
+    if (call->upstream_request_id[0])
+        bad |= !cJSON_AddStringToObject(out, "upstream_request_id",
+                                        call->upstream_request_id);
+    else
+        bad |= !cJSON_AddNullToObject(out, "upstream_request_id");
+    usage = cJSON_AddObjectToObject(out, "usage");
+    bad |= !usage;
+    if (usage) {
+        bad |= !cJSON_AddNumberToObject(usage, "prompt_tokens",
+                                        (double)call->prompt_tokens);
+        bad |= !cJSON_AddNumberToObject(usage, "completion_tokens",
+                                        (double)call->completion_tokens);
+        bad |= !cJSON_AddNumberToObject(usage, "cached_tokens",
+                                        (double)call->cached_tokens);
+    }
+    if (!bad)
+        json = print_json(out);
+    cJSON_Delete(out);
+    return json;
+}

@@ -1,0 +1,567 @@
+/* `runledger consume`: the consumer process. This file owns the Kafka
+ * thread (poll, validate, offsets, rebalances, pause at the cap), the
+ * dead-letter producer and the process lifecycle; the ledger stage is in
+ * ledger.c and the relay in relay.c. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "commands.h"
+#include "pipeline.h"
+#include "rl/err.h"
+#include "rl/failpoint.h"
+#include "rl/kafka.h"
+#include "rl/log.h"
+#include "rl/offsets.h"
+
+static volatile sig_atomic_t got_signal;
+
+static void
+on_signal(int sig)
+{
+    got_signal = sig;
+}
+
+/* State owned by the Kafka thread. @locality kafka thread */
+struct kstate {
+    struct rl_pipeline *pl;
+    rd_kafka_t *rk;
+    struct rl_offsets *offsets;
+    rd_kafka_topic_partition_list_t *assignment;
+    uint64_t generation;
+    int paused;
+    long rebalances;
+};
+
+void
+rl_pipeline_wake(struct rl_pipeline *pl)
+{
+    pthread_mutex_lock(&pl->wake_lock);
+    pthread_cond_signal(&pl->wake);
+    pthread_mutex_unlock(&pl->wake_lock);
+}
+
+void
+rl_pipeline_finish(struct rl_pipeline *pl, struct rl_item *item)
+{
+    if (item->src.from_kafka) {
+        rl_queue_push(&pl->done, item);
+        return;
+    }
+    atomic_fetch_sub(&pl->in_flight, 1);
+    rl_item_destroy(item);
+}
+
+/* Dead-letter delivery report: the item's offset is done only once the
+ * dead letter is durable on the broker. @locality kafka thread (served by
+ * rd_kafka_poll on the dead-letter producer) */
+static void
+dlq_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *rkm, void *opaque)
+{
+    struct rl_pipeline *pl = opaque;
+    struct rl_item *item = rkm->_private;
+
+    (void)rk;
+    if (rkm->err) {
+        /* Not acknowledged: leave the offset uncommitted so the event is
+         * consumed again after a restart rather than lost. */
+        rl_log_error(NULL, "could not write dead letter: %s",
+                     rd_kafka_err2str(rkm->err));
+        if (item) {
+            atomic_fetch_sub(&pl->in_flight, 1);
+            rl_item_destroy(item);
+        }
+        return;
+    }
+    atomic_fetch_add(&pl->counters.dead_letters, 1);
+    if (item)
+        rl_pipeline_finish(pl, item);
+}
+
+void
+rl_pipeline_dead_letter(struct rl_pipeline *pl, struct rl_item *item,
+                        const char *value, size_t len, const char *reason,
+                        const char *detail)
+{
+    rd_kafka_headers_t *hdrs = rd_kafka_headers_new(8);
+    char part[16], off[24], orig[24];
+    const size_t cap = 900000; /* below the broker's default message size */
+    rd_kafka_resp_err_t err;
+    struct rl_log_ctx ctx = RL_LOG_CTX_INIT;
+
+    rd_kafka_header_add(hdrs, "reason", -1, reason, -1);
+    if (detail)
+        rd_kafka_header_add(hdrs, "detail", -1, detail, -1);
+    if (item && item->run_id[0]) {
+        rd_kafka_header_add(hdrs, "run_id", -1, item->run_id, -1);
+        ctx.run_id = item->run_id;
+    }
+    if (item && item->src.from_kafka) {
+        snprintf(part, sizeof(part), "%d", (int)item->src.partition);
+        snprintf(off, sizeof(off), "%lld", (long long)item->src.offset);
+        rd_kafka_header_add(hdrs, "source_topic", -1, pl->cfg->topic, -1);
+        rd_kafka_header_add(hdrs, "source_partition", -1, part, -1);
+        rd_kafka_header_add(hdrs, "source_offset", -1, off, -1);
+        ctx.topic = pl->cfg->topic;
+        ctx.partition = item->src.partition;
+        ctx.offset = item->src.offset;
+    }
+    if (len > cap) {
+        snprintf(orig, sizeof(orig), "%zu", len);
+        rd_kafka_header_add(hdrs, "truncated_from", -1, orig, -1);
+        len = cap;
+    }
+    rl_log_warn(&ctx, "dead-lettering event: %s%s%s", reason,
+                detail ? ": " : "", detail ? detail : "");
+    err = rd_kafka_producev(
+        pl->dlq, RD_KAFKA_V_TOPIC(pl->cfg->dlq_topic),
+        RD_KAFKA_V_VALUE((void *)value, len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+        RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_OPAQUE(item), RD_KAFKA_V_END);
+    if (err) {
+        rd_kafka_headers_destroy(hdrs);
+        rl_log_error(&ctx, "could not produce dead letter: %s",
+                     rd_kafka_err2str(err));
+        if (item) {
+            atomic_fetch_sub(&pl->in_flight, 1);
+            rl_item_destroy(item);
+        }
+    }
+}
+
+/* Stores the done prefix of every assigned partition for the next commit.
+ * @locality kafka thread */
+static void
+store_done(struct kstate *ks)
+{
+    struct rl_item *item = rl_queue_take(&ks->pl->done, 0);
+    rd_kafka_topic_partition_list_t *store;
+
+    while (item) {
+        struct rl_item *next = item->next;
+
+        if (item->src.generation == ks->generation)
+            rl_offsets_done(ks->offsets, item->src.partition,
+                            item->src.offset);
+        atomic_fetch_sub(&ks->pl->in_flight, 1);
+        rl_item_destroy(item);
+        item = next;
+    }
+    if (!ks->assignment)
+        return;
+    store = rd_kafka_topic_partition_list_new(ks->assignment->cnt);
+    for (int i = 0; i < ks->assignment->cnt; i++) {
+        const rd_kafka_topic_partition_t *tp = &ks->assignment->elems[i];
+        int64_t pos = rl_offsets_take_committable(ks->offsets, tp->partition);
+
+        if (pos >= 0)
+            rd_kafka_topic_partition_list_add(store, tp->topic, tp->partition)
+                ->offset = pos;
+    }
+    if (store->cnt > 0) {
+        rd_kafka_resp_err_t err = rd_kafka_offsets_store(ks->rk, store);
+
+        if (err)
+            rl_log_warn(NULL, "could not store offsets: %s",
+                        rd_kafka_err2str(err));
+    }
+    rd_kafka_topic_partition_list_destroy(store);
+}
+
+static void
+commit_sync(struct kstate *ks, const char *why)
+{
+    rd_kafka_resp_err_t err;
+
+    store_done(ks);
+    err = rd_kafka_commit(ks->rk, NULL, 0);
+    if (err && err != RD_KAFKA_RESP_ERR__NO_OFFSET)
+        rl_log_warn(NULL, "could not commit offsets on %s: %s", why,
+                    rd_kafka_err2str(err));
+}
+
+/* Eager rebalance (range assignor): on revoke, commit the durable prefix
+ * before giving the partitions up; runs still in flight finish in
+ * PostgreSQL and their offsets are redelivered to the new owner, which
+ * finds them completed or leased. @locality kafka thread */
+static void
+rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+             rd_kafka_topic_partition_list_t *parts, void *opaque)
+{
+    struct kstate *ks = opaque;
+
+    ks->rebalances++;
+    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+        rl_log_info(NULL, "assigned %d partitions", parts->cnt);
+        ks->generation++;
+        if (ks->assignment)
+            rd_kafka_topic_partition_list_destroy(ks->assignment);
+        ks->assignment = rd_kafka_topic_partition_list_copy(parts);
+        ks->paused = 0;
+        rd_kafka_assign(rk, parts);
+        return;
+    }
+    rl_log_info(NULL, "revoking %d partitions", parts->cnt);
+    if (ks->assignment)
+        commit_sync(ks, "revoke");
+    ks->generation++;
+    rl_offsets_forget(ks->offsets, -1);
+    if (ks->assignment)
+        rd_kafka_topic_partition_list_destroy(ks->assignment);
+    ks->assignment = NULL;
+    ks->paused = 0;
+    rd_kafka_assign(rk, NULL);
+}
+
+static void
+intake(struct kstate *ks, rd_kafka_message_t *rkm)
+{
+    struct rl_pipeline *pl = ks->pl;
+    struct rl_item *item;
+    struct rl_event_limits limits;
+    char reason[96], errstr[256];
+
+    if (rl_offsets_add(ks->offsets, rkm->partition, rkm->offset) != 0) {
+        rl_log_warn(NULL, "ignoring out-of-order offset %lld of partition %d",
+                    (long long)rkm->offset, (int)rkm->partition);
+        return;
+    }
+    atomic_fetch_add(&pl->in_flight, 1);
+    atomic_fetch_add(&pl->counters.events, 1);
+    item = calloc(1, sizeof(*item));
+    if (!item) {
+        atomic_fetch_sub(&pl->in_flight, 1);
+        return;
+    }
+    item->src.from_kafka = 1;
+    item->src.partition = rkm->partition;
+    item->src.offset = rkm->offset;
+    item->src.generation = ks->generation;
+    item->value_len = rkm->len;
+    item->value = malloc(rkm->len + 1);
+    if (item->value) {
+        memcpy(item->value, rkm->payload ? rkm->payload : "", rkm->len);
+        item->value[rkm->len] = '\0';
+    }
+
+    rl_event_limits_default(&limits);
+    limits.max_bytes = (size_t)pl->cfg->max_event_bytes;
+    item->ev = rl_event_parse(rkm->payload ? rkm->payload : "", rkm->len,
+                              &limits, reason, sizeof(reason), errstr,
+                              sizeof(errstr));
+    if (!item->ev) {
+        atomic_fetch_add(&pl->counters.invalid, 1);
+        rl_pipeline_dead_letter(pl, item, item->value, item->value_len,
+                                reason, errstr);
+        return;
+    }
+    memcpy(item->run_id, item->ev->run_id, sizeof(item->run_id));
+    rl_queue_push(&pl->intake, item);
+    rl_pipeline_wake(pl);
+}
+
+static void
+flow_control(struct kstate *ks)
+{
+    long in_flight = atomic_load(&ks->pl->in_flight);
+    long cap = ks->pl->cfg->max_in_flight;
+
+    if (!ks->assignment)
+        return;
+    if (!ks->paused && (in_flight >= cap || atomic_load(&ks->pl->stopping))) {
+        rd_kafka_pause_partitions(ks->rk, ks->assignment);
+        ks->paused = 1;
+    } else if (ks->paused && !atomic_load(&ks->pl->stopping) &&
+               in_flight <= cap * 3 / 4) {
+        rd_kafka_resume_partitions(ks->rk, ks->assignment);
+        ks->paused = 0;
+    }
+}
+
+static rd_kafka_t *
+consumer_new(struct kstate *ks, char *errstr, size_t errstr_size)
+{
+    const struct rl_config *cfg = ks->pl->cfg;
+    rd_kafka_conf_t *conf = rl_kafka_conf_new(cfg, errstr, errstr_size);
+    rd_kafka_t *rk;
+    rd_kafka_topic_partition_list_t *topics;
+    rd_kafka_resp_err_t err;
+
+    if (!conf)
+        return NULL;
+    /* Auto commit only commits offsets we stored after the durable write;
+     * the eager range assignor avoids librdkafka 2.0.2's cooperative
+     * rebalance bugs. Settings the operator passed through win. */
+    if (rl_kafka_conf_set(conf, "group.id", cfg->group_id, errstr,
+                          errstr_size) != 0 ||
+        rl_kafka_conf_set(conf, "enable.auto.offset.store", "false", errstr,
+                          errstr_size) != 0 ||
+        rl_kafka_conf_set(conf, "enable.auto.commit", "true", errstr,
+                          errstr_size) != 0 ||
+        rl_kafka_conf_set(conf, "auto.offset.reset", "earliest", errstr,
+                          errstr_size) != 0 ||
+        rl_kafka_conf_set(conf, "partition.assignment.strategy", "range",
+                          errstr, errstr_size) != 0) {
+        rd_kafka_conf_destroy(conf);
+        return NULL;
+    }
+    for (size_t i = 0; i + 1 < cfg->kafka_props_count; i += 2) {
+        if (rl_kafka_conf_set(conf, cfg->kafka_props[i],
+                              cfg->kafka_props[i + 1], errstr,
+                              errstr_size) != 0) {
+            rd_kafka_conf_destroy(conf);
+            return NULL;
+        }
+    }
+    rd_kafka_conf_set_rebalance_cb(conf, rebalance_cb);
+    rd_kafka_conf_set_opaque(conf, ks);
+    rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, errstr_size);
+    if (!rk) {
+        rd_kafka_conf_destroy(conf);
+        return NULL;
+    }
+    rd_kafka_poll_set_consumer(rk);
+    topics = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(topics, cfg->topic,
+                                      RD_KAFKA_PARTITION_UA);
+    err = rd_kafka_subscribe(rk, topics);
+    rd_kafka_topic_partition_list_destroy(topics);
+    if (err) {
+        snprintf(errstr, errstr_size, "could not subscribe to %s: %s",
+                 cfg->topic, rd_kafka_err2str(err));
+        rd_kafka_destroy(rk);
+        return NULL;
+    }
+    return rk;
+}
+
+static void
+model_done(struct rl_model_call *call, void *opaque)
+{
+    struct rl_pipeline *pl = opaque;
+    struct rl_item *item = call->opaque;
+
+    rl_queue_push(&pl->results, item);
+    rl_pipeline_wake(pl);
+}
+
+struct relay_thread {
+    struct rl_pipeline *pl;
+    atomic_int stop;
+    int rc;
+};
+
+static void *
+relay_main(void *arg)
+{
+    struct relay_thread *rt = arg;
+
+    rt->rc = rl_relay_run(rt->pl->cfg, &rt->stop, &rt->pl->counters);
+    return NULL;
+}
+
+static int64_t
+now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void
+usage(FILE *out)
+{
+    fprintf(out,
+            "usage: runledger consume [--help]\n\n"
+            "Joins the consumer group on the schedule topic and runs every "
+            "event to one\naccepted result. Configured by the environment "
+            "(see `runledger config`).\nSIGTERM or SIGINT: stop claiming, let "
+            "in-flight runs finish within\nRUNLEDGER_SHUTDOWN_GRACE_SECONDS, "
+            "commit the durable prefix, leave the group.\n");
+}
+
+int
+rl_cmd_consume(int argc, char **argv)
+{
+    struct rl_pipeline pl;
+    struct kstate ks;
+    struct relay_thread rt;
+    pthread_t ledger_tid, relay_tid;
+    int ledger_started = 0, relay_started = 0;
+    char errstr[512];
+    rd_kafka_conf_t *conf;
+    struct rl_model_config mcfg;
+    struct sigaction sa;
+    int64_t stop_at = 0;
+    int rc = RL_EXIT_FAILURE;
+
+    if (argc > 1) {
+        if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+            usage(stdout);
+            return RL_EXIT_OK;
+        }
+        usage(stderr);
+        return RL_EXIT_USAGE;
+    }
+
+    memset(&pl, 0, sizeof(pl));
+    memset(&ks, 0, sizeof(ks));
+    memset(&rt, 0, sizeof(rt));
+    pl.cfg = rl_config_load(errstr, sizeof(errstr));
+    if (!pl.cfg) {
+        fprintf(stderr, "runledger consume: %s\n", errstr);
+        return RL_EXIT_USAGE;
+    }
+    rl_log_set_level(rl_log_level_parse(pl.cfg->log_level) >= 0
+                         ? rl_log_level_parse(pl.cfg->log_level)
+                         : RL_LOG_INFO);
+    rl_queue_init(&pl.intake);
+    rl_queue_init(&pl.results);
+    rl_queue_init(&pl.done);
+    pthread_mutex_init(&pl.wake_lock, NULL);
+    pthread_cond_init(&pl.wake, NULL);
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    conf = rl_kafka_conf_new(pl.cfg, errstr, sizeof(errstr));
+    if (conf) {
+        rd_kafka_conf_set_dr_msg_cb(conf, dlq_dr_cb);
+        rd_kafka_conf_set_opaque(conf, &pl);
+        pl.dlq = rl_kafka_producer_new(conf, 1, errstr, sizeof(errstr));
+    }
+    if (!pl.dlq) {
+        rl_log_error(NULL, "could not create dead-letter producer: %s",
+                     errstr);
+        goto done;
+    }
+
+    memset(&mcfg, 0, sizeof(mcfg));
+    mcfg.base_url = pl.cfg->model_base_url;
+    mcfg.api_key = pl.cfg->model_api_key;
+    mcfg.connect_timeout_ms = pl.cfg->model_connect_timeout_ms;
+    mcfg.timeout_ms = pl.cfg->model_timeout_ms;
+    mcfg.max_response_bytes = (size_t)pl.cfg->max_response_bytes;
+    pl.model = rl_model_new(&mcfg, model_done, &pl, errstr, sizeof(errstr));
+    if (!pl.model) {
+        rl_log_error(NULL, "could not start model client: %s", errstr);
+        goto done;
+    }
+
+    if (pthread_create(&ledger_tid, NULL, rl_ledger_main, &pl) != 0) {
+        rl_log_error(NULL, "could not start ledger thread");
+        goto done;
+    }
+    ledger_started = 1;
+    if (pl.cfg->relay_enabled) {
+        rt.pl = &pl;
+        if (pthread_create(&relay_tid, NULL, relay_main, &rt) != 0) {
+            rl_log_error(NULL, "could not start relay thread");
+            goto done;
+        }
+        relay_started = 1;
+    }
+
+    ks.pl = &pl;
+    ks.offsets = rl_offsets_new();
+    ks.rk = ks.offsets ? consumer_new(&ks, errstr, sizeof(errstr)) : NULL;
+    if (!ks.rk) {
+        rl_log_error(NULL, "could not create consumer: %s", errstr);
+        goto done;
+    }
+    rl_log_info(NULL, "consuming %s as %s in group %s", pl.cfg->topic,
+                pl.cfg->worker_id, pl.cfg->group_id);
+
+    for (;;) {
+        rd_kafka_message_t *rkm;
+
+        if (got_signal && !atomic_load(&pl.stopping)) {
+            rl_log_info(NULL, "signal %d: stopping, %ld runs in flight",
+                        (int)got_signal, atomic_load(&pl.in_flight));
+            atomic_store(&pl.stopping, 1);
+            stop_at = now_ms() + pl.cfg->shutdown_grace_seconds * 1000LL;
+            rl_pipeline_wake(&pl);
+        }
+        if (atomic_load(&pl.stopping)) {
+            if (atomic_load(&pl.in_flight) == 0)
+                break;
+            if (!atomic_load(&pl.abandon) && now_ms() >= stop_at) {
+                rl_log_warn(NULL,
+                            "grace period over: abandoning %ld runs in "
+                            "flight",
+                            atomic_load(&pl.in_flight));
+                atomic_store(&pl.abandon, 1);
+                rl_pipeline_wake(&pl);
+            }
+        }
+        store_done(&ks);
+        flow_control(&ks);
+        rd_kafka_poll(pl.dlq, 0);
+
+        rkm = rd_kafka_consumer_poll(ks.rk, 50);
+        if (!rkm)
+            continue;
+        if (rkm->err) {
+            if (rkm->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
+                rl_log_warn(NULL, "consumer error: %s",
+                            rd_kafka_message_errstr(rkm));
+        } else if (atomic_load(&pl.stopping)) {
+            /* Fetched before the pause took effect: not ours to start any
+             * more; it stays uncommitted and is consumed again. */
+        } else {
+            intake(&ks, rkm);
+        }
+        rd_kafka_message_destroy(rkm);
+    }
+    rc = RL_EXIT_OK;
+
+done:
+    atomic_store(&pl.stopping, 1);
+    atomic_store(&pl.abandon, 1);
+    if (ledger_started) {
+        rl_pipeline_wake(&pl);
+        pthread_join(ledger_tid, NULL);
+    }
+    if (ks.rk) {
+        /* Dead letters still on their way finish their items: flush them
+         * before the final commit so their offsets are included. */
+        rd_kafka_flush(pl.dlq, 10000);
+        commit_sync(&ks, "shutdown");
+        rd_kafka_consumer_close(ks.rk);
+        rd_kafka_destroy(ks.rk);
+    }
+    if (relay_started) {
+        atomic_store(&rt.stop, 1);
+        pthread_join(relay_tid, NULL);
+        if (rt.rc != 0)
+            rc = RL_EXIT_FAILURE;
+    }
+    rl_model_destroy(pl.model);
+    if (pl.dlq) {
+        rd_kafka_flush(pl.dlq, 10000);
+        rd_kafka_destroy(pl.dlq);
+    }
+    if (ks.assignment)
+        rd_kafka_topic_partition_list_destroy(ks.assignment);
+    rl_offsets_destroy(ks.offsets);
+    rl_queue_destroy(&pl.intake);
+    rl_queue_destroy(&pl.results);
+    rl_queue_destroy(&pl.done);
+    pthread_cond_destroy(&pl.wake);
+    pthread_mutex_destroy(&pl.wake_lock);
+    rl_log_info(NULL,
+                "stopped: events=%lld completed=%lld duplicates=%lld "
+                "dead_letters=%lld",
+                (long long)pl.counters.events, (long long)pl.counters.completed,
+                (long long)pl.counters.duplicates,
+                (long long)pl.counters.dead_letters);
+    rl_config_destroy(pl.cfg);
+    return rc;
+}

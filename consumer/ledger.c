@@ -1,0 +1,784 @@
+/* The ledger stage of `runledger consume`: everything that talks to
+ * PostgreSQL for runs in flight. It claims runs (from Kafka intake or the
+ * sweeper) in batches, stores the collected input write-once, records each
+ * dispatch before the model call, renews every held lease in one statement,
+ * and turns model results into exactly one durable state: completed (with
+ * its outbox rows, one transaction), pending again with next_attempt_at,
+ * failed, or unknown. Every write after the claim carries (worker,
+ * lease_epoch); a refused write means the lease is gone and the run is
+ * abandoned, never completed. @locality ledger thread */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "pipeline.h"
+#include "rl/db.h"
+#include "rl/err.h"
+#include "rl/failpoint.h"
+#include "rl/log.h"
+
+/* Which step of a run to redo after the connection came back. */
+enum { REDO_NONE, REDO_CLAIM, REDO_START, REDO_RESULT };
+
+struct ledger {
+    struct rl_pipeline *pl;
+    const struct rl_config *cfg;
+    struct rl_db *db;
+    struct rl_item *live; /* runs this worker holds a lease on */
+    size_t live_count;
+    struct rl_item *retry; /* results whose ledger write must be redone */
+    int64_t next_heartbeat;
+    int64_t next_sweep;
+    int64_t next_connect;
+    long connect_backoff;
+    int abandoned;
+    size_t in_model; /* live runs whose call the model thread holds */
+    unsigned int seed;
+};
+
+static size_t
+count(const struct rl_item *list)
+{
+    size_t n = 0;
+
+    for (; list; list = list->next)
+        n++;
+    return n;
+}
+
+static int64_t
+now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void
+log_ctx(const struct rl_item *item, struct rl_log_ctx *ctx)
+{
+    *ctx = (struct rl_log_ctx)RL_LOG_CTX_INIT;
+    ctx->run_id = item->run_id;
+    ctx->job = item->job;
+    ctx->tenant = item->tenant;
+    ctx->attempt = item->attempt_no > 0 ? item->attempt_no : -1;
+    ctx->lease_epoch = item->lease_epoch > 0 ? item->lease_epoch : -1;
+    if (item->src.from_kafka) {
+        ctx->partition = item->src.partition;
+        ctx->offset = item->src.offset;
+    }
+}
+
+static void
+live_add(struct ledger *lg, struct rl_item *item)
+{
+    item->live_prev = NULL;
+    item->live_next = lg->live;
+    if (lg->live)
+        lg->live->live_prev = item;
+    lg->live = item;
+    lg->live_count++;
+}
+
+static void
+live_remove(struct ledger *lg, struct rl_item *item)
+{
+    if (item->live_prev)
+        item->live_prev->live_next = item->live_next;
+    else if (lg->live == item)
+        lg->live = item->live_next;
+    else
+        return; /* not in the list */
+    if (item->live_next)
+        item->live_next->live_prev = item->live_prev;
+    item->live_prev = item->live_next = NULL;
+    lg->live_count--;
+}
+
+/* Leaves the ledger stage: the run reached a durable state (or is someone
+ * else's), so its offset may be committed. */
+static void
+finish(struct ledger *lg, struct rl_item *item)
+{
+    live_remove(lg, item);
+    rl_pipeline_finish(lg->pl, item);
+}
+
+/* A DB error that is not a refusal: the connection is suspect. The item
+ * waits on the retry list and its step is redone after reconnecting; every
+ * step is safe to redo (guarded by owner and epoch, write-once columns). */
+static void
+defer(struct ledger *lg, struct rl_item *item, int redo, const char *what,
+      const char *errstr)
+{
+    struct rl_log_ctx ctx;
+
+    log_ctx(item, &ctx);
+    rl_log_warn(&ctx, "could not %s: %s; will retry", what, errstr);
+    rl_db_destroy(lg->db);
+    lg->db = NULL;
+    item->redo = redo;
+    item->next = lg->retry;
+    lg->retry = item;
+}
+
+/* Full-jitter exponential backoff, never shorter than Retry-After. */
+static long
+backoff_ms(struct ledger *lg, int attempt, long retry_after_ms)
+{
+    long cap = lg->cfg->backoff_base_ms;
+    long delay;
+
+    for (int i = 1; i < attempt && cap < lg->cfg->backoff_max_ms; i++)
+        cap *= 2;
+    if (cap > lg->cfg->backoff_max_ms)
+        cap = lg->cfg->backoff_max_ms;
+    delay = (long)((double)rand_r(&lg->seed) / RAND_MAX * (double)cap);
+    if (retry_after_ms > delay)
+        delay = retry_after_ms;
+    return delay;
+}
+
+/* Notification channels of the effective request {"notify": [...]}. */
+static size_t
+channels_of(const char *request_json, char ***out)
+{
+    cJSON *root = cJSON_Parse(request_json);
+    const cJSON *notify = cJSON_GetObjectItemCaseSensitive(root, "notify");
+    const cJSON *ch;
+    size_t n = 0;
+
+    *out = NULL;
+    if (!cJSON_IsArray(notify)) {
+        cJSON_Delete(root);
+        return 0;
+    }
+    *out = calloc((size_t)cJSON_GetArraySize(notify) + 1, sizeof(char *));
+    cJSON_ArrayForEach(ch, notify)
+    {
+        if (*out && cJSON_IsString(ch))
+            (*out)[n++] = strdup(ch->valuestring);
+    }
+    cJSON_Delete(root);
+    return n;
+}
+
+static void
+channels_free(char **channels, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(channels[i]);
+    free(channels);
+}
+
+/* Terminal failure: the run is failed (or unknown), which is durable, and
+ * a dead letter tells whoever watches the topic. */
+static void
+give_up(struct ledger *lg, struct rl_item *item, const char *status,
+        const char *error_class, const char *detail)
+{
+    char errstr[512];
+    struct rl_log_ctx ctx;
+    int err;
+
+    err = rl_db_fail(lg->db, item->run_id, lg->cfg->worker_id,
+                     item->lease_epoch, status, error_class, detail, errstr,
+                     sizeof(errstr));
+    if (err == RL_ERR_DB) {
+        defer(lg, item, item->in_result ? REDO_RESULT : REDO_START, "record the failure", errstr);
+        return;
+    }
+    log_ctx(item, &ctx);
+    if (err == RL_ERR_STALE) {
+        atomic_fetch_add(&lg->pl->counters.lease_lost, 1);
+        rl_log_warn(&ctx, "lease lost before recording %s", status);
+        finish(lg, item);
+        return;
+    }
+    if (strcmp(status, "unknown") == 0) {
+        atomic_fetch_add(&lg->pl->counters.unknown, 1);
+        rl_log_warn(&ctx, "run is unknown (%s): waiting for an operator",
+                    detail);
+        finish(lg, item);
+        return;
+    }
+    atomic_fetch_add(&lg->pl->counters.failed, 1);
+    rl_log_warn(&ctx, "run failed: %s: %s", error_class, detail);
+    live_remove(lg, item);
+    rl_pipeline_dead_letter(lg->pl, item,
+                            item->value ? item->value : item->run_id,
+                            item->value ? item->value_len
+                                        : strlen(item->run_id),
+                            error_class, detail);
+}
+
+/* Pending again, due after delay_ms; the sweeper of any worker takes it. */
+static void
+retry_later(struct ledger *lg, struct rl_item *item, long delay_ms,
+            const char *error_class, const char *detail)
+{
+    char errstr[512];
+    int err;
+
+    err = rl_db_release(lg->db, item->run_id, lg->cfg->worker_id,
+                        item->lease_epoch, delay_ms, error_class, detail,
+                        errstr, sizeof(errstr));
+    if (err == RL_ERR_DB) {
+        defer(lg, item, item->in_result ? REDO_RESULT : REDO_START, "release the lease", errstr);
+        return;
+    }
+    if (err == RL_ERR_STALE)
+        atomic_fetch_add(&lg->pl->counters.lease_lost, 1);
+    else
+        atomic_fetch_add(&lg->pl->counters.retried, 1);
+    finish(lg, item);
+}
+
+/* Collect, record the dispatch, call the model. */
+static void
+start_attempt(struct ledger *lg, struct rl_item *item)
+{
+    char errstr[512];
+    char *stored = NULL;
+    struct rl_log_ctx ctx;
+    int err;
+
+    if (item->ambiguous_prior) {
+        /* The last dispatch has no outcome: an earlier worker died after
+         * sending. Never re-dispatch blindly. */
+        enum rl_ambiguous_policy policy = lg->cfg->ambiguous_policy;
+
+        if (policy == RL_AMBIGUOUS_PARK ||
+            (policy == RL_AMBIGUOUS_RETRY_ONCE && item->ambiguous_count >= 2)) {
+            give_up(lg, item, "unknown", "ambiguous",
+                    "an earlier dispatch has no recorded outcome");
+            return;
+        }
+    }
+    if (item->attempts_before >= lg->cfg->max_attempts) {
+        give_up(lg, item, "failed", "attempts_exhausted",
+                "no attempts left");
+        return;
+    }
+
+    if (!item->raw_input) {
+        err = rl_db_store_raw_input(
+            lg->db, item->run_id, lg->cfg->worker_id, item->lease_epoch,
+            item->ev ? item->ev->input_json : "null", &stored, errstr,
+            sizeof(errstr));
+        if (err == RL_ERR_DB) {
+            defer(lg, item, REDO_START, "store the collected input", errstr);
+            return;
+        }
+        if (err) {
+            atomic_fetch_add(&lg->pl->counters.lease_lost, 1);
+            finish(lg, item);
+            return;
+        }
+        /* Use what the ledger holds, not the local copy: a concurrent
+         * worker may have collected first. */
+        item->raw_input = stored;
+    }
+    rl_failpoint("after_collect");
+
+    err = rl_db_record_dispatch(lg->db, item->run_id, lg->cfg->worker_id,
+                                item->lease_epoch, item->run_id,
+                                &item->attempt_no, errstr, sizeof(errstr));
+    if (err == RL_ERR_DB) {
+        defer(lg, item, REDO_START, "record the dispatch", errstr);
+        return;
+    }
+    if (err) {
+        atomic_fetch_add(&lg->pl->counters.lease_lost, 1);
+        finish(lg, item);
+        return;
+    }
+    rl_failpoint("after_dispatch_record");
+
+    log_ctx(item, &ctx);
+    item->call.body =
+        rl_model_build_body(item->request_json, item->raw_input, errstr,
+                            sizeof(errstr));
+    if (!item->call.body) {
+        rl_db_record_outcome(lg->db, item->run_id, item->attempt_no,
+                             "permanent", 0, NULL, 0, 0, 0, 0, errstr,
+                             errstr, sizeof(errstr));
+        give_up(lg, item, "failed", "invalid_request", errstr);
+        return;
+    }
+    item->call.run_id = item->run_id;
+    item->call.opaque = item;
+    if (rl_model_submit(lg->pl->model, &item->call) != 0) {
+        free(item->call.body);
+        item->call.body = NULL;
+        retry_later(lg, item, 0, "shutdown", "model client stopping");
+        return;
+    }
+    item->in_model = 1;
+    lg->in_model++;
+    atomic_fetch_add(&lg->pl->counters.dispatches, 1);
+    rl_log_debug(&ctx, "dispatched");
+}
+
+/* Turns a model result into one durable state. */
+static void
+handle_result(struct ledger *lg, struct rl_item *item)
+{
+    struct rl_model_call *call = &item->call;
+    const char *outcome = rl_model_outcome_name(call->outcome);
+    char errstr[512];
+    struct rl_log_ctx ctx;
+    int err;
+
+    if (item->in_model) {
+        item->in_model = 0;
+        lg->in_model--;
+    }
+    item->in_result = 1;
+    log_ctx(item, &ctx);
+
+    if (call->outcome == RL_MODEL_CANCELLED)
+        outcome = item->lease_lost        ? "lease_lost"
+                  : call->request_sent    ? "ambiguous"
+                                          : "not_sent";
+    err = rl_db_record_outcome(
+        lg->db, item->run_id, item->attempt_no, outcome, call->http_status,
+        call->upstream_request_id, call->prompt_tokens,
+        call->completion_tokens, call->cached_tokens, call->latency_ms,
+        call->error, errstr, sizeof(errstr));
+    if (err == RL_ERR_DB) {
+        defer(lg, item, REDO_RESULT, "record the attempt outcome", errstr);
+        return;
+    }
+
+    switch (call->outcome) {
+    case RL_MODEL_OK: {
+        char *output = rl_model_output_json(call);
+        char **channels;
+        size_t n = channels_of(item->request_json, &channels);
+        int completed = 0;
+
+        rl_failpoint("after_model_response");
+        err = output ? rl_db_complete(lg->db, item->run_id,
+                                      lg->cfg->worker_id, item->lease_epoch,
+                                      output, (const char *const *)channels,
+                                      n, &completed, errstr, sizeof(errstr))
+                     : RL_ERR_NOMEM;
+        free(output);
+        channels_free(channels, n);
+        if (err == RL_ERR_DB || err == RL_ERR_NOMEM) {
+            defer(lg, item, REDO_RESULT, "complete the run", errstr);
+            return;
+        }
+        if (err == RL_ERR_STALE) {
+            atomic_fetch_add(&lg->pl->counters.lease_lost, 1);
+            rl_log_warn(&ctx, "lease lost: result discarded");
+        } else if (completed) {
+            atomic_fetch_add(&lg->pl->counters.completed, 1);
+            rl_log_debug(&ctx, "completed");
+        }
+        rl_failpoint("after_complete_commit");
+        finish(lg, item);
+        return;
+    }
+    case RL_MODEL_TRANSIENT:
+    case RL_MODEL_NOT_SENT:
+        if (item->attempt_no >= lg->cfg->max_attempts) {
+            give_up(lg, item, "failed", "attempts_exhausted", call->error);
+            return;
+        }
+        retry_later(lg, item,
+                    backoff_ms(lg, item->attempt_no, call->retry_after_ms),
+                    outcome, call->error);
+        return;
+    case RL_MODEL_AMBIGUOUS:
+        if (lg->cfg->ambiguous_policy == RL_AMBIGUOUS_PARK ||
+            (lg->cfg->ambiguous_policy == RL_AMBIGUOUS_RETRY_ONCE &&
+             item->ambiguous_count >= 1)) {
+            give_up(lg, item, "unknown", "ambiguous", call->error);
+            return;
+        }
+        if (item->attempt_no >= lg->cfg->max_attempts) {
+            give_up(lg, item, "unknown", "ambiguous", call->error);
+            return;
+        }
+        retry_later(lg, item, backoff_ms(lg, item->attempt_no, -1),
+                    "ambiguous", call->error);
+        return;
+    case RL_MODEL_PERMANENT:
+        give_up(lg, item, "failed", "model_rejected", call->error);
+        return;
+    case RL_MODEL_INVALID_OUTPUT:
+        give_up(lg, item, "failed", "invalid_output", call->error);
+        return;
+    case RL_MODEL_CANCELLED:
+        if (item->lease_lost) {
+            atomic_fetch_add(&lg->pl->counters.lease_lost, 1);
+            rl_log_warn(&ctx, "lease lost during the call: abandoned");
+            finish(lg, item);
+            return;
+        }
+        /* Shutdown: hand the run back at once; the next claimer sees the
+         * outcome recorded above and follows the ambiguity policy. */
+        retry_later(lg, item, 0, "shutdown", "abandoned at shutdown");
+        return;
+    }
+}
+
+/* Registers and claims a batch of Kafka runs in one round trip. */
+static void
+claim_intake(struct ledger *lg, struct rl_item *batch)
+{
+    struct rl_run_reg regs[512];
+    struct rl_claim claims[512];
+    struct rl_item *items[512];
+    size_t n = 0;
+    char errstr[512];
+    int err;
+
+    for (struct rl_item *it = batch; it && n < 512; it = it->next) {
+        const struct rl_event *ev = it->ev;
+
+        items[n] = it;
+        regs[n] = (struct rl_run_reg){
+            .run_id = ev->run_id,
+            .job = ev->job,
+            .tenant = ev->tenant,
+            .scheduled_at = ev->scheduled_at,
+            .version = ev->version,
+            .fingerprint = ev->fingerprint,
+            .request_json = ev->request_json,
+            .input_json = ev->input_json,
+            .deadline_seconds = lg->cfg->run_deadline_seconds,
+            .source_topic = lg->cfg->topic,
+            .source_partition = it->src.partition,
+            .source_offset = it->src.offset,
+        };
+        n++;
+    }
+    err = rl_db_register_claim(lg->db, regs, n, lg->cfg->worker_id,
+                               lg->cfg->lease_seconds, claims, errstr,
+                               sizeof(errstr));
+    if (err) {
+        /* Nothing was claimed: put the batch back in front. */
+        rl_log_warn(NULL, "could not claim %zu runs: %s; will retry", n,
+                    errstr);
+        rl_db_destroy(lg->db);
+        lg->db = NULL;
+        for (size_t i = n; i-- > 0;) {
+            items[i]->redo = REDO_CLAIM;
+            items[i]->next = lg->retry;
+            lg->retry = items[i];
+        }
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct rl_item *it = items[i];
+        struct rl_claim *c = &claims[i];
+
+        it->next = NULL;
+        it->job = strdup(it->ev->job);
+        it->tenant = strdup(it->ev->tenant);
+        switch (c->status) {
+        case RL_CLAIM_WON:
+            atomic_fetch_add(&lg->pl->counters.claims_won, 1);
+            it->lease_epoch = c->lease_epoch;
+            it->attempts_before = c->attempts;
+            it->ambiguous_prior = c->ambiguous_prior;
+            it->ambiguous_count = c->ambiguous_count;
+            it->request_json = strdup(it->ev->request_json);
+            it->raw_input = c->raw_input; /* stored one wins */
+            c->raw_input = NULL;
+            live_add(lg, it);
+            rl_failpoint("after_claim");
+            start_attempt(lg, it);
+            break;
+        case RL_CLAIM_CONFLICT:
+            atomic_fetch_add(&lg->pl->counters.conflicts, 1);
+            rl_pipeline_dead_letter(lg->pl, it, it->value, it->value_len,
+                                    "fingerprint_conflict",
+                                    "same run id, different request "
+                                    "fingerprint; stored run untouched");
+            break;
+        default:
+            /* Completed, leased by a live owner, parked, or not due: the
+             * ledger already holds this run; the sweeper guarantees a
+             * leased or pending one still finishes. */
+            atomic_fetch_add(&lg->pl->counters.claims_lost, 1);
+            atomic_fetch_add(&lg->pl->counters.duplicates, 1);
+            finish(lg, it);
+            break;
+        }
+        rl_claim_clear(c);
+    }
+}
+
+static void
+sweep(struct ledger *lg)
+{
+    long room = lg->cfg->max_in_flight - atomic_load(&lg->pl->in_flight);
+    struct rl_claim claims[256];
+    size_t n = 0;
+    char errstr[512];
+    int err;
+
+    if (room <= 0)
+        return;
+    if (room > 256)
+        room = 256;
+    err = rl_db_claim_due(lg->db, lg->cfg->worker_id, lg->cfg->lease_seconds,
+                          (size_t)room, claims, &n, errstr, sizeof(errstr));
+    if (err) {
+        rl_log_warn(NULL, "sweeper could not claim: %s", errstr);
+        rl_db_destroy(lg->db);
+        lg->db = NULL;
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct rl_claim *c = &claims[i];
+        struct rl_item *it = calloc(1, sizeof(*it));
+
+        if (!it) {
+            rl_claim_clear(c);
+            continue;
+        }
+        atomic_fetch_add(&lg->pl->in_flight, 1);
+        atomic_fetch_add(&lg->pl->counters.swept, 1);
+        memcpy(it->run_id, c->run_id, sizeof(it->run_id));
+        it->job = c->job;
+        it->tenant = c->tenant;
+        it->request_json = c->request_json;
+        it->raw_input = c->raw_input;
+        c->job = c->tenant = c->request_json = c->raw_input = NULL;
+        it->lease_epoch = c->lease_epoch;
+        it->attempts_before = c->attempts;
+        it->ambiguous_prior = c->ambiguous_prior;
+        it->ambiguous_count = c->ambiguous_count;
+        rl_claim_clear(c);
+        live_add(lg, it);
+        start_attempt(lg, it);
+    }
+}
+
+/* Renews every held lease in one statement; a run whose lease is gone has
+ * its call cancelled and is never completed by this worker. */
+static void
+heartbeat(struct ledger *lg)
+{
+    const char **ids;
+    int64_t *epochs;
+    int *held;
+    struct rl_item **items;
+    size_t n = 0;
+    char errstr[512];
+    int err;
+
+    if (lg->live_count == 0)
+        return;
+    ids = calloc(lg->live_count, sizeof(*ids));
+    epochs = calloc(lg->live_count, sizeof(*epochs));
+    held = calloc(lg->live_count, sizeof(*held));
+    items = calloc(lg->live_count, sizeof(*items));
+    if (!ids || !epochs || !held || !items)
+        goto done;
+    for (struct rl_item *it = lg->live; it; it = it->live_next) {
+        ids[n] = it->run_id;
+        epochs[n] = it->lease_epoch;
+        items[n++] = it;
+    }
+    err = rl_db_renew_leases(lg->db, lg->cfg->worker_id,
+                             lg->cfg->lease_seconds, ids, epochs, n, held,
+                             errstr, sizeof(errstr));
+    if (err) {
+        rl_log_warn(NULL, "could not renew %zu leases: %s", n, errstr);
+        rl_db_destroy(lg->db);
+        lg->db = NULL;
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct rl_log_ctx ctx;
+
+        if (held[i] || items[i]->lease_lost)
+            continue;
+        items[i]->lease_lost = 1;
+        log_ctx(items[i], &ctx);
+        rl_log_warn(&ctx, "lease lost: cancelling the model call");
+        if (items[i]->in_model)
+            rl_model_cancel(lg->pl->model, &items[i]->call);
+    }
+done:
+    free(ids);
+    free(epochs);
+    free(held);
+    free(items);
+}
+
+static int
+ensure_db(struct ledger *lg)
+{
+    char errstr[512];
+
+    if (lg->db)
+        return 1;
+    if (now_ms() < lg->next_connect)
+        return 0;
+    lg->db = rl_db_connect(lg->cfg->database_url, errstr, sizeof(errstr));
+    if (!lg->db) {
+        rl_log_warn(NULL, "ledger: %s", errstr);
+        lg->next_connect = now_ms() + lg->connect_backoff;
+        lg->connect_backoff =
+            lg->connect_backoff < 5000 ? lg->connect_backoff * 2 : 5000;
+        return 0;
+    }
+    lg->connect_backoff = 100;
+    return 1;
+}
+
+static void
+redo_deferred(struct ledger *lg)
+{
+    struct rl_item *list = lg->retry;
+    struct rl_item *claim_again = NULL;
+
+    lg->retry = NULL;
+    while (list && lg->db) {
+        struct rl_item *it = list;
+
+        list = it->next;
+        it->next = NULL;
+        switch (it->redo) {
+        case REDO_CLAIM:
+            it->next = claim_again;
+            claim_again = it;
+            break;
+        case REDO_START:
+            start_attempt(lg, it);
+            break;
+        default:
+            handle_result(lg, it);
+            break;
+        }
+    }
+    /* Connection lost again: keep the rest for the next round. */
+    while (list) {
+        struct rl_item *it = list;
+
+        list = it->next;
+        it->next = lg->retry;
+        lg->retry = it;
+    }
+    if (claim_again)
+        claim_intake(lg, claim_again);
+}
+
+static void
+wait_for_work(struct ledger *lg, long ms)
+{
+    struct rl_pipeline *pl = lg->pl;
+    struct timespec ts;
+
+    pthread_mutex_lock(&pl->wake_lock);
+    if (!pl->intake.head && !pl->results.head) {
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += ms / 1000;
+        ts.tv_nsec += (ms % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&pl->wake, &pl->wake_lock, &ts);
+    }
+    pthread_mutex_unlock(&pl->wake_lock);
+}
+
+void *
+rl_ledger_main(void *arg)
+{
+    struct rl_pipeline *pl = arg;
+    struct ledger lg;
+
+    memset(&lg, 0, sizeof(lg));
+    lg.pl = pl;
+    lg.cfg = pl->cfg;
+    lg.connect_backoff = 100;
+    lg.seed = (unsigned int)now_ms();
+
+    for (;;) {
+        int64_t now = now_ms();
+        struct rl_item *batch;
+        int stopping = atomic_load(&pl->stopping);
+
+        if (ensure_db(&lg) && lg.retry)
+            redo_deferred(&lg);
+
+        /* Results first: they free capacity and finish runs. */
+        while (lg.db && (batch = rl_queue_take(&pl->results, 0))) {
+            while (batch) {
+                struct rl_item *next = batch->next;
+
+                batch->next = NULL;
+                handle_result(&lg, batch);
+                batch = next;
+            }
+        }
+        if (stopping) {
+            /* Not claimed yet: not ours to start. Their offsets stay
+             * uncommitted and the events are consumed again. */
+            while ((batch = rl_queue_take(&pl->intake, 0))) {
+                while (batch) {
+                    struct rl_item *next = batch->next;
+
+                    atomic_fetch_sub(&pl->in_flight, 1);
+                    rl_item_destroy(batch);
+                    batch = next;
+                }
+            }
+        } else if (lg.db &&
+                   (batch = rl_queue_take(&pl->intake,
+                                          (size_t)lg.cfg->db_batch))) {
+            claim_intake(&lg, batch);
+            continue;
+        }
+
+        if (lg.db && now >= lg.next_heartbeat) {
+            heartbeat(&lg);
+            lg.next_heartbeat = now + lg.cfg->lease_seconds * 1000LL / 3;
+        }
+        if (lg.db && !stopping && now >= lg.next_sweep) {
+            sweep(&lg);
+            lg.next_sweep = now + lg.cfg->sweep_interval_ms;
+        }
+        if (atomic_load(&pl->abandon) && !lg.abandoned) {
+            lg.abandoned = 1;
+            for (struct rl_item *it = lg.live; it; it = it->live_next) {
+                if (it->in_model)
+                    rl_model_cancel(pl->model, &it->call);
+            }
+        }
+        /* Done when nothing is left, or, once the grace period is over,
+         * when no model call is outstanding: runs whose writes still wait
+         * for PostgreSQL keep their lease until it expires, and then the
+         * sweeper of another worker takes them over. */
+        if (stopping && !pl->results.head && !pl->intake.head &&
+            lg.in_model == 0 &&
+            (lg.live_count == 0 ||
+             (atomic_load(&pl->abandon) && lg.live_count == count(lg.retry))))
+            break;
+        wait_for_work(&lg, 50);
+    }
+    /* Deferred writes that never found a connection: their leases expire
+     * and the sweeper of another worker takes the runs over. */
+    while (lg.retry) {
+        struct rl_item *it = lg.retry;
+
+        lg.retry = it->next;
+        live_remove(&lg, it);
+        atomic_fetch_sub(&pl->in_flight, 1);
+        rl_item_destroy(it);
+    }
+    rl_db_destroy(lg.db);
+    return NULL;
+}

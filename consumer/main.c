@@ -1,0 +1,64 @@
+/* runledger: the daemon and its operator CLI, one binary with subcommands.
+ * This file parses the subcommand and is the only place that exits. */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+
+struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+};
+
+static int cmd_version(int argc, char **argv);
+
+static const struct command commands[] = {
+    {"consume", rl_cmd_consume, "run the consumer (the service)"},
+    {"relay", rl_cmd_relay, "deliver outbox rows to the notification topic"},
+    {"config", rl_cmd_config, "print the configuration settings"},
+    {"id", rl_cmd_id, "print the run ID of one logical run"},
+    {"migrate", rl_cmd_migrate, "apply pending ledger migrations"},
+    {"version", cmd_version, "print the version"},
+};
+
+static int
+cmd_version(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    printf("runledger %s\n", RL_VERSION);
+    return RL_EXIT_OK;
+}
+
+static void
+usage(FILE *out)
+{
+    fprintf(out, "usage: runledger <command> [options]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out, "\n`runledger <command> --help` describes one command.\n");
+}
+
+int
+main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return RL_EXIT_USAGE;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        usage(stdout);
+        return RL_EXIT_OK;
+    }
+    if (strcmp(argv[1], "--version") == 0)
+        return cmd_version(0, NULL);
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+        if (strcmp(argv[1], commands[i].name) == 0)
+            return commands[i].run(argc - 1, argv + 1);
+    }
+    fprintf(stderr, "runledger: unknown command \"%s\"\n", argv[1]);
+    usage(stderr);
+    return RL_EXIT_USAGE;
+}

@@ -1,0 +1,136 @@
+#ifndef RL_PIPELINE_H
+#define RL_PIPELINE_H
+
+/* The staged pipeline of one consumer process (DESIGN.md "Flow through one
+ * consumer process"):
+ *
+ *   kafka thread   poll -> parse/validate -> intake queue
+ *                  done queue -> contiguous offset prefix -> offsets_store
+ *   ledger thread  intake -> register+claim (batched) -> collect ->
+ *                  record dispatch -> model; model results -> complete +
+ *                  outbox | release | fail -> done queue; lease heartbeats
+ *                  for every claimed run in one statement; the sweeper
+ *   model thread   one libcurl multi handle for every call (rl/model.h)
+ *   relay thread   outbox -> notification topic (relay.c)
+ *
+ * Stages hand runs over through bounded queues; the Kafka thread never
+ * waits for PostgreSQL or HTTP, it pauses its partitions at the cap. */
+
+#include <librdkafka/rdkafka.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "rl/config.h"
+#include "rl/event.h"
+#include "rl/model.h"
+
+/* Where a run came from: a Kafka message (its offset becomes done when the
+ * run is durable) or the sweeper (no offset). */
+struct rl_source {
+    int from_kafka;
+    int32_t partition;
+    int64_t offset;
+    uint64_t generation; /* assignment generation the offset belongs to */
+};
+
+/* One run in flight through the process. Owned by whichever stage holds it;
+ * queues link through next. */
+struct rl_item {
+    struct rl_item *next;
+    struct rl_item *live_prev, *live_next; /* claimed-runs list (ledger) */
+    struct rl_source src;
+    struct rl_event *ev; /* NULL for sweeper-driven runs */
+    char *value;         /* the raw Kafka value, for the dead-letter topic */
+    size_t value_len;
+    char run_id[RL_HEX_SIZE];
+    char *job, *tenant, *request_json, *raw_input; /* owned copies */
+    int64_t lease_epoch;
+    int attempt_no;
+    int attempts_before; /* dispatches before this claim */
+    int ambiguous_prior;
+    int ambiguous_count;
+    int lease_lost;
+    int in_model;  /* the model thread holds call */
+    int in_result; /* the call came back; its result is being recorded */
+    int redo;      /* ledger step to redo after a lost connection */
+    struct rl_model_call call;
+};
+
+/* A mutex+condvar FIFO of items. */
+struct rl_queue {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    struct rl_item *head, *tail;
+    size_t len;
+};
+
+void rl_queue_init(struct rl_queue *q);
+void rl_queue_destroy(struct rl_queue *q);
+void rl_queue_push(struct rl_queue *q, struct rl_item *item);
+/* Takes up to max items (all when max is 0) as a list; NULL when empty. */
+struct rl_item *rl_queue_take(struct rl_queue *q, size_t max);
+
+/* Frees item and what it owns; NULL is accepted. */
+void rl_item_destroy(struct rl_item *item);
+
+/* Process-wide counters, read by /metrics and the shutdown summary. */
+struct rl_counters {
+    atomic_llong events;
+    atomic_llong invalid;
+    atomic_llong claims_won;
+    atomic_llong claims_lost;
+    atomic_llong duplicates;
+    atomic_llong conflicts;
+    atomic_llong dispatches;
+    atomic_llong completed;
+    atomic_llong retried;
+    atomic_llong failed;
+    atomic_llong unknown;
+    atomic_llong lease_lost;
+    atomic_llong dead_letters;
+    atomic_llong swept;
+    atomic_llong relayed;
+};
+
+/* Shared state of one consume process. */
+struct rl_pipeline {
+    struct rl_config *cfg;
+    struct rl_counters counters;
+    atomic_int stopping;  /* SIGTERM/SIGINT seen: stop claiming new work */
+    atomic_int abandon;   /* grace elapsed: cancel what is still in flight */
+    atomic_long in_flight; /* runs between intake and done */
+    struct rl_queue intake;  /* kafka -> ledger */
+    struct rl_queue results; /* model -> ledger */
+    struct rl_queue done;    /* ledger -> kafka (items with an offset) */
+    rd_kafka_t *dlq;         /* producer for the dead-letter topic */
+    struct rl_model *model;
+    pthread_mutex_t wake_lock; /* ledger thread sleeps here */
+    pthread_cond_t wake;
+};
+
+/* Wakes the ledger thread. @locality any thread */
+void rl_pipeline_wake(struct rl_pipeline *pl);
+
+/* Hands a finished item to the Kafka thread (offset done) or frees it.
+ * @locality any thread */
+void rl_pipeline_finish(struct rl_pipeline *pl, struct rl_item *item);
+
+/* Produces value to the dead-letter topic with headers reason, run_id and
+ * the source topic/partition/offset. The item (if any) is finished once the
+ * broker acknowledged the record: its offset must not be committed before
+ * the dead letter is durable. Ownership of item passes to the producer.
+ * @locality any thread */
+void rl_pipeline_dead_letter(struct rl_pipeline *pl, struct rl_item *item,
+                             const char *value, size_t len,
+                             const char *reason, const char *detail);
+
+/* The ledger thread body (ledger.c). */
+void *rl_ledger_main(void *arg);
+
+/* The relay: runs until *stop is set (relay.c). Returns 0, or non-zero
+ * after a fatal error. */
+int rl_relay_run(const struct rl_config *cfg, atomic_int *stop,
+                 struct rl_counters *counters);
+
+#endif /* RL_PIPELINE_H */

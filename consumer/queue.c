@@ -1,0 +1,84 @@
+/* Bounded hand-over between the pipeline's stages; the bound is the
+ * process-wide in-flight cap that the Kafka thread enforces by pausing. */
+#include <stdlib.h>
+
+#include "pipeline.h"
+
+void
+rl_queue_init(struct rl_queue *q)
+{
+    pthread_mutex_init(&q->lock, NULL);
+    pthread_cond_init(&q->cond, NULL);
+    q->head = q->tail = NULL;
+    q->len = 0;
+}
+
+void
+rl_queue_destroy(struct rl_queue *q)
+{
+    struct rl_item *item = q->head;
+
+    while (item) {
+        struct rl_item *next = item->next;
+        rl_item_destroy(item);
+        item = next;
+    }
+    pthread_cond_destroy(&q->cond);
+    pthread_mutex_destroy(&q->lock);
+}
+
+void
+rl_queue_push(struct rl_queue *q, struct rl_item *item)
+{
+    item->next = NULL;
+    pthread_mutex_lock(&q->lock);
+    if (q->tail)
+        q->tail->next = item;
+    else
+        q->head = item;
+    q->tail = item;
+    q->len++;
+    pthread_cond_signal(&q->cond);
+    pthread_mutex_unlock(&q->lock);
+}
+
+struct rl_item *
+rl_queue_take(struct rl_queue *q, size_t max)
+{
+    struct rl_item *head, *last;
+    size_t n = 1;
+
+    pthread_mutex_lock(&q->lock);
+    head = q->head;
+    if (!head) {
+        pthread_mutex_unlock(&q->lock);
+        return NULL;
+    }
+    last = head;
+    while (last->next && (max == 0 || n < max)) {
+        last = last->next;
+        n++;
+    }
+    q->head = last->next;
+    if (!q->head)
+        q->tail = NULL;
+    q->len -= n;
+    last->next = NULL;
+    pthread_mutex_unlock(&q->lock);
+    return head;
+}
+
+void
+rl_item_destroy(struct rl_item *item)
+{
+    if (!item)
+        return;
+    rl_event_destroy(item->ev);
+    free(item->value);
+    free(item->job);
+    free(item->tenant);
+    free(item->request_json);
+    free(item->raw_input);
+    rl_model_call_clear(&item->call);
+    free(item);
+}

@@ -1,0 +1,337 @@
+#!/usr/bin/env bash
+# kafka.sh start|stop|kill|restart|env DIR — a single-node Kafka (KRaft,
+# broker and controller in one JVM) in DIR, run from the jars deps.sh
+# resolved into .cache/kafka-3.9.1/.
+#
+#   start    format fresh storage with a random cluster id (wiping an
+#            earlier one made by this script), start the broker on free
+#            loopback ports, wait until it answers metadata, create the
+#            default topics; a broker already running in DIR is kept
+#   stop     SIGTERM (controlled shutdown), SIGKILL after 60 s (idempotent)
+#   kill     SIGKILL: the broker recovers its logs on restart
+#   restart  start DIR's broker again, same ports and data, no reformat
+#            (stops it first when it runs)
+#   env      print KAFKA_BOOTSTRAP_SERVERS=...
+#
+# Environment: KAFKA_LIBS_DIR (jar folder), KAFKA_HEAP_OPTS
+# (default -Xmx512m -Xms256m), KAFKA_START_TIMEOUT (seconds, default 90).
+#
+# Layout of DIR: server.properties, log4j.properties, data/ (log.dirs),
+# broker.log, stdout.log, broker.pid, ports, env, bin/rl_topics.
+set -euo pipefail
+
+prog=kafka.sh
+die() {
+    echo "$prog: $*" >&2
+    exit 1
+}
+usage() {
+    echo "usage: $prog start|stop|kill|restart|env DIR" >&2
+    exit 2
+}
+
+[ $# -eq 2 ] || usage
+cmd=$1
+dir=$(realpath -m -- "$2")
+[ "$dir" != / ] || die "refusing to use / as the data folder"
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+kafka_version=3.9.1
+libs=${KAFKA_LIBS_DIR:-$root/.cache/kafka-$kafka_version}
+heap=${KAFKA_HEAP_OPTS:--Xmx512m -Xms256m}
+start_timeout=${KAFKA_START_TIMEOUT:-90}
+port_base=${KAFKA_PORT_BASE:-29092}
+marker=$dir/.runledger-kafka
+pidfile=$dir/broker.pid
+# The topics every Runledger test and the demo expect (name:partitions).
+default_topics=(runledger.schedules:4 runledger.notifications:4 runledger.dlq:1)
+
+port_is_free() {
+    python3 - "$1" <<'EOF'
+import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+try:
+    s.bind(("127.0.0.1", int(sys.argv[1])))
+except OSError:
+    sys.exit(1)
+EOF
+}
+
+# Prints the first free port at or above $1 that is not $2.
+pick_port() {
+    local port
+    for ((port = $1; port < $1 + 200; port++)); do
+        [ "$port" != "${2:-}" ] || continue
+        if port_is_free "$port"; then
+            echo "$port"
+            return
+        fi
+    done
+    die "no free port in $1..$(($1 + 199))"
+}
+
+# The pid file's process, if it is alive and is this DIR's broker (a pid
+# can be reused after a crash; never signal a stranger).
+broker_pid() {
+    local pid
+    [ -f "$pidfile" ] || return 1
+    pid=$(cat "$pidfile")
+    [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] || return 1
+    tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$dir/server.properties" || return 1
+    echo "$pid"
+}
+
+java_cp() {
+    [ -f "$libs/.complete" ] ||
+        die "kafka jars missing in $libs: run tests/harness/deps.sh (or make deps)"
+    command -v java >/dev/null 2>&1 || die "java not found: run tests/harness/deps.sh"
+    echo "$libs/*"
+}
+
+write_config() {
+    local port=$1 cport=$2
+    cat >"$dir/server.properties" <<EOF
+# Written by tests/harness/kafka.sh: one node, broker and controller.
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:$cport
+listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
+advertised.listeners=PLAINTEXT://127.0.0.1:$port
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs=$dir/data
+num.partitions=4
+default.replication.factor=1
+min.insync.replicas=1
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=4
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=4
+group.initial.rebalance.delay.ms=0
+auto.create.topics.enable=false
+delete.topic.enable=true
+# After a SIGKILL the restarted broker cannot register until the controller
+# drops its old session: a short session keeps restart in fault tests quick.
+broker.heartbeat.interval.ms=500
+broker.session.timeout.ms=4000
+num.network.threads=2
+num.io.threads=4
+EOF
+    cat >"$dir/log4j.properties" <<EOF
+# Written by tests/harness/kafka.sh: everything to broker.log, nothing on
+# the console.
+log4j.rootLogger=INFO, file
+log4j.appender.file=org.apache.log4j.FileAppender
+log4j.appender.file.File=$dir/broker.log
+log4j.appender.file.Append=true
+log4j.appender.file.layout=org.apache.log4j.PatternLayout
+log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.kafka.request.logger=WARN
+log4j.logger.state.change.logger=WARN
+log4j.logger.org.apache.kafka.clients=WARN
+log4j.logger.kafka.log.LogCleaner=WARN
+EOF
+    printf '%s %s\n' "$port" "$cport" >"$dir/ports"
+}
+
+# Kafka's Uuid text form: 16 random bytes, URL-safe base64 without padding,
+# never starting with '-' (Uuid.randomUuid() rejects those too).
+cluster_id() {
+    python3 -c '
+import base64, uuid
+while True:
+    s = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    if not s.startswith("-"):
+        print(s)
+        break'
+}
+
+format_storage() {
+    local cp
+    cp=$(java_cp)
+    java -Xmx256m -Dlog4j.configuration="file:$dir/log4j.properties" \
+        -cp "$cp" kafka.tools.StorageTool format -t "$(cluster_id)" \
+        -c "$dir/server.properties" >"$dir/format.log" 2>&1 || {
+        cat "$dir/format.log" >&2
+        die "could not format kafka storage in $dir/data"
+    }
+}
+
+# Starts the JVM in a session of its own (a Ctrl-C to make or ctest does not
+# reach it) and records its pid before anything can fail. The shell writes
+# its own pid and execs java, so the pid is the JVM's even if setsid forks.
+launch() {
+    local cp deadline
+    cp=$(java_cp)
+    rm -f "$pidfile"
+    # shellcheck disable=SC2016,SC2086 # $$ is for the inner shell; heap
+    # holds several options
+    setsid bash -c 'echo $$ >"$0.tmp" && mv "$0.tmp" "$0" && exec "$@"' \
+        "$pidfile" java $heap -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
+        -Djava.awt.headless=true \
+        -Dlog4j.configuration="file:$dir/log4j.properties" \
+        -Dkafka.logs.dir="$dir" \
+        -cp "$cp" kafka.Kafka "$dir/server.properties" \
+        >>"$dir/stdout.log" 2>&1 </dev/null &
+    deadline=$((SECONDS + 10))
+    until [ -s "$pidfile" ]; do
+        ((SECONDS < deadline)) || die "the broker process did not start"
+        sleep 0.05
+    done
+}
+
+rl_topics_bin() {
+    local src=$root/tests/harness/rl_topics.c bin=$dir/bin/rl_topics
+    if [ ! -x "$bin" ] || [ "$src" -nt "$bin" ]; then
+        mkdir -p "$dir/bin"
+        # shellcheck disable=SC2046 # pkg-config prints several flags
+        cc -std=c11 -O1 -Wall -Wextra -o "$bin.tmp" "$src" \
+            $(pkg-config --cflags --libs rdkafka) ||
+            die "could not compile $src"
+        mv "$bin.tmp" "$bin"
+    fi
+    echo "$bin"
+}
+
+# Waits (bounded) until the broker answers a metadata request; fails early
+# when the JVM has exited. Returns 3 when it exited because a port was taken
+# (the caller may retry on other ports).
+wait_ready() {
+    local port deadline
+    read -r port _ <"$dir/ports"
+    deadline=$((SECONDS + start_timeout))
+    until kcat -L -b "127.0.0.1:$port" -t __probe -m 2 >/dev/null 2>&1; do
+        if ! broker_pid >/dev/null; then
+            if grep -qs 'Address already in use' "$dir/broker.log" "$dir/stdout.log"; then
+                return 3
+            fi
+            tail -n 30 "$dir/broker.log" "$dir/stdout.log" >&2 || true
+            die "kafka broker exited during start (log: $dir/broker.log)"
+        fi
+        if ((SECONDS >= deadline)); then
+            tail -n 30 "$dir/broker.log" >&2 || true
+            die "kafka broker on port $port not ready after ${start_timeout}s (log: $dir/broker.log)"
+        fi
+        sleep 0.5
+    done
+}
+
+create_topics() {
+    local port bin
+    read -r port _ <"$dir/ports"
+    bin=$(rl_topics_bin)
+    "$bin" "127.0.0.1:$port" 60000 "${default_topics[@]}" ||
+        die "could not create the default topics (log: $dir/broker.log)"
+}
+
+write_env() {
+    local port
+    read -r port _ <"$dir/ports"
+    echo "KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:$port" >"$dir/env"
+}
+
+# Sends $1 to the broker and waits up to $2 seconds for it to exit.
+signal_and_wait() {
+    local sig=$1 wait_s=$2 pid deadline
+    pid=$(broker_pid) || return 0
+    kill "-$sig" "$pid" 2>/dev/null || true
+    deadline=$((SECONDS + wait_s))
+    while [ -e "/proc/$pid" ]; do
+        # A zombie has exited; only its parent can reap it.
+        [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ] || break
+        ((SECONDS < deadline)) || return 1
+        sleep 0.2
+    done
+    rm -f "$pidfile"
+}
+
+stop_broker() {
+    if ! broker_pid >/dev/null; then
+        echo "$prog: not running in $dir"
+        return
+    fi
+    if ! signal_and_wait TERM 60; then
+        echo "$prog: broker ignored SIGTERM for 60s, killing it" >&2
+        signal_and_wait KILL 10 || die "could not kill the broker"
+    fi
+    echo "$prog: stopped $dir"
+}
+
+start_fresh() {
+    local attempt port cport rc
+
+    if [ -e "$dir" ] && [ ! -e "$marker" ] && [ -n "$(ls -A "$dir")" ]; then
+        die "$dir exists and was not made by $prog: refusing to wipe it"
+    fi
+    java_cp >/dev/null
+    rl_topics_bin >/dev/null
+    for attempt in 1 2 3; do
+        rm -rf "$dir"
+        mkdir -p "$dir/data"
+        touch "$marker"
+        port=$(pick_port "$port_base")
+        cport=$(pick_port $((port + 1)) "$port")
+        write_config "$port" "$cport"
+        format_storage
+        launch
+        rc=0
+        wait_ready || rc=$?
+        if [ "$rc" -eq 0 ]; then
+            create_topics
+            write_env
+            return
+        fi
+        echo "$prog: port $port or $cport was taken meanwhile, retrying" >&2
+    done
+    die "kafka could not bind its ports after 3 attempts"
+}
+
+case "$cmd" in
+start)
+    if broker_pid >/dev/null; then
+        wait_ready || die "kafka broker in $dir is not answering"
+        create_topics
+        write_env
+        echo "$prog: already running in $dir"
+    else
+        start_fresh
+    fi
+    cat "$dir/env"
+    ;;
+restart)
+    [ -f "$dir/server.properties" ] && [ -f "$dir/data/meta.properties" ] ||
+        die "no formatted broker in $dir: use start"
+    stop_broker >/dev/null
+    read -r port cport <"$dir/ports"
+    for p in "$port" "$cport"; do
+        port_is_free "$p" || die "port $p is taken: cannot restart on the same port"
+    done
+    launch
+    wait_ready || die "kafka broker could not bind its ports again"
+    create_topics
+    write_env
+    cat "$dir/env"
+    ;;
+stop)
+    stop_broker
+    ;;
+kill)
+    if pid=$(broker_pid); then
+        signal_and_wait KILL 10 || die "broker $pid survived SIGKILL"
+        echo "$prog: killed broker $pid"
+    else
+        echo "$prog: not running in $dir"
+    fi
+    ;;
+env)
+    [ -f "$dir/env" ] || die "no broker was started in $dir"
+    broker_pid >/dev/null || die "kafka broker in $dir is not running"
+    cat "$dir/env"
+    ;;
+*)
+    usage
+    ;;
+esac

@@ -1,0 +1,113 @@
+#include "test_db_fixture.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "rl/err.h"
+#include "rltest.h"
+
+struct rl_db *
+fixture_connect(const char *schema)
+{
+    const char *url = rltest_service_env("DATABASE_URL");
+    char errstr[512];
+    struct rl_db *db;
+
+    db = rl_db_connect_schema(url, schema, errstr, sizeof(errstr));
+    if (!db)
+        fprintf(stderr, "%s\n", errstr);
+    RL_REQUIRE(db != NULL);
+    return db;
+}
+
+struct rl_db *
+fixture_ledger(char *schema)
+{
+    char errstr[512];
+    struct rl_db *db;
+    int applied = -1;
+    int err;
+
+    snprintf(schema, RL_DB_SCHEMA_MAX + 1, "%s", rltest_unique("rl_test"));
+    db = fixture_connect(schema);
+    err = rl_db_migrate(db, &applied, errstr, sizeof(errstr));
+    if (err != 0)
+        fprintf(stderr, "%s\n", errstr);
+    RL_REQUIRE(err == 0);
+    RL_REQUIRE(applied > 0);
+    return db;
+}
+
+void
+fixture_drop(struct rl_db *db, const char *schema)
+{
+    char sql[RL_DB_SCHEMA_MAX + 64];
+    char errstr[512];
+
+    /* schema is rltest_unique's [a-z0-9_]: safe to splice. */
+    snprintf(sql, sizeof(sql), "DROP SCHEMA IF EXISTS %s CASCADE", schema);
+    if (rl_db_exec(db, sql, 0, NULL, NULL, 0, errstr, sizeof(errstr)) < 0)
+        fprintf(stderr, "could not drop test schema: %s\n", errstr);
+    rl_db_destroy(db);
+}
+
+void
+fixture_run_init(struct fixture_run *run, const char *job,
+                 const char *request_json, const char *input_json)
+{
+    char identity[256];
+
+    memset(run, 0, sizeof(*run));
+    snprintf(run->job, sizeof(run->job), "%s", job);
+    snprintf(run->scheduled_at, sizeof(run->scheduled_at),
+             "2026-08-07T09:00:00+00:00");
+    snprintf(identity, sizeof(identity), "%s|workspace-acme|%s|v1", job,
+             run->scheduled_at);
+    RL_REQUIRE(rl_sha256_hex(identity, strlen(identity), run->run_id) == 0);
+    RL_REQUIRE(rl_sha256_hex(request_json, strlen(request_json),
+                             run->fingerprint) == 0);
+    run->reg.run_id = run->run_id;
+    run->reg.job = run->job;
+    run->reg.tenant = "workspace-acme";
+    run->reg.scheduled_at = run->scheduled_at;
+    run->reg.version = "v1";
+    run->reg.fingerprint = run->fingerprint;
+    run->reg.request_json = request_json;
+    run->reg.input_json = input_json;
+    run->reg.deadline_seconds = 0;
+    run->reg.source_topic = "schedules";
+    run->reg.source_partition = 0;
+    run->reg.source_offset = 42;
+}
+
+int64_t
+fixture_int(struct rl_db *db, const char *sql, const char *param)
+{
+    const char *params[1] = {param};
+    char value[64];
+    char errstr[512];
+    int rows;
+
+    rows = rl_db_exec(db, sql, param ? 1 : 0, param ? params : NULL, value,
+                      sizeof(value), errstr, sizeof(errstr));
+    if (rows < 0)
+        fprintf(stderr, "%s: %s\n", sql, errstr);
+    RL_REQUIRE(rows >= 0);
+    return strtoll(value, NULL, 10);
+}
+
+void
+fixture_wait_lease_expired(struct rl_db *db, const char *run_id)
+{
+    int64_t deadline = rltest_now_ms() + 15000;
+    struct timespec nap = {0, 20 * 1000000L};
+
+    while (fixture_int(db,
+                       "SELECT (lock_expires_at < now())::int FROM runs "
+                       "WHERE run_id = $1",
+                       run_id) != 1) {
+        RL_REQUIRE(rltest_now_ms() < deadline);
+        nanosleep(&nap, NULL);
+    }
+}

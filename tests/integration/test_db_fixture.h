@@ -1,0 +1,49 @@
+#ifndef RL_TEST_DB_FIXTURE_H
+#define RL_TEST_DB_FIXTURE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rl/db.h"
+
+/* Shared setup of the PostgreSQL integration tests. Every test process
+ * works in a schema of its own (rl_test_<pid>_<n>_<ms>) in the database
+ * DATABASE_URL names, so tests run in parallel and repeatedly; the schema
+ * is dropped at the end. Without DATABASE_URL a test skips (77), or fails
+ * when RL_REQUIRE_SERVICES is set. */
+
+/* A fresh ledger: creates a unique schema, connects to it and migrates.
+ * schema receives its name (RL_DB_SCHEMA_MAX + 1 bytes). */
+struct rl_db *fixture_ledger(char *schema);
+
+/* Another connection to the same ledger (for a second worker or thread). */
+struct rl_db *fixture_connect(const char *schema);
+
+/* Drops the schema and closes db. */
+void fixture_drop(struct rl_db *db, const char *schema);
+
+/* A registration for a synthetic run. The run_id is the SHA-256 of
+ * "job|tenant|scheduled_at|version" as seed 000 defines it; buffers are
+ * owned by the struct fixture_run. */
+struct fixture_run {
+    char run_id[RL_HEX_SIZE];
+    char fingerprint[RL_HEX_SIZE];
+    char job[64];
+    char scheduled_at[RL_TIME_UTC_SIZE];
+    struct rl_run_reg reg;
+};
+
+/* Fills run for job name `job` (unique per test) and request variant
+ * `request` (its fingerprint is sha256 of the request text). */
+void fixture_run_init(struct fixture_run *run, const char *job,
+                      const char *request_json, const char *input_json);
+
+/* Integer value of a one-column query with up to one text parameter;
+ * fails the test on error. */
+int64_t fixture_int(struct rl_db *db, const char *sql, const char *param);
+
+/* Waits until the database clock has passed the lease of run_id (polls;
+ * fails the test after 15 s). */
+void fixture_wait_lease_expired(struct rl_db *db, const char *run_id);
+
+#endif /* RL_TEST_DB_FIXTURE_H */

@@ -1,0 +1,149 @@
+/* Invariant: no write by a stale lease owner succeeds. Once another worker
+ * has reclaimed the run, the old owner's renew, record_dispatch,
+ * store_raw_input, complete, release and fail are all refused with
+ * RL_ERR_STALE and change nothing, while the new owner's writes work. */
+#include <string.h>
+
+#include "rl/db.h"
+#include "rl/err.h"
+#include "rltest.h"
+#include "test_db_fixture.h"
+
+static const char request[] =
+    "{\"notify\":[\"email\"],\"request\":{\"messages\":[],\"model\":\"m\"}}";
+
+int
+main(void)
+{
+    char schema[RL_DB_SCHEMA_MAX + 1];
+    struct rl_db *db = fixture_ledger(schema);
+    struct fixture_run run;
+    struct rl_claim old_claim, new_claim;
+    struct rl_outbox_msg msg = {"email", NULL};
+    struct rl_completion done;
+    struct rl_run before, after;
+    char errstr[512];
+    char *stored = NULL;
+    const char *ids[1];
+    int64_t epochs[1];
+    int held[1] = {1};
+    int attempt_no = -1;
+    int64_t old_epoch, new_epoch;
+
+    fixture_run_init(&run, "stale", request, NULL);
+    RL_CHECK_INTEQ(rl_db_claim_run(db, &run.reg, "old", 1, &old_claim, errstr,
+                                   sizeof(errstr)),
+                   0);
+    RL_REQUIRE(old_claim.status == RL_CLAIM_WON);
+    old_epoch = old_claim.lease_epoch;
+    fixture_wait_lease_expired(db, run.run_id);
+    RL_CHECK_INTEQ(rl_db_claim_run(db, &run.reg, "new", 300, &new_claim, errstr,
+                                   sizeof(errstr)),
+                   0);
+    RL_REQUIRE(new_claim.status == RL_CLAIM_WON);
+    new_epoch = new_claim.lease_epoch;
+    RL_CHECK(new_epoch > old_epoch);
+    RL_REQUIRE(rl_db_get_run(db, run.run_id, &before, errstr, sizeof(errstr)) ==
+               0);
+
+    ids[0] = run.run_id;
+    epochs[0] = old_epoch;
+    RL_CHECK_INTEQ(rl_db_renew_leases(db, "old", 300, ids, epochs, 1, held,
+                                      errstr, sizeof(errstr)),
+                   0);
+    RL_CHECK_INTEQ(held[0], 0);
+    /* the right owner with the old epoch is stale too */
+    epochs[0] = old_epoch;
+    RL_CHECK_INTEQ(rl_db_renew_leases(db, "new", 300, ids, epochs, 1, held,
+                                      errstr, sizeof(errstr)),
+                   0);
+
+    RL_CHECK_INTEQ(rl_db_record_dispatch(db, run.run_id, "old", old_epoch,
+                                         run.run_id, &attempt_no, errstr,
+                                         sizeof(errstr)),
+                   RL_ERR_STALE);
+    RL_CHECK(strstr(errstr, "lease lost") != NULL);
+    RL_CHECK_INTEQ(rl_db_store_raw_input(db, run.run_id, "old", old_epoch,
+                                         "{\"stale\":true}", &stored, errstr,
+                                         sizeof(errstr)),
+                   RL_ERR_STALE);
+    RL_CHECK(stored == NULL);
+    RL_CHECK_INTEQ(rl_db_complete_run(db, run.run_id, "old", old_epoch,
+                                      "{\"text\":\"stale\"}", &msg, 1, &done,
+                                      errstr, sizeof(errstr)),
+                   RL_ERR_STALE);
+    RL_CHECK(strstr(errstr, "could not complete run") == errstr);
+    RL_CHECK_INTEQ(rl_db_release(db, run.run_id, "old", old_epoch, 0,
+                                 "transient", "stale release", errstr,
+                                 sizeof(errstr)),
+                   RL_ERR_STALE);
+    RL_CHECK_INTEQ(rl_db_fail(db, run.run_id, "old", old_epoch, "failed",
+                              "permanent", "stale fail", errstr,
+                              sizeof(errstr)),
+                   RL_ERR_STALE);
+    RL_CHECK_INTEQ(rl_db_fail(db, run.run_id, "old", old_epoch, "unknown",
+                              "ambiguous", "stale fail", errstr,
+                              sizeof(errstr)),
+                   RL_ERR_STALE);
+    /* a forged owner name with the current epoch is no better */
+    RL_CHECK_INTEQ(rl_db_release(db, run.run_id, "old", new_epoch, 0,
+                                 "transient", "forged", errstr, sizeof(errstr)),
+                   RL_ERR_STALE);
+
+    /* nothing changed */
+    RL_REQUIRE(rl_db_get_run(db, run.run_id, &after, errstr, sizeof(errstr)) ==
+               0);
+    RL_CHECK_STREQ(after.status, "running");
+    RL_CHECK_STREQ(after.lock_owner, "new");
+    RL_CHECK_INTEQ(after.lease_epoch, new_epoch);
+    RL_CHECK_INTEQ(after.attempts, 0);
+    RL_CHECK(after.raw_input == NULL);
+    RL_CHECK(after.output_json == NULL);
+    RL_CHECK(after.last_error == NULL);
+    RL_CHECK_STREQ(after.lock_expires_at, before.lock_expires_at);
+    RL_CHECK_INTEQ(fixture_int(db, "SELECT count(*) FROM attempts", NULL), 0);
+    RL_CHECK_INTEQ(fixture_int(db, "SELECT count(*) FROM outbox", NULL), 0);
+    rl_run_clear(&before);
+    rl_run_clear(&after);
+
+    /* the current owner's writes work */
+    epochs[0] = new_epoch;
+    RL_CHECK_INTEQ(rl_db_renew_leases(db, "new", 300, ids, epochs, 1, held,
+                                      errstr, sizeof(errstr)),
+                   1);
+    RL_CHECK_INTEQ(rl_db_store_raw_input(db, run.run_id, "new", new_epoch,
+                                         "{\"fresh\":true}", &stored, errstr,
+                                         sizeof(errstr)),
+                   0);
+    RL_CHECK_STREQ(stored, "{\"fresh\": true}");
+    free(stored);
+    RL_CHECK_INTEQ(rl_db_record_dispatch(db, run.run_id, "new", new_epoch,
+                                         run.run_id, &attempt_no, errstr,
+                                         sizeof(errstr)),
+                   0);
+    RL_CHECK_INTEQ(attempt_no, 1);
+    RL_CHECK_INTEQ(rl_db_complete_run(db, run.run_id, "new", new_epoch,
+                                      "{\"text\":\"fresh\"}", &msg, 1, &done,
+                                      errstr, sizeof(errstr)),
+                   0);
+    RL_CHECK_INTEQ(done.status, RL_COMPLETE_DONE);
+    rl_completion_clear(&done);
+    /* after completion, the stale owner learns the stored answer but
+     * still writes nothing */
+    RL_CHECK_INTEQ(rl_db_complete_run(db, run.run_id, "old", old_epoch,
+                                      "{\"text\":\"stale\"}", &msg, 1, &done,
+                                      errstr, sizeof(errstr)),
+                   0);
+    RL_CHECK_INTEQ(done.status, RL_COMPLETE_ALREADY);
+    RL_CHECK_STREQ(done.output_json, "{\"text\": \"fresh\"}");
+    rl_completion_clear(&done);
+    RL_CHECK_INTEQ(rl_db_release(db, run.run_id, "new", new_epoch, 0,
+                                 "transient", "after completion", errstr,
+                                 sizeof(errstr)),
+                   RL_ERR_STALE);
+
+    rl_claim_clear(&old_claim);
+    rl_claim_clear(&new_claim);
+    fixture_drop(db, schema);
+    RL_TEST_END();
+}

@@ -1,0 +1,851 @@
+#!/usr/bin/env python3
+"""OpenAI-compatible stub model server for Runledger's tests.
+
+A real HTTP/1.1 server (asyncio streams, keep-alive, Content-Length and
+chunked request bodies, Expect: 100-continue) that answers
+POST /v1/chat/completions with a chat.completion, counts billable
+generations per Idempotency-Key, optionally deduplicates by that key, and
+injects faults chosen per request so parallel tests never interfere.
+
+Standard library only. See README.md beside this file for the knobs,
+the fault directives and /stats.
+"""
+
+import argparse
+import asyncio
+import hashlib
+import hmac
+import http
+import json
+import os
+import random
+import re
+import resource
+import signal
+import socket
+import struct
+import sys
+import time
+import traceback
+from urllib.parse import parse_qs
+
+MAX_HEADER_BYTES = 256 * 1024
+DEFAULT_OVERSIZE_BYTES = 10 * 1024 * 1024
+
+# Kinds a directive or /admin/fault may name besides a 3-digit HTTP status.
+ACTION_KINDS = frozenset((
+    "hang", "close_mid_body", "close", "reset", "oversize", "empty",
+    "invalid_json", "latency",
+))
+
+DIRECTIVE_RE = re.compile(r"\[\[fault:\s*([A-Za-z0-9_]+)([^\]]*)\]\]")
+BARE_DIRECTIVE_RE = re.compile(r"^\s*([A-Za-z0-9_]+)((?:\s+\S+=\S+)*)\s*$")
+
+ERROR_TYPES = {
+    400: ("invalid_request_error", None),
+    401: ("invalid_request_error", "invalid_api_key"),
+    403: ("permission_error", None),
+    404: ("not_found_error", None),
+    409: ("conflict_error", None),
+    413: ("invalid_request_error", "request_too_large"),
+    422: ("invalid_request_error", None),
+    429: ("requests", "rate_limit_exceeded"),
+    500: ("server_error", None),
+    502: ("server_error", "bad_gateway"),
+    503: ("server_error", "overloaded"),
+    504: ("server_error", "gateway_timeout"),
+}
+
+
+def status_line(code):
+    try:
+        phrase = http.HTTPStatus(code).phrase
+    except ValueError:
+        phrase = "Status"
+    return ("HTTP/1.1 %d %s\r\n" % (code, phrase)).encode("latin-1")
+
+
+STATUS_LINES = {}
+for _c in list(range(100, 600)):
+    STATUS_LINES[_c] = status_line(_c)
+
+SERVER_HDR = b"Server: runledger-stub\r\n"
+CT_JSON = b"application/json"
+CT_TEXT = b"text/plain; charset=utf-8"
+CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+
+COMPLETION_TMPL = (
+    '{"id":"chatcmpl-%d","object":"chat.completion","created":%d,'
+    '"model":%s,"system_fingerprint":"fp_runledger_stub","choices":[{'
+    '"index":0,"message":{"role":"assistant","content":%s,"refusal":null},'
+    '"logprobs":null,"finish_reason":"stop"}],"usage":{'
+    '"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d,'
+    '"prompt_tokens_details":{"cached_tokens":0},'
+    '"completion_tokens_details":{"reasoning_tokens":0}}}'
+)
+
+
+def build_response(status, body, ctype=CT_JSON, extra=b"", close=False):
+    """Whole HTTP/1.1 response as one bytes object (one send syscall)."""
+    return b"".join((
+        STATUS_LINES[status], SERVER_HDR,
+        b"Content-Type: ", ctype,
+        b"\r\nContent-Length: ", str(len(body)).encode("ascii"), b"\r\n",
+        extra,
+        b"Connection: close\r\n" if close else b"",
+        b"\r\n", body,
+    ))
+
+
+def error_body(status, message, etype=None, code=None):
+    if etype is None:
+        etype, dcode = ERROR_TYPES.get(
+            status, ("server_error" if status >= 500 else
+                     "invalid_request_error", None))
+        if code is None:
+            code = dcode
+    return json.dumps({"error": {"message": message, "type": etype,
+                                 "param": None, "code": code}}).encode()
+
+
+def env_int(name, default):
+    raw = os.environ.get(name, "")
+    if raw.strip() == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        sys.exit("stub_model: %s must be an integer" % name)
+
+
+def env_flag(name):
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes",
+                                                         "on")
+
+
+def raise_nofile():
+    """Raise RLIMIT_NOFILE's soft limit to the hard limit (5k+ sockets)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard
+    if target == resource.RLIM_INFINITY:
+        target = 1 << 20
+    if soft != resource.RLIM_INFINITY and soft >= target:
+        return soft
+    for want in (target, 65536, 16384):
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+            return want
+        except (ValueError, OSError):
+            continue
+    return soft
+
+
+class Fault:
+    """One fault to apply: kind is a status string ("429") or an action."""
+
+    __slots__ = ("kind", "params", "spec", "status")
+
+    def __init__(self, kind, params, spec):
+        self.kind = kind
+        self.params = params
+        self.spec = spec
+        self.status = int(kind) if kind.isdigit() else 0
+
+
+class BadDirective(Exception):
+    pass
+
+
+def parse_params(text):
+    params = {}
+    for tok in text.split():
+        k, sep, v = tok.partition("=")
+        if not sep or not k:
+            raise BadDirective("bad fault parameter %r" % tok)
+        params[k.lower()] = v
+    return params
+
+
+def make_fault(kind, params, spec):
+    kind = kind.lower()
+    if kind.isdigit():
+        if len(kind) != 3 or not 400 <= int(kind) <= 599:
+            raise BadDirective("fault status must be 400..599, got %s" % kind)
+    elif kind not in ACTION_KINDS:
+        raise BadDirective("unknown fault kind %r" % kind)
+    for name in ("times", "ms", "bytes", "retry_after"):
+        if name in params:
+            try:
+                if int(params[name]) < 0:
+                    raise ValueError
+            except ValueError:
+                raise BadDirective("fault parameter %s must be a "
+                                   "non-negative integer" % name) from None
+    return Fault(kind, params, spec)
+
+
+def parse_directive(text, bare_ok=False):
+    """The first [[fault:...]] in text as a Fault, or None."""
+    m = DIRECTIVE_RE.search(text)
+    if m is None and bare_ok:
+        m = BARE_DIRECTIVE_RE.match(text)
+    if m is None:
+        return None
+    return make_fault(m.group(1), parse_params(m.group(2)), m.group(0))
+
+
+def content_text(content):
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        out = []
+        for part in content:
+            if isinstance(part, dict):
+                t = part.get("text")
+                if isinstance(t, str):
+                    out.append(t)
+            elif isinstance(part, str):
+                out.append(part)
+        return "".join(out)
+    return ""
+
+
+class Entry:
+    """Dedupe store entry for one Idempotency-Key."""
+
+    __slots__ = ("body_hash", "future", "reply")
+
+    def __init__(self, body_hash, future):
+        self.body_hash = body_hash
+        self.future = future
+        self.reply = None
+
+
+class Reply:
+    """A complete HTTP answer: status, body, extra header lines."""
+
+    __slots__ = ("status", "body", "extra", "ctype")
+
+    def __init__(self, status, body, extra=b"", ctype=CT_JSON):
+        self.status = status
+        self.body = body
+        self.extra = extra
+        self.ctype = ctype
+
+
+class Stub:
+    def __init__(self):
+        self.latency_ms = env_int("STUB_LATENCY_MS", 0)
+        self.jitter_ms = env_int("STUB_LATENCY_JITTER_MS", 0)
+        self.dedupe = env_flag("STUB_DEDUPE")
+        self.verbose = env_flag("STUB_VERBOSE")
+        self.max_body = env_int("STUB_MAX_BODY", 64 * 1024 * 1024)
+        self.max_entries = env_int("STUB_DEDUPE_MAX_ENTRIES", 200000)
+        key = os.environ.get("STUB_API_KEY", "")
+        self.auth = ("Bearer " + key).encode() if key else None
+        seed = os.environ.get("STUB_SEED")
+        self.rng = random.Random(seed)
+        self.seq = 0                 # monotonic; never reset (ids stay unique)
+        self.err_seq = 0
+        self.global_fault = None
+        self.global_times = None
+        self.global_prob = 1.0
+        self.global_per_key = False
+        self.connections = 0
+        self.max_connections = 0
+        self.background = set()
+        self.reset()
+
+    def reset(self):
+        self.requests = 0
+        self.generations = 0
+        self.by_key = {}
+        self.req_by_key = {}
+        self.faults = {}
+        self.replays = 0
+        self.conflicts = 0
+        self.times_used = {}
+        self.store = {}
+        self.in_flight = getattr(self, "in_flight", 0)
+        self.max_in_flight = self.in_flight
+        self.max_connections = self.connections
+
+    # ---- connection loop -------------------------------------------------
+
+    async def handle_conn(self, reader, writer):
+        self.connections += 1
+        if self.connections > self.max_connections:
+            self.max_connections = self.connections
+        try:
+            await self.serve(reader, writer)
+        except (ConnectionError, OSError, asyncio.IncompleteReadError):
+            pass
+        except asyncio.CancelledError:
+            # Shutdown. Not re-raised: Python 3.11's stream callback calls
+            # task.exception() on a cancelled handler and logs a traceback.
+            pass
+        except Exception:
+            traceback.print_exc(file=sys.stderr)
+        finally:
+            self.connections -= 1
+            try:
+                writer.close()
+            except Exception:
+                pass
+
+    async def serve(self, reader, writer):
+        while True:
+            try:
+                head = await reader.readuntil(b"\r\n\r\n")
+            except asyncio.IncompleteReadError:
+                return
+            except asyncio.LimitOverrunError:
+                writer.write(build_response(
+                    431, error_body(431, "request headers too large"),
+                    close=True))
+                await writer.drain()
+                return
+            # One decode per request: latin-1 maps bytes 1:1, so nothing
+            # is lost and per-line decodes stay off the hot path.
+            lines = head[:-4].decode("latin-1").split("\r\n")
+            while lines and not lines[0]:
+                lines.pop(0)     # stray CRLFs before a request line
+            if not lines:
+                continue
+            parts = lines[0].split(" ")
+            if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
+                writer.write(build_response(
+                    400, error_body(400, "malformed request line"),
+                    close=True))
+                await writer.drain()
+                return
+            method, target, version = parts
+            headers = {}
+            bad = False
+            for line in lines[1:]:
+                name, sep, value = line.partition(":")
+                if not sep or not name or name != name.strip():
+                    bad = True
+                    break
+                headers[name.lower()] = value.strip()
+            if bad:
+                writer.write(build_response(
+                    400, error_body(400, "malformed header line"),
+                    close=True))
+                await writer.drain()
+                return
+            conn_hdr = headers.get("connection", "").lower()
+            if version == "HTTP/1.1":
+                keep = "close" not in conn_hdr
+            else:
+                keep = "keep-alive" in conn_hdr
+
+            # ---- body
+            te = headers.get("transfer-encoding")
+            if te is not None:
+                if te.lower() != "chunked":
+                    writer.write(build_response(
+                        501, error_body(501, "unsupported transfer-encoding"),
+                        close=True))
+                    await writer.drain()
+                    return
+                if headers.get("expect", "").lower() == "100-continue":
+                    writer.write(CONTINUE)
+                body = await self.read_chunked(reader)
+                if body is None:
+                    writer.write(build_response(
+                        413, error_body(413, "request body too large"),
+                        close=True))
+                    await writer.drain()
+                    return
+            else:
+                cl = headers.get("content-length")
+                n = 0
+                if cl is not None:
+                    if not cl.isdigit():
+                        writer.write(build_response(
+                            400, error_body(400, "bad content-length"),
+                            close=True))
+                        await writer.drain()
+                        return
+                    n = int(cl)
+                if n > self.max_body:
+                    writer.write(build_response(
+                        413, error_body(413, "request body too large"),
+                        close=True))
+                    await writer.drain()
+                    return
+                if n and headers.get("expect", "").lower() == "100-continue":
+                    writer.write(CONTINUE)
+                body = await reader.readexactly(n) if n else b""
+
+            path, _, query = target.partition("?")
+            if path == "/v1/chat/completions":
+                if method != "POST":
+                    writer.write(build_response(
+                        405, error_body(405, "use POST"),
+                        extra=b"Allow: POST\r\n", close=not keep))
+                    await writer.drain()
+                    if not keep:
+                        return
+                    continue
+                done = await self.completions(headers, body, writer, reader,
+                                              keep)
+                if not done or not keep:
+                    return
+                continue
+            reply = self.route_other(method, path, query, body)
+            if self.verbose:
+                sys.stderr.write("stub: %s %s status=%d\n"
+                                 % (method, path, reply.status))
+            writer.write(build_response(reply.status, reply.body,
+                                        reply.ctype, reply.extra,
+                                        close=not keep))
+            await writer.drain()
+            if not keep:
+                return
+
+    async def read_chunked(self, reader):
+        chunks = []
+        total = 0
+        while True:
+            line = await reader.readuntil(b"\r\n")
+            size = int(line.split(b";", 1)[0].strip() or b"0", 16)
+            if size == 0:
+                while (await reader.readuntil(b"\r\n")) != b"\r\n":
+                    pass         # trailers
+                return b"".join(chunks)
+            total += size
+            if total > self.max_body:
+                return None
+            chunks.append(await reader.readexactly(size))
+            await reader.readexactly(2)
+
+    # ---- /v1/chat/completions ---------------------------------------------
+
+    async def completions(self, headers, body, writer, reader, keep):
+        """Serve one completion request; False means close the connection."""
+        t0 = time.monotonic()
+        self.requests += 1
+        self.in_flight += 1
+        if self.in_flight > self.max_in_flight:
+            self.max_in_flight = self.in_flight
+        key = headers.get("idempotency-key") or None
+        action = None
+        fault_kind = ""
+        replay = False
+        try:
+            if key is not None:
+                self.req_by_key[key] = self.req_by_key.get(key, 0) + 1
+            reply, action, fault_kind, replay = await self.complete(
+                headers, body, key)
+        except BadDirective as e:
+            reply = Reply(400, error_body(400, "stub: %s" % e))
+        except Exception:
+            traceback.print_exc(file=sys.stderr)
+            reply = Reply(500, error_body(500, "stub internal error"))
+        if b"x-request-id:" not in reply.extra:
+            # Errors carry a request id too, as real endpoints' do; it never
+            # collides with a generation's req-<n>.
+            self.err_seq += 1
+            reply.extra += b"x-request-id: req-err-%d\r\n" % self.err_seq
+        try:
+            if action is None:
+                writer.write(build_response(reply.status, reply.body,
+                                            reply.ctype, reply.extra,
+                                            close=not keep))
+                await writer.drain()
+                return True
+            if action == "hang":
+                # Never answer; hold the connection until the client leaves.
+                while True:
+                    try:
+                        data = await reader.read(65536)
+                    except (ConnectionError, OSError):
+                        break
+                    if not data:
+                        break
+                return False
+            if action == "close_mid_body":
+                full = build_response(reply.status, reply.body, reply.ctype,
+                                      reply.extra)
+                cut = len(full) - len(reply.body) + len(reply.body) // 2
+                writer.write(full[:cut])
+                await writer.drain()
+                return False
+            if action == "close":
+                return False
+            if action == "reset":
+                sock = writer.get_extra_info("socket")
+                if sock is not None:
+                    # SO_LINGER 0: close() sends RST instead of FIN.
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                    struct.pack("ii", 1, 0))
+                writer.transport.abort()
+                return False
+            raise AssertionError(action)
+        finally:
+            self.in_flight -= 1
+            if self.verbose:
+                sys.stderr.write(
+                    "stub: POST /v1/chat/completions status=%s key=%s "
+                    "fault=%s replay=%d %.1fms\n" % (
+                        action or reply.status, key or "-", fault_kind or "-",
+                        replay, (time.monotonic() - t0) * 1000.0))
+
+    async def complete(self, headers, body, key):
+        """Returns (reply, action, fault_kind, replayed)."""
+        if self.auth is not None:
+            got = headers.get("authorization", "").encode("latin-1")
+            if not hmac.compare_digest(got, self.auth):
+                return (Reply(401, error_body(
+                    401, "incorrect API key provided")), None, "", False)
+        try:
+            req = json.loads(body)
+        except (ValueError, UnicodeDecodeError):
+            return (Reply(400, error_body(400, "body is not valid JSON")),
+                    None, "", False)
+        if not isinstance(req, dict):
+            return (Reply(400, error_body(400, "body must be a JSON object")),
+                    None, "", False)
+        model = req.get("model")
+        messages = req.get("messages")
+        if not isinstance(model, str) or not model:
+            return (Reply(400, error_body(400, "missing required parameter: "
+                                          "'model'")), None, "", False)
+        if not isinstance(messages, list) or not messages:
+            return (Reply(400, error_body(400, "missing required parameter: "
+                                          "'messages'")), None, "", False)
+        chars = 0
+        last_user = ""
+        for m in messages:
+            if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+                return (Reply(400, error_body(
+                    400, "each message needs a string 'role'")),
+                    None, "", False)
+            text = content_text(m.get("content"))
+            chars += len(text)
+            if m["role"] == "user":
+                last_user = text
+        if req.get("stream"):
+            return (Reply(400, error_body(
+                400, "stub: stream=true is not supported")), None, "", False)
+
+        hdr_dedupe = headers.get("x-stub-dedupe")
+        if hdr_dedupe is None:
+            dedupe = self.dedupe and key is not None
+        else:
+            dedupe = key is not None and hdr_dedupe.strip() in ("1", "true")
+
+        # Dedupe: replay, conflict or wait happen before any fault so that a
+        # retry of a request that already generated is never charged again.
+        body_hash = None
+        if dedupe:
+            body_hash = hashlib.sha256(json.dumps(
+                req, sort_keys=True, separators=(",", ":")).encode()).digest()
+            while True:
+                entry = self.store.get(key)
+                if entry is None:
+                    break
+                if entry.body_hash != body_hash:
+                    self.conflicts += 1
+                    return (Reply(422, error_body(
+                        422, "Idempotency-Key reused with a different "
+                        "request body", etype="idempotency_conflict",
+                        code="idempotency_conflict")), None, "", False)
+                if entry.reply is not None:
+                    self.replays += 1
+                    r = entry.reply
+                    return (Reply(r.status, r.body,
+                                  r.extra + b"x-stub-replayed: 1\r\n",
+                                  r.ctype), None, "", True)
+                await asyncio.shield(entry.future)
+
+        fault = self.pick_fault(headers, last_user, key, body)
+        kind = fault.kind if fault is not None else ""
+        if fault is not None:
+            self.faults[kind] = self.faults.get(kind, 0) + 1
+            if fault.status:
+                ms = int(fault.params.get("ms", 0))
+                if ms:
+                    await asyncio.sleep(ms / 1000.0)
+                extra = b"x-stub-fault: " + kind.encode() + b"\r\n"
+                ra = fault.params.get("retry_after")
+                if ra is not None:
+                    extra += b"Retry-After: " + ra.encode() + b"\r\n"
+                return (Reply(fault.status, error_body(
+                    fault.status, "stub injected fault %s" % kind),
+                    extra), None, kind, False)
+
+        # From here on the upstream generates: count it now, before any
+        # wait, so a client that gives up still sees it billed.
+        n = self.seq + 1
+        reply = self.generate(n, model, key, chars, last_user, kind,
+                              fault.params if fault is not None else None)
+        self.seq = n
+        self.generations += 1
+        if key is not None:
+            self.by_key[key] = self.by_key.get(key, 0) + 1
+        entry = None
+        if dedupe:
+            entry = Entry(body_hash,
+                          asyncio.get_running_loop().create_future())
+            self.store[key] = entry
+        if fault is not None and "ms" in fault.params:
+            delay = int(fault.params["ms"]) / 1000.0
+        else:
+            delay = self.latency_ms / 1000.0
+            if self.jitter_ms > 0:
+                delay += self.rng.uniform(0, self.jitter_ms) / 1000.0
+        action = kind if kind in ("hang", "close_mid_body", "close",
+                                  "reset") else None
+        if action == "hang":
+            # The upstream finishes in the background; only this client
+            # never hears about it. A deduplicating retry replays it.
+            if entry is not None:
+                task = asyncio.get_running_loop().create_task(
+                    self.finish_later(key, entry, reply, delay))
+                self.background.add(task)   # the loop keeps weak refs only
+                task.add_done_callback(self.background.discard)
+            return reply, action, kind, False
+        try:
+            if delay > 0:
+                await asyncio.sleep(delay)
+        finally:
+            if entry is not None:
+                self.settle(key, entry, reply)
+        return reply, action, kind, False
+
+    async def finish_later(self, key, entry, reply, delay):
+        try:
+            if delay > 0:
+                await asyncio.sleep(delay)
+        finally:
+            self.settle(key, entry, reply)
+
+    def settle(self, key, entry, reply):
+        entry.reply = reply
+        if not entry.future.done():
+            entry.future.set_result(None)
+        store = self.store
+        if len(store) > self.max_entries:
+            # Oldest completed keys are pruned, like a real endpoint's
+            # retention window: a pruned key generates anew. Prune down to
+            # 90% so the scan is amortised over many requests.
+            excess = len(store) - self.max_entries * 9 // 10
+            victims = []
+            for k, e in store.items():
+                if e.reply is not None:
+                    victims.append(k)
+                    if len(victims) >= excess:
+                        break
+            for k in victims:
+                del store[k]
+
+    def generate(self, n, model, key, chars, last_user, kind, params):
+        prompt_tokens = max(1, chars // 4)
+        if kind == "invalid_json":
+            body = ('{"id":"chatcmpl-%d","object":"chat.completion",'
+                    '"choices":[{"index":0,"message":{"role":"assistant",'
+                    '"content":"truncated' % n).encode()
+            return Reply(200, body, b"x-request-id: req-%d\r\n"
+                         b"x-stub-fault: invalid_json\r\n" % n)
+        if kind == "empty":
+            content = ""
+        elif kind == "oversize":
+            size = int(params.get("bytes", DEFAULT_OVERSIZE_BYTES))
+            unit = "stub oversize generation %d; " % n
+            content = (unit * (size // len(unit) + 1))[:size]
+        else:
+            digest = hashlib.sha256(last_user.encode("utf-8", "replace")) \
+                .hexdigest()[:16]
+            content = ("Stub model answer, generation %d (input %s, key %s)."
+                       % (n, digest, key if key is not None else "none"))
+        completion_tokens = (len(content) + 3) // 4
+        body = (COMPLETION_TMPL % (
+            n, int(time.time()), json.dumps(model), json.dumps(content),
+            prompt_tokens, completion_tokens,
+            prompt_tokens + completion_tokens)).encode()
+        extra = b"x-request-id: req-%d\r\n" % n
+        if kind:
+            extra += b"x-stub-fault: " + kind.encode() + b"\r\n"
+        return Reply(200, body, extra)
+
+    def pick_fault(self, headers, last_user, key, body):
+        fault = None
+        hdr = headers.get("x-stub-fault")
+        if hdr:
+            fault = parse_directive(hdr, bare_ok=True)
+        elif "[[fault:" in last_user:
+            fault = parse_directive(last_user)
+        if fault is not None:
+            times = fault.params.get("times")
+            if times is None:
+                return fault
+            ident = key if key is not None else \
+                hashlib.sha256(body).hexdigest()
+            slot = (ident, fault.spec)
+            used = self.times_used.get(slot, 0)
+            if used >= int(times):
+                return None
+            self.times_used[slot] = used + 1
+            return fault
+        g = self.global_fault
+        if g is None:
+            return None
+        if self.global_prob < 1.0 and self.rng.random() >= self.global_prob:
+            return None
+        if self.global_per_key:
+            if self.global_times is None:
+                return g
+            slot = (key, "\0global")
+            used = self.times_used.get(slot, 0)
+            if used >= self.global_times:
+                return None
+            self.times_used[slot] = used + 1
+            return g
+        if self.global_times is not None:
+            self.global_times -= 1
+            if self.global_times <= 0:
+                self.global_fault = None
+        return g
+
+    # ---- other endpoints --------------------------------------------------
+
+    def route_other(self, method, path, query, body):
+        if path == "/healthz":
+            if method == "GET":
+                return Reply(200, b"ok", ctype=CT_TEXT)
+            return Reply(405, error_body(405, "use GET"), b"Allow: GET\r\n")
+        if path == "/stats":
+            if method != "GET":
+                return Reply(405, error_body(405, "use GET"),
+                             b"Allow: GET\r\n")
+            return Reply(200, json.dumps(self.stats(query)).encode())
+        if path == "/admin/reset":
+            if method != "POST":
+                return Reply(405, error_body(405, "use POST"),
+                             b"Allow: POST\r\n")
+            self.reset()
+            return Reply(200, b'{"reset":true}')
+        if path == "/admin/fault":
+            return self.admin_fault(method, body)
+        return Reply(404, error_body(404, "no such path: %s" % path))
+
+    def stats(self, query):
+        q = parse_qs(query)
+        if "key" in q:
+            k = q["key"][0]
+            return {"key": k, "generations": self.by_key.get(k, 0),
+                    "requests": self.req_by_key.get(k, 0),
+                    "stored": k in self.store}
+        return {
+            "requests": self.requests,
+            "generations": self.generations,
+            "by_key": self.by_key,
+            "in_flight": self.in_flight,
+            "max_in_flight": self.max_in_flight,
+            "faults": self.faults,
+            "replays": self.replays,
+            "conflicts": self.conflicts,
+            "connections": self.connections,
+            "max_connections": self.max_connections,
+            "stored": len(self.store),
+            "dedupe": self.dedupe,
+            "global_fault": self.global_fault_json(),
+        }
+
+    def global_fault_json(self):
+        g = self.global_fault
+        if g is None:
+            return None
+        d = {"mode": g.kind, "times": self.global_times,
+             "probability": self.global_prob, "per_key": self.global_per_key}
+        d.update(g.params)
+        return d
+
+    def admin_fault(self, method, body):
+        if method == "GET":
+            return Reply(200, json.dumps(self.global_fault_json()).encode())
+        if method == "DELETE":
+            self.global_fault = None
+            return Reply(200, b'{"fault":null}')
+        if method != "POST":
+            return Reply(405, error_body(405, "use GET, POST or DELETE"),
+                         b"Allow: GET, POST, DELETE\r\n")
+        try:
+            cfg = json.loads(body)
+            if not isinstance(cfg, dict):
+                raise ValueError("body must be a JSON object")
+            mode = str(cfg.get("mode", "")).strip()
+            if not mode:
+                raise ValueError("missing 'mode'")
+            params = {}
+            for k in ("ms", "bytes", "retry_after"):
+                if cfg.get(k) is not None:
+                    params[k] = str(int(cfg[k]))
+            fault = make_fault(mode, params, "\0global")
+            times = cfg.get("times")
+            times = None if times is None else int(times)
+            prob = float(cfg.get("probability", 1.0))
+            if not 0.0 <= prob <= 1.0:
+                raise ValueError("probability must be within 0..1")
+        except (ValueError, TypeError, BadDirective) as e:
+            return Reply(400, error_body(400, "bad fault config: %s" % e))
+        self.global_fault = fault
+        self.global_times = times
+        self.global_prob = prob
+        self.global_per_key = bool(cfg.get("per_key", False))
+        # per_key times restart from zero for each new config.
+        for slot in [s for s in self.times_used if s[1] == "\0global"]:
+            del self.times_used[slot]
+        return Reply(200, json.dumps(self.global_fault_json()).encode())
+
+
+def write_port_file(path, port):
+    tmp = "%s.tmp.%d" % (path, os.getpid())
+    with open(tmp, "w") as f:
+        f.write("%d\n" % port)
+    os.replace(tmp, path)    # readers never see a half-written file
+
+
+async def main_async(args):
+    stub = Stub()
+    server = await asyncio.start_server(
+        stub.handle_conn, args.host, args.port, limit=MAX_HEADER_BYTES,
+        backlog=args.backlog, reuse_address=True)
+    port = server.sockets[0].getsockname()[1]
+    if args.port_file:
+        write_port_file(args.port_file, port)
+    sys.stdout.write("%d\n" % port)
+    sys.stdout.flush()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):
+            pass
+    await stop.wait()
+    # No wait_closed(): from Python 3.12 on it waits for every connection,
+    # and a hung one never ends. asyncio.run() cancels the handlers.
+    server.close()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=0,
+                    help="0 picks a free port (printed on stdout)")
+    ap.add_argument("--port-file", help="write the bound port here")
+    ap.add_argument("--backlog", type=int, default=4096)
+    args = ap.parse_args()
+    raise_nofile()
+    try:
+        asyncio.run(main_async(args))
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()
