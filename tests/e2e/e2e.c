@@ -1,0 +1,427 @@
+#include "e2e.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rl/err.h"
+#include "rl/kafka.h"
+#include "rltest.h"
+
+extern char **environ;
+
+static void
+url_with_schema(struct e2e *t, const char *base)
+{
+    /* libpq URI: options=-csearch_path=<schema>, percent-encoded. */
+    snprintf(t->database_url, sizeof(t->database_url),
+             "%s%coptions=-csearch_path%%3D%s", base,
+             strchr(base, '?') ? '&' : '?', t->schema);
+}
+
+void
+e2e_setup(struct e2e *t, const char *prefix, int partitions)
+{
+    const char *db_base = rltest_service_env("DATABASE_URL");
+    char errstr[512];
+    rd_kafka_conf_t *conf;
+    int applied = 0;
+
+    memset(t, 0, sizeof(*t));
+    t->bootstrap = rltest_service_env("KAFKA_BOOTSTRAP_SERVERS");
+    t->model_base_url = rltest_service_env("MODEL_BASE_URL");
+    snprintf(t->name, sizeof(t->name), "%s", rltest_unique(prefix));
+    snprintf(t->topic, sizeof(t->topic), "%s.schedules", t->name);
+    snprintf(t->notify, sizeof(t->notify), "%s.notifications", t->name);
+    snprintf(t->dlq, sizeof(t->dlq), "%s.dlq", t->name);
+    snprintf(t->schema, sizeof(t->schema), "%s", t->name);
+    url_with_schema(t, db_base);
+
+    t->db = rl_db_connect_schema(db_base, t->schema, errstr, sizeof(errstr));
+    if (!t->db)
+        fprintf(stderr, "%s\n", errstr);
+    RL_REQUIRE(t->db);
+    if (rl_db_migrate(t->db, &applied, errstr, sizeof(errstr)) != 0)
+        fprintf(stderr, "%s\n", errstr);
+    RL_REQUIRE(applied > 0);
+
+    conf = rd_kafka_conf_new();
+    RL_REQUIRE(rd_kafka_conf_set(conf, "bootstrap.servers", t->bootstrap,
+                                 errstr, sizeof(errstr)) == RD_KAFKA_CONF_OK);
+    rd_kafka_conf_set(conf, "linger.ms", "5", errstr, sizeof(errstr));
+    t->producer = rl_kafka_producer_new(conf, 1, errstr, sizeof(errstr));
+    RL_REQUIRE(t->producer);
+    RL_REQUIRE(rl_kafka_topic_ensure(t->producer, t->topic, partitions,
+                                     30000, errstr, sizeof(errstr)) == 0);
+    RL_REQUIRE(rl_kafka_topic_ensure(t->producer, t->notify, 4, 30000, errstr,
+                                     sizeof(errstr)) == 0);
+    RL_REQUIRE(rl_kafka_topic_ensure(t->producer, t->dlq, 1, 30000, errstr,
+                                     sizeof(errstr)) == 0);
+}
+
+void
+e2e_teardown(struct e2e *t)
+{
+    char sql[160];
+    char errstr[256];
+
+    for (int i = 0; i < t->nprocs; i++) {
+        if (t->procs[i] > 0) {
+            kill(t->procs[i], SIGKILL);
+            waitpid(t->procs[i], NULL, 0);
+        }
+    }
+    if (t->producer) {
+        rd_kafka_flush(t->producer, 10000);
+        rd_kafka_destroy(t->producer);
+    }
+    if (t->db) {
+        snprintf(sql, sizeof(sql), "DROP SCHEMA IF EXISTS %s CASCADE",
+                 t->schema);
+        rl_db_exec(t->db, sql, 0, NULL, NULL, 0, errstr, sizeof(errstr));
+        rl_db_destroy(t->db);
+    }
+}
+
+void
+e2e_produce(struct e2e *t, const char *key, const char *value)
+{
+    rd_kafka_resp_err_t err;
+
+    do {
+        err = rd_kafka_producev(
+            t->producer, RD_KAFKA_V_TOPIC(t->topic),
+            RD_KAFKA_V_KEY(key, key ? strlen(key) : 0),
+            RD_KAFKA_V_VALUE((void *)value, strlen(value)),
+            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+        if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL)
+            rd_kafka_poll(t->producer, 50);
+    } while (err == RD_KAFKA_RESP_ERR__QUEUE_FULL);
+    RL_REQUIRE(err == RD_KAFKA_RESP_ERR_NO_ERROR);
+    rd_kafka_poll(t->producer, 0);
+}
+
+void
+e2e_flush(struct e2e *t)
+{
+    RL_REQUIRE(rd_kafka_flush(t->producer, 30000) ==
+               RD_KAFKA_RESP_ERR_NO_ERROR);
+}
+
+int
+e2e_spawn(struct e2e *t, const char *cmd, const char *const *extra_env)
+{
+    const char *bin = getenv("RUNLEDGER_BIN");
+    char *argv[3];
+    char *envp[256];
+    char vars[16][1100];
+    int n = 0, slot = t->nprocs;
+    posix_spawn_file_actions_t fa;
+    char logname[160];
+    pid_t pid;
+
+    RL_REQUIRE(bin && slot < E2E_MAX_PROCS);
+    snprintf(vars[0], sizeof(vars[0]), "DATABASE_URL=%s", t->database_url);
+    snprintf(vars[1], sizeof(vars[1]), "KAFKA_BOOTSTRAP_SERVERS=%s",
+             t->bootstrap);
+    snprintf(vars[2], sizeof(vars[2]), "MODEL_BASE_URL=%s",
+             t->model_base_url);
+    snprintf(vars[3], sizeof(vars[3]), "RUNLEDGER_TOPIC=%s", t->topic);
+    snprintf(vars[4], sizeof(vars[4]), "RUNLEDGER_NOTIFY_TOPIC=%s",
+             t->notify);
+    snprintf(vars[5], sizeof(vars[5]), "RUNLEDGER_DLQ_TOPIC=%s", t->dlq);
+    snprintf(vars[6], sizeof(vars[6]), "RUNLEDGER_GROUP_ID=%s", t->name);
+    snprintf(vars[7], sizeof(vars[7]), "RUNLEDGER_WORKER_ID=%s-w%d", t->name,
+             slot);
+    snprintf(vars[8], sizeof(vars[8]), "RUNLEDGER_HTTP_PORT=0");
+    for (int i = 0; i < 9; i++)
+        envp[n++] = vars[i];
+    /* Extra settings override the environment the test runs in. */
+    for (char **e = environ; *e && n < 200; e++) {
+        int shadowed = 0;
+
+        for (int i = 0; i < 9 && !shadowed; i++) {
+            size_t len = (size_t)(strchr(vars[i], '=') - vars[i]) + 1;
+            shadowed = strncmp(*e, vars[i], len) == 0;
+        }
+        for (int i = 0; extra_env && extra_env[i] && !shadowed; i++) {
+            size_t len = (size_t)(strchr(extra_env[i], '=') - extra_env[i]) + 1;
+            shadowed = strncmp(*e, extra_env[i], len) == 0;
+        }
+        if (!shadowed)
+            envp[n++] = *e;
+    }
+    for (int i = 0; extra_env && extra_env[i] && n < 254; i++)
+        envp[n++] = (char *)extra_env[i];
+    envp[n] = NULL;
+
+    argv[0] = (char *)bin;
+    argv[1] = (char *)cmd;
+    argv[2] = NULL;
+    snprintf(logname, sizeof(logname), "%s.%d.log", t->name, slot);
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 2, logname,
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    RL_REQUIRE(posix_spawn(&pid, bin, &fa, NULL, argv, envp) == 0);
+    posix_spawn_file_actions_destroy(&fa);
+    t->procs[slot] = pid;
+    t->nprocs++;
+    return slot;
+}
+
+int
+e2e_signal(struct e2e *t, int slot, int sig, int wait)
+{
+    int status = 0;
+
+    if (t->procs[slot] <= 0)
+        return -1;
+    kill(t->procs[slot], sig);
+    if (wait) {
+        waitpid(t->procs[slot], &status, 0);
+        t->procs[slot] = 0;
+    }
+    return status;
+}
+
+int
+e2e_alive(struct e2e *t, int slot)
+{
+    int status;
+
+    if (t->procs[slot] <= 0)
+        return 0;
+    if (waitpid(t->procs[slot], &status, WNOHANG) == t->procs[slot]) {
+        t->procs[slot] = 0;
+        return 0;
+    }
+    return 1;
+}
+
+int64_t
+e2e_int(struct e2e *t, const char *sql)
+{
+    char value[64];
+    char errstr[512];
+
+    if (rl_db_exec(t->db, sql, 0, NULL, value, sizeof(value), errstr,
+                   sizeof(errstr)) < 0) {
+        fprintf(stderr, "query failed: %s: %s\n", sql, errstr);
+        return -1;
+    }
+    return strtoll(value, NULL, 10);
+}
+
+const char *
+e2e_text(struct e2e *t, const char *sql)
+{
+    static char value[4096];
+    char errstr[512];
+
+    if (rl_db_exec(t->db, sql, 0, NULL, value, sizeof(value), errstr,
+                   sizeof(errstr)) < 0) {
+        fprintf(stderr, "query failed: %s: %s\n", sql, errstr);
+        value[0] = '\0';
+    }
+    return value;
+}
+
+static rd_kafka_t *
+consumer_for(struct e2e *t, const char *group)
+{
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    char errstr[256];
+    rd_kafka_t *rk;
+
+    rd_kafka_conf_set(conf, "bootstrap.servers", t->bootstrap, errstr,
+                      sizeof(errstr));
+    rd_kafka_conf_set(conf, "group.id", group, errstr, sizeof(errstr));
+    rd_kafka_conf_set(conf, "enable.auto.commit", "false", errstr,
+                      sizeof(errstr));
+    rd_kafka_conf_set(conf, "enable.partition.eof", "true", errstr,
+                      sizeof(errstr));
+    rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof(errstr));
+    RL_REQUIRE(rk);
+    return rk;
+}
+
+static rd_kafka_topic_partition_list_t *
+partitions_of(rd_kafka_t *rk, const char *topic)
+{
+    const struct rd_kafka_metadata *md;
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
+    rd_kafka_topic_partition_list_t *parts;
+
+    RL_REQUIRE(rd_kafka_metadata(rk, 0, rkt, &md, 10000) ==
+               RD_KAFKA_RESP_ERR_NO_ERROR);
+    parts = rd_kafka_topic_partition_list_new(md->topics[0].partition_cnt);
+    for (int i = 0; i < md->topics[0].partition_cnt; i++)
+        rd_kafka_topic_partition_list_add(parts, topic,
+                                          md->topics[0].partitions[i].id);
+    rd_kafka_metadata_destroy(md);
+    rd_kafka_topic_destroy(rkt);
+    return parts;
+}
+
+int64_t
+e2e_group_lag(struct e2e *t)
+{
+    rd_kafka_t *rk = consumer_for(t, t->name);
+    rd_kafka_topic_partition_list_t *parts = partitions_of(rk, t->topic);
+    int64_t lag = 0;
+
+    if (rd_kafka_committed(rk, parts, 10000) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        lag = -1;
+        goto done;
+    }
+    for (int i = 0; i < parts->cnt; i++) {
+        int64_t lo, hi;
+        int64_t committed = parts->elems[i].offset;
+
+        if (rd_kafka_query_watermark_offsets(rk, t->topic,
+                                             parts->elems[i].partition, &lo,
+                                             &hi, 10000) != 0) {
+            lag = -1;
+            goto done;
+        }
+        if (committed < 0)
+            committed = lo;
+        lag += hi - committed;
+    }
+done:
+    rd_kafka_topic_partition_list_destroy(parts);
+    rd_kafka_destroy(rk);
+    return lag;
+}
+
+long
+e2e_read_topic(struct e2e *t, const char *topic, e2e_msg_fn *fn, void *opaque)
+{
+    rd_kafka_t *rk = consumer_for(t, rltest_unique("reader"));
+    rd_kafka_topic_partition_list_t *parts = partitions_of(rk, topic);
+    int remaining = 0;
+    long n = 0;
+    int64_t deadline = rltest_now_ms() + 60000;
+
+    for (int i = 0; i < parts->cnt; i++) {
+        int64_t lo, hi;
+
+        RL_REQUIRE(rd_kafka_query_watermark_offsets(
+                       rk, topic, parts->elems[i].partition, &lo, &hi,
+                       10000) == 0);
+        parts->elems[i].offset = RD_KAFKA_OFFSET_BEGINNING;
+        if (hi > lo)
+            remaining++;
+        else
+            parts->elems[i].offset = RD_KAFKA_OFFSET_END;
+    }
+    RL_REQUIRE(rd_kafka_assign(rk, parts) == RD_KAFKA_RESP_ERR_NO_ERROR);
+    while (remaining > 0 && rltest_now_ms() < deadline) {
+        rd_kafka_message_t *rkm = rd_kafka_consumer_poll(rk, 200);
+
+        if (!rkm)
+            continue;
+        if (rkm->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+            remaining--;
+        } else if (!rkm->err) {
+            n++;
+            if (fn)
+                fn(rkm, opaque);
+        }
+        rd_kafka_message_destroy(rkm);
+    }
+    RL_CHECK(remaining == 0);
+    rd_kafka_topic_partition_list_destroy(parts);
+    rd_kafka_consumer_close(rk);
+    rd_kafka_destroy(rk);
+    return n;
+}
+
+void
+e2e_header(const rd_kafka_message_t *rkm, const char *name, char *buf,
+           size_t size)
+{
+    rd_kafka_headers_t *hdrs;
+    const void *val;
+    size_t len;
+
+    buf[0] = '\0';
+    if (rd_kafka_message_headers(rkm, &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        return;
+    if (rd_kafka_header_get_last(hdrs, name, &val, &len) !=
+        RD_KAFKA_RESP_ERR_NO_ERROR)
+        return;
+    if (len >= size)
+        len = size - 1;
+    memcpy(buf, val, len);
+    buf[len] = '\0';
+}
+
+struct body {
+    char buf[256];
+    size_t len;
+};
+
+static size_t
+body_write(char *ptr, size_t size, size_t nmemb, void *opaque)
+{
+    struct body *b = opaque;
+    size_t n = size * nmemb;
+    size_t room = sizeof(b->buf) - 1 - b->len;
+
+    memcpy(b->buf + b->len, ptr, n < room ? n : room);
+    b->len += n < room ? n : room;
+    b->buf[b->len] = '\0';
+    return n;
+}
+
+long
+e2e_stub_generations(struct e2e *t, const char *key)
+{
+    char url[512];
+    const char *v1 = strstr(t->model_base_url, "/v1");
+    int base_len = v1 ? (int)(v1 - t->model_base_url)
+                      : (int)strlen(t->model_base_url);
+    CURL *curl = curl_easy_init();
+    struct body b = {{0}, 0};
+    const char *g;
+    long n = -1;
+
+    snprintf(url, sizeof(url), "%.*s/stats?key=%s", base_len,
+             t->model_base_url, key);
+    curl_easy_setopt(curl, CURLOPT_URL, url);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, body_write);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 10000L);
+    if (curl_easy_perform(curl) == CURLE_OK) {
+        g = strstr(b.buf, "\"generations\":");
+        if (g)
+            n = strtol(g + strlen("\"generations\":"), NULL, 10);
+    }
+    curl_easy_cleanup(curl);
+    return n;
+}
+
+int
+e2e_wait(int (*cond)(struct e2e *t, void *opaque), struct e2e *t,
+         void *opaque, long timeout_ms)
+{
+    int64_t deadline = rltest_now_ms() + timeout_ms;
+    int v;
+
+    while (!(v = cond(t, opaque)) && rltest_now_ms() < deadline) {
+        struct timespec ts = {0, 100000000L};
+
+        nanosleep(&ts, NULL);
+    }
+    return v;
+}
