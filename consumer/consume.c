@@ -8,9 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "commands.h"
+#include "http.h"
 #include "pipeline.h"
 #include "rl/err.h"
 #include "rl/failpoint.h"
@@ -78,6 +80,18 @@ dlq_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *rkm, void *opaque)
         return;
     }
     atomic_fetch_add(&pl->counters.dead_letters, 1);
+    if (pl->http) {
+        rd_kafka_headers_t *hdrs = NULL;
+        const void *val = NULL;
+        size_t len = 0;
+        char reason[64] = "unspecified";
+
+        if (rd_kafka_message_headers(rkm, &hdrs) == 0 &&
+            rd_kafka_header_get_last(hdrs, "reason", &val, &len) == 0 && val)
+            snprintf(reason, sizeof(reason), "%.*s", (int)len,
+                     (const char *)val);
+        rl_http_dead_letter(pl->http, reason);
+    }
     if (item)
         rl_pipeline_finish(pl, item);
 }
@@ -194,6 +208,8 @@ rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     struct kstate *ks = opaque;
 
     ks->rebalances++;
+    rl_http_group(ks->pl->http, err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS,
+                  parts->cnt);
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
         rl_log_info(NULL, "assigned %d partitions", parts->cnt);
         ks->generation++;
@@ -281,6 +297,17 @@ flow_control(struct kstate *ks)
     }
 }
 
+/* Consumer lag per partition for /metrics. @locality kafka thread */
+static int
+stats_cb(rd_kafka_t *rk, char *json, size_t len, void *opaque)
+{
+    struct kstate *ks = opaque;
+
+    (void)rk;
+    rl_http_kafka_stats(ks->pl->http, json, len);
+    return 0; /* librdkafka frees json */
+}
+
 static rd_kafka_t *
 consumer_new(struct kstate *ks, char *errstr, size_t errstr_size)
 {
@@ -307,6 +334,14 @@ consumer_new(struct kstate *ks, char *errstr, size_t errstr_size)
                           errstr, errstr_size) != 0) {
         rd_kafka_conf_destroy(conf);
         return NULL;
+    }
+    if (ks->pl->http) {
+        rd_kafka_conf_set_stats_cb(conf, stats_cb);
+        if (rl_kafka_conf_set(conf, "statistics.interval.ms", "5000", errstr,
+                              errstr_size) != 0) {
+            rd_kafka_conf_destroy(conf);
+            return NULL;
+        }
     }
     for (size_t i = 0; i + 1 < cfg->kafka_props_count; i += 2) {
         if (rl_kafka_conf_set(conf, cfg->kafka_props[i],
@@ -344,6 +379,7 @@ model_done(struct rl_model_call *call, void *opaque)
     struct rl_pipeline *pl = opaque;
     struct rl_item *item = call->opaque;
 
+    rl_http_model_call(pl->http, call);
     rl_queue_push(&pl->results, item);
     rl_pipeline_wake(pl);
 }
@@ -359,7 +395,8 @@ relay_main(void *arg)
 {
     struct relay_thread *rt = arg;
 
-    rt->rc = rl_relay_run(rt->pl->cfg, &rt->stop, &rt->pl->counters);
+    rt->rc = rl_relay_run(rt->pl->cfg, &rt->stop, &rt->pl->counters,
+                          rt->pl->http);
     return NULL;
 }
 
@@ -370,6 +407,21 @@ now_ms(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Thousands of model calls in flight are thousands of sockets: take the
+ * whole hard limit rather than fail at the soft one (often 1024). */
+static void
+raise_nofile(void)
+{
+    struct rlimit rl;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == rl.rlim_max)
+        return;
+    rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+        rl_log_warn(NULL, "could not raise the open file limit: %s",
+                    strerror(errno));
 }
 
 static void
@@ -424,6 +476,7 @@ rl_cmd_consume(int argc, char **argv)
     rl_queue_init(&pl.done);
     pthread_mutex_init(&pl.wake_lock, NULL);
     pthread_cond_init(&pl.wake, NULL);
+    raise_nofile();
 
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_signal;
@@ -440,6 +493,11 @@ rl_cmd_consume(int argc, char **argv)
     if (!pl.dlq) {
         rl_log_error(NULL, "could not create dead-letter producer: %s",
                      errstr);
+        goto done;
+    }
+    if (rl_http_start(pl.cfg, "consume", &pl.counters, &pl.in_flight, &pl.http,
+                      errstr, sizeof(errstr)) != 0) {
+        rl_log_error(NULL, "%s", errstr);
         goto done;
     }
 
@@ -486,6 +544,7 @@ rl_cmd_consume(int argc, char **argv)
             rl_log_info(NULL, "signal %d: stopping, %ld runs in flight",
                         (int)got_signal, atomic_load(&pl.in_flight));
             atomic_store(&pl.stopping, 1);
+            rl_http_stopping(pl.http);
             stop_at = now_ms() + pl.cfg->shutdown_grace_seconds * 1000LL;
             rl_pipeline_wake(&pl);
         }
@@ -501,6 +560,7 @@ rl_cmd_consume(int argc, char **argv)
                 rl_pipeline_wake(&pl);
             }
         }
+        rl_http_heartbeat(pl.http);
         store_done(&ks);
         flow_control(&ks);
         rd_kafka_poll(pl.dlq, 0);
@@ -525,6 +585,7 @@ rl_cmd_consume(int argc, char **argv)
 done:
     atomic_store(&pl.stopping, 1);
     atomic_store(&pl.abandon, 1);
+    rl_http_stopping(pl.http);
     if (ledger_started) {
         rl_pipeline_wake(&pl);
         pthread_join(ledger_tid, NULL);
@@ -562,6 +623,7 @@ done:
                 (long long)pl.counters.events, (long long)pl.counters.completed,
                 (long long)pl.counters.duplicates,
                 (long long)pl.counters.dead_letters);
+    rl_http_stop(pl.http);
     rl_config_destroy(pl.cfg);
     return rc;
 }

@@ -107,6 +107,16 @@ finish(struct ledger *lg, struct rl_item *item)
     rl_pipeline_finish(lg->pl, item);
 }
 
+/* Puts item on the retry list: its step is redone once a connection is
+ * back. */
+static void
+requeue(struct ledger *lg, struct rl_item *item, int redo)
+{
+    item->redo = redo;
+    item->next = lg->retry;
+    lg->retry = item;
+}
+
 /* A DB error that is not a refusal: the connection is suspect. The item
  * waits on the retry list and its step is redone after reconnecting; every
  * step is safe to redo (guarded by owner and epoch, write-once columns). */
@@ -120,9 +130,7 @@ defer(struct ledger *lg, struct rl_item *item, int redo, const char *what,
     rl_log_warn(&ctx, "could not %s: %s; will retry", what, errstr);
     rl_db_destroy(lg->db);
     lg->db = NULL;
-    item->redo = redo;
-    item->next = lg->retry;
-    lg->retry = item;
+    requeue(lg, item, redo);
 }
 
 /* Full-jitter exponential backoff, never shorter than Retry-After. */
@@ -184,11 +192,12 @@ give_up(struct ledger *lg, struct rl_item *item, const char *status,
     struct rl_log_ctx ctx;
     int err;
 
-    err = rl_db_fail(lg->db, item->run_id, lg->cfg->worker_id,
-                     item->lease_epoch, status, error_class, detail, errstr,
-                     sizeof(errstr));
+    err =
+        rl_db_fail(lg->db, item->run_id, lg->cfg->worker_id, item->lease_epoch,
+                   status, error_class, detail, errstr, sizeof(errstr));
     if (err == RL_ERR_DB) {
-        defer(lg, item, item->in_result ? REDO_RESULT : REDO_START, "record the failure", errstr);
+        defer(lg, item, item->in_result ? REDO_RESULT : REDO_START,
+              "record the failure", errstr);
         return;
     }
     log_ctx(item, &ctx);
@@ -208,11 +217,10 @@ give_up(struct ledger *lg, struct rl_item *item, const char *status,
     atomic_fetch_add(&lg->pl->counters.failed, 1);
     rl_log_warn(&ctx, "run failed: %s: %s", error_class, detail);
     live_remove(lg, item);
-    rl_pipeline_dead_letter(lg->pl, item,
-                            item->value ? item->value : item->run_id,
-                            item->value ? item->value_len
-                                        : strlen(item->run_id),
-                            error_class, detail);
+    rl_pipeline_dead_letter(
+        lg->pl, item, item->value ? item->value : item->run_id,
+        item->value ? item->value_len : strlen(item->run_id), error_class,
+        detail);
 }
 
 /* Pending again, due after delay_ms; the sweeper of any worker takes it. */
@@ -227,7 +235,8 @@ retry_later(struct ledger *lg, struct rl_item *item, long delay_ms,
                         item->lease_epoch, delay_ms, error_class, detail,
                         errstr, sizeof(errstr));
     if (err == RL_ERR_DB) {
-        defer(lg, item, item->in_result ? REDO_RESULT : REDO_START, "release the lease", errstr);
+        defer(lg, item, item->in_result ? REDO_RESULT : REDO_START,
+              "release the lease", errstr);
         return;
     }
     if (err == RL_ERR_STALE)
@@ -246,6 +255,19 @@ start_attempt(struct ledger *lg, struct rl_item *item)
     struct rl_log_ctx ctx;
     int err;
 
+    /* An earlier item of the same batch lost the connection: this one
+     * waits for the next one instead of writing through none. */
+    if (!lg->db) {
+        requeue(lg, item, REDO_START);
+        return;
+    }
+    if (item->deadline_passed) {
+        /* Checked before the ambiguity policy: past its deadline a run is
+         * failed whatever an earlier dispatch did. */
+        give_up(lg, item, "failed", "deadline",
+                "the run's deadline passed before it completed");
+        return;
+    }
     if (item->ambiguous_prior) {
         /* The last dispatch has no outcome: an earlier worker died after
          * sending. Never re-dispatch blindly. */
@@ -259,16 +281,15 @@ start_attempt(struct ledger *lg, struct rl_item *item)
         }
     }
     if (item->attempts_before >= lg->cfg->max_attempts) {
-        give_up(lg, item, "failed", "attempts_exhausted",
-                "no attempts left");
+        give_up(lg, item, "failed", "attempts_exhausted", "no attempts left");
         return;
     }
 
     if (!item->raw_input) {
-        err = rl_db_store_raw_input(
-            lg->db, item->run_id, lg->cfg->worker_id, item->lease_epoch,
-            item->ev ? item->ev->input_json : "null", &stored, errstr,
-            sizeof(errstr));
+        err = rl_db_store_raw_input(lg->db, item->run_id, lg->cfg->worker_id,
+                                    item->lease_epoch,
+                                    item->ev ? item->ev->input_json : "null",
+                                    &stored, errstr, sizeof(errstr));
         if (err == RL_ERR_DB) {
             defer(lg, item, REDO_START, "store the collected input", errstr);
             return;
@@ -299,13 +320,12 @@ start_attempt(struct ledger *lg, struct rl_item *item)
     rl_failpoint("after_dispatch_record");
 
     log_ctx(item, &ctx);
-    item->call.body =
-        rl_model_build_body(item->request_json, item->raw_input, errstr,
-                            sizeof(errstr));
+    item->call.body = rl_model_build_body(item->request_json, item->raw_input,
+                                          errstr, sizeof(errstr));
     if (!item->call.body) {
         rl_db_record_outcome(lg->db, item->run_id, item->attempt_no,
-                             "permanent", 0, NULL, 0, 0, 0, 0, errstr,
-                             errstr, sizeof(errstr));
+                             "permanent", 0, NULL, 0, 0, 0, 0, errstr, errstr,
+                             sizeof(errstr));
         give_up(lg, item, "failed", "invalid_request", errstr);
         return;
     }
@@ -314,6 +334,11 @@ start_attempt(struct ledger *lg, struct rl_item *item)
     if (rl_model_submit(lg->pl->model, &item->call) != 0) {
         free(item->call.body);
         item->call.body = NULL;
+        /* The dispatch is recorded but nothing left: say so, or the next
+         * claimer would count it as an ambiguous attempt. */
+        rl_db_record_outcome(lg->db, item->run_id, item->attempt_no, "not_sent",
+                             0, NULL, 0, 0, 0, 0, "model client stopping",
+                             errstr, sizeof(errstr));
         retry_later(lg, item, 0, "shutdown", "model client stopping");
         return;
     }
@@ -338,20 +363,29 @@ handle_result(struct ledger *lg, struct rl_item *item)
         lg->in_model--;
     }
     item->in_result = 1;
+    if (!lg->db) {
+        requeue(lg, item, REDO_RESULT);
+        return;
+    }
     log_ctx(item, &ctx);
 
     if (call->outcome == RL_MODEL_CANCELLED)
-        outcome = item->lease_lost        ? "lease_lost"
-                  : call->request_sent    ? "ambiguous"
-                                          : "not_sent";
-    err = rl_db_record_outcome(
-        lg->db, item->run_id, item->attempt_no, outcome, call->http_status,
-        call->upstream_request_id, call->prompt_tokens,
-        call->completion_tokens, call->cached_tokens, call->latency_ms,
-        call->error, errstr, sizeof(errstr));
-    if (err == RL_ERR_DB) {
-        defer(lg, item, REDO_RESULT, "record the attempt outcome", errstr);
-        return;
+        outcome = item->lease_lost     ? "lease_lost"
+                  : call->request_sent ? "ambiguous"
+                                       : "not_sent";
+    /* An answer's outcome is recorded by the statement that stores it
+     * (rl_db_complete_attempt): dying in between must leave the attempt
+     * without an outcome, which the next claimer treats as ambiguous. */
+    if (call->outcome != RL_MODEL_OK) {
+        err = rl_db_record_outcome(
+            lg->db, item->run_id, item->attempt_no, outcome, call->http_status,
+            call->upstream_request_id, call->prompt_tokens,
+            call->completion_tokens, call->cached_tokens, call->latency_ms,
+            call->error, errstr, sizeof(errstr));
+        if (err == RL_ERR_DB) {
+            defer(lg, item, REDO_RESULT, "record the attempt outcome", errstr);
+            return;
+        }
     }
 
     switch (call->outcome) {
@@ -360,13 +394,24 @@ handle_result(struct ledger *lg, struct rl_item *item)
         char **channels;
         size_t n = channels_of(item->request_json, &channels);
         int completed = 0;
+        struct rl_attempt_ok oc = {
+            .attempt_no = item->attempt_no,
+            .http_status = (int)call->http_status,
+            .upstream_request_id = call->upstream_request_id,
+            .prompt_tokens = call->prompt_tokens,
+            .completion_tokens = call->completion_tokens,
+            .cached_tokens = call->cached_tokens,
+            .latency_ms = call->latency_ms,
+        };
 
         rl_failpoint("after_model_response");
-        err = output ? rl_db_complete(lg->db, item->run_id,
-                                      lg->cfg->worker_id, item->lease_epoch,
-                                      output, (const char *const *)channels,
-                                      n, &completed, errstr, sizeof(errstr))
-                     : RL_ERR_NOMEM;
+        err = output
+                  ? rl_db_complete_attempt(lg->db, item->run_id,
+                                           lg->cfg->worker_id,
+                                           item->lease_epoch, &oc, output,
+                                           (const char *const *)channels, n,
+                                           &completed, errstr, sizeof(errstr))
+                  : RL_ERR_NOMEM;
         free(output);
         channels_free(channels, n);
         if (err == RL_ERR_DB || err == RL_ERR_NOMEM) {
@@ -405,8 +450,8 @@ handle_result(struct ledger *lg, struct rl_item *item)
             give_up(lg, item, "unknown", "ambiguous", call->error);
             return;
         }
-        retry_later(lg, item, backoff_ms(lg, item->attempt_no, -1),
-                    "ambiguous", call->error);
+        retry_later(lg, item, backoff_ms(lg, item->attempt_no, -1), "ambiguous",
+                    call->error);
         return;
     case RL_MODEL_PERMANENT:
         give_up(lg, item, "failed", "model_rejected", call->error);
@@ -428,17 +473,29 @@ handle_result(struct ledger *lg, struct rl_item *item)
     }
 }
 
-/* Registers and claims a batch of Kafka runs in one round trip. */
-static void
-claim_intake(struct ledger *lg, struct rl_item *batch)
+/* Registers and claims up to 512 runs of batch in one round trip.
+ * Returns the rest of the list, not yet claimed. */
+static struct rl_item *
+claim_chunk(struct ledger *lg, struct rl_item *batch)
 {
     struct rl_run_reg regs[512];
     struct rl_claim claims[512];
     struct rl_item *items[512];
+    struct rl_item *rest = NULL;
     size_t n = 0;
     char errstr[512];
     int err;
 
+    if (!lg->db) {
+        /* The connection went while redoing other steps: claim later. */
+        while (batch) {
+            struct rl_item *next = batch->next;
+
+            requeue(lg, batch, REDO_CLAIM);
+            batch = next;
+        }
+        return NULL;
+    }
     for (struct rl_item *it = batch; it && n < 512; it = it->next) {
         const struct rl_event *ev = it->ev;
 
@@ -459,21 +516,51 @@ claim_intake(struct ledger *lg, struct rl_item *batch)
         };
         n++;
     }
+    /* A batch larger than one statement (RUNLEDGER_DB_BATCH > 512) is
+     * claimed in parts; none of it may be dropped. */
+    rest = items[n - 1]->next;
+    items[n - 1]->next = NULL;
     err = rl_db_register_claim(lg->db, regs, n, lg->cfg->worker_id,
                                lg->cfg->lease_seconds, claims, errstr,
                                sizeof(errstr));
+    if (err == RL_ERR_INVALID && n > 1) {
+        /* The database refused a value of one event (a constraint, or
+         * JSON that jsonb rejects): it must not hold up the others, so
+         * they are claimed one at a time and only it is refused. */
+        rl_log_warn(NULL,
+                    "could not claim %zu runs: %s; claiming them one "
+                    "by one",
+                    n, errstr);
+        for (size_t i = 0; i < n; i++) {
+            items[i]->next = NULL;
+            claim_chunk(lg, items[i]);
+        }
+        return rest;
+    }
+    if (err == RL_ERR_INVALID) {
+        /* Retrying cannot help: the event is dead-lettered with the
+         * database's reason, and its offset is committed after that. */
+        atomic_fetch_add(&lg->pl->counters.invalid, 1);
+        rl_pipeline_dead_letter(lg->pl, items[0], items[0]->value,
+                                items[0]->value_len, "rejected_by_ledger",
+                                errstr);
+        return rest;
+    }
     if (err) {
         /* Nothing was claimed: put the batch back in front. */
         rl_log_warn(NULL, "could not claim %zu runs: %s; will retry", n,
                     errstr);
         rl_db_destroy(lg->db);
         lg->db = NULL;
-        for (size_t i = n; i-- > 0;) {
-            items[i]->redo = REDO_CLAIM;
-            items[i]->next = lg->retry;
-            lg->retry = items[i];
+        for (size_t i = n; i-- > 0;)
+            requeue(lg, items[i], REDO_CLAIM);
+        while (rest) {
+            struct rl_item *next = rest->next;
+
+            requeue(lg, rest, REDO_CLAIM);
+            rest = next;
         }
-        return;
+        return NULL;
     }
     for (size_t i = 0; i < n; i++) {
         struct rl_item *it = items[i];
@@ -489,6 +576,7 @@ claim_intake(struct ledger *lg, struct rl_item *batch)
             it->attempts_before = c->attempts;
             it->ambiguous_prior = c->ambiguous_prior;
             it->ambiguous_count = c->ambiguous_count;
+            it->deadline_passed = c->deadline_passed;
             it->request_json = strdup(it->ev->request_json);
             it->raw_input = c->raw_input; /* stored one wins */
             c->raw_input = NULL;
@@ -514,6 +602,15 @@ claim_intake(struct ledger *lg, struct rl_item *batch)
         }
         rl_claim_clear(c);
     }
+    return rest;
+}
+
+/* Registers and claims a list of Kafka runs, 512 per round trip. */
+static void
+claim_intake(struct ledger *lg, struct rl_item *batch)
+{
+    while (batch)
+        batch = claim_chunk(lg, batch);
 }
 
 static void
@@ -557,6 +654,7 @@ sweep(struct ledger *lg)
         it->attempts_before = c->attempts;
         it->ambiguous_prior = c->ambiguous_prior;
         it->ambiguous_count = c->ambiguous_count;
+        it->deadline_passed = c->deadline_passed;
         rl_claim_clear(c);
         live_add(lg, it);
         start_attempt(lg, it);
@@ -589,9 +687,8 @@ heartbeat(struct ledger *lg)
         epochs[n] = it->lease_epoch;
         items[n++] = it;
     }
-    err = rl_db_renew_leases(lg->db, lg->cfg->worker_id,
-                             lg->cfg->lease_seconds, ids, epochs, n, held,
-                             errstr, sizeof(errstr));
+    err = rl_db_renew_leases(lg->db, lg->cfg->worker_id, lg->cfg->lease_seconds,
+                             ids, epochs, n, held, errstr, sizeof(errstr));
     if (err) {
         rl_log_warn(NULL, "could not renew %zu leases: %s", n, errstr);
         rl_db_destroy(lg->db);
@@ -736,9 +833,8 @@ rl_ledger_main(void *arg)
                     batch = next;
                 }
             }
-        } else if (lg.db &&
-                   (batch = rl_queue_take(&pl->intake,
-                                          (size_t)lg.cfg->db_batch))) {
+        } else if (lg.db && (batch = rl_queue_take(&pl->intake,
+                                                   (size_t)lg.cfg->db_batch))) {
             claim_intake(&lg, batch);
             continue;
         }

@@ -16,6 +16,8 @@ static int cmd_version(int argc, char **argv);
 static const struct command commands[] = {
     {"consume", rl_cmd_consume, "run the consumer (the service)"},
     {"relay", rl_cmd_relay, "deliver outbox rows to the notification topic"},
+    {"publish", rl_cmd_publish, "produce schedule events (flags or stdin)"},
+    {"runs", rl_cmd_runs, "list, show, retry or resolve runs"},
     {"config", rl_cmd_config, "print the configuration settings"},
     {"id", rl_cmd_id, "print the run ID of one logical run"},
     {"migrate", rl_cmd_migrate, "apply pending ledger migrations"},

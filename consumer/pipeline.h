@@ -50,6 +50,7 @@ struct rl_item {
     int attempts_before; /* dispatches before this claim */
     int ambiguous_prior;
     int ambiguous_count;
+    int deadline_passed; /* the claim found the run's deadline spent */
     int lease_lost;
     int in_model;  /* the model thread holds call */
     int in_result; /* the call came back; its result is being recorded */
@@ -93,6 +94,8 @@ struct rl_counters {
     atomic_llong relayed;
 };
 
+struct rl_http; /* health and metrics endpoint (http.h) */
+
 /* Shared state of one consume process. */
 struct rl_pipeline {
     struct rl_config *cfg;
@@ -107,6 +110,7 @@ struct rl_pipeline {
     struct rl_model *model;
     pthread_mutex_t wake_lock; /* ledger thread sleeps here */
     pthread_cond_t wake;
+    struct rl_http *http; /* NULL when RUNLEDGER_HTTP_PORT is 0 */
 };
 
 /* Wakes the ledger thread. @locality any thread */
@@ -128,9 +132,10 @@ void rl_pipeline_dead_letter(struct rl_pipeline *pl, struct rl_item *item,
 /* The ledger thread body (ledger.c). */
 void *rl_ledger_main(void *arg);
 
-/* The relay: runs until *stop is set (relay.c). Returns 0, or non-zero
- * after a fatal error. */
+/* The relay: runs until *stop is set (relay.c). http (may be NULL)
+ * receives delivery latency and, in `runledger relay`, liveness.
+ * Returns 0, or non-zero after a fatal error. */
 int rl_relay_run(const struct rl_config *cfg, atomic_int *stop,
-                 struct rl_counters *counters);
+                 struct rl_counters *counters, struct rl_http *http);
 
 #endif /* RL_PIPELINE_H */

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "commands.h"
+#include "http.h"
 #include "pipeline.h"
 #include "rl/db.h"
 #include "rl/err.h"
@@ -39,6 +40,15 @@ relay_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *rkm, void *opaque)
     } else {
         bs->acked++;
     }
+}
+
+static double
+mono_seconds(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 static void
@@ -117,7 +127,7 @@ relay_batch(rd_kafka_t *rk, struct rl_db *db, const struct rl_config *cfg,
 
 int
 rl_relay_run(const struct rl_config *cfg, atomic_int *stop,
-             struct rl_counters *counters)
+             struct rl_counters *counters, struct rl_http *http)
 {
     char errstr[512];
     rd_kafka_conf_t *conf;
@@ -140,7 +150,9 @@ rl_relay_run(const struct rl_config *cfg, atomic_int *stop,
     rl_log_info(NULL, "relay producing outbox rows to %s", cfg->notify_topic);
     while (!atomic_load(stop)) {
         int n;
+        double started;
 
+        rl_http_relay_turned(http);
         if (!db) {
             db = rl_db_connect(cfg->database_url, errstr, sizeof(errstr));
             if (!db) {
@@ -151,6 +163,7 @@ rl_relay_run(const struct rl_config *cfg, atomic_int *stop,
             }
             backoff = 100;
         }
+        started = mono_seconds();
         n = relay_batch(rk, db, cfg, errstr, sizeof(errstr));
         if (n < 0) {
             rl_log_warn(NULL, "relay: %s", errstr);
@@ -165,6 +178,7 @@ rl_relay_run(const struct rl_config *cfg, atomic_int *stop,
         backoff = 100;
         if (counters)
             atomic_fetch_add(&counters->relayed, n);
+        rl_http_relay_batch(http, (size_t)n, mono_seconds() - started);
         if (n == 0)
             nap_ms(cfg->relay_interval_ms);
     }
@@ -199,6 +213,8 @@ rl_cmd_relay(int argc, char **argv)
 {
     char errstr[512];
     struct rl_config *cfg;
+    struct rl_counters counters;
+    struct rl_http *http = NULL;
     struct sigaction sa;
     pthread_t tid;
     int rc;
@@ -221,10 +237,19 @@ rl_cmd_relay(int argc, char **argv)
     sa.sa_handler = on_relay_signal;
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    memset(&counters, 0, sizeof(counters));
+    if (rl_http_start(cfg, "relay", &counters, NULL, &http, errstr,
+                      sizeof(errstr)) != 0) {
+        rl_log_error(NULL, "%s", errstr);
+        rl_config_destroy(cfg);
+        return RL_EXIT_FAILURE;
+    }
     pthread_create(&tid, NULL, watch_signal, NULL);
-    rc = rl_relay_run(cfg, &relay_stop, NULL);
+    rc = rl_relay_run(cfg, &relay_stop, &counters, http);
     atomic_store(&relay_stop, 1);
+    rl_http_stopping(http);
     pthread_join(tid, NULL);
+    rl_http_stop(http);
     rl_config_destroy(cfg);
     return rc == 0 ? RL_EXIT_OK : RL_EXIT_FAILURE;
 }

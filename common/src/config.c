@@ -89,6 +89,13 @@ static const struct cfg_row rows[] = {
      "on SIGTERM, time to let in-flight runs finish before abandoning them"},
     {"RUNLEDGER_RELAY", CFG_BOOL, S(relay_enabled), "true", 0, 0, 0,
      "run the outbox relay thread inside `consume`"},
+    {"RUNLEDGER_LIVENESS_SECONDS", CFG_INT, S(liveness_seconds), "30", 1,
+     3600, 0,
+     "/healthz answers 503 when the main loop has not turned for this long"},
+    {"RUNLEDGER_HEALTH_INTERVAL_SECONDS", CFG_INT, S(health_interval_seconds),
+     "5", 1, 3600, 0,
+     "how often PostgreSQL is checked for /readyz and the outbox backlog "
+     "and unknown runs are counted for /metrics"},
 };
 
 #undef S

@@ -80,18 +80,34 @@ static const char store_raw_input_once[] =
     " RETURNING raw_input";
 
 /* attempt_no is the run's attempt count after the increment, so the two
- * can never disagree; no row at all when the lease is gone. */
+ * can never disagree; no row at all when the lease is gone. One lease epoch
+ * dispatches at most once (every retry is a new claim), so a dispatch this
+ * (worker, epoch) already recorded and that has no outcome is returned
+ * instead of a new one: redoing the statement after a connection lost
+ * around its COMMIT must not leave a phantom attempt without an outcome,
+ * which the next claimer would count as ambiguous. */
 static const char record_dispatch_under_lease[] =
-    "WITH r AS ("
-    "  UPDATE runs SET attempts = attempts + 1, updated_at = now()"
+    "WITH lease AS ("
+    "  SELECT run_id FROM runs"
     "   WHERE run_id = $1 AND lock_owner = $2 AND lease_epoch = $3::int8"
     "     AND status = 'running'"
+    "), prior AS ("
+    "  SELECT a.attempt_no FROM attempts a JOIN lease l USING (run_id)"
+    "   WHERE a.lease_epoch = $3::int8 AND a.worker = $2"
+    "     AND a.outcome IS NULL"
+    "   ORDER BY a.attempt_no DESC LIMIT 1"
+    "), r AS ("
+    "  UPDATE runs SET attempts = attempts + 1, updated_at = now()"
+    "   WHERE run_id = $1 AND lock_owner = $2 AND lease_epoch = $3::int8"
+    "     AND status = 'running' AND NOT EXISTS (SELECT 1 FROM prior)"
     "  RETURNING run_id, attempts"
+    "), ins AS ("
+    "  INSERT INTO attempts (run_id, attempt_no, lease_epoch, worker,"
+    "                        idempotency_key)"
+    "  SELECT r.run_id, r.attempts, $3::int8, $2::text, $4::text FROM r"
+    "  RETURNING attempt_no"
     ")"
-    "INSERT INTO attempts (run_id, attempt_no, lease_epoch, worker,"
-    "                      idempotency_key)"
-    "SELECT r.run_id, r.attempts, $3::int8, $2::text, $4::text FROM r"
-    " RETURNING attempt_no";
+    "SELECT attempt_no FROM ins UNION ALL SELECT attempt_no FROM prior";
 
 static const char record_outcome_once[] =
     "UPDATE attempts"
@@ -139,6 +155,26 @@ static const char complete_run_with_outbox[] =
     "SELECT result, output, outbox_rows"
     "  FROM rl_complete_run($1, $2, $3::int8, $4::jsonb, $5::text[],"
     "                       $6::jsonb[])";
+
+/* The same completion, and in the same transaction the outcome of the
+ * attempt that produced the output: a worker that dies before this
+ * statement leaves the attempt without an outcome (the evidence the
+ * ambiguity policy needs), never an "ok" attempt whose answer was lost.
+ * The outcome is recorded even when the lease is stale: it is a fact about
+ * what was sent. */
+static const char complete_attempt_with_outbox[] =
+    "WITH o AS ("
+    "  UPDATE attempts"
+    "     SET outcome = 'ok', http_status = $8::int4,"
+    "         upstream_request_id = $9, prompt_tokens = $10::int8,"
+    "         completion_tokens = $11::int8, cached_tokens = $12::int8,"
+    "         latency_ms = $13::int8, error = NULL, finished_at = now()"
+    "   WHERE run_id = $1 AND attempt_no = $7::int4 AND outcome IS NULL"
+    "  RETURNING 1"
+    ")"
+    "SELECT c.result, c.output, c.outbox_rows, (SELECT count(*) FROM o)"
+    "  FROM rl_complete_run($1, $2, $3::int8, $4::jsonb, $5::text[],"
+    "                       $6::jsonb[]) c";
 
 #define TS_UTC_US(col)                                                         \
     "to_char(" col " AT TIME ZONE 'UTC', "                                     \
@@ -215,6 +251,7 @@ enum stmt {
     STMT_RELEASE_RUN_UNDER_LEASE,
     STMT_PARK_RUN_UNDER_LEASE,
     STMT_COMPLETE_RUN_WITH_OUTBOX,
+    STMT_COMPLETE_ATTEMPT_WITH_OUTBOX,
     STMT_GET_RUN,
     STMT_LOCK_PENDING_OUTBOX,
     STMT_MOVE_DELIVERED_OUTBOX,
@@ -242,6 +279,8 @@ static const struct statement statements[STMT_COUNT] = {
                                       release_run_under_lease, 6},
     [STMT_PARK_RUN_UNDER_LEASE] = {"park_run_under_lease", park_run_under_lease,
                                    6},
+    [STMT_COMPLETE_ATTEMPT_WITH_OUTBOX] = {"complete_attempt_with_outbox",
+                                           complete_attempt_with_outbox, 13},
     [STMT_COMPLETE_RUN_WITH_OUTBOX] = {"complete_run_with_outbox",
                                        complete_run_with_outbox, 6},
     [STMT_GET_RUN] = {"get_run", get_run, 1},
@@ -1440,15 +1479,19 @@ rl_completion_clear(struct rl_completion *completion)
     memset(completion, 0, sizeof(*completion));
 }
 
-int
-rl_db_complete_run(struct rl_db *db, const char *run_id, const char *worker,
-                   int64_t lease_epoch, const char *output_json,
-                   const struct rl_outbox_msg *msgs, size_t n_msgs,
-                   struct rl_completion *out, char *errstr, size_t errstr_size)
+/* rl_db_complete_run, and with oc the attempt's outcome in the same
+ * statement (complete_attempt_with_outbox). */
+static int
+complete_run(struct rl_db *db, const char *run_id, const char *worker,
+             int64_t lease_epoch, const char *output_json,
+             const struct rl_outbox_msg *msgs, size_t n_msgs,
+             const struct rl_attempt_ok *oc, struct rl_completion *out,
+             char *errstr, size_t errstr_size)
 {
     struct sbuf channels = {0}, payloads = {0};
-    char epoch[32];
-    const char *params[6];
+    char epoch[32], attempt[16], http[16], prompt[32], completion[32],
+        cached[32], latency[32];
+    const char *params[13];
     PGresult *res = NULL;
     const char *result;
     int err = RL_ERR_DB;
@@ -1489,8 +1532,23 @@ rl_db_complete_run(struct rl_db *db, const char *run_id, const char *worker,
     params[3] = output_json;
     params[4] = channels.data;
     params[5] = payloads.data;
-    res = exec_stmt(db, STMT_COMPLETE_RUN_WITH_OUTBOX, params, "complete run",
-                    run_id, &err, errstr, errstr_size);
+    if (oc) {
+        snprintf(attempt, sizeof(attempt), "%d", oc->attempt_no);
+        params[6] = attempt;
+        params[7] = int_or_null(oc->http_status, http, sizeof(http));
+        params[8] = oc->upstream_request_id && *oc->upstream_request_id
+                        ? oc->upstream_request_id
+                        : NULL;
+        params[9] = int_or_null(oc->prompt_tokens, prompt, sizeof(prompt));
+        params[10] =
+            int_or_null(oc->completion_tokens, completion, sizeof(completion));
+        params[11] = int_or_null(oc->cached_tokens, cached, sizeof(cached));
+        params[12] = int_or_null(oc->latency_ms, latency, sizeof(latency));
+    }
+    res = exec_stmt(db,
+                    oc ? STMT_COMPLETE_ATTEMPT_WITH_OUTBOX
+                       : STMT_COMPLETE_RUN_WITH_OUTBOX,
+                    params, "complete run", run_id, &err, errstr, errstr_size);
     if (!res)
         goto done;
     if (PQntuples(res) != 1) {
@@ -1534,10 +1592,32 @@ done:
 }
 
 int
+rl_db_complete_run(struct rl_db *db, const char *run_id, const char *worker,
+                   int64_t lease_epoch, const char *output_json,
+                   const struct rl_outbox_msg *msgs, size_t n_msgs,
+                   struct rl_completion *out, char *errstr, size_t errstr_size)
+{
+    return complete_run(db, run_id, worker, lease_epoch, output_json, msgs,
+                        n_msgs, NULL, out, errstr, errstr_size);
+}
+
+int
 rl_db_complete(struct rl_db *db, const char *run_id, const char *worker,
                int64_t lease_epoch, const char *output_json,
                const char *const *channels, size_t n_channels, int *completed,
                char *errstr, size_t errstr_size)
+{
+    return rl_db_complete_attempt(db, run_id, worker, lease_epoch, NULL,
+                                  output_json, channels, n_channels, completed,
+                                  errstr, errstr_size);
+}
+
+int
+rl_db_complete_attempt(struct rl_db *db, const char *run_id, const char *worker,
+                       int64_t lease_epoch, const struct rl_attempt_ok *oc,
+                       const char *output_json, const char *const *channels,
+                       size_t n_channels, int *completed, char *errstr,
+                       size_t errstr_size)
 {
     struct rl_outbox_msg *msgs = NULL;
     struct rl_completion done;
@@ -1555,8 +1635,8 @@ rl_db_complete(struct rl_db *db, const char *run_id, const char *worker,
         for (size_t i = 0; i < n_channels; i++)
             msgs[i].channel = channels[i];
     }
-    err = rl_db_complete_run(db, run_id, worker, lease_epoch, output_json, msgs,
-                             n_channels, &done, errstr, errstr_size);
+    err = complete_run(db, run_id, worker, lease_epoch, output_json, msgs,
+                       n_channels, oc, &done, errstr, errstr_size);
     free(msgs);
     if (err == 0 && completed)
         *completed = done.status == RL_COMPLETE_DONE;
@@ -1817,4 +1897,486 @@ rl_db_exec(struct rl_db *db, const char *sql, int nparams,
     }
     PQclear(res);
     return rows;
+}
+
+/* ==== operations: health, metrics and the operator CLI ===================
+ *
+ * Statements of `runledger runs ...` and of the health thread behind
+ * /readyz and /metrics. Kept in their own section (and schema/003) so the
+ * pipeline's statements above stay the ones it runs. */
+
+#define OPS_TS(col)                                                            \
+    "to_char(" col " AT TIME ZONE 'UTC', "                                     \
+    "'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00:00\"')"
+#define OPS_SCHED(col)                                                         \
+    "to_char(" col " AT TIME ZONE 'UTC', "                                     \
+    "'YYYY-MM-DD\"T\"HH24:MI:SS\"+00:00\"')"
+
+/* Backlog counted exactly up to 100,000 rows; above that pg_class's
+ * estimate (refreshed by autovacuum) stands in, so a huge backlog never
+ * makes the health thread scan it. The oldest pending row comes from
+ * outbox_pending_by_age_idx; unknown runs from runs_unknown_idx. */
+static const char ops_gauges[] =
+    "SELECT (SELECT count(*) FROM (SELECT 1 FROM outbox LIMIT 100000) s),"
+    "       (SELECT greatest(c.reltuples, 0)::int8 FROM pg_class c"
+    "         WHERE c.oid = to_regclass('outbox')),"
+    "       (SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0)"
+    "          FROM outbox),"
+    "       (SELECT count(*) FROM runs WHERE status = 'unknown')";
+
+static const char ops_list_runs[] =
+    "SELECT coalesce(json_agg(x ORDER BY x.scheduled_at DESC, x.run_id),"
+    "                '[]')::text"
+    "  FROM (SELECT r.run_id, r.job, r.tenant,"
+    "               " OPS_SCHED(
+        "r.scheduled_at") " AS scheduled_at,"
+                          "               r.version, r.status, r.attempts, "
+                          "r.lease_epoch,"
+                          "               r.lock_owner, r.error_class, "
+                          "r.last_error,"
+                          "               " OPS_TS(
+                              "r.created_at") " AS created_at,"
+                                              "               " OPS_TS(
+                                                  "r.completed_at") " AS "
+                                                                    "completed_"
+                                                                    "at"
+                                                                    "          "
+                                                                    "FROM runs "
+                                                                    "r"
+                                                                    "         "
+                                                                    "WHERE "
+                                                                    "($1::text "
+                                                                    "IS NULL "
+                                                                    "OR "
+                                                                    "r.status "
+                                                                    "= $1)"
+                                                                    "          "
+                                                                    " AND "
+                                                                    "($2::text "
+                                                                    "IS NULL "
+                                                                    "OR "
+                                                                    "r.tenant "
+                                                                    "= $2)"
+                                                                    "          "
+                                                                    " AND "
+                                                                    "($3::text "
+                                                                    "IS NULL "
+                                                                    "OR r.job "
+                                                                    "= $3)"
+                                                                    "          "
+                                                                    " AND "
+                                                                    "($4::"
+                                                                    "timestampt"
+                                                                    "z IS NULL "
+                                                                    "OR "
+                                                                    "r."
+                                                                    "scheduled_"
+                                                                    "at >= $4)"
+                                                                    "         "
+                                                                    "ORDER BY "
+                                                                    "r."
+                                                                    "scheduled_"
+                                                                    "at DESC, "
+                                                                    "r.run_id"
+                                                                    "         "
+                                                                    "LIMIT "
+                                                                    "$5::int8) "
+                                                                    "x";
+
+static const char ops_run_report[] = "SELECT json_build_object("
+                                     "  'run', (SELECT row_to_json(x) FROM "
+                                     "(SELECT r.run_id, r.job, r.tenant,"
+                                     "          " OPS_SCHED(
+                                         "r.scheduled_at") " AS scheduled_at, "
+                                                           "r.version,"
+                                                           "          "
+                                                           "r.fingerprint, "
+                                                           "r.status, "
+                                                           "r.lock_owner,"
+                                                           "          " OPS_TS(
+                                                               "r.lock_expires_"
+                                                               "at") " AS "
+                                                                     "lock_"
+                                                                     "expires_"
+                                                                     "at,"
+                                                                     "         "
+                                                                     " r.lease_"
+                                                                     "epoch, "
+                                                                     "r."
+                                                                     "attempts,"
+                                                                     "         "
+                                                                     " " OPS_TS(
+                                                                         "r."
+                                                                         "next_"
+                                                                         "attem"
+                                                                         "pt_"
+                                                                         "at") " AS next_attempt_at,"
+                                                                               "          " OPS_TS(
+                                                                                   "r.deadline_at") " AS deadline_at,"
+                                                                                                    "          r.error_class, r.last_error, r.source_topic,"
+                                                                                                    "          r.source_partition, r.source_offset,"
+                                                                                                    "          " OPS_TS(
+                                                                                                        "r.created_at") " AS created_at,"
+                                                                                                                        "          " OPS_TS(
+                                                                                                                            "r.updated_at") " AS updated_at,"
+                                                                                                                                            "          " OPS_TS(
+                                                                                                                                                "r.completed_at") " AS completed_at,"
+                                                                                                                                                                  "          r.request, r.raw_input, r.output) x),"
+                                                                                                                                                                  "  'attempts', coalesce((SELECT json_agg(a ORDER BY a.attempt_no)"
+                                                                                                                                                                  "     FROM (SELECT attempt_no, lease_epoch, worker, idempotency_key,"
+                                                                                                                                                                  "                  " OPS_TS("dispatched_at") " AS dispatched_at,"
+                                                                                                                                                                                                               "                  outcome, http_status, upstream_request_id,"
+                                                                                                                                                                                                               "                  prompt_tokens, completion_tokens, cached_tokens,"
+                                                                                                                                                                                                               "                  latency_ms, error,"
+                                                                                                                                                                                                               "                  " OPS_TS("finished_at") " AS finished_at"
+                                                                                                                                                                                                                                                          "             FROM attempts WHERE run_id = $1) a), '[]'),"
+                                                                                                                                                                                                                                                          "  'outbox', coalesce((SELECT json_agg(o ORDER BY o.channel)"
+                                                                                                                                                                                                                                                          "     FROM (SELECT channel, false AS delivered,"
+                                                                                                                                                                                                                                                          "                  " OPS_TS(
+                                                                                                                                                                                                                                                              "created_at") " AS created_at,"
+                                                                                                                                                                                                                                                                            "                  NULL::text AS delivered_at, delivery_count, payload"
+                                                                                                                                                                                                                                                                            "             FROM outbox WHERE run_id = $1"
+                                                                                                                                                                                                                                                                            "           UNION ALL"
+                                                                                                                                                                                                                                                                            "           SELECT channel, true, " OPS_TS(
+                                                                                                                                                                                                                                                                                "created_at") ","
+                                                                                                                                                                                                                                                                                              "                  " OPS_TS("delivered_at") ", delivery_count, payload"
+                                                                                                                                                                                                                                                                                                                                          "             FROM outbox_delivered WHERE run_id = $1) o), '[]'),"
+                                                                                                                                                                                                                                                                                                                                          "  'decisions', coalesce((SELECT json_agg(d ORDER BY d.decision_id)"
+                                                                                                                                                                                                                                                                                                                                          "     FROM (SELECT decision_id, decision, actor, reason, prior_status,"
+                                                                                                                                                                                                                                                                                                                                          "                  attempts, " OPS_TS(
+                                                                                                                                                                                                                                                                                                                                              "decided_at") " AS decided_at"
+                                                                                                                                                                                                                                                                                                                                                            "             FROM run_decisions WHERE run_id = $1) d), '[]')"
+                                                                                                                                                                                                                                                                                                                                                            ")::text"
+                                                                                                                                                                                                                                                                                                                                                            "  FROM runs r WHERE r.run_id = $1";
+
+/* Re-open a parked run. An attempt left without an outcome is closed as
+ * ambiguous (its result is unknowable, which is what the operator accepted
+ * by retrying), so the next claim does not park the run again on that
+ * evidence alone; a spent deadline is extended by its original length. */
+static const char ops_retry_run[] =
+    "WITH cur AS ("
+    "  SELECT run_id, status, attempts FROM runs WHERE run_id = $1"
+    "     FOR NO KEY UPDATE"
+    "), upd AS ("
+    "  UPDATE runs r"
+    "     SET status = 'pending', next_attempt_at = now(),"
+    "         lock_owner = NULL, lock_expires_at = NULL,"
+    "         deadline_at = CASE WHEN r.deadline_at <= now()"
+    "                            THEN now() + (r.deadline_at - r.created_at)"
+    "                            ELSE r.deadline_at END,"
+    "         updated_at = now()"
+    "    FROM cur"
+    "   WHERE r.run_id = cur.run_id AND cur.status IN ('failed', 'unknown')"
+    "  RETURNING r.run_id"
+    "), closed AS ("
+    "  UPDATE attempts a"
+    "     SET outcome = 'ambiguous', finished_at = now(),"
+    "         error = coalesce(a.error, 'no outcome recorded; run re-opened"
+    " by an operator')"
+    "    FROM upd WHERE a.run_id = upd.run_id AND a.outcome IS NULL"
+    "  RETURNING 1"
+    "), dec AS ("
+    "  INSERT INTO run_decisions (run_id, decision, actor, reason,"
+    "                             prior_status, attempts)"
+    "  SELECT cur.run_id, 'retry', $2, $3, cur.status, cur.attempts"
+    "    FROM cur JOIN upd ON upd.run_id = cur.run_id"
+    "  RETURNING 1"
+    ")"
+    "SELECT cur.status, cur.attempts, (SELECT count(*) FROM upd),"
+    "       (SELECT count(*) FROM dec), (SELECT count(*) FROM closed)"
+    "  FROM cur";
+
+static const char ops_resolve_failed[] =
+    "WITH cur AS ("
+    "  SELECT run_id, status, attempts FROM runs WHERE run_id = $1"
+    "     FOR NO KEY UPDATE"
+    "), upd AS ("
+    "  UPDATE runs r"
+    "     SET status = 'failed', error_class = 'operator',"
+    "         last_error = format('resolved failed by %s: %s', $2::text,"
+    "                             $3::text),"
+    "         updated_at = now()"
+    "    FROM cur WHERE r.run_id = cur.run_id AND cur.status = 'unknown'"
+    "  RETURNING r.run_id"
+    "), dec AS ("
+    "  INSERT INTO run_decisions (run_id, decision, actor, reason,"
+    "                             prior_status, attempts)"
+    "  SELECT cur.run_id, 'resolve_failed', $2, $3, cur.status, cur.attempts"
+    "    FROM cur JOIN upd ON upd.run_id = cur.run_id"
+    "  RETURNING 1"
+    ")"
+    "SELECT cur.status, cur.attempts, (SELECT count(*) FROM upd),"
+    "       (SELECT count(*) FROM dec), 0"
+    "  FROM cur";
+
+/* The operator takes a lease of its own (a new fencing token, so any
+ * worker still holding an older one cannot write), then completes through
+ * rl_complete_run exactly as a worker would: write-once output and the
+ * outbox rows of the run's notify channels in this transaction. */
+static const char ops_operator_lease[] =
+    "UPDATE runs"
+    "   SET status = 'running', lock_owner = $2,"
+    "       lock_expires_at = now() + interval '5 minutes',"
+    "       lease_epoch = lease_epoch + 1, next_attempt_at = NULL,"
+    "       updated_at = now()"
+    " WHERE run_id = $1 AND status = 'unknown'"
+    " RETURNING lease_epoch, attempts";
+static const char ops_run_status[] =
+    "SELECT status FROM runs WHERE run_id = $1";
+static const char ops_operator_complete[] =
+    "SELECT c.result, c.outbox_rows"
+    "  FROM rl_complete_run($1, $2, $3::int8, $4::jsonb,"
+    "       ARRAY(SELECT jsonb_array_elements_text("
+    "                    coalesce(r.request -> 'notify', '[]'::jsonb))"
+    "               FROM runs r WHERE r.run_id = $1),"
+    "       NULL::jsonb[]) c";
+static const char ops_record_decision[] =
+    "INSERT INTO run_decisions (run_id, decision, actor, reason,"
+    "                           prior_status, attempts)"
+    "VALUES ($1, $2, $3, $4, $5, $6::int4)";
+
+int
+rl_db_ops_gauges(struct rl_db *db, struct rl_db_gauges *g, char *errstr,
+                 size_t errstr_size)
+{
+    PGresult *res;
+    int err = RL_ERR_DB;
+    int64_t counted, estimate;
+
+    memset(g, 0, sizeof(*g));
+    if (apply_schema(db, errstr, errstr_size) != 0)
+        return RL_ERR_DB;
+    res = exec_simple(db, ops_gauges, 0, NULL, &err, errstr, errstr_size,
+                      "read ledger gauges");
+    if (!res)
+        return err;
+    counted = int_value(res, 0, 0, 0);
+    estimate = int_value(res, 0, 1, 0);
+    g->outbox_backlog = counted;
+    if (counted >= 100000) {
+        g->backlog_estimated = 1;
+        if (estimate > counted)
+            g->outbox_backlog = estimate;
+    }
+    g->oldest_pending_seconds =
+        PQgetisnull(res, 0, 2) ? 0 : strtod(PQgetvalue(res, 0, 2), NULL);
+    g->unknown_runs = int_value(res, 0, 3, 0);
+    PQclear(res);
+    return 0;
+}
+
+/* One text value of a one-row result into a malloc'd string. */
+static int
+ops_one_text(struct rl_db *db, const char *sql, int nparams,
+             const char *const *params, const char *what, char **out,
+             char *errstr, size_t errstr_size)
+{
+    PGresult *res;
+    int err = RL_ERR_DB;
+    int oom = 0;
+
+    *out = NULL;
+    if (apply_schema(db, errstr, errstr_size) != 0)
+        return RL_ERR_DB;
+    res =
+        exec_simple(db, sql, nparams, params, &err, errstr, errstr_size, what);
+    if (!res)
+        return err;
+    if (PQntuples(res) == 0) {
+        PQclear(res);
+        set_err(errstr, errstr_size, "could not %s: no such run", what);
+        return RL_ERR_NOTFOUND;
+    }
+    *out = dup_value(res, 0, 0, &oom);
+    PQclear(res);
+    if (oom || !*out) {
+        free(*out);
+        *out = NULL;
+        set_err(errstr, errstr_size, "could not %s: out of memory", what);
+        return RL_ERR_NOMEM;
+    }
+    return 0;
+}
+
+int
+rl_db_runs_list_json(struct rl_db *db, const struct rl_runs_filter *filter,
+                     char **json, char *errstr, size_t errstr_size)
+{
+    char limit[24];
+    const char *params[5];
+
+    snprintf(limit, sizeof(limit), "%d",
+             filter->limit > 0 ? filter->limit : 50);
+    params[0] = filter->status;
+    params[1] = filter->tenant;
+    params[2] = filter->job;
+    params[3] = filter->since;
+    params[4] = limit;
+    return ops_one_text(db, ops_list_runs, 5, params, "list runs", json, errstr,
+                        errstr_size);
+}
+
+int
+rl_db_run_report_json(struct rl_db *db, const char *run_id, char **json,
+                      char *errstr, size_t errstr_size)
+{
+    const char *params[1] = {run_id};
+
+    return ops_one_text(db, ops_run_report, 1, params, "read run", json, errstr,
+                        errstr_size);
+}
+
+/* Runs a retry/resolve statement whose row is (prior status, attempts,
+ * updated, decided, attempts closed). */
+static int
+ops_decide(struct rl_db *db, const char *sql, const char *what,
+           const char *run_id, const char *actor, const char *reason,
+           const char *allowed, struct rl_decision *out, char *errstr,
+           size_t errstr_size)
+{
+    const char *params[3] = {run_id, actor, reason};
+    PGresult *res;
+    int err = RL_ERR_DB;
+
+    memset(out, 0, sizeof(*out));
+    if (apply_schema(db, errstr, errstr_size) != 0)
+        return RL_ERR_DB;
+    res = exec_simple(db, sql, 3, params, &err, errstr, errstr_size, what);
+    if (!res)
+        return err;
+    if (PQntuples(res) == 0) {
+        PQclear(res);
+        set_err(errstr, errstr_size, "could not %s %s: no such run", what,
+                run_id);
+        return RL_ERR_NOTFOUND;
+    }
+    copy_value(res, 0, 0, out->prior_status, sizeof(out->prior_status));
+    out->attempts = (int)int_value(res, 0, 1, 0);
+    out->attempts_closed = (int)int_value(res, 0, 4, 0);
+    if (int_value(res, 0, 2, 0) != 1 || int_value(res, 0, 3, 0) != 1) {
+        PQclear(res);
+        set_err(errstr, errstr_size,
+                "refused to %s %s: it is %s, only %s runs qualify", what,
+                run_id, out->prior_status, allowed);
+        return RL_ERR_CONFLICT;
+    }
+    PQclear(res);
+    return 0;
+}
+
+int
+rl_db_run_retry(struct rl_db *db, const char *run_id, const char *actor,
+                const char *reason, struct rl_decision *out, char *errstr,
+                size_t errstr_size)
+{
+    return ops_decide(db, ops_retry_run, "retry", run_id, actor, reason,
+                      "failed or unknown", out, errstr, errstr_size);
+}
+
+int
+rl_db_run_resolve_failed(struct rl_db *db, const char *run_id,
+                         const char *actor, const char *reason,
+                         struct rl_decision *out, char *errstr,
+                         size_t errstr_size)
+{
+    return ops_decide(db, ops_resolve_failed, "resolve", run_id, actor, reason,
+                      "unknown", out, errstr, errstr_size);
+}
+
+int
+rl_db_run_resolve_completed(struct rl_db *db, const char *run_id,
+                            const char *actor, const char *reason,
+                            const char *output_json, struct rl_decision *out,
+                            char *errstr, size_t errstr_size)
+{
+    char owner[300], epoch[24], attempts[24];
+    const char *params[6];
+    PGresult *res = NULL;
+    int err = RL_ERR_DB;
+    int in_tx = 0;
+
+    memset(out, 0, sizeof(*out));
+    snprintf(owner, sizeof(owner), "operator:%s", actor);
+    if (apply_schema(db, errstr, errstr_size) != 0)
+        return RL_ERR_DB;
+    res = exec_simple(db, "BEGIN", 0, NULL, &err, errstr, errstr_size,
+                      "resolve run");
+    if (!res)
+        return err;
+    PQclear(res);
+    in_tx = 1;
+
+    params[0] = run_id;
+    params[1] = owner;
+    res = exec_simple(db, ops_operator_lease, 2, params, &err, errstr,
+                      errstr_size, "resolve run");
+    if (!res)
+        goto done;
+    if (PQntuples(res) == 0) {
+        PQclear(res);
+        res = exec_simple(db, ops_run_status, 1, params, &err, errstr,
+                          errstr_size, "resolve run");
+        if (!res)
+            goto done;
+        if (PQntuples(res) == 0) {
+            set_err(errstr, errstr_size, "could not resolve %s: no such run",
+                    run_id);
+            err = RL_ERR_NOTFOUND;
+        } else {
+            copy_value(res, 0, 0, out->prior_status, sizeof(out->prior_status));
+            set_err(errstr, errstr_size,
+                    "refused to resolve %s: it is %s, only unknown runs "
+                    "qualify",
+                    run_id, out->prior_status);
+            err = RL_ERR_CONFLICT;
+        }
+        goto done;
+    }
+    snprintf(out->prior_status, sizeof(out->prior_status), "unknown");
+    copy_value(res, 0, 0, epoch, sizeof(epoch));
+    copy_value(res, 0, 1, attempts, sizeof(attempts));
+    out->attempts = atoi(attempts);
+    PQclear(res);
+
+    params[2] = epoch;
+    params[3] = output_json;
+    res = exec_simple(db, ops_operator_complete, 4, params, &err, errstr,
+                      errstr_size, "store the operator's output");
+    if (!res)
+        goto done;
+    if (PQntuples(res) != 1 || strcmp(PQgetvalue(res, 0, 0), "completed")) {
+        set_err(errstr, errstr_size,
+                "could not resolve %s: completion "
+                "returned %s",
+                run_id, PQntuples(res) ? PQgetvalue(res, 0, 0) : "nothing");
+        err = RL_ERR_CONFLICT;
+        goto done;
+    }
+    out->outbox_rows = (int)int_value(res, 0, 1, 0);
+    PQclear(res);
+
+    params[0] = run_id;
+    params[1] = "resolve_completed";
+    params[2] = actor;
+    params[3] = reason;
+    params[4] = "unknown";
+    params[5] = attempts;
+    res = exec_simple(db, ops_record_decision, 6, params, &err, errstr,
+                      errstr_size, "record the decision");
+    if (!res)
+        goto done;
+    PQclear(res);
+    res = exec_simple(db, "COMMIT", 0, NULL, &err, errstr, errstr_size,
+                      "commit the resolution");
+    if (!res)
+        goto done;
+    in_tx = 0;
+    err = 0;
+
+done:
+    PQclear(res);
+    if (in_tx)
+        PQclear(
+            PQexecParams(db->conn, "ROLLBACK", 0, NULL, NULL, NULL, NULL, 0));
+    return err;
 }

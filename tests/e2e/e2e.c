@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,9 +15,77 @@
 
 #include "rl/err.h"
 #include "rl/kafka.h"
+#include "rl/runid.h"
+#include "rl/timefmt.h"
 #include "rltest.h"
 
 extern char **environ;
+
+/* The test's state and private services, for the exit handler: a failed
+ * RL_REQUIRE exits at once, and nothing the test started may outlive it. */
+static struct e2e *current;
+static char private_pg[512];
+static char private_kafka[512];
+
+/* Removes a private service's folder (data files, hundreds of MB for
+ * Kafka); its log next to it (<dir>.log) stays for post-mortems. */
+static void
+remove_tree(const char *dir)
+{
+    char cmd[1200];
+
+    if (getenv("RL_KEEP_PRIVATE_SERVICES"))
+        return;
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+}
+
+static void
+stop_private(struct e2e *t)
+{
+    for (int i = 0; t && i < t->nprocs; i++) {
+        if (t->procs[i] > 0) {
+            kill(t->procs[i], SIGKILL);
+            waitpid(t->procs[i], NULL, 0);
+            t->procs[i] = 0;
+        }
+    }
+    if (t && t->stub_pid > 0) {
+        kill(t->stub_pid, SIGTERM);
+        waitpid(t->stub_pid, NULL, 0);
+        t->stub_pid = 0;
+    }
+    if (private_pg[0]) {
+        e2e_harness("pg.sh", "kill", private_pg);
+        remove_tree(private_pg);
+        private_pg[0] = '\0';
+    }
+    if (private_kafka[0]) {
+        e2e_harness("kafka.sh", "kill", private_kafka);
+        remove_tree(private_kafka);
+        private_kafka[0] = '\0';
+    }
+}
+
+static void
+at_exit(void)
+{
+    stop_private(current);
+}
+
+static void
+track(struct e2e *t)
+{
+    static int registered;
+
+    if (t)
+        current = t;
+    if (!registered) {
+        atexit(at_exit);
+        registered = 1;
+    }
+}
 
 static void
 url_with_schema(struct e2e *t, const char *base)
@@ -30,13 +99,28 @@ url_with_schema(struct e2e *t, const char *base)
 void
 e2e_setup(struct e2e *t, const char *prefix, int partitions)
 {
-    const char *db_base = rltest_service_env("DATABASE_URL");
+    e2e_setup_at(t, prefix, partitions, NULL, NULL);
+}
+
+void
+e2e_setup_at(struct e2e *t, const char *prefix, int partitions,
+             const char *database_url, const char *bootstrap)
+{
+    const char *db_base =
+        database_url ? database_url : rltest_service_env("DATABASE_URL");
     char errstr[512];
     rd_kafka_conf_t *conf;
     int applied = 0;
+    static char bootstrap_copy[512];
 
     memset(t, 0, sizeof(*t));
-    t->bootstrap = rltest_service_env("KAFKA_BOOTSTRAP_SERVERS");
+    track(t);
+    if (bootstrap) {
+        snprintf(bootstrap_copy, sizeof(bootstrap_copy), "%s", bootstrap);
+        t->bootstrap = bootstrap_copy;
+    } else {
+        t->bootstrap = rltest_service_env("KAFKA_BOOTSTRAP_SERVERS");
+    }
     t->model_base_url = rltest_service_env("MODEL_BASE_URL");
     snprintf(t->name, sizeof(t->name), "%s", rltest_unique(prefix));
     snprintf(t->topic, sizeof(t->topic), "%s.schedules", t->name);
@@ -59,8 +143,8 @@ e2e_setup(struct e2e *t, const char *prefix, int partitions)
     rd_kafka_conf_set(conf, "linger.ms", "5", errstr, sizeof(errstr));
     t->producer = rl_kafka_producer_new(conf, 1, errstr, sizeof(errstr));
     RL_REQUIRE(t->producer);
-    RL_REQUIRE(rl_kafka_topic_ensure(t->producer, t->topic, partitions,
-                                     30000, errstr, sizeof(errstr)) == 0);
+    RL_REQUIRE(rl_kafka_topic_ensure(t->producer, t->topic, partitions, 30000,
+                                     errstr, sizeof(errstr)) == 0);
     RL_REQUIRE(rl_kafka_topic_ensure(t->producer, t->notify, 4, 30000, errstr,
                                      sizeof(errstr)) == 0);
     RL_REQUIRE(rl_kafka_topic_ensure(t->producer, t->dlq, 1, 30000, errstr,
@@ -77,6 +161,7 @@ e2e_teardown(struct e2e *t)
         if (t->procs[i] > 0) {
             kill(t->procs[i], SIGKILL);
             waitpid(t->procs[i], NULL, 0);
+            t->procs[i] = 0;
         }
     }
     if (t->producer) {
@@ -88,7 +173,10 @@ e2e_teardown(struct e2e *t)
                  t->schema);
         rl_db_exec(t->db, sql, 0, NULL, NULL, 0, errstr, sizeof(errstr));
         rl_db_destroy(t->db);
+        t->db = NULL;
     }
+    stop_private(t);
+    current = NULL;
 }
 
 void
@@ -97,11 +185,11 @@ e2e_produce(struct e2e *t, const char *key, const char *value)
     rd_kafka_resp_err_t err;
 
     do {
-        err = rd_kafka_producev(
-            t->producer, RD_KAFKA_V_TOPIC(t->topic),
-            RD_KAFKA_V_KEY(key, key ? strlen(key) : 0),
-            RD_KAFKA_V_VALUE((void *)value, strlen(value)),
-            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+        err = rd_kafka_producev(t->producer, RD_KAFKA_V_TOPIC(t->topic),
+                                RD_KAFKA_V_KEY(key, key ? strlen(key) : 0),
+                                RD_KAFKA_V_VALUE((void *)value, strlen(value)),
+                                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                RD_KAFKA_V_END);
         if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL)
             rd_kafka_poll(t->producer, 50);
     } while (err == RD_KAFKA_RESP_ERR__QUEUE_FULL);
@@ -132,18 +220,24 @@ e2e_spawn(struct e2e *t, const char *cmd, const char *const *extra_env)
     snprintf(vars[0], sizeof(vars[0]), "DATABASE_URL=%s", t->database_url);
     snprintf(vars[1], sizeof(vars[1]), "KAFKA_BOOTSTRAP_SERVERS=%s",
              t->bootstrap);
-    snprintf(vars[2], sizeof(vars[2]), "MODEL_BASE_URL=%s",
-             t->model_base_url);
+    snprintf(vars[2], sizeof(vars[2]), "MODEL_BASE_URL=%s", t->model_base_url);
     snprintf(vars[3], sizeof(vars[3]), "RUNLEDGER_TOPIC=%s", t->topic);
-    snprintf(vars[4], sizeof(vars[4]), "RUNLEDGER_NOTIFY_TOPIC=%s",
-             t->notify);
+    snprintf(vars[4], sizeof(vars[4]), "RUNLEDGER_NOTIFY_TOPIC=%s", t->notify);
     snprintf(vars[5], sizeof(vars[5]), "RUNLEDGER_DLQ_TOPIC=%s", t->dlq);
     snprintf(vars[6], sizeof(vars[6]), "RUNLEDGER_GROUP_ID=%s", t->name);
     snprintf(vars[7], sizeof(vars[7]), "RUNLEDGER_WORKER_ID=%s-w%d", t->name,
              slot);
     snprintf(vars[8], sizeof(vars[8]), "RUNLEDGER_HTTP_PORT=0");
-    for (int i = 0; i < 9; i++)
-        envp[n++] = vars[i];
+    /* Extra settings override these too (e.g. another MODEL_BASE_URL). */
+    for (int i = 0; i < 9; i++) {
+        size_t len = (size_t)(strchr(vars[i], '=') - vars[i]) + 1;
+        int shadowed = 0;
+
+        for (int k = 0; extra_env && extra_env[k] && !shadowed; k++)
+            shadowed = strncmp(extra_env[k], vars[i], len) == 0;
+        if (!shadowed)
+            envp[n++] = vars[i];
+    }
     /* Extra settings override the environment the test runs in. */
     for (char **e = environ; *e && n < 200; e++) {
         int shadowed = 0;
@@ -207,14 +301,26 @@ e2e_alive(struct e2e *t, int slot)
     return 1;
 }
 
+/* rl_db_exec that survives a restart of PostgreSQL under the test: after
+ * a connection error it reconnects once and tries again. */
+static int
+exec_retry(struct e2e *t, const char *sql, char *value, size_t size,
+           char *errstr, size_t errstr_size)
+{
+    int rc = rl_db_exec(t->db, sql, 0, NULL, value, size, errstr, errstr_size);
+
+    if (rc == RL_ERR_DB && rl_db_ping(t->db, errstr, errstr_size) == 0)
+        rc = rl_db_exec(t->db, sql, 0, NULL, value, size, errstr, errstr_size);
+    return rc;
+}
+
 int64_t
 e2e_int(struct e2e *t, const char *sql)
 {
     char value[64];
     char errstr[512];
 
-    if (rl_db_exec(t->db, sql, 0, NULL, value, sizeof(value), errstr,
-                   sizeof(errstr)) < 0) {
+    if (exec_retry(t, sql, value, sizeof(value), errstr, sizeof(errstr)) < 0) {
         fprintf(stderr, "query failed: %s: %s\n", sql, errstr);
         return -1;
     }
@@ -227,8 +333,7 @@ e2e_text(struct e2e *t, const char *sql)
     static char value[4096];
     char errstr[512];
 
-    if (rl_db_exec(t->db, sql, 0, NULL, value, sizeof(value), errstr,
-                   sizeof(errstr)) < 0) {
+    if (exec_retry(t, sql, value, sizeof(value), errstr, sizeof(errstr)) < 0) {
         fprintf(stderr, "query failed: %s: %s\n", sql, errstr);
         value[0] = '\0';
     }
@@ -275,7 +380,13 @@ partitions_of(rd_kafka_t *rk, const char *topic)
 int64_t
 e2e_group_lag(struct e2e *t)
 {
-    rd_kafka_t *rk = consumer_for(t, t->name);
+    return e2e_group_lag_of(t, t->name);
+}
+
+int64_t
+e2e_group_lag_of(struct e2e *t, const char *group)
+{
+    rd_kafka_t *rk = consumer_for(t, group);
     rd_kafka_topic_partition_list_t *parts = partitions_of(rk, t->topic);
     int64_t lag = 0;
 
@@ -308,38 +419,60 @@ e2e_read_topic(struct e2e *t, const char *topic, e2e_msg_fn *fn, void *opaque)
 {
     rd_kafka_t *rk = consumer_for(t, rltest_unique("reader"));
     rd_kafka_topic_partition_list_t *parts = partitions_of(rk, topic);
+    int64_t *high = calloc((size_t)parts->cnt, sizeof(*high));
+    int *done = calloc((size_t)parts->cnt, sizeof(*done));
     int remaining = 0;
     long n = 0;
     int64_t deadline = rltest_now_ms() + 60000;
 
+    RL_REQUIRE(high && done);
     for (int i = 0; i < parts->cnt; i++) {
         int64_t lo, hi;
 
-        RL_REQUIRE(rd_kafka_query_watermark_offsets(
-                       rk, topic, parts->elems[i].partition, &lo, &hi,
-                       10000) == 0);
+        RL_REQUIRE(rd_kafka_query_watermark_offsets(rk, topic,
+                                                    parts->elems[i].partition,
+                                                    &lo, &hi, 10000) == 0);
+        high[i] = hi;
         parts->elems[i].offset = RD_KAFKA_OFFSET_BEGINNING;
-        if (hi > lo)
+        if (hi > lo) {
             remaining++;
-        else
+        } else {
+            /* Empty: its end-of-partition event must not count for a
+             * partition that still has messages to deliver. */
+            done[i] = 1;
             parts->elems[i].offset = RD_KAFKA_OFFSET_END;
+        }
     }
     RL_REQUIRE(rd_kafka_assign(rk, parts) == RD_KAFKA_RESP_ERR_NO_ERROR);
     while (remaining > 0 && rltest_now_ms() < deadline) {
         rd_kafka_message_t *rkm = rd_kafka_consumer_poll(rk, 200);
+        int idx = -1;
 
         if (!rkm)
             continue;
+        for (int i = 0; i < parts->cnt; i++) {
+            if (parts->elems[i].partition == rkm->partition)
+                idx = i;
+        }
         if (rkm->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-            remaining--;
+            if (idx >= 0 && !done[idx] && rkm->offset >= high[idx]) {
+                done[idx] = 1;
+                remaining--;
+            }
         } else if (!rkm->err) {
             n++;
             if (fn)
                 fn(rkm, opaque);
+            if (idx >= 0 && !done[idx] && rkm->offset >= high[idx] - 1) {
+                done[idx] = 1;
+                remaining--;
+            }
         }
         rd_kafka_message_destroy(rkm);
     }
     RL_CHECK(remaining == 0);
+    free(high);
+    free(done);
     rd_kafka_topic_partition_list_destroy(parts);
     rd_kafka_consumer_close(rk);
     rd_kafka_destroy(rk);
@@ -389,15 +522,15 @@ e2e_stub_generations(struct e2e *t, const char *key)
 {
     char url[512];
     const char *v1 = strstr(t->model_base_url, "/v1");
-    int base_len = v1 ? (int)(v1 - t->model_base_url)
-                      : (int)strlen(t->model_base_url);
+    int base_len =
+        v1 ? (int)(v1 - t->model_base_url) : (int)strlen(t->model_base_url);
     CURL *curl = curl_easy_init();
     struct body b = {{0}, 0};
     const char *g;
     long n = -1;
 
-    snprintf(url, sizeof(url), "%.*s/stats?key=%s", base_len,
-             t->model_base_url, key);
+    snprintf(url, sizeof(url), "%.*s/stats?key=%s", base_len, t->model_base_url,
+             key);
     curl_easy_setopt(curl, CURLOPT_URL, url);
     curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, body_write);
     curl_easy_setopt(curl, CURLOPT_WRITEDATA, &b);
@@ -412,8 +545,8 @@ e2e_stub_generations(struct e2e *t, const char *key)
 }
 
 int
-e2e_wait(int (*cond)(struct e2e *t, void *opaque), struct e2e *t,
-         void *opaque, long timeout_ms)
+e2e_wait(int (*cond)(struct e2e *t, void *opaque), struct e2e *t, void *opaque,
+         long timeout_ms)
 {
     int64_t deadline = rltest_now_ms() + timeout_ms;
     int v;
@@ -424,4 +557,322 @@ e2e_wait(int (*cond)(struct e2e *t, void *opaque), struct e2e *t,
         nanosleep(&ts, NULL);
     }
     return v;
+}
+
+int
+e2e_harness(const char *script, const char *cmd, const char *dir)
+{
+    const char *src = getenv("RL_SOURCE_DIR");
+    char line[2048];
+    int status;
+
+    snprintf(line, sizeof(line),
+             "'%s/tests/harness/%s' %s '%s' >>'%s.log' 2>&1", src ? src : ".",
+             script, cmd, dir, dir);
+    status = system(line);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* Reads NAME=value from file into out (value only). */
+static int
+read_env_file(const char *file, char *out, size_t size)
+{
+    FILE *f = fopen(file, "r");
+    char line[1024];
+    char *eq;
+
+    if (!f)
+        return -1;
+    if (!fgets(line, sizeof(line), f)) {
+        fclose(f);
+        return -1;
+    }
+    fclose(f);
+    line[strcspn(line, "\r\n")] = '\0';
+    eq = strchr(line, '=');
+    if (!eq)
+        return -1;
+    snprintf(out, size, "%s", eq + 1);
+    return 0;
+}
+
+/* A private service restarted on the same port must find it free: away
+ * from the default bases (which every other start scans from) and spread
+ * by pid, so a service another test starts meanwhile does not take it. */
+static void
+private_port_base(const char *name, int base)
+{
+    char value[16];
+
+    if (getenv(name))
+        return;
+    snprintf(value, sizeof(value), "%d", base + (int)(getpid() % 350) * 5);
+    setenv(name, value, 1);
+}
+
+void
+e2e_private_pg(const char *dir, char *url, size_t size)
+{
+    char file[600];
+
+    rltest_service_env("DATABASE_URL"); /* skip when services are absent */
+    snprintf(private_pg, sizeof(private_pg), "%s", dir);
+    track(NULL);
+    private_port_base("PG_PORT_BASE", 33000);
+    RL_REQUIRE(e2e_harness("pg.sh", "start", dir) == 0);
+    snprintf(file, sizeof(file), "%s/env", dir);
+    RL_REQUIRE(read_env_file(file, url, size) == 0);
+}
+
+void
+e2e_private_kafka(const char *dir, char *servers, size_t size)
+{
+    char file[600];
+
+    rltest_service_env("KAFKA_BOOTSTRAP_SERVERS");
+    snprintf(private_kafka, sizeof(private_kafka), "%s", dir);
+    track(NULL);
+    private_port_base("KAFKA_PORT_BASE", 35000);
+    RL_REQUIRE(e2e_harness("kafka.sh", "start", dir) == 0);
+    snprintf(file, sizeof(file), "%s/env", dir);
+    RL_REQUIRE(read_env_file(file, servers, size) == 0);
+}
+
+void
+e2e_stub_start(struct e2e *t, const char *const *env)
+{
+    const char *src = getenv("RL_SOURCE_DIR");
+    char script[1024], portfile[256], logname[256], port[32];
+    char *argv[6];
+    char *envp[256];
+    int n = 0;
+    posix_spawn_file_actions_t fa;
+    int64_t deadline;
+    FILE *f;
+
+    snprintf(script, sizeof(script), "%s/tests/stub/stub_model.py",
+             src ? src : ".");
+    snprintf(portfile, sizeof(portfile), "%s.stub.port", t->name);
+    snprintf(logname, sizeof(logname), "%s.stub.log", t->name);
+    unlink(portfile);
+    for (char **e = environ; *e && n < 200; e++)
+        envp[n++] = *e;
+    for (int i = 0; env && env[i] && n < 254; i++)
+        envp[n++] = (char *)env[i];
+    envp[n] = NULL;
+    argv[0] = "python3";
+    argv[1] = script;
+    argv[2] = "--port-file";
+    argv[3] = portfile;
+    argv[4] = NULL;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 2, logname,
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    RL_REQUIRE(posix_spawnp(&t->stub_pid, "python3", &fa, NULL, argv, envp) ==
+               0);
+    posix_spawn_file_actions_destroy(&fa);
+    deadline = rltest_now_ms() + 20000;
+    port[0] = '\0';
+    while (rltest_now_ms() < deadline) {
+        struct timespec ts = {0, 50000000L};
+
+        f = fopen(portfile, "r");
+        if (f) {
+            if (fgets(port, sizeof(port), f))
+                port[strcspn(port, "\r\n")] = '\0';
+            fclose(f);
+            if (port[0])
+                break;
+        }
+        nanosleep(&ts, NULL);
+    }
+    RL_REQUIRE(port[0]);
+    snprintf(t->stub_url, sizeof(t->stub_url), "http://127.0.0.1:%s/v1", port);
+    t->model_base_url = t->stub_url;
+}
+
+void
+e2e_event(char *buf, size_t size, const char *job, const char *tenant, int i,
+          const char *directive, char *run_id)
+{
+    char utc[RL_TIME_UTC_SIZE];
+    struct rl_run_identity id = {0};
+    const char *reason;
+    char errstr[128];
+
+    rl_time_format_utc(1786093200 + (int64_t)i * 3600, utc);
+    snprintf(buf, size,
+             "{\"job\":\"%s\",\"tenant\":\"%s\",\"scheduled_at\":\"%s\","
+             "\"version\":\"v1\",\"input\":{\"doc\":%d},"
+             "\"request\":{\"model\":\"stub-1\",\"temperature\":0,"
+             "\"messages\":[{\"role\":\"user\",\"content\":\"summarise "
+             "{{input}}%s%s\"}]},\"notify\":[\"email\",\"slack\"]}",
+             job, tenant, utc, i, directive ? " " : "",
+             directive ? directive : "");
+    if (run_id) {
+        id.job = job;
+        id.tenant = tenant;
+        id.scheduled_at = utc;
+        id.version = "v1";
+        RL_REQUIRE(rl_runid_compute(&id, run_id, NULL, &reason, errstr,
+                                    sizeof(errstr)) == 0);
+    }
+}
+
+void
+e2e_produce_event(struct e2e *t, const char *job, const char *tenant, int i,
+                  const char *directive, char *run_id)
+{
+    char buf[2048];
+
+    e2e_event(buf, sizeof(buf), job, tenant, i, directive, run_id);
+    e2e_produce(t, tenant, buf);
+}
+
+int64_t
+e2e_intf(struct e2e *t, const char *fmt, ...)
+{
+    char sql[4096];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(sql, sizeof(sql), fmt, ap);
+    va_end(ap);
+    return e2e_int(t, sql);
+}
+
+const char *
+e2e_textf(struct e2e *t, const char *fmt, ...)
+{
+    char sql[4096];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(sql, sizeof(sql), fmt, ap);
+    va_end(ap);
+    return e2e_text(t, sql);
+}
+
+int
+e2e_wait_intf(struct e2e *t, int64_t want, long timeout_ms, const char *fmt,
+              ...)
+{
+    char sql[4096];
+    va_list ap;
+    int64_t deadline = rltest_now_ms() + timeout_ms;
+    int64_t v;
+
+    va_start(ap, fmt);
+    vsnprintf(sql, sizeof(sql), fmt, ap);
+    va_end(ap);
+    for (;;) {
+        struct timespec ts = {0, 100000000L};
+
+        v = e2e_int(t, sql);
+        if (v == want)
+            return 1;
+        if (rltest_now_ms() >= deadline)
+            break;
+        nanosleep(&ts, NULL);
+    }
+    fprintf(stderr,
+            "timed out after %ld ms waiting for %lld from %s (last "
+            "%lld)\n",
+            timeout_ms, (long long)want, sql, (long long)v);
+    return 0;
+}
+
+static char
+proc_state(pid_t pid)
+{
+    char path[64], buf[512];
+    FILE *f;
+    char *paren;
+    char state = '?';
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    f = fopen(path, "r");
+    if (!f)
+        return '?';
+    if (fgets(buf, sizeof(buf), f)) {
+        paren = strrchr(buf, ')');
+        if (paren && paren[1] == ' ')
+            state = paren[2];
+    }
+    fclose(f);
+    return state;
+}
+
+int
+e2e_wait_stopped(struct e2e *t, int slot, long timeout_ms)
+{
+    int64_t deadline = rltest_now_ms() + timeout_ms;
+
+    while (rltest_now_ms() < deadline) {
+        struct timespec ts = {0, 20000000L};
+        char st;
+
+        if (t->procs[slot] <= 0)
+            return 0;
+        st = proc_state(t->procs[slot]);
+        if (st == 'T' || st == 't')
+            return 1;
+        if (st == 'Z' || st == '?')
+            return 0;
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
+int
+e2e_wait_exit(struct e2e *t, int slot, long timeout_ms)
+{
+    int64_t deadline = rltest_now_ms() + timeout_ms;
+    int status;
+
+    if (t->procs[slot] <= 0)
+        return -1;
+    for (;;) {
+        struct timespec ts = {0, 20000000L};
+
+        if (waitpid(t->procs[slot], &status, WNOHANG) == t->procs[slot]) {
+            t->procs[slot] = 0;
+            return status;
+        }
+        if (rltest_now_ms() >= deadline)
+            return -1;
+        nanosleep(&ts, NULL);
+    }
+}
+
+struct header_count {
+    const char *name;
+    const char *value;
+    long n;
+};
+
+static void
+count_header(const rd_kafka_message_t *rkm, void *opaque)
+{
+    struct header_count *hc = opaque;
+    char buf[512];
+
+    if (!hc->value) {
+        hc->n++;
+        return;
+    }
+    e2e_header(rkm, hc->name, buf, sizeof(buf));
+    if (strcmp(buf, hc->value) == 0)
+        hc->n++;
+}
+
+long
+e2e_count_with_header(struct e2e *t, const char *topic, const char *name,
+                      const char *value)
+{
+    struct header_count hc = {name, value, 0};
+
+    e2e_read_topic(t, topic, count_header, &hc);
+    return hc.n;
 }

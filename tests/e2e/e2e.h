@@ -13,26 +13,55 @@
 
 #include "rl/db.h"
 
-#define E2E_MAX_PROCS 16
+#define E2E_MAX_PROCS 64
 
 struct e2e {
     const char *bootstrap;
     const char *model_base_url;
-    char name[96];      /* unique prefix for topics, group, schema */
-    char topic[128];    /* schedules */
-    char notify[128];   /* notifications */
-    char dlq[128];      /* dead letters */
+    char name[96];    /* unique prefix for topics, group, schema */
+    char topic[128];  /* schedules */
+    char notify[128]; /* notifications */
+    char dlq[128];    /* dead letters */
     char schema[128];
     char database_url[1024]; /* DATABASE_URL with the schema's search_path */
     struct rl_db *db;        /* the test's own connection to the ledger */
     rd_kafka_t *producer;
     pid_t procs[E2E_MAX_PROCS];
     int nprocs;
+    /* A stub model of the test's own (e2e_stub_start), stopped by
+     * e2e_teardown, or at exit when a requirement failed. */
+    pid_t stub_pid;
+    char stub_url[256]; /* its MODEL_BASE_URL */
 };
 
 /* Creates topics (partitions for the schedule topic), the ledger schema,
  * migrates it, and an idempotent producer. Fails the test on error. */
 void e2e_setup(struct e2e *t, const char *prefix, int partitions);
+
+/* As e2e_setup, against the given PostgreSQL URL and Kafka bootstrap
+ * servers instead of the shared ones (NULL: the shared one), e.g. the
+ * private instances of e2e_private_pg / e2e_private_kafka. */
+void e2e_setup_at(struct e2e *t, const char *prefix, int partitions,
+                  const char *database_url, const char *bootstrap);
+
+/* Starts a PostgreSQL of the test's own in dir (tests/harness/pg.sh start)
+ * and copies its URL into url. Killed at e2e_teardown or process exit.
+ * Fails the test when it cannot start. Call it before e2e_setup_at. */
+void e2e_private_pg(const char *dir, char *url, size_t size);
+
+/* Starts a Kafka broker of the test's own in dir (tests/harness/kafka.sh
+ * start) and copies its bootstrap servers into servers. Killed at
+ * e2e_teardown or process exit. Call it before e2e_setup_at. */
+void e2e_private_kafka(const char *dir, char *servers, size_t size);
+
+/* Runs tests/harness/<script> <cmd> <dir> (e.g. "pg.sh", "kill"); returns
+ * its exit status (0 ok). */
+int e2e_harness(const char *script, const char *cmd, const char *dir);
+
+/* Starts a stub model of the test's own with extra environment entries
+ * (NULL-terminated, e.g. "STUB_DEDUPE=1") and points the processes the
+ * test spawns afterwards (and e2e_stub_generations) at it. */
+void e2e_stub_start(struct e2e *t, const char *const *env);
 
 /* Stops every process still running (SIGKILL), drops the schema, frees. */
 void e2e_teardown(struct e2e *t);
@@ -44,7 +73,8 @@ void e2e_produce(struct e2e *t, const char *key, const char *value);
 void e2e_flush(struct e2e *t);
 
 /* Starts `runledger <cmd>` with the test's environment plus extra
- * NAME=value entries (NULL-terminated, may be NULL). Returns its slot.
+ * NAME=value entries (NULL-terminated, may be NULL), which override both
+ * the settings above and the inherited environment. Returns its slot.
  * Its stderr goes to <name>.<slot>.log in the current directory. */
 int e2e_spawn(struct e2e *t, const char *cmd, const char *const *extra_env);
 
@@ -66,6 +96,9 @@ const char *e2e_text(struct e2e *t, const char *sql);
  * schedule topic is committed. */
 int64_t e2e_group_lag(struct e2e *t);
 
+/* e2e_group_lag for another consumer group on the schedule topic. */
+int64_t e2e_group_lag_of(struct e2e *t, const char *group);
+
 /* Reads every message of topic from the beginning to the current end.
  * Calls fn for each. Returns the number read. */
 typedef void(e2e_msg_fn)(const rd_kafka_message_t *rkm, void *opaque);
@@ -78,6 +111,44 @@ void e2e_header(const rd_kafka_message_t *rkm, const char *name, char *buf,
 
 /* Generations the stub counted for Idempotency-Key key (-1 on error). */
 long e2e_stub_generations(struct e2e *t, const char *key);
+
+/* Writes schedule event number i of job for tenant into buf: scheduled
+ * 2026-08-07T09:00:00Z + i hours, version v1, input {"doc": i}, model
+ * stub-1, one user message "summarise {{input}} <directive>" (directive
+ * may be NULL or a stub fault such as "[[fault:500 times=2]]"), notify
+ * ["email","slack"]. Fills run_id (RL_HEX_SIZE) when not NULL. */
+void e2e_event(char *buf, size_t size, const char *job, const char *tenant,
+               int i, const char *directive, char *run_id);
+
+/* Produces e2e_event(...) keyed by tenant; fills run_id when not NULL. */
+void e2e_produce_event(struct e2e *t, const char *job, const char *tenant,
+                       int i, const char *directive, char *run_id);
+
+/* e2e_int of a printf-formatted query. */
+int64_t e2e_intf(struct e2e *t, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* e2e_text of a printf-formatted query (static buffer). */
+const char *e2e_textf(struct e2e *t, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Polls the formatted one-value query every 100 ms until it returns want
+ * or timeout_ms passes. Returns 1 when it did; on timeout prints the query
+ * and the last value and returns 0. */
+int e2e_wait_intf(struct e2e *t, int64_t want, long timeout_ms, const char *fmt,
+                  ...) __attribute__((format(printf, 4, 5)));
+
+/* Waits until the process in slot is stopped (SIGSTOP, e.g. a "pause"
+ * failpoint) or exited. Returns 1 when stopped, 0 otherwise. */
+int e2e_wait_stopped(struct e2e *t, int slot, long timeout_ms);
+
+/* Waits until the process in slot exits; returns its waitpid status, or
+ * -1 when it still runs after timeout_ms. */
+int e2e_wait_exit(struct e2e *t, int slot, long timeout_ms);
+
+/* Messages of topic whose header name equals value (value NULL: all). */
+long e2e_count_with_header(struct e2e *t, const char *topic, const char *name,
+                           const char *value);
 
 /* Polls cond(opaque) every 100 ms until it returns non-zero or timeout_ms
  * passes; returns the last value. */

@@ -176,6 +176,8 @@ launch() {
         -Dkafka.logs.dir="$dir" \
         -cp "$cp" kafka.Kafka "$dir/server.properties" \
         >>"$dir/stdout.log" 2>&1 </dev/null &
+    # Not a job of this shell: a later `kill` needs no "Killed" notice.
+    disown
     deadline=$((SECONDS + 10))
     until [ -s "$pidfile" ]; do
         ((SECONDS < deadline)) || die "the broker process did not start"
@@ -219,12 +221,24 @@ wait_ready() {
     done
 }
 
+# The cluster id kafka.sh formatted DIR's storage with.
+our_cluster_id() {
+    sed -n 's/^cluster\.id=//p' "$dir/data/meta.properties"
+}
+
+# Checks that the broker on our port is ours (returns 3 when another
+# harness's broker holds it), then creates the default topics.
 create_topics() {
-    local port bin
+    local port bin rc=0
     read -r port _ <"$dir/ports"
     bin=$(rl_topics_bin)
-    "$bin" "127.0.0.1:$port" 60000 "${default_topics[@]}" ||
-        die "could not create the default topics (log: $dir/broker.log)"
+    "$bin" --cluster-id="$(our_cluster_id)" "127.0.0.1:$port" 60000 \
+        "${default_topics[@]}" || rc=$?
+    case "$rc" in
+    0) ;;
+    3) return 3 ;;
+    *) die "could not create the default topics (log: $dir/broker.log)" ;;
+    esac
 }
 
 write_env() {
@@ -261,39 +275,45 @@ stop_broker() {
 }
 
 start_fresh() {
-    local attempt port cport rc
+    local port cport rc from
 
     if [ -e "$dir" ] && [ ! -e "$marker" ] && [ -n "$(ls -A "$dir")" ]; then
         die "$dir exists and was not made by $prog: refusing to wipe it"
     fi
     java_cp >/dev/null
     rl_topics_bin >/dev/null
-    for attempt in 1 2 3; do
+    from=$port_base
+    for _ in 1 2 3 4 5; do
         rm -rf "$dir"
         mkdir -p "$dir/data"
         touch "$marker"
-        port=$(pick_port "$port_base")
+        port=$(pick_port "$from")
         cport=$(pick_port $((port + 1)) "$port")
         write_config "$port" "$cport"
         format_storage
         launch
         rc=0
         wait_ready || rc=$?
+        [ "$rc" -ne 0 ] || create_topics || rc=$?
         if [ "$rc" -eq 0 ]; then
-            create_topics
             write_env
             return
         fi
+        # Another process bound a port between the check and our bind: our
+        # JVM dies (or is about to); try again on other ports.
         echo "$prog: port $port or $cport was taken meanwhile, retrying" >&2
+        signal_and_wait KILL 10 || die "could not kill the broker"
+        # Harnesses that collided once would collide again in lockstep.
+        from=$((cport + 1 + RANDOM % 16))
     done
-    die "kafka could not bind its ports after 3 attempts"
+    die "kafka could not bind its ports after 5 attempts"
 }
 
 case "$cmd" in
 start)
     if broker_pid >/dev/null; then
         wait_ready || die "kafka broker in $dir is not answering"
-        create_topics
+        create_topics || die "another broker answers on this broker's port"
         write_env
         echo "$prog: already running in $dir"
     else
@@ -302,8 +322,9 @@ start)
     cat "$dir/env"
     ;;
 restart)
-    [ -f "$dir/server.properties" ] && [ -f "$dir/data/meta.properties" ] ||
+    if [ ! -f "$dir/server.properties" ] || [ ! -f "$dir/data/meta.properties" ]; then
         die "no formatted broker in $dir: use start"
+    fi
     stop_broker >/dev/null
     read -r port cport <"$dir/ports"
     for p in "$port" "$cport"; do
@@ -311,7 +332,7 @@ restart)
     done
     launch
     wait_ready || die "kafka broker could not bind its ports again"
-    create_topics
+    create_topics || die "another broker took this broker's port"
     write_env
     cat "$dir/env"
     ;;

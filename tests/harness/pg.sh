@@ -85,16 +85,17 @@ except OSError:
 EOF
 }
 
+# Prints the first free port at or above $1 (default: the base).
 pick_port() {
-    local port
-    for ((port = port_base; port < port_base + 200; port++)); do
+    local port from=${1:-$port_base}
+    for ((port = from; port < from + 200; port++)); do
         case "$port_avoid" in *" $port "*) continue ;; esac
         if port_is_free "$port"; then
             echo "$port"
             return
         fi
     done
-    die "no free port in $port_base..$((port_base + 199))"
+    die "no free port in $from..$((from + 199))"
 }
 
 is_running() {
@@ -158,7 +159,7 @@ EOF
 # A bind failure (another process took the port between the check and the
 # start) is retried on the next free port; anything else fails at once.
 start_fresh() {
-    local attempt port sockdir
+    local port sockdir from
 
     if [ -e "$dir" ] && [ ! -e "$marker" ] && [ -n "$(ls -A "$dir")" ]; then
         die "$dir exists and was not made by $prog: refusing to wipe it"
@@ -187,22 +188,26 @@ start_fresh() {
         die "initdb failed in $data"
     }
 
-    for attempt in 1 2 3; do
-        port=$(pick_port)
+    from=$port_base
+    for _ in 1 2 3 4 5; do
+        port=$(pick_port "$from")
         write_config "$port"
         if pg_ctl_detached start -D "$data" -l "$logfile" -w -t "$start_timeout" \
-            >/dev/null; then
+            >"$dir/log/pg_ctl.log" 2>&1; then
             wait_ready
             write_env
             return
         fi
         if ! grep -q 'could not bind\|could not create any TCP/IP sockets' "$logfile"; then
+            cat "$dir/log/pg_ctl.log" >&2 || true
             tail -n 20 "$logfile" >&2 || true
             die "postgresql did not start (log: $logfile)"
         fi
         echo "$prog: port $port was taken meanwhile, retrying" >&2
+        # Harnesses that collided once would collide again in lockstep.
+        from=$((port + 1 + RANDOM % 16))
     done
-    die "postgresql could not bind a port after 3 attempts (log: $logfile)"
+    die "postgresql could not bind a port after 5 attempts (log: $logfile)"
 }
 
 case "$cmd" in

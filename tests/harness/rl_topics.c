@@ -2,11 +2,18 @@
  * partition of each has a leader, so a test that starts right after it never
  * sees UNKNOWN_TOPIC_OR_PART.
  *
- *   rl_topics BOOTSTRAP TIMEOUT_MS NAME:PARTITIONS [NAME:PARTITIONS ...]
+ *   rl_topics [--cluster-id=ID] BOOTSTRAP TIMEOUT_MS NAME:PARTITIONS ...
  *
  * A topic that already exists counts as created (a restarted broker keeps
- * its topics). Replication factor 1: the harness runs one broker. Exits 0
- * when all topics are ready, 1 otherwise, 2 on bad usage.
+ * its topics). Replication factor 1: the harness runs one broker.
+ *
+ * --cluster-id first checks that the broker answering on BOOTSTRAP is the
+ * one kafka.sh formatted: when two harnesses race for a port, the loser's
+ * JVM dies on bind while the winner answers, and topics must not land on a
+ * stranger's broker.
+ *
+ * Exits 0 when all topics are ready, 1 on failure, 2 on bad usage, 3 when
+ * the broker belongs to another cluster.
  *
  * kafka.sh compiles this file on demand (cc + pkg-config rdkafka), so the
  * service harness does not depend on a CMake build of the project. */
@@ -82,12 +89,11 @@ create_topics(rd_kafka_t *rk, const struct topic_spec *specs, int count,
     int ret = -1;
 
     for (int i = 0; i < count; i++) {
-        new_topics[i] = rd_kafka_NewTopic_new(specs[i].name,
-                                              specs[i].partitions, 1, errstr,
-                                              sizeof(errstr));
+        new_topics[i] = rd_kafka_NewTopic_new(
+            specs[i].name, specs[i].partitions, 1, errstr, sizeof(errstr));
         if (!new_topics[i]) {
-            fprintf(stderr, "rl_topics: invalid topic %s: %s\n",
-                    specs[i].name, errstr);
+            fprintf(stderr, "rl_topics: invalid topic %s: %s\n", specs[i].name,
+                    errstr);
             goto done;
         }
     }
@@ -196,22 +202,51 @@ wait_topics_ready(rd_kafka_t *rk, const struct topic_spec *specs, int count,
     return -1;
 }
 
+/* Returns 0 when the broker's cluster id is want, 3 when it is another,
+ * 1 when it could not be read. */
+static int
+check_cluster_id(rd_kafka_t *rk, const char *want, int64_t deadline)
+{
+    char *id = rd_kafka_clusterid(rk, remaining_ms(deadline));
+    int ret;
+
+    if (!id) {
+        fprintf(stderr, "rl_topics: could not read the cluster id\n");
+        return 1;
+    }
+    ret = strcmp(id, want) == 0 ? 0 : 3;
+    if (ret)
+        fprintf(stderr,
+                "rl_topics: the broker belongs to cluster %s, not %s: "
+                "another broker holds the port\n",
+                id, want);
+    rd_kafka_mem_free(rk, id);
+    return ret;
+}
+
 int
 main(int argc, char **argv)
 {
     struct topic_spec specs[TOPICS_MAX];
     rd_kafka_conf_t *conf = NULL;
     rd_kafka_t *rk = NULL;
+    const char *cluster_id = NULL;
     char errstr[512];
     char *end = NULL;
     long timeout_ms;
     int64_t deadline;
-    int count = argc - 3;
+    int count;
     int ret = 1;
 
+    if (argc > 1 && strncmp(argv[1], "--cluster-id=", 13) == 0) {
+        cluster_id = argv[1] + 13;
+        argc--;
+        argv++;
+    }
+    count = argc - 3;
     if (argc < 4 || count > TOPICS_MAX) {
-        fprintf(stderr, "usage: rl_topics BOOTSTRAP TIMEOUT_MS "
-                        "NAME:PARTITIONS [NAME:PARTITIONS ...]\n");
+        fprintf(stderr, "usage: rl_topics [--cluster-id=ID] BOOTSTRAP "
+                        "TIMEOUT_MS NAME:PARTITIONS [NAME:PARTITIONS ...]\n");
         return 2;
     }
     timeout_ms = strtol(argv[2], &end, 10);
@@ -245,9 +280,13 @@ main(int argc, char **argv)
     }
     conf = NULL; /* owned by rk now */
 
-    if (create_topics(rk, specs, count, deadline) == 0 &&
-        wait_topics_ready(rk, specs, count, deadline) == 0)
+    if (cluster_id)
+        ret = check_cluster_id(rk, cluster_id, deadline);
+    else
         ret = 0;
+    if (ret == 0 && (create_topics(rk, specs, count, deadline) != 0 ||
+                     wait_topics_ready(rk, specs, count, deadline) != 0))
+        ret = 1;
 
     rd_kafka_destroy(rk);
     return ret;

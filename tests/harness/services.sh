@@ -96,6 +96,8 @@ except OSError:
 EOF
 }
 
+# The stub writes --port-file once it has bound the port: only then is the
+# answer on that port known to be ours and not another harness's stub.
 stub_start() {
     local port deadline
     if stub_pid >/dev/null && http_ok "http://127.0.0.1:$(cat "$stub_dir/port")/stats"; then
@@ -104,30 +106,43 @@ stub_start() {
     fi
     stub_stop >/dev/null
     mkdir -p "$stub_dir"
-    for ((port = stub_port_base; port < stub_port_base + 200; port++)); do
-        port_is_free "$port" && break
-    done
-    ((port < stub_port_base + 200)) || die "no free port for the stub model"
-    echo "$port" >"$stub_dir/port"
-    # Own session: a Ctrl-C to make or ctest does not reach it.
-    # shellcheck disable=SC2016 # $$ is for the inner shell
-    setsid bash -c 'echo $$ >"$0" && exec "$@"' "$stub_dir/pid" \
-        python3 "$stub_script" --port "$port" \
-        >>"$stub_dir/stub.log" 2>&1 </dev/null &
-    deadline=$((SECONDS + stub_timeout))
-    until http_ok "http://127.0.0.1:$port/stats"; do
-        if ! stub_pid >/dev/null && [ -s "$stub_dir/pid" ]; then
+    port=$stub_port_base
+    for _ in 1 2 3; do
+        while ! port_is_free "$port"; do
+            port=$((port + 1))
+            ((port < stub_port_base + 200)) || die "no free port for the stub model"
+        done
+        echo "$port" >"$stub_dir/port"
+        rm -f "$stub_dir/pid" "$stub_dir/bound"
+        # Own session: a Ctrl-C to make or ctest does not reach it.
+        # shellcheck disable=SC2016 # $$ is for the inner shell
+        setsid bash -c 'echo $$ >"$0" && exec "$@"' "$stub_dir/pid" \
+            python3 "$stub_script" --port "$port" --port-file "$stub_dir/bound" \
+            >"$stub_dir/stub.log" 2>&1 </dev/null 9>&- &
+        deadline=$((SECONDS + stub_timeout))
+        until [ -s "$stub_dir/bound" ] && http_ok "http://127.0.0.1:$port/stats"; do
+            if [ -s "$stub_dir/pid" ] && ! stub_pid >/dev/null; then
+                break
+            fi
+            if ((SECONDS >= deadline)); then
+                tail -n 20 "$stub_dir/stub.log" >&2 || true
+                die "stub model not answering GET /stats after ${stub_timeout}s (log: $stub_dir/stub.log)"
+            fi
+            sleep 0.2
+        done
+        if stub_pid >/dev/null; then
+            echo "MODEL_BASE_URL=http://127.0.0.1:$port/v1" >"$stub_dir/env"
+            cat "$stub_dir/env"
+            return
+        fi
+        if ! grep -qi 'address already in use' "$stub_dir/stub.log"; then
             tail -n 20 "$stub_dir/stub.log" >&2 || true
             die "stub model exited during start (log: $stub_dir/stub.log)"
         fi
-        if ((SECONDS >= deadline)); then
-            tail -n 20 "$stub_dir/stub.log" >&2 || true
-            die "stub model not answering GET /stats after ${stub_timeout}s (log: $stub_dir/stub.log)"
-        fi
-        sleep 0.2
+        echo "$prog: port $port was taken meanwhile, retrying" >&2
+        port=$((port + 1))
     done
-    echo "MODEL_BASE_URL=http://127.0.0.1:$port/v1" >"$stub_dir/env"
-    cat "$stub_dir/env"
+    die "stub model could not bind a port after 3 attempts"
 }
 
 stub_stop() {
@@ -159,8 +174,8 @@ write_envfile() {
     tmp=$envfile.tmp
     {
         echo "# Written by tests/harness/services.sh; source it: . $envfile"
-        for line in $("$harness/pg.sh" env "$sdir/pg" 2>/dev/null) \
-            $("$harness/kafka.sh" env "$sdir/kafka" 2>/dev/null) \
+        for line in $("$harness/pg.sh" env "$sdir/pg" 9>&- 2>/dev/null) \
+            $("$harness/kafka.sh" env "$sdir/kafka" 9>&- 2>/dev/null) \
             $(stub_pid >/dev/null && cat "$stub_dir/env"); do
             printf 'export %s=%q\n' "${line%%=*}" "${line#*=}"
         done
@@ -177,8 +192,8 @@ rollback() {
     echo "$prog: start failed, stopping what this run started: ${started[*]}" >&2
     for svc in "${started[@]}"; do
         case "$svc" in
-        pg) "$harness/pg.sh" stop "$sdir/pg" >&2 || true ;;
-        kafka) "$harness/kafka.sh" stop "$sdir/kafka" >&2 || true ;;
+        pg) "$harness/pg.sh" stop "$sdir/pg" 9>&- >&2 || true ;;
+        kafka) "$harness/kafka.sh" stop "$sdir/kafka" 9>&- >&2 || true ;;
         stub) stub_stop >&2 || true ;;
         esac
     done
@@ -193,12 +208,12 @@ up() {
     # fails half-way (the JVM launched, the wait ran out) is stopped too;
     # a service that was already running is left alone.
     if wanted pg; then
-        "$harness/pg.sh" env "$sdir/pg" >/dev/null 2>&1 || started+=(pg)
-        "$harness/pg.sh" start "$sdir/pg"
+        "$harness/pg.sh" env "$sdir/pg" 9>&- >/dev/null 2>&1 || started+=(pg)
+        "$harness/pg.sh" start "$sdir/pg" 9>&-
     fi
     if wanted kafka; then
-        "$harness/kafka.sh" env "$sdir/kafka" >/dev/null 2>&1 || started+=(kafka)
-        "$harness/kafka.sh" start "$sdir/kafka"
+        "$harness/kafka.sh" env "$sdir/kafka" 9>&- >/dev/null 2>&1 || started+=(kafka)
+        "$harness/kafka.sh" start "$sdir/kafka" 9>&-
     fi
     if wanted stub; then
         if [ -f "$stub_script" ]; then
@@ -217,10 +232,10 @@ down() {
     local failed=0
     if wanted stub; then stub_stop || failed=1; fi
     if wanted kafka && [ -d "$sdir/kafka" ]; then
-        "$harness/kafka.sh" stop "$sdir/kafka" || failed=1
+        "$harness/kafka.sh" stop "$sdir/kafka" 9>&- || failed=1
     fi
     if wanted pg && [ -d "$sdir/pg" ]; then
-        "$harness/pg.sh" stop "$sdir/pg" || failed=1
+        "$harness/pg.sh" stop "$sdir/pg" 9>&- || failed=1
     fi
     if [ -z "$only" ]; then
         rm -f "$envfile"
@@ -235,14 +250,17 @@ down() {
 # make targets) sharing a tree must not interleave starts and stops.
 mkdir -p "$(dirname "$sdir")"
 exec 9>"$sdir.lock"
-flock -w 300 9 || die "another services.sh holds $sdir.lock for 300s"
+if ! flock -n 9; then
+    echo "$prog: waiting for another services.sh ($sdir.lock)" >&2
+    flock -w 300 9 || die "another services.sh held $sdir.lock for 300s"
+fi
 
 case "$cmd" in
 up) up ;;
 down) down ;;
 status)
-    "$harness/pg.sh" env "$sdir/pg" 2>/dev/null || echo "pg: not running"
-    "$harness/kafka.sh" env "$sdir/kafka" 2>/dev/null || echo "kafka: not running"
+    "$harness/pg.sh" env "$sdir/pg" 9>&- 2>/dev/null || echo "pg: not running"
+    "$harness/kafka.sh" env "$sdir/kafka" 9>&- 2>/dev/null || echo "kafka: not running"
     if stub_pid >/dev/null; then cat "$stub_dir/env"; else echo "stub: not running"; fi
     ;;
 *) usage ;;

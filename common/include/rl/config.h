@@ -50,6 +50,8 @@ struct rl_config {
     int http_port;
     int shutdown_grace_seconds;
     int relay_enabled;
+    int liveness_seconds;        /* /healthz fails when the loop stalls */
+    int health_interval_seconds; /* PostgreSQL check + ledger gauges */
     /* librdkafka pass-through pairs, name then value, owned */
     char **kafka_props;
     size_t kafka_props_count;

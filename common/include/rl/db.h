@@ -183,7 +183,10 @@ int rl_db_store_raw_input(struct rl_db *db, const char *run_id,
 /* Records a model dispatch BEFORE the request is sent: increments
  * runs.attempts and inserts attempts(run_id, attempt_no, lease_epoch,
  * worker, idempotency_key, dispatched_at = now()), only while worker and
- * lease_epoch still hold the run. Sets *attempt_no (1-based).
+ * lease_epoch still hold the run. Sets *attempt_no (1-based). Idempotent
+ * per lease: when this worker already recorded a dispatch under
+ * lease_epoch that has no outcome yet (the first call's COMMIT went through
+ * but its answer was lost), that attempt is returned and nothing is added.
  * Returns 0, RL_ERR_STALE or RL_ERR_DB. */
 int rl_db_record_dispatch(struct rl_db *db, const char *run_id,
                           const char *worker, int64_t lease_epoch,
@@ -274,6 +277,33 @@ int rl_db_complete(struct rl_db *db, const char *run_id, const char *worker,
                    const char *const *channels, size_t n_channels,
                    int *completed, char *errstr, size_t errstr_size);
 
+/* What an attempt that produced the output returned (outcome "ok").
+ * Negative numbers and NULL or "" strings are stored as NULL. */
+struct rl_attempt_ok {
+    int attempt_no;
+    int http_status;
+    const char *upstream_request_id;
+    int64_t prompt_tokens;
+    int64_t completion_tokens;
+    int64_t cached_tokens;
+    int64_t latency_ms;
+};
+
+/* rl_db_complete, and in the same statement (so the same transaction)
+ * records outcome "ok" for attempt oc->attempt_no of the run, once (an
+ * attempt that already has an outcome keeps it). A worker that dies
+ * before this commits leaves the attempt without an outcome, which the
+ * next claimer treats as ambiguous; it never leaves an "ok" attempt whose
+ * answer nobody stored. The outcome is recorded even when the lease is
+ * stale (the call's truth); the completion is not. oc NULL is
+ * rl_db_complete. Same returns as rl_db_complete. */
+int rl_db_complete_attempt(struct rl_db *db, const char *run_id,
+                           const char *worker, int64_t lease_epoch,
+                           const struct rl_attempt_ok *oc,
+                           const char *output_json, const char *const *channels,
+                           size_t n_channels, int *completed, char *errstr,
+                           size_t errstr_size);
+
 /* ---- reading ---------------------------------------------------------- */
 
 /* Length of "YYYY-MM-DDTHH:MM:SS.ffffff+00:00" plus NUL. */
@@ -362,5 +392,85 @@ void rl_db_outbox_rows_free(struct rl_outbox_row *rows, size_t n);
 int rl_db_exec(struct rl_db *db, const char *sql, int nparams,
                const char *const *params, char *value, size_t value_size,
                char *errstr, size_t errstr_size);
+
+/* ==== operations: health, metrics and the operator CLI ================= */
+
+/* Ledger-wide gauges for /metrics (every replica reports the same values:
+ * aggregate them with max, not sum). */
+struct rl_db_gauges {
+    int64_t outbox_backlog;        /* undelivered outbox rows */
+    int backlog_estimated;         /* over 100,000: pg_class.reltuples */
+    double oldest_pending_seconds; /* age of the oldest undelivered row */
+    int64_t unknown_runs;          /* runs waiting for an operator */
+};
+
+/* Reads the gauges in one round trip (cheap: bounded count, index scans).
+ * Returns 0 or RL_ERR_DB. */
+int rl_db_ops_gauges(struct rl_db *db, struct rl_db_gauges *g, char *errstr,
+                     size_t errstr_size);
+
+/* Filters of `runledger runs list`; NULL members match everything. */
+struct rl_runs_filter {
+    const char *status;
+    const char *tenant;
+    const char *job;
+    const char *since; /* RFC 3339: scheduled at or after */
+    int limit;         /* <= 0: 50 */
+};
+
+/* Runs matching filter, newest scheduled first, as a JSON array of
+ * objects (run_id, job, tenant, scheduled_at, version, status, attempts,
+ * lease_epoch, lock_owner, error_class, last_error, created_at,
+ * completed_at). *json is malloc'd (free with free()).
+ * Returns 0, RL_ERR_INVALID (e.g. since is not a timestamp) or RL_ERR_DB. */
+int rl_db_runs_list_json(struct rl_db *db, const struct rl_runs_filter *filter,
+                         char **json, char *errstr, size_t errstr_size);
+
+/* One run as a JSON object {"run":{...}, "attempts":[...], "outbox":[...
+ * with "delivered"], "decisions":[...]}. *json is malloc'd.
+ * Returns 0, RL_ERR_NOTFOUND or RL_ERR_DB. */
+int rl_db_run_report_json(struct rl_db *db, const char *run_id, char **json,
+                          char *errstr, size_t errstr_size);
+
+/* What an operator decision found and did. */
+struct rl_decision {
+    char prior_status[16]; /* the run's status before ("" if not found) */
+    int attempts;          /* runs.attempts at the decision */
+    int attempts_closed;   /* retry: outcome-less attempts closed as
+                              ambiguous */
+    int outbox_rows;       /* resolve --completed: outbox rows written */
+};
+
+/* `runs retry`: re-opens a failed or unknown run for a new attempt under
+ * the same run ID (status pending, next_attempt_at now(), a spent deadline
+ * extended by its original length; attempts without an outcome are closed
+ * as ambiguous) and records the decision (actor, reason) in
+ * run_decisions, in one statement. The attempt count is not reset: a run
+ * that spent RUNLEDGER_MAX_ATTEMPTS fails again at its next claim.
+ * Returns 0, RL_ERR_NOTFOUND, RL_ERR_CONFLICT (any other status; nothing
+ * changed; errstr names the status) or RL_ERR_DB. */
+int rl_db_run_retry(struct rl_db *db, const char *run_id, const char *actor,
+                    const char *reason, struct rl_decision *out, char *errstr,
+                    size_t errstr_size);
+
+/* `runs resolve --failed`: an unknown run becomes failed (error_class
+ * "operator"), decision recorded. Same returns as rl_db_run_retry. */
+int rl_db_run_resolve_failed(struct rl_db *db, const char *run_id,
+                             const char *actor, const char *reason,
+                             struct rl_decision *out, char *errstr,
+                             size_t errstr_size);
+
+/* `runs resolve --completed-from`: an unknown run completes with
+ * output_json (write-once) and the outbox rows of its notify channels,
+ * through rl_complete_run under an operator lease ("operator:<actor>",
+ * lease_epoch + 1), decision recorded, all in one transaction.
+ * Returns 0, RL_ERR_NOTFOUND, RL_ERR_CONFLICT (not unknown),
+ * RL_ERR_INVALID (output is not JSON or is null; nothing changed) or
+ * RL_ERR_DB. */
+int rl_db_run_resolve_completed(struct rl_db *db, const char *run_id,
+                                const char *actor, const char *reason,
+                                const char *output_json,
+                                struct rl_decision *out, char *errstr,
+                                size_t errstr_size);
 
 #endif /* RL_DB_H */

@@ -1,0 +1,642 @@
+/* Health and metrics endpoint of `runledger consume` and `runledger relay`
+ * (http.h). The HTTP side is libmicrohttpd's internal polling thread; a
+ * health thread of ours checks PostgreSQL on a connection of its own and
+ * reads the ledger-wide gauges, so a slow database never blocks a probe:
+ * probes only read flags. */
+#include "http.h"
+
+#include <cjson/cJSON.h>
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "rl/db.h"
+#include "rl/log.h"
+#include "rl/metrics.h"
+
+struct rl_http {
+    const struct rl_config *cfg;
+    int consumer; /* role "consume": readiness needs the group */
+    struct rl_counters *counters;
+    atomic_long *in_flight;
+    struct rl_metrics *metrics;
+    struct MHD_Daemon *daemon;
+
+    atomic_llong heartbeat_ms; /* monotonic ms of the last loop turn */
+    atomic_int db_ok;
+    atomic_int group_joined;
+    atomic_int stopping;
+    pthread_mutex_t reason_lock;
+    char db_reason[256]; /* @locks reason_lock */
+
+    pthread_t health_tid;
+    int health_started;
+    pthread_mutex_t health_lock;
+    pthread_cond_t health_wake;
+    int health_stop; /* @locks health_lock */
+};
+
+static const double latency_buckets[] = {0.05, 0.1, 0.25, 0.5, 1,  2.5,
+                                         5,    10,  20,   30,  60, 120};
+static const double delivery_buckets[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                          0.5,   1,    2.5,   5,    10};
+
+static int64_t
+mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- metric families ---------------------------------------------------- */
+
+struct family_def {
+    const char *name;
+    enum rl_metric_type type;
+    const char *help;
+};
+
+static const struct family_def families[] = {
+    {"runledger_build_info", RL_METRIC_GAUGE,
+     "build of this process (value 1) by version and role"},
+    {"runledger_process_start_time_seconds", RL_METRIC_GAUGE,
+     "start time of the process since the Unix epoch"},
+    {"runledger_ready", RL_METRIC_GAUGE, "1 when /readyz answers 200"},
+    {"runledger_postgres_up", RL_METRIC_GAUGE,
+     "1 when the last PostgreSQL check succeeded"},
+    {"runledger_kafka_group_joined", RL_METRIC_GAUGE,
+     "1 while the consumer holds an assignment of the group"},
+    {"runledger_assigned_partitions", RL_METRIC_GAUGE,
+     "partitions of the schedule topic assigned to this consumer"},
+    {"runledger_rebalances_total", RL_METRIC_COUNTER,
+     "consumer group rebalances seen, by type (assign, revoke)"},
+    {"runledger_consumer_lag", RL_METRIC_GAUGE,
+     "messages between the high watermark and the committed offset, per "
+     "assigned partition (librdkafka statistics)"},
+    {"runledger_events_total", RL_METRIC_COUNTER, "schedule events consumed"},
+    {"runledger_events_invalid_total", RL_METRIC_COUNTER,
+     "schedule events rejected by validation (dead-lettered)"},
+    {"runledger_runs_total", RL_METRIC_COUNTER,
+     "runs this process brought to an outcome: completed, failed, unknown "
+     "(parked for an operator) or retried (released for a later attempt)"},
+    {"runledger_runs_in_flight", RL_METRIC_GAUGE,
+     "runs between intake and a durable state in this process"},
+    {"runledger_claims_total", RL_METRIC_COUNTER,
+     "lease claims by result (won, lost)"},
+    {"runledger_duplicates_total", RL_METRIC_COUNTER,
+     "events whose run the ledger already held (completed, leased, parked "
+     "or not due): acknowledged without a model call"},
+    {"runledger_fingerprint_conflicts_total", RL_METRIC_COUNTER,
+     "events with a known run id and another request fingerprint"},
+    {"runledger_lease_lost_total", RL_METRIC_COUNTER,
+     "attempts abandoned because another worker took the lease"},
+    {"runledger_swept_total", RL_METRIC_COUNTER,
+     "runs claimed by the sweeper (due retries, expired leases)"},
+    {"runledger_dispatches_total", RL_METRIC_COUNTER,
+     "model requests dispatched (recorded before sending)"},
+    {"runledger_attempts_total", RL_METRIC_COUNTER,
+     "finished model calls by outcome"},
+    {"runledger_generations_total", RL_METRIC_COUNTER,
+     "model calls that returned a usable generation (outcome ok)"},
+    {"runledger_ambiguous_attempts_total", RL_METRIC_COUNTER,
+     "model calls whose result is unknowable (timeout or reset after "
+     "sending, or cancelled after sending): each may be an extra "
+     "billable generation"},
+    {"runledger_tokens_total", RL_METRIC_COUNTER,
+     "tokens reported by the model, by kind (prompt, completion, cached)"},
+    {"runledger_attempt_latency_seconds", RL_METRIC_HISTOGRAM,
+     "model call latency, transfer start to end"},
+    {"runledger_dead_letters_total", RL_METRIC_COUNTER,
+     "dead letters acknowledged by the broker, by reason"},
+    {"runledger_outbox_relayed_total", RL_METRIC_COUNTER,
+     "outbox rows this process delivered to the notification topic"},
+    {"runledger_outbox_delivery_latency_seconds", RL_METRIC_HISTOGRAM,
+     "relay batch latency: rows locked to every row acknowledged"},
+    {"runledger_outbox_backlog", RL_METRIC_GAUGE,
+     "undelivered outbox rows in the ledger (ledger-wide: aggregate with "
+     "max; exact up to 100000, then pg_class.reltuples)"},
+    {"runledger_outbox_oldest_pending_seconds", RL_METRIC_GAUGE,
+     "age of the oldest undelivered outbox row (ledger-wide)"},
+    {"runledger_unknown_runs", RL_METRIC_GAUGE,
+     "runs in status unknown waiting for an operator (ledger-wide)"},
+};
+
+static int
+define_families(struct rl_metrics *m)
+{
+    for (size_t i = 0; i < sizeof(families) / sizeof(families[0]); i++) {
+        const struct family_def *f = &families[i];
+        const double *b = NULL;
+        size_t nb = 0;
+
+        if (strcmp(f->name, "runledger_attempt_latency_seconds") == 0) {
+            b = latency_buckets;
+            nb = sizeof(latency_buckets) / sizeof(latency_buckets[0]);
+        } else if (strcmp(f->name,
+                          "runledger_outbox_delivery_latency_seconds") == 0) {
+            b = delivery_buckets;
+            nb = sizeof(delivery_buckets) / sizeof(delivery_buckets[0]);
+        }
+        if (rl_metrics_define(m, f->name, f->type, f->help, b, nb) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static void
+set_labelled(struct rl_metrics *m, const char *name, const char *label,
+             const char *value, double v)
+{
+    char labels[128];
+
+    rl_metrics_labels(labels, sizeof(labels), label, value, NULL);
+    rl_metrics_set(m, name, labels, v);
+}
+
+static int
+is_ready(struct rl_http *h, char *reason, size_t size)
+{
+    if (atomic_load(&h->stopping)) {
+        snprintf(reason, size, "stopping");
+        return 0;
+    }
+    if (!atomic_load(&h->db_ok)) {
+        pthread_mutex_lock(&h->reason_lock);
+        snprintf(reason, size, "%s",
+                 h->db_reason[0] ? h->db_reason
+                                 : "postgresql: not checked yet");
+        pthread_mutex_unlock(&h->reason_lock);
+        return 0;
+    }
+    if (h->consumer && !atomic_load(&h->group_joined)) {
+        snprintf(reason, size, "kafka: not in consumer group %s yet",
+                 h->cfg->group_id);
+        return 0;
+    }
+    snprintf(reason, size, "ready");
+    return 1;
+}
+
+/* Mirrors the pipeline's atomic counters into the registry; they are the
+ * source of truth, the registry only renders them. */
+static void
+collect(struct rl_http *h)
+{
+    struct rl_metrics *m = h->metrics;
+    struct rl_counters *c = h->counters;
+    char reason[320];
+
+    rl_metrics_set(m, "runledger_ready", NULL,
+                   is_ready(h, reason, sizeof(reason)));
+    rl_metrics_set(m, "runledger_postgres_up", NULL, atomic_load(&h->db_ok));
+    if (h->consumer)
+        rl_metrics_set(m, "runledger_kafka_group_joined", NULL,
+                       atomic_load(&h->group_joined));
+    if (h->in_flight)
+        rl_metrics_set(m, "runledger_runs_in_flight", NULL,
+                       (double)atomic_load(h->in_flight));
+    if (!c)
+        return;
+    rl_metrics_set(m, "runledger_outbox_relayed_total", NULL,
+                   (double)atomic_load(&c->relayed));
+    if (!h->consumer)
+        return;
+    rl_metrics_set(m, "runledger_events_total", NULL,
+                   (double)atomic_load(&c->events));
+    rl_metrics_set(m, "runledger_events_invalid_total", NULL,
+                   (double)atomic_load(&c->invalid));
+    set_labelled(m, "runledger_runs_total", "outcome", "completed",
+                 (double)atomic_load(&c->completed));
+    set_labelled(m, "runledger_runs_total", "outcome", "failed",
+                 (double)atomic_load(&c->failed));
+    set_labelled(m, "runledger_runs_total", "outcome", "unknown",
+                 (double)atomic_load(&c->unknown));
+    set_labelled(m, "runledger_runs_total", "outcome", "retried",
+                 (double)atomic_load(&c->retried));
+    set_labelled(m, "runledger_claims_total", "result", "won",
+                 (double)atomic_load(&c->claims_won));
+    set_labelled(m, "runledger_claims_total", "result", "lost",
+                 (double)atomic_load(&c->claims_lost));
+    rl_metrics_set(m, "runledger_duplicates_total", NULL,
+                   (double)atomic_load(&c->duplicates));
+    rl_metrics_set(m, "runledger_fingerprint_conflicts_total", NULL,
+                   (double)atomic_load(&c->conflicts));
+    rl_metrics_set(m, "runledger_lease_lost_total", NULL,
+                   (double)atomic_load(&c->lease_lost));
+    rl_metrics_set(m, "runledger_swept_total", NULL,
+                   (double)atomic_load(&c->swept));
+    rl_metrics_set(m, "runledger_dispatches_total", NULL,
+                   (double)atomic_load(&c->dispatches));
+}
+
+/* ---- HTTP -----------------------------------------------------------------
+ */
+
+static enum MHD_Result
+reply(struct MHD_Connection *conn, unsigned status, const char *type,
+      char *body, size_t len, int owned)
+{
+    struct MHD_Response *resp;
+    enum MHD_Result ret;
+
+    resp = MHD_create_response_from_buffer(
+        len, body, owned ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_MUST_COPY);
+    if (!resp) {
+        if (owned)
+            free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    ret = MHD_queue_response(conn, status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+/* @locality libmicrohttpd's polling thread */
+static enum MHD_Result
+handle(void *cls, struct MHD_Connection *conn, const char *url,
+       const char *method, const char *version, const char *upload_data,
+       size_t *upload_data_size, void **con_cls)
+{
+    struct rl_http *h = cls;
+    char text[512];
+
+    (void)version;
+    (void)upload_data;
+    (void)upload_data_size;
+    (void)con_cls;
+    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+        snprintf(text, sizeof(text), "method not allowed\n");
+        return reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain", text,
+                     strlen(text), 0);
+    }
+    if (strcmp(url, "/healthz") == 0) {
+        int64_t idle = mono_ms() - atomic_load(&h->heartbeat_ms);
+        int ok = idle <= (int64_t)h->cfg->liveness_seconds * 1000;
+
+        snprintf(text, sizeof(text),
+                 ok ? "ok\n" : "main loop stalled for %lld ms\n",
+                 (long long)idle);
+        return reply(conn, ok ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE,
+                     "text/plain; charset=utf-8", text, strlen(text), 0);
+    }
+    if (strcmp(url, "/readyz") == 0) {
+        char reason[320];
+        int ok = is_ready(h, reason, sizeof(reason));
+
+        snprintf(text, sizeof(text), "%s\n", reason);
+        return reply(conn, ok ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE,
+                     "text/plain; charset=utf-8", text, strlen(text), 0);
+    }
+    if (strcmp(url, "/metrics") == 0) {
+        size_t len = 0;
+        char *body;
+
+        collect(h);
+        body = rl_metrics_render(h->metrics, &len);
+        if (!body)
+            return MHD_NO;
+        return reply(conn, MHD_HTTP_OK,
+                     "text/plain; version=0.0.4; charset=utf-8", body, len, 1);
+    }
+    snprintf(text, sizeof(text),
+             "not found; try /healthz, /readyz or /metrics\n");
+    return reply(conn, MHD_HTTP_NOT_FOUND, "text/plain", text, strlen(text), 0);
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
+
+static void
+mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    char msg[512];
+    size_t len;
+
+    (void)cls;
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    len = strlen(msg);
+    while (len > 0 && msg[len - 1] == '\n')
+        msg[--len] = '\0';
+    rl_log_warn(NULL, "http: %s", msg);
+}
+
+/* ---- health thread --------------------------------------------------------
+ */
+
+static void *
+health_main(void *arg)
+{
+    struct rl_http *h = arg;
+    struct rl_db *db = NULL;
+    char errstr[512];
+
+    pthread_mutex_lock(&h->health_lock);
+    while (!h->health_stop) {
+        struct rl_db_gauges g;
+        struct timespec until;
+        int err;
+
+        pthread_mutex_unlock(&h->health_lock);
+        if (!db)
+            db = rl_db_connect(h->cfg->database_url, errstr, sizeof(errstr));
+        err = db ? rl_db_ops_gauges(db, &g, errstr, sizeof(errstr)) : -1;
+        if (err == 0) {
+            rl_metrics_set(h->metrics, "runledger_outbox_backlog", NULL,
+                           (double)g.outbox_backlog);
+            rl_metrics_set(h->metrics,
+                           "runledger_outbox_oldest_pending_seconds", NULL,
+                           g.oldest_pending_seconds);
+            rl_metrics_set(h->metrics, "runledger_unknown_runs", NULL,
+                           (double)g.unknown_runs);
+            if (!atomic_exchange(&h->db_ok, 1))
+                rl_log_info(NULL, "health: postgresql reachable");
+        } else {
+            /* errstr comes from db.c, which never carries the password. */
+            pthread_mutex_lock(&h->reason_lock);
+            snprintf(h->db_reason, sizeof(h->db_reason), "%.250s", errstr);
+            pthread_mutex_unlock(&h->reason_lock);
+            if (atomic_exchange(&h->db_ok, 0) || !db)
+                rl_log_warn(NULL, "health: %s", errstr);
+            rl_db_destroy(db);
+            db = NULL;
+        }
+
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += h->cfg->health_interval_seconds;
+        pthread_mutex_lock(&h->health_lock);
+        while (!h->health_stop &&
+               pthread_cond_timedwait(&h->health_wake, &h->health_lock,
+                                      &until) == 0)
+            ;
+    }
+    pthread_mutex_unlock(&h->health_lock);
+    rl_db_destroy(db);
+    return NULL;
+}
+
+/* ---- public ---------------------------------------------------------------
+ */
+
+int
+rl_http_start(const struct rl_config *cfg, const char *role,
+              struct rl_counters *counters, atomic_long *in_flight,
+              struct rl_http **out, char *errstr, size_t errstr_size)
+{
+    struct rl_http *h;
+    char labels[128];
+    struct timespec now;
+
+    *out = NULL;
+    if (cfg->http_port == 0)
+        return 0;
+    h = calloc(1, sizeof(*h));
+    if (!h) {
+        snprintf(errstr, errstr_size, "out of memory");
+        return -1;
+    }
+    h->cfg = cfg;
+    h->consumer = strcmp(role, "consume") == 0;
+    h->counters = counters;
+    h->in_flight = in_flight;
+    atomic_store(&h->heartbeat_ms, mono_ms());
+    pthread_mutex_init(&h->reason_lock, NULL);
+    pthread_mutex_init(&h->health_lock, NULL);
+    pthread_cond_init(&h->health_wake, NULL);
+    h->metrics = rl_metrics_new();
+    if (!h->metrics || define_families(h->metrics) != 0) {
+        snprintf(errstr, errstr_size, "could not set up metrics");
+        goto fail;
+    }
+    rl_metrics_labels(labels, sizeof(labels), "version", RL_VERSION, "role",
+                      role, NULL);
+    rl_metrics_set(h->metrics, "runledger_build_info", labels, 1);
+    clock_gettime(CLOCK_REALTIME, &now);
+    rl_metrics_set(h->metrics, "runledger_process_start_time_seconds", NULL,
+                   (double)now.tv_sec);
+    if (h->consumer) {
+        static const char *const kinds[] = {"prompt", "completion", "cached"};
+
+        /* Series that exist from the start, so rate() and alerts see a
+         * zero instead of nothing. */
+        rl_metrics_set(h->metrics, "runledger_assigned_partitions", NULL, 0);
+        rl_metrics_add(h->metrics, "runledger_generations_total", NULL, 0);
+        rl_metrics_add(h->metrics, "runledger_ambiguous_attempts_total", NULL,
+                       0);
+        for (size_t i = 0; i < 3; i++) {
+            rl_metrics_labels(labels, sizeof(labels), "kind", kinds[i], NULL);
+            rl_metrics_add(h->metrics, "runledger_tokens_total", labels, 0);
+        }
+    }
+
+    if (pthread_create(&h->health_tid, NULL, health_main, h) != 0) {
+        snprintf(errstr, errstr_size, "could not start the health thread");
+        goto fail;
+    }
+    h->health_started = 1;
+    h->daemon = MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG,
+        (uint16_t)cfg->http_port, NULL, NULL, handle, h,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_EXTERNAL_LOGGER,
+        mhd_log, NULL, MHD_OPTION_END);
+    if (!h->daemon) {
+        snprintf(errstr, errstr_size,
+                 "could not serve health and metrics on port %d (taken?)",
+                 cfg->http_port);
+        goto fail;
+    }
+    rl_log_info(NULL, "serving /healthz, /readyz and /metrics on port %d",
+                cfg->http_port);
+    *out = h;
+    return 0;
+
+fail:
+    rl_http_stop(h);
+    return -1;
+}
+
+void
+rl_http_stop(struct rl_http *h)
+{
+    if (!h)
+        return;
+    if (h->daemon)
+        MHD_stop_daemon(h->daemon);
+    if (h->health_started) {
+        pthread_mutex_lock(&h->health_lock);
+        h->health_stop = 1;
+        pthread_cond_signal(&h->health_wake);
+        pthread_mutex_unlock(&h->health_lock);
+        pthread_join(h->health_tid, NULL);
+    }
+    rl_metrics_destroy(h->metrics);
+    pthread_cond_destroy(&h->health_wake);
+    pthread_mutex_destroy(&h->health_lock);
+    pthread_mutex_destroy(&h->reason_lock);
+    free(h);
+}
+
+void
+rl_http_heartbeat(struct rl_http *h)
+{
+    if (h)
+        atomic_store(&h->heartbeat_ms, mono_ms());
+}
+
+void
+rl_http_relay_turned(struct rl_http *h)
+{
+    if (h && !h->consumer)
+        atomic_store(&h->heartbeat_ms, mono_ms());
+}
+
+void
+rl_http_group(struct rl_http *h, int joined, int partitions)
+{
+    char labels[64];
+
+    if (!h)
+        return;
+    atomic_store(&h->group_joined, joined);
+    rl_metrics_labels(labels, sizeof(labels), "type",
+                      joined ? "assign" : "revoke", NULL);
+    rl_metrics_add(h->metrics, "runledger_rebalances_total", labels, 1);
+    rl_metrics_set(h->metrics, "runledger_assigned_partitions", NULL,
+                   joined ? partitions : 0);
+    if (!joined)
+        rl_metrics_clear(h->metrics, "runledger_consumer_lag");
+}
+
+void
+rl_http_stopping(struct rl_http *h)
+{
+    if (h)
+        atomic_store(&h->stopping, 1);
+}
+
+void
+rl_http_model_call(struct rl_http *h, const struct rl_model_call *call)
+{
+    char labels[96];
+    const char *outcome;
+
+    if (!h || !call)
+        return;
+    outcome = rl_model_outcome_name(call->outcome);
+    rl_metrics_labels(labels, sizeof(labels), "outcome", outcome, NULL);
+    rl_metrics_add(h->metrics, "runledger_attempts_total", labels, 1);
+    if (call->outcome == RL_MODEL_OK)
+        rl_metrics_add(h->metrics, "runledger_generations_total", NULL, 1);
+    if (call->outcome == RL_MODEL_AMBIGUOUS ||
+        (call->outcome == RL_MODEL_CANCELLED && call->request_sent))
+        rl_metrics_add(h->metrics, "runledger_ambiguous_attempts_total", NULL,
+                       1);
+    if (call->prompt_tokens > 0) {
+        rl_metrics_labels(labels, sizeof(labels), "kind", "prompt", NULL);
+        rl_metrics_add(h->metrics, "runledger_tokens_total", labels,
+                       (double)call->prompt_tokens);
+    }
+    if (call->completion_tokens > 0) {
+        rl_metrics_labels(labels, sizeof(labels), "kind", "completion", NULL);
+        rl_metrics_add(h->metrics, "runledger_tokens_total", labels,
+                       (double)call->completion_tokens);
+    }
+    if (call->cached_tokens > 0) {
+        rl_metrics_labels(labels, sizeof(labels), "kind", "cached", NULL);
+        rl_metrics_add(h->metrics, "runledger_tokens_total", labels,
+                       (double)call->cached_tokens);
+    }
+    if (call->request_sent && call->latency_ms >= 0)
+        rl_metrics_observe(h->metrics, "runledger_attempt_latency_seconds",
+                           NULL, (double)call->latency_ms / 1000.0);
+}
+
+void
+rl_http_dead_letter(struct rl_http *h, const char *reason)
+{
+    char code[64], labels[128];
+    size_t len;
+
+    if (!h)
+        return;
+    if (!reason || !*reason)
+        reason = "unspecified";
+    len = strcspn(reason, ":");
+    if (len >= sizeof(code))
+        len = sizeof(code) - 1;
+    memcpy(code, reason, len);
+    code[len] = '\0';
+    rl_metrics_labels(labels, sizeof(labels), "reason", code, NULL);
+    rl_metrics_add(h->metrics, "runledger_dead_letters_total", labels, 1);
+}
+
+void
+rl_http_kafka_stats(struct rl_http *h, const char *json, size_t len)
+{
+    cJSON *root, *topics, *topic;
+
+    if (!h)
+        return;
+    root = cJSON_ParseWithLength(json, len);
+    if (!root)
+        return;
+    topics = cJSON_GetObjectItemCaseSensitive(root, "topics");
+    rl_metrics_clear(h->metrics, "runledger_consumer_lag");
+    cJSON_ArrayForEach(topic, topics)
+    {
+        cJSON *parts = cJSON_GetObjectItemCaseSensitive(topic, "partitions");
+        cJSON *part;
+
+        cJSON_ArrayForEach(part, parts)
+        {
+            cJSON *id = cJSON_GetObjectItemCaseSensitive(part, "partition");
+            cJSON *lag = cJSON_GetObjectItemCaseSensitive(part, "consumer_lag");
+            cJSON *state =
+                cJSON_GetObjectItemCaseSensitive(part, "fetch_state");
+            cJSON *hi = cJSON_GetObjectItemCaseSensitive(part, "hi_offset");
+            cJSON *lo = cJSON_GetObjectItemCaseSensitive(part, "lo_offset");
+            char labels[256], pnum[16];
+            double value;
+
+            /* Partition -1 is librdkafka's internal UA partition. */
+            if (!cJSON_IsNumber(id) || id->valuedouble < 0 ||
+                (cJSON_IsString(state) &&
+                 strcmp(state->valuestring, "none") == 0))
+                continue;
+            /* librdkafka reports -1 while the group has no committed
+             * offset; the consumer then starts at the earliest offset
+             * (auto.offset.reset), so everything present is lag. */
+            if (cJSON_IsNumber(lag) && lag->valuedouble >= 0)
+                value = lag->valuedouble;
+            else if (cJSON_IsNumber(hi) && hi->valuedouble >= 0)
+                value =
+                    hi->valuedouble - (cJSON_IsNumber(lo) && lo->valuedouble > 0
+                                           ? lo->valuedouble
+                                           : 0);
+            else
+                continue;
+            snprintf(pnum, sizeof(pnum), "%d", id->valueint);
+            rl_metrics_labels(labels, sizeof(labels), "topic", topic->string,
+                              "partition", pnum, NULL);
+            rl_metrics_set(h->metrics, "runledger_consumer_lag", labels, value);
+        }
+    }
+    cJSON_Delete(root);
+}
+
+void
+rl_http_relay_batch(struct rl_http *h, size_t rows, double seconds)
+{
+    if (!h || rows == 0)
+        return;
+    rl_metrics_observe(h->metrics, "runledger_outbox_delivery_latency_seconds",
+                       NULL, seconds);
+}

@@ -1,0 +1,582 @@
+#!/usr/bin/env bash
+# tests/bench/bench.sh — `make bench`: Runledger's throughput, overhead and
+# footprint against the PostgreSQL ceiling and against peers, on services
+# of its own (never the ones `make test` uses).
+#
+# Prints the machine facts, then one line of key=value figures per
+# scenario on stdout (progress goes to stderr):
+#
+#   zero     BENCH_EVENTS events, stub answering at once, one consumer
+#            process: end-to-end runs/s (first event produced -> last
+#            notification delivered), p50/p99 per-run overhead excluding
+#            model time, statements and write commits per run, peak RSS
+#   slow     the same with the stub at 500 ms: largest in-flight count,
+#            runs/s, peak RSS, runs/s / (in_flight / latency)
+#   slow5s   the stub at 5 s, fewer events, a larger in-flight cap
+#   ceiling  pgbench running the service's per-run statements one run at a
+#            time (tests/bench/pgbench/per_run.sql) at 16 and 64 clients;
+#            ratio = zero runs/s / ceiling runs/s
+#   peer     the same jobs through a plain Python worker (1 and 4
+#            processes) and through Graphile Worker (Node.js, from npm)
+#
+# Private services: PostgreSQL (tests/harness/pg.sh, pg_stat_statements
+# preloaded), a Kafka broker (kafka.sh) and one stub model per scenario,
+# all under BENCH_DIR and all stopped on exit, also on failure or Ctrl-C.
+#
+# Environment (all optional):
+#   RUNLEDGER_BIN            the binary to measure (default: build it into
+#                            build-bench/ as RelWithDebInfo, failpoints off)
+#   BENCH_DIR                scratch folder (default build-bench/run)
+#   BENCH_SCENARIOS          default "zero slow slow5s ceiling peer"
+#   BENCH_PEERS              default "python1 python4 graphile"
+#   BENCH_EVENTS             default 20000 (zero and slow)
+#   BENCH_SLOW_EVENTS        default BENCH_EVENTS
+#   BENCH_SLOW5_EVENTS       default 12000
+#   BENCH_PEER_EVENTS        default BENCH_EVENTS
+#   BENCH_MAX_IN_FLIGHT      RUNLEDGER_MAX_IN_FLIGHT for zero/slow (2048)
+#   BENCH_SLOW5_MAX_IN_FLIGHT  for slow5s (8192)
+#   BENCH_CEILING_CLIENTS    default "16 64"
+#   BENCH_CEILING_SECONDS    default 15
+#   BENCH_WAIT_SECONDS       cap on one scenario's drain (default 75): on
+#                            expiry the line says timeout=1 and the rate is
+#                            computed from what completed
+#   BENCH_GRAPHILE_CONCURRENCY  default 32
+# Any RUNLEDGER_* variable set by the caller reaches the consumer.
+set -euo pipefail
+
+prog=bench.sh
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+bench=$root/tests/bench
+harness=$root/tests/harness
+work=$(realpath -m -- "${BENCH_DIR:-$root/build-bench/run}")
+
+events=${BENCH_EVENTS:-20000}
+slow_events=${BENCH_SLOW_EVENTS:-$events}
+slow5_events=${BENCH_SLOW5_EVENTS:-12000}
+peer_events=${BENCH_PEER_EVENTS:-$events}
+max_in_flight=${BENCH_MAX_IN_FLIGHT:-2048}
+slow5_in_flight=${BENCH_SLOW5_MAX_IN_FLIGHT:-8192}
+scenarios=${BENCH_SCENARIOS:-zero slow slow5s ceiling peer}
+peers=${BENCH_PEERS:-python1 python4 graphile}
+ceiling_clients=${BENCH_CEILING_CLIENTS:-16 64}
+ceiling_seconds=${BENCH_CEILING_SECONDS:-15}
+wait_seconds=${BENCH_WAIT_SECONDS:-75}
+graphile_concurrency=${BENCH_GRAPHILE_CONCURRENCY:-32}
+venv=$root/.cache/bench-venv
+node_dir=$root/.cache/bench-node
+role=rl_bench
+
+t_start=$(date +%s)
+log() { echo "$prog: [$(($(date +%s) - t_start))s] $*" >&2; }
+# A result line: on stdout and appended to BENCH_DIR/results.txt.
+out() {
+    echo "$*"
+    echo "$*" >>"$work/results.txt"
+}
+die() {
+    log "$*"
+    exit 1
+}
+has() { case " $scenarios " in *" $1 "*) return 0 ;; esac; return 1; }
+has_peer() { case " $peers " in *" $1 "*) return 0 ;; esac; return 1; }
+
+# ---- cleanup: everything this script started, by pid --------------------
+
+pids=()
+cleanup() {
+    local rc=$? pid
+    trap - EXIT INT TERM
+    for pid in "${pids[@]}"; do
+        kill -TERM "$pid" 2>/dev/null || true
+    done
+    for pid in "${pids[@]}"; do
+        for _ in $(seq 50); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill -KILL "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
+    if [ -d "$work/kafka" ]; then "$harness/kafka.sh" stop "$work/kafka" >&2 || true; fi
+    if [ -d "$work/pg" ]; then "$harness/pg.sh" stop "$work/pg" >&2 || true; fi
+    [ "$rc" -eq 0 ] || log "failed (exit $rc); logs in $work"
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+forget_pid() {
+    local keep=() p
+    for p in "${pids[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done
+    pids=("${keep[@]}")
+}
+
+# Sends SIGTERM to pid and waits up to $2 seconds (then SIGKILL).
+stop_pid() {
+    local pid=$1 grace=${2:-30} i
+    kill -TERM "$pid" 2>/dev/null || true
+    for ((i = 0; i < grace * 10; i++)); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    forget_pid "$pid"
+}
+
+# ---- small helpers --------------------------------------------------------
+
+now() { date +%s.%N; }
+calc() { python3 -c "import sys; print($1)"; }
+fmt() { printf '%.*f' "${2:-1}" "$1"; }
+load1() { cut -d' ' -f1 /proc/loadavg; }
+hwm_kb() { awk '/^VmHWM:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
+
+# psql as the superuser on database $DB (default postgres).
+q() {
+    PGOPTIONS="-c client_min_messages=warning" \
+        psql -X -q -At -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$pgport" -U postgres \
+        -d "${DB:-postgres}" -c "$1"
+}
+
+url_of() { echo "postgresql://$role@127.0.0.1:$pgport/$1"; }
+
+# Creates database $1 owned by the bench role, dropping an earlier one.
+fresh_db() {
+    q "DROP DATABASE IF EXISTS $1 WITH (FORCE)" >/dev/null
+    q "CREATE DATABASE $1 OWNER $role" >/dev/null
+}
+
+topics() {
+    "$work/kafka/bin/rl_topics" "$bootstrap" 60000 "$@" >&2 ||
+        die "could not create topics $*"
+}
+
+# stub_start NAME LATENCY_MS: a stub model of this scenario's own; sets
+# stub_pid and stub_base (http://127.0.0.1:PORT).
+stub_start() {
+    local name=$1 latency=$2 portfile=$work/$1.stub.port i
+    rm -f "$portfile"
+    STUB_LATENCY_MS=$latency python3 "$root/tests/stub/stub_model.py" \
+        --port 0 --port-file "$portfile" >/dev/null 2>"$work/$name.stub.log" &
+    stub_pid=$!
+    pids+=("$stub_pid")
+    for ((i = 0; i < 200; i++)); do
+        [ -s "$portfile" ] && break
+        kill -0 "$stub_pid" 2>/dev/null || die "stub model exited (log: $work/$name.stub.log)"
+        sleep 0.05
+    done
+    [ -s "$portfile" ] || die "stub model did not start (log: $work/$name.stub.log)"
+    stub_base=http://127.0.0.1:$(cat "$portfile")
+}
+
+stub_stat() {
+    python3 - "$stub_base/stats" "$1" <<'EOF'
+import json, sys, urllib.request
+with urllib.request.urlopen(sys.argv[1], timeout=10) as r:
+    print(json.load(r).get(sys.argv[2], 0))
+EOF
+}
+
+stub_reset() {
+    python3 - "$stub_base/admin/reset" <<'EOF'
+import sys, urllib.request
+urllib.request.urlopen(urllib.request.Request(sys.argv[1], data=b"{}", method="POST"), timeout=10).read()
+EOF
+}
+
+# gen JOB COUNT FILE
+gen() {
+    python3 "$bench/gen_events.py" --job "$1" --count "$2" >"$3"
+}
+
+# produce TOPIC FILE: every line `tenant<TAB>json` as one message keyed by
+# tenant; returns when the broker acknowledged all of them.
+produce() {
+    kcat -P -b "$bootstrap" -t "$1" -K $'\t' -X linger.ms=5 \
+        -X queue.buffering.max.messages=1000000 <"$2" ||
+        die "kcat could not produce $2 to $1"
+}
+
+# wait_count DB SQL WANT SECONDS: polls SQL (one integer) every 0.2 s until
+# it reaches WANT; returns 1 on timeout. Sets waited_value.
+wait_count() {
+    local db=$1 sql=$2 want=$3 secs=$4 deadline
+    deadline=$(($(date +%s) + secs))
+    while :; do
+        waited_value=$(DB=$db q "$sql")
+        [ "$waited_value" -ge "$want" ] && return 0
+        [ "$(date +%s)" -lt "$deadline" ] || return 1
+        sleep 0.2
+    done
+}
+
+# Measurement window on the ledger: statements (pg_stat_statements, top
+# level, the bench role's only) and write transactions (the xid counter:
+# only transactions that wrote get one; read-only ones cost no commit flush).
+measure_begin() {
+    q "SELECT pg_stat_statements_reset()" >/dev/null
+    xid0=$(q "SELECT pg_snapshot_xmax(pg_current_snapshot())")
+    xact0=$(q "SELECT xact_commit FROM pg_stat_database WHERE datname = '$1'")
+}
+
+# measure_end DB: sets stmts (statements other than transaction control),
+# txctl (BEGIN, COMMIT, ...) and wxacts, totals in the window.
+txctl_re='^\s*(BEGIN|COMMIT|END|ROLLBACK|START|SAVEPOINT|RELEASE)\M'
+
+measure_end() {
+    local xid1
+    xid1=$(q "SELECT pg_snapshot_xmax(pg_current_snapshot())")
+    wxacts=$(calc "$xid1 - $xid0")
+    read -r stmts txctl < <(q "SELECT coalesce(sum(s.calls) FILTER (WHERE NOT s.query ~* '$txctl_re'), 0),
+                                      coalesce(sum(s.calls) FILTER (WHERE s.query ~* '$txctl_re'), 0)
+                                 FROM pg_stat_statements s
+                                 JOIN pg_database d ON d.oid = s.dbid
+                                 JOIN pg_roles r ON r.oid = s.userid
+                                WHERE d.datname = '$1' AND r.rolname = '$role'" | tr '|' ' ')
+    q "SELECT s.calls, round(s.total_exec_time::numeric, 1) AS ms,
+              regexp_replace(left(s.query, 110), '\s+', ' ', 'g')
+         FROM pg_stat_statements s
+         JOIN pg_database d ON d.oid = s.dbid
+         JOIN pg_roles r ON r.oid = s.userid
+        WHERE d.datname = '$1' AND r.rolname = '$role'
+        ORDER BY s.calls DESC LIMIT 25" >"$work/$1.statements.txt" || true
+}
+
+# All transactions committed in DB since measure_begin (read-only ones
+# too); call after the clients disconnected, which flushes their stats.
+xacts_since() {
+    calc "$(q "SELECT xact_commit FROM pg_stat_database WHERE datname = '$1'") - $xact0"
+}
+
+# The statement fields of a result line for $1 runs: statements without
+# transaction control, round trips (every top-level statement is one when
+# no pipelining is used, BEGIN and COMMIT included), write commits.
+db_fields() {
+    local runs=$1 extra_txctl=${2:-0}
+    [ "$runs" -gt 0 ] || runs=1
+    printf 'stmts_per_run=%s roundtrips_per_run=%s write_commits_per_run=%s' \
+        "$(fmt "$(calc "$stmts / $runs")" 2)" \
+        "$(fmt "$(calc "($stmts + $txctl) / $runs + $extra_txctl")" 2)" \
+        "$(fmt "$(calc "$wxacts / $runs")" 3)"
+}
+
+# ---- setup --------------------------------------------------------------
+
+mkdir -p "$work"
+rm -f "$work/results.txt"
+for tool in psql pgbench kcat python3 java; do
+    command -v "$tool" >/dev/null 2>&1 || die "$tool not found (run tests/harness/deps.sh)"
+done
+
+bin=${RUNLEDGER_BIN:-}
+if [ -z "$bin" ]; then
+    bin=$root/build-bench/consumer/runledger
+    if [ ! -x "$bin" ]; then
+        log "building $bin (RelWithDebInfo, failpoints off)"
+        cmake -S "$root" -B "$root/build-bench" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+            -DRL_BUILD_TESTS=OFF -DRL_FAILPOINTS=OFF -DRL_WERROR=OFF >&2
+        cmake --build "$root/build-bench" -j"$(nproc)" --target runledger >&2
+    fi
+fi
+[ -x "$bin" ] || die "no runledger binary at $bin"
+
+if has peer && { has_peer python1 || has_peer python4; }; then
+    if ! "$venv/bin/python" -c 'import confluent_kafka, psycopg, httpx' 2>/dev/null; then
+        log "installing the Python peer's packages into ${venv#"$root"/}"
+        python3 -m venv "$venv" >&2
+        "$venv/bin/pip" install -q confluent-kafka 'psycopg[binary]' httpx >&2
+    fi
+fi
+if has peer && has_peer graphile; then
+    if ! cmp -s "$bench/peer_graphile/package.json" "$node_dir/package.json" ||
+        [ ! -d "$node_dir/node_modules/graphile-worker" ]; then
+        log "installing Graphile Worker and kafkajs into ${node_dir#"$root"/}"
+        mkdir -p "$node_dir"
+        cp "$bench/peer_graphile/package.json" "$node_dir/package.json"
+        (cd "$node_dir" && npm install --no-audit --no-fund --loglevel=error >&2)
+    fi
+fi
+
+log "starting PostgreSQL and Kafka in $work"
+"$harness/pg.sh" start "$work/pg" >&2
+pgport=$(cat "$work/pg/port")
+if [ "$(q "SHOW shared_preload_libraries")" != pg_stat_statements ]; then
+    q "ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'" >/dev/null
+    "$harness/pg.sh" restart "$work/pg" >&2
+fi
+q "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" >/dev/null
+q "DO \$\$ BEGIN
+     IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '$role') THEN
+       CREATE ROLE $role LOGIN;
+     END IF;
+   END \$\$" >/dev/null
+"$harness/kafka.sh" start "$work/kafka" >&2
+bootstrap=$(sed -n 's/^KAFKA_BOOTSTRAP_SERVERS=//p' "$work/kafka/env")
+
+# ---- machine facts ---------------------------------------------------------
+
+pgver=$(q "SHOW server_version" | cut -d' ' -f1)
+setting() { q "SHOW $1"; }
+cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1 | tr -s ' ' | tr ' ' '_')
+mem_mb=$(awk '/^MemTotal:/ {printf "%d", $2 / 1024}' /proc/meminfo)
+commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
+out "machine cores=$(nproc) mem_mb=$mem_mb cpu=$cpu kernel=$(uname -r) load1=$(load1) commit=$commit binary=${bin#"$root"/}"
+out "postgres version=$pgver synchronous_commit=$(setting synchronous_commit) fsync=$(setting fsync) full_page_writes=$(setting full_page_writes) shared_buffers=$(setting shared_buffers) max_connections=$(setting max_connections) wal_sync_method=$(setting wal_sync_method)"
+
+zero_rps=
+zero_rss_mb=
+
+# ---- Runledger scenarios ----------------------------------------------------
+
+# ours NAME LATENCY_MS EVENTS MAX_IN_FLIGHT: one consumer process.
+ours() {
+    local name=$1 latency=$2 n=$3 cap=$4
+    local db=bench_$name topic=bench.$name.schedules notify=bench.$name.notifications
+    local want t0 t1 tprod pid hwm rss done_runs timeout=0 rps ov inflight line
+
+    log "$name: $n events, stub latency ${latency} ms, RUNLEDGER_MAX_IN_FLIGHT=$cap"
+    fresh_db "$db"
+    "$bin" migrate --database-url "$(url_of "$db")" >/dev/null 2>"$work/$name.migrate.log" ||
+        die "migrate failed (log: $work/$name.migrate.log)"
+    topics "$topic:4" "$notify:4" "bench.$name.dlq:1"
+    stub_start "$name" "$latency"
+    gen "bench-$name-warmup" 1 "$work/$name.warmup.tsv"
+    gen "bench-$name" "$n" "$work/$name.events.tsv"
+
+    env DATABASE_URL="$(url_of "$db")" KAFKA_BOOTSTRAP_SERVERS="$bootstrap" \
+        MODEL_BASE_URL="$stub_base/v1" RUNLEDGER_TOPIC="$topic" \
+        RUNLEDGER_NOTIFY_TOPIC="$notify" RUNLEDGER_DLQ_TOPIC="bench.$name.dlq" \
+        RUNLEDGER_GROUP_ID="bench-$name" RUNLEDGER_WORKER_ID="bench-$name-w0" \
+        RUNLEDGER_HTTP_PORT=0 RUNLEDGER_MAX_IN_FLIGHT="$cap" \
+        "$bin" consume >/dev/null 2>"$work/$name.consumer.log" &
+    pid=$!
+    pids+=("$pid")
+
+    # Warm-up: one run end to end proves the group is joined and the
+    # statements are prepared; the clock starts after it.
+    produce "$topic" "$work/$name.warmup.tsv"
+    wait_count "$db" "SELECT count(*) FROM outbox_delivered" 2 120 ||
+        die "$name: the warm-up run was not delivered in 120 s (log: $work/$name.consumer.log)"
+    stub_reset
+    measure_begin "$db"
+
+    want=$((2 * (n + 1)))
+    t0=$(now)
+    produce "$topic" "$work/$name.events.tsv"
+    tprod=$(calc "$(now) - $t0")
+    wait_count "$db" "SELECT count(*) FROM outbox_delivered" "$want" "$wait_seconds" || timeout=1
+    measure_end "$db"
+    hwm=$(hwm_kb "$pid")
+    inflight=$(stub_stat max_in_flight)
+    kill -0 "$pid" 2>/dev/null || die "$name: the consumer died (log: $work/$name.consumer.log)"
+    t1=$(DB=$db q "SELECT extract(epoch FROM max(delivered_at)) FROM outbox_delivered")
+    done_runs=$(DB=$db q "SELECT count(*) FROM runs WHERE status = 'completed' AND job = 'bench-$name'")
+    rps=$(calc "$done_runs / ($t1 - $t0)")
+    ov=$(DB=$db q "SELECT round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ov)::numeric, 2) || ' ' ||
+                         round(percentile_cont(0.99) WITHIN GROUP (ORDER BY ov)::numeric, 2)
+                    FROM (SELECT extract(epoch FROM r.completed_at - r.created_at) * 1000
+                                 - coalesce(sum(a.latency_ms), 0) AS ov
+                            FROM runs r JOIN attempts a USING (run_id)
+                           WHERE r.status = 'completed' AND r.job = 'bench-$name'
+                           GROUP BY r.run_id, r.completed_at, r.created_at) s")
+    stop_pid "$pid" 40
+    stop_pid "$stub_pid" 10
+
+    line="$name events=$n completed=$done_runs runs_per_s=$(fmt "$rps") seconds=$(fmt "$(calc "$t1 - $t0")" 2)"
+    line+=" overhead_p50_ms=${ov% *} overhead_p99_ms=${ov#* }"
+    line+=" $(db_fields "$done_runs")"
+    line+=" xacts_per_run=$(fmt "$(calc "$(xacts_since "$db") / max($done_runs, 1)")" 3)"
+    line+=" rss_peak_mb=$(fmt "$(calc "$hwm / 1024")")"
+    if [ "$latency" -gt 0 ]; then
+        local bound=$(calc "$inflight / ($latency / 1000.0)")
+        line+=" latency_ms=$latency in_flight_max=$inflight in_flight_cap=$cap"
+        line+=" eff=$(fmt "$(calc "$rps / $bound")" 3)"
+        [ -z "$zero_rps" ] ||
+            line+=" eff_vs_min_bound_zero=$(fmt "$(calc "$rps / min($bound, $zero_rps)")" 3)"
+    else
+        line+=" in_flight_max=$inflight in_flight_cap=$cap"
+    fi
+    line+=" produce_s=$(fmt "$tprod" 2) load1=$(load1)"
+    [ "$timeout" -eq 0 ] || line+=" timeout=1"
+    out "$line"
+    if [ "$latency" -eq 0 ]; then
+        zero_rps=$rps
+        zero_rss_mb=$(fmt "$(calc "$hwm / 1024")")
+    fi
+}
+
+has zero && ours zero 0 "$events" "$max_in_flight"
+has slow && ours slow 500 "$slow_events" "$max_in_flight"
+if has slow5s && [ "$slow5_events" -gt 0 ]; then
+    ours slow5s 5000 "$slow5_events" "$slow5_in_flight"
+fi
+
+# ---- ceiling: pgbench, the per-run statements one run at a time -----------
+
+if has ceiling; then
+    best=0
+    for c in $ceiling_clients; do
+        db=bench_ceiling_$c
+        log "ceiling: pgbench, $c clients, ${ceiling_seconds} s"
+        fresh_db "$db"
+        "$bin" migrate --database-url "$(url_of "$db")" >/dev/null 2>"$work/$db.migrate.log" ||
+            die "migrate failed (log: $work/$db.migrate.log)"
+        measure_begin "$db"
+        pgbench -h 127.0.0.1 -p "$pgport" -U "$role" -n -M prepared \
+            -f "$bench/pgbench/per_run.sql" -c "$c" -j "$(nproc)" \
+            -T "$ceiling_seconds" "$db" >"$work/$db.pgbench.log" 2>&1 ||
+            die "pgbench failed (log: $work/$db.pgbench.log)"
+        measure_end "$db"
+        tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$work/$db.pgbench.log" | tail -1)
+        lat=$(sed -n 's/^latency average = \([0-9.]*\) ms/\1/p' "$work/$db.pgbench.log")
+        nrun=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$work/$db.pgbench.log")
+        [ -n "$tps" ] && [ -n "$nrun" ] && [ "$nrun" -gt 0 ] ||
+            die "no tps in $work/$db.pgbench.log"
+        line="ceiling clients=$c seconds=$ceiling_seconds runs_per_s=$(fmt "$tps") run_latency_ms=$lat"
+        # pg_stat_statements misses BEGIN/COMMIT that pgbench sends as
+        # prepared statements: count them from the script instead.
+        line+=" $(db_fields "$nrun" "$(grep -ciE '^(BEGIN|COMMIT|END);' "$bench/pgbench/per_run.sql")")"
+        [ -z "$zero_rps" ] || line+=" ratio=$(fmt "$(calc "$zero_rps / $tps")" 3)"
+        out "$line load1=$(load1)"
+        best=$(calc "max($best, $tps)")
+        q "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null
+    done
+    if [ -n "$zero_rps" ]; then
+        out "ratio zero_runs_per_s=$(fmt "$zero_rps") ceiling_runs_per_s=$(fmt "$best") ratio=$(fmt "$(calc "$zero_rps / $best")" 3)"
+    fi
+fi
+
+# ---- peers --------------------------------------------------------------------
+
+# wait_assigned NAME WORKERS: until every worker's last assignment is
+# non-empty and the assignments add up to the topic's 4 partitions.
+wait_assigned() {
+    local name=$1 workers=$2 i total ok
+    for _ in $(seq 300); do
+        total=0 ok=1
+        for ((i = 0; i < workers; i++)); do
+            if [ -s "$work/$name.w$i.assigned" ]; then
+                total=$((total + $(cat "$work/$name.w$i.assigned")))
+                [ "$(cat "$work/$name.w$i.assigned")" -gt 0 ] || ok=0
+            else
+                ok=0
+            fi
+        done
+        [ "$ok" -eq 1 ] && [ "$total" -eq 4 ] && return 0
+        sleep 0.2
+    done
+    return 1
+}
+
+# peer_python NAME WORKERS
+peer_python() {
+    local name=$1 workers=$2 n=$peer_events
+    local db=bench_$name topic=bench.$name.schedules notify=bench.$name.notifications
+    local want t0 t1 i pid wpids=() hwm sum_hwm=0 max_hwm=0 done_runs timeout=0 rps line
+
+    log "peer $name: $n events, $workers Python worker process(es)"
+    fresh_db "$db"
+    "$venv/bin/python" "$bench/peer_python_worker.py" --init "$(url_of "$db")"
+    topics "$topic:4" "$notify:4"
+    stub_start "$name" 0
+    gen "bench-$name-warmup" 1 "$work/$name.warmup.tsv"
+    gen "bench-$name" "$n" "$work/$name.events.tsv"
+    rm -f "$work/$name".w*.assigned
+    for ((i = 0; i < workers; i++)); do
+        env DATABASE_URL="$(url_of "$db")" KAFKA_BOOTSTRAP_SERVERS="$bootstrap" \
+            MODEL_BASE_URL="$stub_base/v1" PEER_TOPIC="$topic" \
+            PEER_NOTIFY_TOPIC="$notify" PEER_GROUP_ID="bench-$name" \
+            PEER_WORKER_ID="bench-$name-w$i" PEER_ASSIGN_FILE="$work/$name.w$i.assigned" \
+            "$venv/bin/python" "$bench/peer_python_worker.py" \
+            >/dev/null 2>"$work/$name.worker$i.log" &
+        pid=$!
+        pids+=("$pid")
+        wpids+=("$pid")
+    done
+    produce "$topic" "$work/$name.warmup.tsv"
+    wait_count "$db" "SELECT count(*) FROM outbox WHERE delivered_at IS NOT NULL" 2 120 ||
+        die "peer $name: the warm-up job was not delivered in 120 s (logs: $work/$name.worker*.log)"
+    # Every worker must hold partitions (the 4 of the topic spread over
+    # them) before the clock starts, so no rebalance falls in the window.
+    wait_assigned "$name" "$workers" ||
+        die "peer $name: the workers did not share the 4 partitions in 60 s"
+    measure_begin "$db"
+    want=$((2 * (n + 1)))
+    t0=$(now)
+    produce "$topic" "$work/$name.events.tsv"
+    wait_count "$db" "SELECT count(*) FROM outbox WHERE delivered_at IS NOT NULL" "$want" "$wait_seconds" || timeout=1
+    measure_end "$db"
+    for pid in "${wpids[@]}"; do
+        hwm=$(hwm_kb "$pid")
+        sum_hwm=$((sum_hwm + hwm))
+        [ "$hwm" -le "$max_hwm" ] || max_hwm=$hwm
+    done
+    t1=$(DB=$db q "SELECT extract(epoch FROM max(delivered_at)) FROM outbox")
+    done_runs=$(DB=$db q "SELECT count(*) FROM jobs WHERE status = 'completed' AND job = 'bench-$name'")
+    rps=$(calc "$done_runs / ($t1 - $t0)")
+    for pid in "${wpids[@]}"; do stop_pid "$pid" 15; done
+    stop_pid "$stub_pid" 10
+    line="peer name=python workers=$workers events=$n completed=$done_runs runs_per_s=$(fmt "$rps") seconds=$(fmt "$(calc "$t1 - $t0")" 2)"
+    line+=" $(db_fields "$done_runs")"
+    line+=" rss_peak_mb=$(fmt "$(calc "$sum_hwm / 1024")") rss_peak_per_process_mb=$(fmt "$(calc "$max_hwm / 1024")")"
+    [ -z "$zero_rps" ] ||
+        line+=" vs_zero=$(fmt "$(calc "$rps / $zero_rps")" 3) ours_runs_per_s=$(fmt "$zero_rps") ours_rss_peak_mb=$zero_rss_mb"
+    line+=" load1=$(load1)"
+    [ "$timeout" -eq 0 ] || line+=" timeout=1"
+    out "$line"
+}
+
+peer_graphile() {
+    local name=graphile n=$peer_events
+    local db=bench_peer_graphile topic=bench.graphile.schedules
+    local want t0 t1 pid hwm done_runs timeout=0 rps line
+
+    log "peer graphile: $n events, Graphile Worker concurrency $graphile_concurrency"
+    fresh_db "$db"
+    topics "$topic:4"
+    DATABASE_URL="$(url_of "$db")" NODE_PATH="$node_dir/node_modules" \
+        node "$bench/peer_graphile/worker.js" --init \
+        >"$work/$name.init.log" 2>&1 || die "graphile init failed (log: $work/$name.init.log)"
+    stub_start "$name" 0
+    gen "bench-$name-warmup" 1 "$work/$name.warmup.tsv"
+    gen "bench-$name" "$n" "$work/$name.events.tsv"
+    DATABASE_URL="$(url_of "$db")" KAFKA_BOOTSTRAP_SERVERS="$bootstrap" \
+        MODEL_BASE_URL="$stub_base/v1" PEER_TOPIC="$topic" PEER_GROUP_ID="bench-$name" \
+        PEER_CONCURRENCY="$graphile_concurrency" NODE_PATH="$node_dir/node_modules" \
+        node "$bench/peer_graphile/worker.js" >/dev/null 2>"$work/$name.worker.log" &
+    pid=$!
+    pids+=("$pid")
+    produce "$topic" "$work/$name.warmup.tsv"
+    wait_count "$db" "SELECT count(*) FROM bench_results" 1 120 ||
+        die "peer graphile: the warm-up job did not complete in 120 s (log: $work/$name.worker.log)"
+    measure_begin "$db"
+    want=$((n + 1))
+    t0=$(now)
+    produce "$topic" "$work/$name.events.tsv"
+    wait_count "$db" "SELECT count(*) FROM bench_results" "$want" "$wait_seconds" || timeout=1
+    measure_end "$db"
+    hwm=$(hwm_kb "$pid")
+    t1=$(DB=$db q "SELECT extract(epoch FROM max(completed_at)) FROM bench_results")
+    done_runs=$(calc "$(DB=$db q "SELECT count(*) FROM bench_results") - 1")
+    rps=$(calc "$done_runs / ($t1 - $t0)")
+    stop_pid "$pid" 15
+    stop_pid "$stub_pid" 10
+    line="peer name=graphile-worker concurrency=$graphile_concurrency events=$n completed=$done_runs runs_per_s=$(fmt "$rps") seconds=$(fmt "$(calc "$t1 - $t0")" 2)"
+    line+=" $(db_fields "$done_runs")"
+    line+=" rss_peak_mb=$(fmt "$(calc "$hwm / 1024")")"
+    [ -z "$zero_rps" ] ||
+        line+=" vs_zero=$(fmt "$(calc "$rps / $zero_rps")" 3) ours_runs_per_s=$(fmt "$zero_rps") ours_rss_peak_mb=$zero_rss_mb"
+    line+=" notifications=none load1=$(load1)"
+    [ "$timeout" -eq 0 ] || line+=" timeout=1"
+    out "$line"
+}
+
+if has peer; then
+    has_peer python1 && peer_python python1 1
+    has_peer python4 && peer_python python4 4
+    has_peer graphile && peer_graphile
+fi
+
+log "done; per-scenario logs and statement breakdowns in ${work#"$root"/}"

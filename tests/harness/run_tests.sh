@@ -1,0 +1,212 @@
+#!/usr/bin/env bash
+# run_tests.sh — the body of `make test` once both builds exist:
+#
+#   1. start PostgreSQL, Kafka and the stub model (services.sh up)
+#   2. ctest over $BUILD_DIR, then over $ASAN_BUILD_DIR (ASan + UBSan), with
+#      RL_REQUIRE_SERVICES=1 so a missing service fails instead of skipping
+#   3. valgrind --leak-check=full over the unit test executables of
+#      $BUILD_DIR
+#   4. services.sh down — always, also after a failure or Ctrl-C
+#
+# Every phase runs even when an earlier one failed, so one run shows every
+# failure; the exit code is non-zero when any phase failed. The last line
+# is the total: "tests: N passed, N failed, N skipped".
+#
+# Environment: BUILD_DIR (build), ASAN_BUILD_DIR (build-asan), JOBS (2),
+# RL_SERVICES_DIR, RL_SERVICES_ENV (see services.sh), CTEST_ARGS (extra
+# ctest arguments, e.g. "-L unit" or "-R kafka").
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$root"
+build_dir=$(realpath -m -- "${BUILD_DIR:-build}")
+asan_dir=$(realpath -m -- "${ASAN_BUILD_DIR:-build-asan}")
+jobs=${JOBS:-2}
+export RL_SERVICES_DIR=${RL_SERVICES_DIR:-$build_dir/services}
+export RL_SERVICES_ENV=${RL_SERVICES_ENV:-$build_dir/services.env}
+logs=$build_dir/test-logs
+# shellcheck disable=SC2206 # word splitting is the point
+ctest_args=(${CTEST_ARGS:-})
+
+passed=0
+failed=0
+skipped=0
+phases=()
+status=0
+
+mkdir -p "$logs"
+
+finish() {
+    local rc=$? line
+    trap - EXIT INT TERM
+    echo
+    echo "== services down"
+    if ! "$root/tests/harness/services.sh" down; then
+        phases+=("services down: FAILED")
+        status=1
+    fi
+    # An interrupt or a harness error (set -e) is a failure too.
+    if [ "$rc" -ne 0 ] && [ "$status" -eq 0 ]; then
+        phases+=("harness: FAILED (exit $rc)")
+        status=1
+        failed=$((failed + 1))
+    fi
+    echo
+    echo "== summary"
+    for line in "${phases[@]}"; do
+        echo "   $line"
+    done
+    echo "tests: $passed passed, $failed failed, $skipped skipped"
+    exit "$status"
+}
+trap finish EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# Adds one ctest run's counts from its log. A run that printed no summary
+# (no tests, a crash) counts as one failure.
+count_ctest() {
+    local log=$1 name=$2 rc=$3 total nfail nskip
+    total=$(sed -n 's/.*tests passed, \([0-9]*\) tests\{0,1\} failed out of \([0-9]*\).*/\2/p' "$log" | tail -n 1)
+    nfail=$(sed -n 's/.*tests passed, \([0-9]*\) tests\{0,1\} failed out of \([0-9]*\).*/\1/p' "$log" | tail -n 1)
+    if [ -z "$total" ]; then
+        # A run that ran nothing proves nothing: a failure too.
+        failed=$((failed + 1))
+        status=1
+        phases+=("$name: FAILED (no ctest summary, exit $rc; log $log)")
+        return
+    fi
+    # Skipped tests (exit 77 without RL_REQUIRE_SERVICES, or disabled) are
+    # listed under "The following tests did not run:"; "Not Run" ones (no
+    # executable) are counted among the failures by ctest itself.
+    nskip=$(grep -cE '^[[:space:]]+[0-9]+ - .+ \((Skipped|Disabled)\)$' "$log" || true)
+    passed=$((passed + total - nfail - nskip))
+    failed=$((failed + nfail))
+    skipped=$((skipped + nskip))
+    if [ "$rc" -ne 0 ] || [ "$nfail" -ne 0 ]; then
+        status=1
+        phases+=("$name: FAILED ($nfail of $total failed; log $log)")
+    else
+        phases+=("$name: ok ($((total - nskip)) passed, $nskip skipped)")
+    fi
+}
+
+run_ctest() {
+    local dir=$1 name=$2 log rc=0
+    log=$logs/$name.log
+    echo
+    echo "== $name: ctest --test-dir ${dir#"$root"/} -j$jobs ${ctest_args[*]}"
+    if [ ! -f "$dir/CTestTestfile.cmake" ]; then
+        echo "$dir is not a configured build: run make build build-asan" >&2
+        phases+=("$name: FAILED (no build in $dir)")
+        failed=$((failed + 1))
+        status=1
+        return
+    fi
+    ctest --test-dir "$dir" --output-on-failure -j"$jobs" "${ctest_args[@]}" \
+        2>&1 | tee "$log" || rc=$?
+    count_ctest "$log" "$name" "$rc"
+}
+
+# Runs each unit test executable that the build made under valgrind, with
+# the ENVIRONMENT and WORKING_DIRECTORY ctest would give it. Tests run by an
+# interpreter (cmake -P, python3) are not ours to leak-check.
+run_valgrind() {
+    local log=$logs/valgrind.log rc=0 counts
+    echo
+    echo "== valgrind: unit test executables of ${build_dir#"$root"/}"
+    command -v valgrind >/dev/null 2>&1 || {
+        phases+=("valgrind: FAILED (valgrind not installed)")
+        failed=$((failed + 1))
+        status=1
+        return
+    }
+    python3 - "$build_dir" "$jobs" "$logs/valgrind.counts" <<'EOF' 2>&1 | tee "$log" || rc=$?
+import concurrent.futures, json, os, subprocess, sys
+
+build_dir, jobs, counts_file = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+listing = subprocess.run(
+    ["ctest", "--test-dir", build_dir, "-L", "unit", "--show-only=json-v1"],
+    check=True, capture_output=True, text=True).stdout
+tests = []
+for t in json.loads(listing).get("tests", []):
+    cmd = t.get("command") or []
+    if not cmd or not os.path.realpath(cmd[0]).startswith(
+            os.path.realpath(build_dir) + os.sep):
+        continue
+    props = {p["name"]: p["value"] for p in t.get("properties", [])}
+    env = dict(os.environ)
+    for kv in props.get("ENVIRONMENT", []):
+        k, _, v = kv.partition("=")
+        env[k] = v
+    tests.append((t["name"], cmd, env, props.get("WORKING_DIRECTORY"),
+                  int(props.get("SKIP_RETURN_CODE", -1)),
+                  max(300, 10 * int(float(props.get("TIMEOUT", 60))))))
+
+def run(test):
+    name, cmd, env, cwd, skip_rc, timeout = test
+    argv = ["valgrind", "--leak-check=full", "--error-exitcode=1",
+            "--errors-for-leak-kinds=definite,indirect,possible",
+            "--show-leak-kinds=definite,indirect,possible"]
+    supp = os.path.join(env.get("RL_SOURCE_DIR", "."), "tests", "valgrind.supp")
+    if os.path.exists(supp):
+        argv.append("--suppressions=" + supp)
+    try:
+        p = subprocess.run(argv + cmd, env=env, cwd=cwd, timeout=timeout,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, errors="replace")
+        return name, p.returncode, skip_rc, p.stdout
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout if isinstance(e.stdout, str) else ""
+        return name, -1, skip_rc, out + "\ntimed out after %ds\n" % timeout
+
+ok = bad = skip = 0
+with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as ex:
+    for name, rc, skip_rc, out in ex.map(run, tests):
+        if rc == 0:
+            ok += 1
+            print("valgrind: %-40s ok" % name)
+        elif rc == skip_rc:
+            skip += 1
+            print("valgrind: %-40s skipped" % name)
+        else:
+            bad += 1
+            print("valgrind: %-40s FAILED (exit %d)" % (name, rc))
+            print(out)
+with open(counts_file, "w") as f:
+    f.write("%d %d %d\n" % (ok, bad, skip))
+print("valgrind: %d passed, %d failed, %d skipped" % (ok, bad, skip))
+sys.exit(1 if bad else 0)
+EOF
+    if ! counts=$(cat "$logs/valgrind.counts" 2>/dev/null); then
+        phases+=("valgrind: FAILED (could not list or run the tests; log $log)")
+        failed=$((failed + 1))
+        status=1
+        return
+    fi
+    read -r ok bad skip <<<"$counts"
+    passed=$((passed + ok))
+    failed=$((failed + bad))
+    skipped=$((skipped + skip))
+    if [ "$rc" -ne 0 ] || [ "$bad" -ne 0 ]; then
+        status=1
+        phases+=("valgrind: FAILED ($bad of $((ok + bad + skip)) failed; log $log)")
+    else
+        phases+=("valgrind: ok ($ok passed, $skip skipped)")
+    fi
+}
+
+echo "== services up"
+t0=$SECONDS
+"$root/tests/harness/services.sh" up
+phases+=("services up: ok ($((SECONDS - t0))s)")
+# shellcheck disable=SC1090 # written by services.sh
+. "$RL_SERVICES_ENV"
+export RL_REQUIRE_SERVICES=1
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+
+rm -f "$logs/valgrind.counts"
+run_ctest "$build_dir" ctest
+run_ctest "$asan_dir" ctest-asan
+run_valgrind
