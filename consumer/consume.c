@@ -131,10 +131,11 @@ rl_pipeline_dead_letter(struct rl_pipeline *pl, struct rl_item *item,
     }
     rl_log_warn(&ctx, "dead-lettering event: %s%s%s", reason,
                 detail ? ": " : "", detail ? detail : "");
-    err = rd_kafka_producev(
-        pl->dlq, RD_KAFKA_V_TOPIC(pl->cfg->dlq_topic),
-        RD_KAFKA_V_VALUE((void *)value, len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-        RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_OPAQUE(item), RD_KAFKA_V_END);
+    err = rd_kafka_producev(pl->dlq, RD_KAFKA_V_TOPIC(pl->cfg->dlq_topic),
+                            RD_KAFKA_V_VALUE((void *)value, len),
+                            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                            RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_OPAQUE(item),
+                            RD_KAFKA_V_END);
     if (err) {
         rd_kafka_headers_destroy(hdrs);
         rl_log_error(&ctx, "could not produce dead letter: %s",
@@ -158,8 +159,7 @@ store_done(struct kstate *ks)
         struct rl_item *next = item->next;
 
         if (item->src.generation == ks->generation)
-            rl_offsets_done(ks->offsets, item->src.partition,
-                            item->src.offset);
+            rl_offsets_done(ks->offsets, item->src.partition, item->src.offset);
         atomic_fetch_sub(&ks->pl->in_flight, 1);
         rl_item_destroy(item);
         item = next;
@@ -265,13 +265,13 @@ intake(struct kstate *ks, rd_kafka_message_t *rkm)
 
     rl_event_limits_default(&limits);
     limits.max_bytes = (size_t)pl->cfg->max_event_bytes;
-    item->ev = rl_event_parse(rkm->payload ? rkm->payload : "", rkm->len,
-                              &limits, reason, sizeof(reason), errstr,
-                              sizeof(errstr));
+    item->ev =
+        rl_event_parse(rkm->payload ? rkm->payload : "", rkm->len, &limits,
+                       reason, sizeof(reason), errstr, sizeof(errstr));
     if (!item->ev) {
         atomic_fetch_add(&pl->counters.invalid, 1);
-        rl_pipeline_dead_letter(pl, item, item->value, item->value_len,
-                                reason, errstr);
+        rl_pipeline_dead_letter(pl, item, item->value, item->value_len, reason,
+                                errstr);
         return;
     }
     memcpy(item->run_id, item->ev->run_id, sizeof(item->run_id));
@@ -395,8 +395,8 @@ relay_main(void *arg)
 {
     struct relay_thread *rt = arg;
 
-    rt->rc = rl_relay_run(rt->pl->cfg, &rt->stop, &rt->pl->counters,
-                          rt->pl->http);
+    rt->rc =
+        rl_relay_run(rt->pl->cfg, &rt->stop, &rt->pl->counters, rt->pl->http);
     return NULL;
 }
 
@@ -491,8 +491,7 @@ rl_cmd_consume(int argc, char **argv)
         pl.dlq = rl_kafka_producer_new(conf, 1, errstr, sizeof(errstr));
     }
     if (!pl.dlq) {
-        rl_log_error(NULL, "could not create dead-letter producer: %s",
-                     errstr);
+        rl_log_error(NULL, "could not create dead-letter producer: %s", errstr);
         goto done;
     }
     if (rl_http_start(pl.cfg, "consume", &pl.counters, &pl.in_flight, &pl.http,

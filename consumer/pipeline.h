@@ -100,9 +100,9 @@ struct rl_http; /* health and metrics endpoint (http.h) */
 struct rl_pipeline {
     struct rl_config *cfg;
     struct rl_counters counters;
-    atomic_int stopping;  /* SIGTERM/SIGINT seen: stop claiming new work */
-    atomic_int abandon;   /* grace elapsed: cancel what is still in flight */
-    atomic_long in_flight; /* runs between intake and done */
+    atomic_int stopping;     /* SIGTERM/SIGINT seen: stop claiming new work */
+    atomic_int abandon;      /* grace elapsed: cancel what is still in flight */
+    atomic_long in_flight;   /* runs between intake and done */
     struct rl_queue intake;  /* kafka -> ledger */
     struct rl_queue results; /* model -> ledger */
     struct rl_queue done;    /* ledger -> kafka (items with an offset) */
@@ -126,8 +126,8 @@ void rl_pipeline_finish(struct rl_pipeline *pl, struct rl_item *item);
  * the dead letter is durable. Ownership of item passes to the producer.
  * @locality any thread */
 void rl_pipeline_dead_letter(struct rl_pipeline *pl, struct rl_item *item,
-                             const char *value, size_t len,
-                             const char *reason, const char *detail);
+                             const char *value, size_t len, const char *reason,
+                             const char *detail);
 
 /* The ledger thread body (ledger.c). */
 void *rl_ledger_main(void *arg);

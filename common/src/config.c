@@ -53,23 +53,22 @@ static const struct cfg_row rows[] = {
      "retry_once", 0, 0, 0,
      "after a timeout or reset once the request was sent: dedupe, "
      "retry_once or park"},
-    {"RUNLEDGER_MAX_IN_FLIGHT", CFG_INT, S(max_in_flight), "1024", 1, 100000,
-     0, "runs in flight per process; partitions pause at the cap"},
+    {"RUNLEDGER_MAX_IN_FLIGHT", CFG_INT, S(max_in_flight), "1024", 1, 100000, 0,
+     "runs in flight per process; partitions pause at the cap"},
     {"RUNLEDGER_LEASE_SECONDS", CFG_INT, S(lease_seconds), "30", 2, 86400, 0,
      "lease duration; renewed every third of it"},
     {"RUNLEDGER_MAX_ATTEMPTS", CFG_INT, S(max_attempts), "5", 1, 100, 0,
      "model dispatches per run before it fails"},
-    {"RUNLEDGER_RUN_DEADLINE_SECONDS", CFG_INT, S(run_deadline_seconds),
-     "3600", 1, 31536000, 0,
-     "a run not completed this long after registration fails"},
+    {"RUNLEDGER_RUN_DEADLINE_SECONDS", CFG_INT, S(run_deadline_seconds), "3600",
+     1, 31536000, 0, "a run not completed this long after registration fails"},
     {"RUNLEDGER_BACKOFF_BASE_MS", CFG_INT, S(backoff_base_ms), "1000", 1,
      3600000, 0, "first retry delay; doubles per attempt, full jitter"},
     {"RUNLEDGER_BACKOFF_MAX_MS", CFG_INT, S(backoff_max_ms), "300000", 1,
      86400000, 0, "upper bound of one retry delay"},
     {"MODEL_CONNECT_TIMEOUT_MS", CFG_INT, S(model_connect_timeout_ms), "5000",
      1, 600000, 0, "model endpoint connect timeout"},
-    {"MODEL_TIMEOUT_MS", CFG_INT, S(model_timeout_ms), "120000", 1, 3600000,
-     0, "model call total timeout"},
+    {"MODEL_TIMEOUT_MS", CFG_INT, S(model_timeout_ms), "120000", 1, 3600000, 0,
+     "model call total timeout"},
     {"MODEL_MAX_RESPONSE_BYTES", CFG_INT, S(max_response_bytes), "4194304",
      1024, 1073741824, 0, "responses larger than this fail the run"},
     {"RUNLEDGER_MAX_EVENT_BYTES", CFG_INT, S(max_event_bytes), "1048576", 256,
@@ -89,9 +88,8 @@ static const struct cfg_row rows[] = {
      "on SIGTERM, time to let in-flight runs finish before abandoning them"},
     {"RUNLEDGER_RELAY", CFG_BOOL, S(relay_enabled), "true", 0, 0, 0,
      "run the outbox relay thread inside `consume`"},
-    {"RUNLEDGER_LIVENESS_SECONDS", CFG_INT, S(liveness_seconds), "30", 1,
-     3600, 0,
-     "/healthz answers 503 when the main loop has not turned for this long"},
+    {"RUNLEDGER_LIVENESS_SECONDS", CFG_INT, S(liveness_seconds), "30", 1, 3600,
+     0, "/healthz answers 503 when the main loop has not turned for this long"},
     {"RUNLEDGER_HEALTH_INTERVAL_SECONDS", CFG_INT, S(health_interval_seconds),
      "5", 1, 3600, 0,
      "how often PostgreSQL is checked for /readyz and the outbox backlog "
@@ -181,8 +179,8 @@ file_load(const char *path, struct file_kv *file, char *errstr,
     int lineno = 0;
 
     if (!fp) {
-        snprintf(errstr, errstr_size, "could not open config file %s: %s",
-                 path, strerror(errno));
+        snprintf(errstr, errstr_size, "could not open config file %s: %s", path,
+                 strerror(errno));
         return RL_ERR_IO;
     }
     while (fgets(line, sizeof(line), fp)) {
@@ -239,7 +237,8 @@ read_key_file(struct rl_config *cfg, char *errstr, size_t errstr_size)
         return 0;
     fp = fopen(cfg->model_api_key_file, "r");
     if (!fp) {
-        snprintf(errstr, errstr_size, "could not open MODEL_API_KEY_FILE %s: %s",
+        snprintf(errstr, errstr_size,
+                 "could not open MODEL_API_KEY_FILE %s: %s",
                  cfg->model_api_key_file, strerror(errno));
         return RL_ERR_IO;
     }
@@ -273,8 +272,8 @@ collect_kafka_props(struct rl_config *cfg, const struct file_kv *file)
             name[i] = c == '_' ? '.' : (char)tolower((unsigned char)c);
         }
         name[len] = '\0';
-        if (kv_push(&cfg->kafka_props, &cfg->kafka_props_count, name,
-                    eq + 1) != 0)
+        if (kv_push(&cfg->kafka_props, &cfg->kafka_props_count, name, eq + 1) !=
+            0)
             return RL_ERR_NOMEM;
     }
     for (size_t i = 0; i + 1 < file->count; i += 2) {
@@ -424,14 +423,13 @@ rl_config_destroy(struct rl_config *cfg)
 void
 rl_config_print(FILE *out, const struct rl_config *cfg)
 {
-    fprintf(out, "| name | default | description |%s\n",
-            cfg ? " value |" : "");
+    fprintf(out, "| name | default | description |%s\n", cfg ? " value |" : "");
     fprintf(out, "|---|---|---|%s\n", cfg ? "---|" : "");
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
         const struct cfg_row *row = &rows[i];
 
-        fprintf(out, "| `%s` | %s | %s |", row->name,
-                row->def ? row->def : "-", row->desc);
+        fprintf(out, "| `%s` | %s | %s |", row->name, row->def ? row->def : "-",
+                row->desc);
         if (cfg) {
             struct rl_config *c = (struct rl_config *)cfg;
 
@@ -446,8 +444,9 @@ rl_config_print(FILE *out, const struct rl_config *cfg)
         }
         fputc('\n', out);
     }
-    fprintf(out, "| `RUNLEDGER_KAFKA_*` | - | any librdkafka property: "
-                 "RUNLEDGER_KAFKA_SASL_MECHANISM=SCRAM-SHA-512 sets "
-                 "sasl.mechanism |%s\n",
+    fprintf(out,
+            "| `RUNLEDGER_KAFKA_*` | - | any librdkafka property: "
+            "RUNLEDGER_KAFKA_SASL_MECHANISM=SCRAM-SHA-512 sets "
+            "sasl.mechanism |%s\n",
             cfg ? " - |" : "");
 }

@@ -35,8 +35,7 @@ rl_kafka_conf_set(rd_kafka_conf_t *conf, const char *name, const char *value,
 }
 
 rd_kafka_conf_t *
-rl_kafka_conf_new(const struct rl_config *cfg, char *errstr,
-                  size_t errstr_size)
+rl_kafka_conf_new(const struct rl_config *cfg, char *errstr, size_t errstr_size)
 {
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
 

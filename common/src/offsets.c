@@ -65,8 +65,7 @@ rl_offsets_add(struct rl_offsets *tracker, int32_t partition, int64_t offset)
     if (!p) {
         if (tracker->count == tracker->cap) {
             size_t ncap = tracker->cap ? tracker->cap * 2 : 8;
-            struct part *grown =
-                realloc(tracker->parts, ncap * sizeof(*grown));
+            struct part *grown = realloc(tracker->parts, ncap * sizeof(*grown));
 
             if (!grown)
                 return RL_ERR_NOMEM;

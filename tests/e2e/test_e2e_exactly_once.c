@@ -278,8 +278,7 @@ main(void)
     RL_REQUIRE(notes.keys);
     e2e_read_topic(&t, t.notify, on_notification, &notes);
     if (notes.total <= DISTINCT * CHANNELS * 4) {
-        qsort(notes.keys, (size_t)notes.total, sizeof(notes.keys[0]),
-              cmp_key);
+        qsort(notes.keys, (size_t)notes.total, sizeof(notes.keys[0]), cmp_key);
         for (long i = 0; i < notes.total; i++) {
             if (i == 0 || strcmp(notes.keys[i], notes.keys[i - 1]) != 0)
                 notes.distinct++;

@@ -22,11 +22,18 @@ bin=$build_dir/consumer/runledger
 }
 
 down() {
-    local rc=$?
+    local rc=$? log
     trap - EXIT
+    # The services must stop even when stdout is gone (`| head`): no failed
+    # write may end this handler early.
+    trap '' PIPE
+    set +e
     echo
     echo "== stopping the services"
-    "$root/tests/harness/services.sh" down || rc=1
+    log=$(mktemp)
+    "$root/tests/harness/services.sh" down >"$log" 2>&1 || rc=1
+    cat "$log"
+    rm -f "$log"
     if [ "$rc" -eq 0 ]; then
         echo "demo: done"
     else

@@ -17,7 +17,8 @@
 # (default -Xmx512m -Xms256m), KAFKA_START_TIMEOUT (seconds, default 90).
 #
 # Layout of DIR: server.properties, log4j.properties, data/ (log.dirs),
-# broker.log, stdout.log, broker.pid, ports, env, bin/rl_topics.
+# broker.log, stdout.log, broker.pid, ports, env. The topic tool
+# (rl_topics.c) is compiled into .cache/harness/.
 set -euo pipefail
 
 prog=kafka.sh
@@ -185,15 +186,21 @@ launch() {
     done
 }
 
+# Compiled once per source version into the repository's cache (every
+# fresh start wipes DIR; fault tests start many brokers).
 rl_topics_bin() {
-    local src=$root/tests/harness/rl_topics.c bin=$dir/bin/rl_topics
-    if [ ! -x "$bin" ] || [ "$src" -nt "$bin" ]; then
-        mkdir -p "$dir/bin"
+    local src=$root/tests/harness/rl_topics.c bin tmp
+    bin=$root/.cache/harness/rl_topics-$(sha256sum "$src" | cut -c1-12)
+    if [ ! -x "$bin" ]; then
+        mkdir -p "$(dirname "$bin")"
+        tmp=$(mktemp "$bin.XXXXXX")
         # shellcheck disable=SC2046 # pkg-config prints several flags
-        cc -std=c11 -O1 -Wall -Wextra -o "$bin.tmp" "$src" \
-            $(pkg-config --cflags --libs rdkafka) ||
-            die "could not compile $src"
-        mv "$bin.tmp" "$bin"
+        cc -std=c11 -O1 -Wall -Wextra -o "$tmp" "$src" \
+            $(pkg-config --cflags --libs rdkafka) || {
+            rm -f "$tmp"
+            die "could not compile $src (is librdkafka-dev installed?)"
+        }
+        mv -f "$tmp" "$bin"
     fi
     echo "$bin"
 }

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# build.sh [--no-smoke] — `make image`: builds the top-level Dockerfile with
-# buildah, without a Docker daemon and without a container registry, writes
-# build/runledger-<version>.oci.tar, then runs the smoke test
-# (tests/image/smoke.sh) unless --no-smoke.
+# build.sh [--no-smoke] [--rebuild] — `make image`: builds the top-level
+# Dockerfile with buildah, without a Docker daemon and without a container
+# registry, writes build/runledger-<version>.oci.tar, then runs the smoke
+# test (tests/image/smoke.sh) unless --no-smoke.
 #
 #   1. installs buildah (and, for the base images, debootstrap) from Debian
 #      when missing
@@ -10,7 +10,8 @@
 #      debootstrap --variant=minbase, cached in buildah's storage)
 #   3. buildah bud --pull=never --layers, vfs storage, chroot isolation
 #      (the apt-get layers are cached between builds; the sources are
-#      copied again only when they changed)
+#      copied again only when they changed; no build at all when nothing
+#      the image is made from changed, unless --rebuild)
 #   4. buildah push to an OCI archive, which `podman load`, `skopeo copy
 #      oci-archive:...` and `docker load` (Docker >= 25) take
 #
@@ -37,14 +38,17 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/lib.sh"
 
 smoke=1
-case "${1:-}" in
-'') ;;
---no-smoke) smoke=0 ;;
-*)
-    echo "usage: $prog [--no-smoke]" >&2
-    exit 2
-    ;;
-esac
+rebuild=0
+for arg in "$@"; do
+    case "$arg" in
+    --no-smoke) smoke=0 ;;
+    --rebuild) rebuild=1 ;;
+    *)
+        echo "usage: $prog [--no-smoke] [--rebuild]" >&2
+        exit 2
+        ;;
+    esac
+done
 [ -n "$rl_version" ] || die "no project() VERSION in $rl_root/CMakeLists.txt"
 
 t0=$SECONDS
@@ -54,39 +58,73 @@ mkdir -p "$rl_storage" "$rl_runroot" "$rl_root/build"
 "$here/base.sh"
 t_base=$((SECONDS - t0))
 
-# 3. The image, in two steps that share buildah's layer cache: the build
-#    stage is tagged too (runledger-build:<tag>), so the apt-get layer with
-#    the compilers and the last compile survive the pruning below; the final
-#    stage then re-uses the build stage from the cache. Pruning removes what
-#    a previous build left (old compile layers, the replaced image): vfs
-#    keeps every layer as a full copy of its tree.
-t1=$SECONDS
+# 3. The image. Skipped when nothing it is made from changed since the last
+#    build (the files .dockerignore lets through, the Dockerfile, the build
+#    arguments, the base images), so `make test` re-runs the smoke test
+#    without a rebuild; --rebuild forces one. Otherwise buildah's layer cache
+#    keeps the apt-get layers and an unchanged compile, and what a previous
+#    build left and this one did not re-use is removed afterwards (vfs keeps
+#    every layer as a full copy of its tree: without this each build would
+#    add gigabytes).
 build_args=(--build-arg "VERSION=$rl_version")
 [ -z "${SOURCE_URL:-}" ] || build_args+=(--build-arg "SOURCE_URL=$SOURCE_URL")
 [ -z "${LICENSES:-}" ] || build_args+=(--build-arg "LICENSES=$LICENSES")
-bud() {
-    bh bud --pull=never --layers --force-rm --isolation chroot "${build_args[@]}" \
-        -f "$rl_root/Dockerfile" "$@" "$rl_root"
-}
-bud --target build -t "$rl_image_name-build:$rl_image_tag"
-echo "$prog: build stage ready after $((SECONDS - t1))s"
-bud -t "$rl_image"
-echo "$prog: image ready after $((SECONDS - t1))s"
-for _ in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16; do
-    [ -n "$(bh images --quiet --filter dangling=true)" ] || break
-    bh rmi --prune >/dev/null 2>&1 || break
-done
-echo "$prog: old layers pruned after $((SECONDS - t1))s"
-new=$(bh inspect --type image --format '{{.FromImageID}}' "$rl_image")
-t_build=$((SECONDS - t1))
 
-# 4. The OCI archive, written beside and renamed, so a half-written file
-#    never carries the final name.
-t2=$SECONDS
-rm -f "$rl_oci_archive.tmp"
-bh push --quiet "$rl_image" "oci-archive:$rl_oci_archive.tmp:$rl_image"
-mv -f "$rl_oci_archive.tmp" "$rl_oci_archive"
-t_push=$((SECONDS - t2))
+inputs_digest() {
+    local paths
+    # The `!path` lines of .dockerignore are the build context.
+    mapfile -t paths < <(sed -n 's|^!\(.*\)$|\1|p' "$rl_root/.dockerignore" | sed 's|/$||')
+    {
+        printf '%s\n' "${build_args[@]}"
+        bh inspect --type image --format '{{.FromImageID}}' "$rl_base_full"
+        bh inspect --type image --format '{{.FromImageID}}' "$rl_base_slim"
+        cd "$rl_root" &&
+            find Dockerfile .dockerignore "${paths[@]}" -type f -print0 |
+            LC_ALL=C sort -z | xargs -0 sha256sum
+    } | sha256sum | cut -d' ' -f1
+}
+stamp=$(dirname "$rl_storage")/$rl_image_name-$rl_image_tag.inputs
+digest=$(inputs_digest)
+
+t1=$SECONDS
+if [ "$rebuild" -eq 0 ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$digest" ] &&
+    [ -f "$rl_oci_archive" ] && rl_image_exists "$rl_image"; then
+    echo "$prog: $rl_image is up to date with the sources (--rebuild forces a build)"
+    new=$(bh inspect --type image --format '{{.FromImageID}}' "$rl_image")
+    t_build=0
+    t_push=0
+else
+    rm -f "$stamp"
+    before=$(bh images -a --quiet --no-trunc | sed 's/^sha256://' | sort -u)
+    budlog=$(mktemp "${TMPDIR:-/tmp}/rl-bud.XXXXXX")
+    trap 'rm -f "$budlog"' EXIT
+    bh bud --pull=never --layers --force-rm --isolation chroot "${build_args[@]}" \
+        -f "$rl_root/Dockerfile" -t "$rl_image" "$rl_root" 2>&1 | tee "$budlog"
+    used=$(grep -o 'Using cache [0-9a-f]\{64\}' "$budlog" | awk '{print $3}' | sort -u)
+    new=$(bh inspect --type image --format '{{.FromImageID}}' "$rl_image")
+    t_build=$((SECONDS - t1))
+    # Remove leftovers: dangling (untagged, no children) images that existed
+    # before this build and that it did not use; their parents follow in the
+    # next round.
+    for _ in $(seq 1 32); do
+        victims=$(comm -12 <(echo "$before") \
+            <(bh images --quiet --no-trunc --filter dangling=true | sed 's/^sha256://' | sort -u) |
+            comm -23 - <(echo "$used"))
+        [ -n "$victims" ] || break
+        # shellcheck disable=SC2086 # one ID per word
+        bh rmi $victims >/dev/null 2>&1 || break
+    done
+    echo "$prog: leftovers of earlier builds removed in $((SECONDS - t1 - t_build))s"
+
+    # 4. The OCI archive, written beside and renamed, so a half-written
+    #    file never carries the final name.
+    t2=$SECONDS
+    rm -f "$rl_oci_archive.tmp"
+    bh push --quiet "$rl_image" "oci-archive:$rl_oci_archive.tmp:$rl_image"
+    mv -f "$rl_oci_archive.tmp" "$rl_oci_archive"
+    t_push=$((SECONDS - t2))
+    echo "$digest" >"$stamp"
+fi
 
 # Size as `docker images` counts it: the uncompressed layers.
 size=$(bh images --format '{{.Size}}' "$rl_image" | head -n 1)

@@ -9,10 +9,10 @@
 
 /* Limits applied to a schedule event before anything else reads it. */
 struct rl_event_limits {
-    size_t max_bytes;      /* whole message; default 1 MiB */
-    size_t max_field_len;  /* job, tenant, version, window, channel: 200 */
-    int max_depth;         /* JSON nesting; default 64 */
-    int max_notify;        /* notify channels; default 16 */
+    size_t max_bytes;     /* whole message; default 1 MiB */
+    size_t max_field_len; /* job, tenant, version, window, channel: 200 */
+    int max_depth;        /* JSON nesting; default 64 */
+    int max_notify;       /* notify channels; default 16 */
 };
 
 /* Fills limits with the defaults above. */
@@ -24,11 +24,11 @@ struct rl_event {
     char *job;
     char *tenant;
     char *version;
-    char *window;                          /* NULL when absent */
-    char scheduled_at[RL_TIME_UTC_SIZE];   /* UTC, floored to the window */
+    char *window;                        /* NULL when absent */
+    char scheduled_at[RL_TIME_UTC_SIZE]; /* UTC, floored to the window */
     int64_t scheduled_epoch;
     char run_id[RL_HEX_SIZE];
-    char fingerprint[RL_HEX_SIZE];         /* of request_json */
+    char fingerprint[RL_HEX_SIZE]; /* of request_json */
     char *input_json;   /* canonical JSON of "input" ("null" if absent) */
     char *request_json; /* canonical effective request:
                            {"notify":[...sorted, unique],"request":{...}} */
@@ -46,8 +46,8 @@ struct rl_event {
  * reason must hold at least 64 bytes. */
 struct rl_event *rl_event_parse(const void *value, size_t len,
                                 const struct rl_event_limits *limits,
-                                char *reason, size_t reason_size,
-                                char *errstr, size_t errstr_size);
+                                char *reason, size_t reason_size, char *errstr,
+                                size_t errstr_size);
 
 /* Frees ev and everything it owns; NULL is accepted. */
 void rl_event_destroy(struct rl_event *ev);

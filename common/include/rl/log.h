@@ -21,7 +21,10 @@ struct rl_log_ctx {
     int64_t offset;
 };
 
-#define RL_LOG_CTX_INIT {NULL, NULL, NULL, -1, -1, NULL, -1, -1}
+#define RL_LOG_CTX_INIT                                                        \
+    {                                                                          \
+        NULL, NULL, NULL, -1, -1, NULL, -1, -1                                 \
+    }
 
 /* Lines below level are dropped. Default RL_LOG_INFO. */
 void rl_log_set_level(enum rl_log_level level);

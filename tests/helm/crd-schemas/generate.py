@@ -12,6 +12,15 @@ x-kubernetes-preserve-unknown-fields rejects unknown fields, so a misspelt
 key in a chart template fails validation instead of being ignored by the API
 server. x-kubernetes-int-or-string becomes "integer or string".
 
+The committed schemas come from these upstream CRDs (GitHub repositories,
+at release tags):
+  kedacore/keda v2.20.2 (68a5b5028f35b22d50597c69819ab32c4e92f21a)
+    config/crd/bases/keda.sh_scaledobjects.yaml
+    config/crd/bases/keda.sh_triggerauthentications.yaml
+  prometheus-operator/prometheus-operator v0.93.0
+  (f8fafd475f3d132e239432ae6172de60a6cb6516)
+    example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml
+
 Needs PyYAML. Only run to refresh the committed schemas; check.sh reads the
 JSON files and never runs this.
 """
