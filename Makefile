@@ -26,8 +26,13 @@ HARNESS := tests/harness
 # The nested make that cmake runs need not announce every directory.
 MAKEFLAGS += --no-print-directory
 
+# Downloaded and built tools (Kafka jars, helm, kubeconform, schemas) are
+# cached per user, like ~/.m2, so a fresh clone on the same machine does not
+# fetch and build them again; a fresh machine fills the cache on first use.
+RL_CACHE_DIR   ?= $(HOME)/.cache/runledger
+
 # The harness scripts read these; exported so every recipe agrees on them.
-export BUILD_DIR ASAN_BUILD_DIR JOBS
+export BUILD_DIR ASAN_BUILD_DIR JOBS RL_CACHE_DIR
 export RL_SERVICES_DIR := $(abspath $(SERVICES_DIR))
 export RL_SERVICES_ENV := $(abspath $(SERVICES_ENV))
 
@@ -42,6 +47,7 @@ all: build
 
 deps:
 	$(HARNESS)/deps.sh
+	tests/helm/check.sh --tools-only
 
 build:
 	$(CMAKE) -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_ARGS)

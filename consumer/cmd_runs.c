@@ -236,15 +236,16 @@ cmd_list(int argc, char **argv)
     }
     arr = cJSON_Parse(json);
     free(json);
-    printf("%-64s  %-9s  %3s  %-25s  %s\n", "RUN_ID", "STATUS", "ATT",
-           "SCHEDULED_AT", "JOB / TENANT / VERSION");
+    printf("%-64s  %-17s  %-18s  %3s  %-25s  %s\n", "RUN_ID", "STATUS",
+           "ERROR_CLASS", "ATT", "SCHEDULED_AT", "JOB / TENANT / VERSION");
     cJSON_ArrayForEach(row, arr)
     {
-        char b[5][64];
+        char b[6][64];
 
-        printf("%-64s  %-9s  %3s  %-25s  %s / %s / %s\n",
+        printf("%-64s  %-17s  %-18s  %3s  %-25s  %s / %s / %s\n",
                text_of(row, "run_id", b[0], 64),
                text_of(row, "status", b[1], 64),
+               text_of(row, "error_class", b[5], 64),
                text_of(row, "attempts", b[2], 64),
                text_of(row, "scheduled_at", b[3], 64),
                text_of(row, "job", b[4], 64), text_of(row, "tenant", b[0], 64),

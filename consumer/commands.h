@@ -19,5 +19,8 @@ int rl_cmd_relay(int argc, char **argv);
 int rl_cmd_config(int argc, char **argv);
 int rl_cmd_publish(int argc, char **argv);
 int rl_cmd_runs(int argc, char **argv);
+int rl_cmd_budgets(int argc, char **argv);
+int rl_cmd_report(int argc, char **argv);
+int rl_cmd_receive(int argc, char **argv);
 
 #endif /* RL_COMMANDS_H */

@@ -125,6 +125,9 @@ static const struct family_def families[] = {
      "age of the oldest undelivered outbox row (ledger-wide)"},
     {"runledger_unknown_runs", RL_METRIC_GAUGE,
      "runs in status unknown waiting for an operator (ledger-wide)"},
+    {"runledger_budget_deferrals_total", RL_METRIC_COUNTER,
+     "dispatches refused because a token budget was spent for the UTC day: "
+     "the run waits for the next day without spending an attempt"},
 };
 
 static int
@@ -233,6 +236,8 @@ collect(struct rl_http *h)
                    (double)atomic_load(&c->swept));
     rl_metrics_set(m, "runledger_dispatches_total", NULL,
                    (double)atomic_load(&c->dispatches));
+    rl_metrics_set(m, "runledger_budget_deferrals_total", NULL,
+                   (double)atomic_load(&c->budget_deferrals));
 }
 
 /* ---- HTTP -----------------------------------------------------------------

@@ -246,12 +246,39 @@ retry_later(struct ledger *lg, struct rl_item *item, long delay_ms,
     finish(lg, item);
 }
 
+/* Tokens a dispatch reserves against the run's budgets: the prompt
+ * estimated at 4 bytes a token over the request and the input it is
+ * filled with, plus the completion's cap (max_tokens or
+ * max_completion_tokens of the request, else
+ * RUNLEDGER_BUDGET_DEFAULT_MAX_TOKENS). Only consulted when a budget
+ * covers the run. */
+static int64_t
+budget_estimate(const struct ledger *lg, const struct rl_item *item)
+{
+    size_t bytes = strlen(item->request_json ? item->request_json : "") +
+                   strlen(item->raw_input ? item->raw_input : "");
+    int64_t completion = lg->cfg->budget_default_max_tokens;
+    cJSON *root = cJSON_Parse(item->request_json ? item->request_json : "");
+    const cJSON *req = cJSON_GetObjectItemCaseSensitive(root, "request");
+    const cJSON *max = cJSON_GetObjectItemCaseSensitive(req, "max_tokens");
+
+    if (!cJSON_IsNumber(max))
+        max = cJSON_GetObjectItemCaseSensitive(req, "max_completion_tokens");
+    if (cJSON_IsNumber(max) && max->valuedouble >= 0 &&
+        max->valuedouble < 1e12)
+        completion = (int64_t)max->valuedouble;
+    cJSON_Delete(root);
+    return (int64_t)((bytes + 3) / 4) + completion;
+}
+
 /* Collect, record the dispatch, call the model. */
 static void
 start_attempt(struct ledger *lg, struct rl_item *item)
 {
     char errstr[512];
+    char next_window[RL_TIME_UTC_SIZE];
     char *stored = NULL;
+    enum rl_dispatch_status dispatch;
     struct rl_log_ctx ctx;
     int err;
 
@@ -305,15 +332,25 @@ start_attempt(struct ledger *lg, struct rl_item *item)
     }
     rl_failpoint("after_collect");
 
-    err = rl_db_record_dispatch(lg->db, item->run_id, lg->cfg->worker_id,
-                                item->lease_epoch, item->run_id,
-                                &item->attempt_no, errstr, sizeof(errstr));
+    err = rl_db_dispatch_within_budget(
+        lg->db, item->run_id, lg->cfg->worker_id, item->lease_epoch,
+        item->run_id, budget_estimate(lg, item), &dispatch, &item->attempt_no,
+        next_window, errstr, sizeof(errstr));
     if (err == RL_ERR_DB) {
         defer(lg, item, REDO_START, "record the dispatch", errstr);
         return;
     }
     if (err) {
         atomic_fetch_add(&lg->pl->counters.lease_lost, 1);
+        finish(lg, item);
+        return;
+    }
+    if (dispatch == RL_DISPATCH_DEFERRED) {
+        /* Already pending until the next window, in the statement that
+         * refused the reservation; no attempt was spent. */
+        atomic_fetch_add(&lg->pl->counters.budget_deferrals, 1);
+        log_ctx(item, &ctx);
+        rl_log_info(&ctx, "budget spent: %s", errstr);
         finish(lg, item);
         return;
     }

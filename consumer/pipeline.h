@@ -92,6 +92,7 @@ struct rl_counters {
     atomic_llong dead_letters;
     atomic_llong swept;
     atomic_llong relayed;
+    atomic_llong budget_deferrals; /* dispatches refused by a spent budget */
 };
 
 struct rl_http; /* health and metrics endpoint (http.h) */

@@ -94,6 +94,13 @@ static const struct cfg_row rows[] = {
      "5", 1, 3600, 0,
      "how often PostgreSQL is checked for /readyz and the outbox backlog "
      "and unknown runs are counted for /metrics"},
+    {"RUNLEDGER_BUDGET_DEFAULT_MAX_TOKENS", CFG_INT,
+     S(budget_default_max_tokens), "1024", 1, 10000000, 0,
+     "completion tokens a budget reservation assumes when the request sets "
+     "no max_tokens"},
+    {"RUNLEDGER_RECEIVER_GROUP_ID", CFG_STR, S(receiver_group_id),
+     "runledger-receiver", 0, 0, 0,
+     "consumer group of `runledger receive` on the notification topic"},
 };
 
 #undef S

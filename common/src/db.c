@@ -176,6 +176,14 @@ static const char complete_attempt_with_outbox[] =
     "  FROM rl_complete_run($1, $2, $3::int8, $4::jsonb, $5::text[],"
     "                       $6::jsonb[]) c";
 
+/* Issue 6: record a dispatch, reserving the run's estimated tokens against
+ * its budgets first (rl_dispatch_within_budget in schema/004_budgets.sql);
+ * a spent budget defers the run to the next UTC day in the same
+ * transaction, without recording an attempt. */
+static const char dispatch_within_budget[] =
+    "SELECT result, attempt_no, next_window, detail"
+    "  FROM rl_dispatch_within_budget($1, $2, $3::int8, $4, $5::int8)";
+
 #define TS_UTC_US(col)                                                         \
     "to_char(" col " AT TIME ZONE 'UTC', "                                     \
     "'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00:00\"')"
@@ -255,6 +263,7 @@ enum stmt {
     STMT_GET_RUN,
     STMT_LOCK_PENDING_OUTBOX,
     STMT_MOVE_DELIVERED_OUTBOX,
+    STMT_DISPATCH_WITHIN_BUDGET,
     STMT_COUNT
 };
 
@@ -288,6 +297,8 @@ static const struct statement statements[STMT_COUNT] = {
                                   1},
     [STMT_MOVE_DELIVERED_OUTBOX] = {"move_delivered_outbox",
                                     move_delivered_outbox, 3},
+    [STMT_DISPATCH_WITHIN_BUDGET] = {"dispatch_within_budget",
+                                     dispatch_within_budget, 5},
 };
 
 /* Migrations bookkeeping (run by rl_db_migrate only). */
@@ -2410,4 +2421,261 @@ done:
         PQclear(
             PQexecParams(db->conn, "ROLLBACK", 0, NULL, NULL, NULL, NULL, 0));
     return err;
+}
+
+/* ==== budgets, cost report, reference receiver (issue 6) =================
+ *
+ * The operator statements of schema/004_budgets.sql and 005_receiver.sql
+ * (`runledger budgets`, `report`, `receive`). The pipeline's own budget
+ * statement (dispatch_within_budget) is prepared with the others above. */
+
+#define OPS_DAY "(now() AT TIME ZONE 'UTC')::date"
+
+static const char ops_budget_set[] =
+    "INSERT INTO budgets (tenant, job, daily_tokens, updated_by)"
+    "VALUES ($1, coalesce($2, ''), $3::int8, $4)"
+    "    ON CONFLICT (tenant, job) DO UPDATE"
+    "   SET daily_tokens = EXCLUDED.daily_tokens,"
+    "       updated_by = EXCLUDED.updated_by, updated_at = now()";
+
+static const char ops_budget_remove[] =
+    "DELETE FROM budgets WHERE tenant = $1 AND job = coalesce($2, '')";
+
+static const char ops_budgets_list[] =
+    "SELECT coalesce(json_agg(x ORDER BY x.tenant, x.job), '[]')::text"
+    "  FROM (SELECT b.tenant, b.job, b.daily_tokens,"
+    "               to_char(" OPS_DAY ", 'YYYY-MM-DD') AS day,"
+    "               coalesce(u.reserved, 0) AS reserved,"
+    "               coalesce(u.spent, 0) AS spent,"
+    "               greatest(b.daily_tokens - coalesce(u.reserved, 0)"
+    "                        - coalesce(u.spent, 0), 0) AS \"left\","
+    "               coalesce(u.deferrals, 0) AS deferrals,"
+    "               (SELECT count(*) FROM runs r"
+    "                 WHERE r.status = 'pending'"
+    "                   AND r.error_class = 'budget'"
+    "                   AND r.tenant = b.tenant"
+    "                   AND (b.job = '' OR r.job = b.job)) AS deferred_runs"
+    "          FROM budgets b"
+    "          LEFT JOIN budget_usage u"
+    "            ON u.tenant = b.tenant AND u.job = b.job"
+    "           AND u.day = " OPS_DAY
+    "         WHERE $1::text IS NULL OR b.tenant = $1) x";
+
+/* Extra generations: per run, the attempts that may have generated (ok,
+ * ambiguous, lease lost, or no outcome: a worker died after sending) beyond
+ * the first. */
+static const char ops_report[] =
+    "WITH r AS ("
+    "  SELECT run_id, tenant, job, status, error_class FROM runs"
+    "   WHERE scheduled_at >= $1::timestamptz"
+    "), a AS ("
+    "  SELECT a.run_id, count(*) AS dispatches,"
+    "         count(*) FILTER (WHERE a.outcome = 'ok') AS generations,"
+    "         count(*) FILTER (WHERE a.outcome IS NULL OR a.outcome IN"
+    "                          ('ok', 'ambiguous', 'lease_lost')) AS maybe,"
+    "         coalesce(sum(a.prompt_tokens), 0) AS prompt_tokens,"
+    "         coalesce(sum(a.completion_tokens), 0) AS completion_tokens,"
+    "         coalesce(sum(a.cached_tokens), 0) AS cached_tokens"
+    "    FROM attempts a JOIN r USING (run_id)"
+    "   GROUP BY a.run_id"
+    "), g AS ("
+    "  SELECT CASE WHEN $2 IN ('tenant', 'job') THEN r.tenant END AS tenant,"
+    "         CASE WHEN $2 = 'job' THEN r.job END AS job,"
+    "         count(*) AS runs,"
+    "         count(*) FILTER (WHERE r.status = 'completed') AS completed,"
+    "         coalesce(sum(a.generations), 0)::int8 AS generations,"
+    "         coalesce(sum(greatest(a.maybe - 1, 0)), 0)::int8"
+    "             AS extra_generations,"
+    "         coalesce(sum(a.dispatches), 0)::int8 AS dispatches,"
+    "         count(*) FILTER (WHERE r.status = 'pending'"
+    "                            AND r.error_class = 'budget')"
+    "             AS budget_deferred,"
+    "         coalesce(sum(a.prompt_tokens), 0)::int8 AS prompt_tokens,"
+    "         coalesce(sum(a.completion_tokens), 0)::int8"
+    "             AS completion_tokens,"
+    "         coalesce(sum(a.cached_tokens), 0)::int8 AS cached_tokens"
+    "    FROM r LEFT JOIN a USING (run_id)"
+    "   GROUP BY 1, 2"
+    ")"
+    "SELECT coalesce(json_agg(g ORDER BY g.tenant, g.job), '[]')::text FROM g";
+
+static const char ops_receive_insert[] =
+    "INSERT INTO received_notifications (idempotency_key, payload, topic,"
+    "                                    kafka_partition, kafka_offset)"
+    "VALUES ($1, $2::jsonb, $3, $4::int4, $5::int8)"
+    "    ON CONFLICT DO NOTHING"
+    " RETURNING 1";
+
+static const char ops_receive_duplicate[] =
+    "UPDATE received_notifications SET duplicates = duplicates + 1"
+    " WHERE idempotency_key = $1 AND payload = $2::jsonb"
+    " RETURNING 1";
+
+static const char ops_receive_conflict[] =
+    "INSERT INTO receiver_conflicts (idempotency_key, payload, topic,"
+    "                                kafka_partition, kafka_offset)"
+    "VALUES ($1, $2::jsonb, $3, $4::int4, $5::int8)";
+
+int
+rl_db_dispatch_within_budget(struct rl_db *db, const char *run_id,
+                             const char *worker, int64_t lease_epoch,
+                             const char *idempotency_key, int64_t estimate,
+                             enum rl_dispatch_status *status, int *attempt_no,
+                             char *next_window, char *errstr,
+                             size_t errstr_size)
+{
+    char epoch[32], est[32];
+    const char *params[5] = {run_id, worker, epoch, idempotency_key, est};
+    const char *result;
+    PGresult *res;
+    int err = RL_ERR_DB;
+
+    *attempt_no = 0;
+    *status = RL_DISPATCH_RECORDED;
+    if (next_window)
+        next_window[0] = '\0';
+    if (!idempotency_key) {
+        set_err(errstr, errstr_size,
+                "could not record dispatch of run %s: no idempotency key",
+                run_id);
+        return RL_ERR_INVALID;
+    }
+    snprintf(epoch, sizeof(epoch), "%" PRId64, lease_epoch);
+    snprintf(est, sizeof(est), "%" PRId64, estimate > 0 ? estimate : 0);
+    res = exec_stmt(db, STMT_DISPATCH_WITHIN_BUDGET, params,
+                    "record dispatch of run", run_id, &err, errstr,
+                    errstr_size);
+    if (!res)
+        return err;
+    result = PQntuples(res) == 1 ? PQgetvalue(res, 0, 0) : "stale";
+    if (strcmp(result, "dispatched") == 0) {
+        *attempt_no = (int)int_value(res, 0, 1, 0);
+        PQclear(res);
+        return 0;
+    }
+    if (strcmp(result, "deferred") == 0) {
+        *status = RL_DISPATCH_DEFERRED;
+        if (next_window)
+            copy_value(res, 0, 2, next_window, RL_TIME_UTC_SIZE);
+        copy_value(res, 0, 3, errstr, errstr_size);
+        PQclear(res);
+        return 0;
+    }
+    PQclear(res);
+    stale_msg(errstr, errstr_size, "record dispatch of run", run_id,
+              lease_epoch);
+    return RL_ERR_STALE;
+}
+
+int
+rl_db_budget_set(struct rl_db *db, const char *tenant, const char *job,
+                 int64_t daily_tokens, const char *actor, char *errstr,
+                 size_t errstr_size)
+{
+    char tokens[32];
+    const char *params[4] = {tenant, job, tokens, actor};
+    PGresult *res;
+    int err = RL_ERR_DB;
+
+    snprintf(tokens, sizeof(tokens), "%" PRId64, daily_tokens);
+    if (apply_schema(db, errstr, errstr_size) != 0)
+        return RL_ERR_DB;
+    res = exec_simple(db, ops_budget_set, 4, params, &err, errstr,
+                      errstr_size, "set the budget");
+    if (!res)
+        return err;
+    PQclear(res);
+    return 0;
+}
+
+int
+rl_db_budget_remove(struct rl_db *db, const char *tenant, const char *job,
+                    char *errstr, size_t errstr_size)
+{
+    const char *params[2] = {tenant, job};
+    PGresult *res;
+    int err = RL_ERR_DB;
+    int rows;
+
+    if (apply_schema(db, errstr, errstr_size) != 0)
+        return RL_ERR_DB;
+    res = exec_simple(db, ops_budget_remove, 2, params, &err, errstr,
+                      errstr_size, "remove the budget");
+    if (!res)
+        return err;
+    rows = atoi(PQcmdTuples(res));
+    PQclear(res);
+    if (rows == 0) {
+        set_err(errstr, errstr_size,
+                "could not remove the budget of %s%s%s: there is none", tenant,
+                job && *job ? " job " : "", job && *job ? job : "");
+        return RL_ERR_NOTFOUND;
+    }
+    return 0;
+}
+
+int
+rl_db_budgets_json(struct rl_db *db, const char *tenant, char **json,
+                   char *errstr, size_t errstr_size)
+{
+    const char *params[1] = {tenant};
+
+    return ops_one_text(db, ops_budgets_list, 1, params, "list budgets", json,
+                        errstr, errstr_size);
+}
+
+int
+rl_db_report_json(struct rl_db *db, const char *since, const char *by,
+                  char **json, char *errstr, size_t errstr_size)
+{
+    const char *params[2] = {since, by};
+
+    return ops_one_text(db, ops_report, 2, params, "report", json, errstr,
+                        errstr_size);
+}
+
+int
+rl_db_receive(struct rl_db *db, const char *idempotency_key,
+              const char *payload_json, const char *topic, int32_t partition,
+              int64_t offset, enum rl_receive_status *status, char *errstr,
+              size_t errstr_size)
+{
+    char part[16], off[32];
+    const char *params[5] = {idempotency_key, payload_json, topic, part, off};
+    PGresult *res;
+    int err = RL_ERR_DB;
+    int hit;
+
+    *status = RL_RECEIVE_APPLIED;
+    snprintf(part, sizeof(part), "%" PRId32, partition);
+    snprintf(off, sizeof(off), "%" PRId64, offset);
+    if (apply_schema(db, errstr, errstr_size) != 0)
+        return RL_ERR_DB;
+    res = exec_simple(db, ops_receive_insert, 5, params, &err, errstr,
+                      errstr_size, "apply the notification");
+    if (!res)
+        return err;
+    hit = PQntuples(res);
+    PQclear(res);
+    if (hit)
+        return 0;
+    /* A separate statement: it must see the row a concurrent receiver
+     * committed after the insert's snapshot. */
+    res = exec_simple(db, ops_receive_duplicate, 2, params, &err, errstr,
+                      errstr_size, "compare the notification");
+    if (!res)
+        return err;
+    hit = PQntuples(res);
+    PQclear(res);
+    if (hit) {
+        *status = RL_RECEIVE_DUPLICATE;
+        return 0;
+    }
+    *status = RL_RECEIVE_CONFLICT;
+    res = exec_simple(db, ops_receive_conflict, 5, params, &err, errstr,
+                      errstr_size, "record the conflicting notification");
+    if (!res)
+        return err;
+    PQclear(res);
+    return 0;
 }

@@ -3,13 +3,15 @@
 # footprint against the PostgreSQL ceiling and against peers, on services
 # of its own (never the ones `make test` uses).
 #
-# Prints the machine facts, then one line of key=value figures per
+# Prints the machine facts and a commit probe (pgbench, one single-row
+# INSERT per transaction, 16 clients), then one line of key=value figures per
 # scenario on stdout (progress goes to stderr):
 #
 #   zero     BENCH_EVENTS events, stub answering at once, one consumer
 #            process: end-to-end runs/s (first event produced -> last
 #            notification delivered), p50/p99 per-run overhead excluding
-#            model time, statements and write commits per run, peak RSS
+#            model time, statements, round trips and write commits per
+#            run, peak RSS
 #   slow     the same with the stub at 500 ms: largest in-flight count,
 #            runs/s, peak RSS, runs/s / (in_flight / latency)
 #   slow5s   the stub at 5 s, fewer events, a larger in-flight cap
@@ -24,8 +26,9 @@
 # all under BENCH_DIR and all stopped on exit, also on failure or Ctrl-C.
 #
 # Environment (all optional):
-#   RUNLEDGER_BIN            the binary to measure (default: build it into
-#                            build-bench/ as RelWithDebInfo, failpoints off)
+#   RUNLEDGER_BIN            the binary to measure (default: build-bench/,
+#                            RelWithDebInfo, failpoints off, warnings not
+#                            fatal, brought up to date incrementally)
 #   BENCH_DIR                scratch folder (default build-bench/run)
 #   BENCH_SCENARIOS          default "zero slow slow5s ceiling peer"
 #   BENCH_PEERS              default "python1 python4 graphile"
@@ -148,9 +151,18 @@ fresh_db() {
     q "CREATE DATABASE $1 OWNER $role" >/dev/null
 }
 
+# Creates topics NAME:PARTITIONS with the harness's rl_topics, compiled
+# here from tests/harness/rl_topics.c (its usage: BOOTSTRAP TIMEOUT_MS
+# NAME:PARTS...), so this does not depend on where kafka.sh keeps its copy.
 topics() {
-    "$work/kafka/bin/rl_topics" "$bootstrap" 60000 "$@" >&2 ||
-        die "could not create topics $*"
+    local src=$harness/rl_topics.c tool=$work/bin/rl_topics
+    if [ ! -x "$tool" ] || [ "$src" -nt "$tool" ]; then
+        mkdir -p "$work/bin"
+        # shellcheck disable=SC2046 # pkg-config prints several flags
+        cc -std=c11 -O1 -o "$tool" "$src" $(pkg-config --cflags --libs rdkafka) >&2 ||
+            die "could not compile $src"
+    fi
+    "$tool" "$bootstrap" 60000 "$@" >&2 || die "could not create topics $*"
 }
 
 # stub_start NAME LATENCY_MS: a stub model of this scenario's own; sets
@@ -270,14 +282,22 @@ for tool in psql pgbench kcat python3 java; do
     command -v "$tool" >/dev/null 2>&1 || die "$tool not found (run tests/harness/deps.sh)"
 done
 
+# The binary: RUNLEDGER_BIN as given, or build-bench/ brought up to date
+# (an incremental build; when it fails and an older binary exists, that one
+# is measured and the machine line says build=stale).
 bin=${RUNLEDGER_BIN:-}
+build_state=given
 if [ -z "$bin" ]; then
     bin=$root/build-bench/consumer/runledger
-    if [ ! -x "$bin" ]; then
-        log "building $bin (RelWithDebInfo, failpoints off)"
+    build_state=fresh
+    log "building $bin (RelWithDebInfo, failpoints off)"
+    if ! { [ -f "$root/build-bench/CMakeCache.txt" ] ||
         cmake -S "$root" -B "$root/build-bench" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-            -DRL_BUILD_TESTS=OFF -DRL_FAILPOINTS=OFF -DRL_WERROR=OFF >&2
-        cmake --build "$root/build-bench" -j"$(nproc)" --target runledger >&2
+            -DRL_BUILD_TESTS=OFF -DRL_FAILPOINTS=OFF -DRL_WERROR=OFF >"$work/build.log" 2>&1; } ||
+        ! cmake --build "$root/build-bench" -j"$(nproc)" --target runledger >>"$work/build.log" 2>&1; then
+        [ -x "$bin" ] || die "could not build runledger (log: $work/build.log)"
+        log "the build failed (log: $work/build.log); measuring the older $bin"
+        build_state=stale
     fi
 fi
 [ -x "$bin" ] || die "no runledger binary at $bin"
@@ -322,8 +342,19 @@ setting() { q "SHOW $1"; }
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1 | tr -s ' ' | tr ' ' '_')
 mem_mb=$(awk '/^MemTotal:/ {printf "%d", $2 / 1024}' /proc/meminfo)
 commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
-out "machine cores=$(nproc) mem_mb=$mem_mb cpu=$cpu kernel=$(uname -r) load1=$(load1) commit=$commit binary=${bin#"$root"/}"
+out "machine cores=$(nproc) mem_mb=$mem_mb cpu=$cpu kernel=$(uname -r) load1=$(load1) commit=$commit binary=${bin#"$root"/} build=$build_state binary_mtime=$(date -u -r "$bin" +%Y-%m-%dT%H:%M:%SZ)"
 out "postgres version=$pgver synchronous_commit=$(setting synchronous_commit) fsync=$(setting fsync) full_page_writes=$(setting full_page_writes) shared_buffers=$(setting shared_buffers) max_connections=$(setting max_connections) wal_sync_method=$(setting wal_sync_method)"
+
+# Single-row commits/s at 16 clients for 5 s: the disk's and CPU's
+# commit budget that every line below shares.
+fresh_db bench_probe
+DB=bench_probe q "CREATE TABLE probe (client int, at timestamptz); ALTER TABLE probe OWNER TO $role" >/dev/null
+pgbench -h 127.0.0.1 -p "$pgport" -U "$role" -n -M prepared -f "$bench/pgbench/commit_probe.sql" \
+    -c 16 -j "$(nproc)" -T 5 bench_probe >"$work/commit_probe.log" 2>&1 ||
+    die "pgbench commit probe failed (log: $work/commit_probe.log)"
+probe=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$work/commit_probe.log" | tail -1)
+q "DROP DATABASE bench_probe WITH (FORCE)" >/dev/null
+out "commit_probe clients=16 seconds=5 single_row_commits_per_s=$(fmt "$probe" 0) load1=$(load1)"
 
 zero_rps=
 zero_rss_mb=

@@ -19,7 +19,7 @@ die() {
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 kafka_version=3.9.1
 pom="$root/tests/harness/kafka/pom.xml"
-libs_dir=${KAFKA_LIBS_DIR:-$root/.cache/kafka-$kafka_version}
+libs_dir=${KAFKA_LIBS_DIR:-${RL_CACHE_DIR:-$root/.cache}/kafka-$kafka_version}
 
 packages=(
     build-essential cmake pkg-config

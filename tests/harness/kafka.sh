@@ -38,7 +38,7 @@ dir=$(realpath -m -- "$2")
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 kafka_version=3.9.1
-libs=${KAFKA_LIBS_DIR:-$root/.cache/kafka-$kafka_version}
+libs=${KAFKA_LIBS_DIR:-${RL_CACHE_DIR:-$root/.cache}/kafka-$kafka_version}
 heap=${KAFKA_HEAP_OPTS:--Xmx512m -Xms256m}
 start_timeout=${KAFKA_START_TIMEOUT:-90}
 port_base=${KAFKA_PORT_BASE:-29092}
@@ -190,7 +190,7 @@ launch() {
 # fresh start wipes DIR; fault tests start many brokers).
 rl_topics_bin() {
     local src=$root/tests/harness/rl_topics.c bin tmp
-    bin=$root/.cache/harness/rl_topics-$(sha256sum "$src" | cut -c1-12)
+    bin=${RL_CACHE_DIR:-$root/.cache}/harness/rl_topics-$(sha256sum "$src" | cut -c1-12)
     if [ ! -x "$bin" ]; then
         mkdir -p "$(dirname "$bin")"
         tmp=$(mktemp "$bin.XXXXXX")

@@ -40,6 +40,11 @@
 # README.md documents every value; values.schema.json is current
 # (gen_values_schema.py --check).
 #
+# Usage: check.sh [--tools-only]
+#   --tools-only  build/fetch helm, kubeconform and the schemas into the
+#                 cache and stop (a setup step can warm the cache before
+#                 ctest, so the test's 900 s budget never pays the build)
+#
 # Environment:
 #   RL_CACHE_DIR  cache root (default <repo>/.cache): bin/, downloads/,
 #                 k8s-schemas/
@@ -107,8 +112,9 @@ ensure_helm() {
     # its k8s.io/client-go (v0.N.x -> 1.N). Without them helm assumes 1.20.
     gomod=$(GOFLAGS=-mod=mod go mod download -json "helm.sh/helm/v3@$HELM_VERSION" |
         sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')
-    [ -n "$gomod" ] && [ -f "$gomod" ] ||
+    if [ -z "$gomod" ] || [ ! -f "$gomod" ]; then
         die "could not download helm.sh/helm/v3@$HELM_VERSION from the Go module proxy"
+    fi
     minor=$(sed -n 's/^[[:space:]]*k8s.io\/client-go v0\.\([0-9]*\)\..*/\1/p' "$gomod" | head -n 1)
     [ -n "$minor" ] || die "no k8s.io/client-go in $gomod"
     go_install helm "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" \
@@ -190,6 +196,9 @@ ensure_schemas
 helm=$bin/helm
 kubeconform=$bin/kubeconform
 log "tools ready after $(($(date +%s) - start))s: helm $HELM_VERSION, kubeconform $KUBECONFORM_VERSION, schemas of Kubernetes ${K8S_VERSIONS[*]}"
+if [ "${1:-}" = --tools-only ]; then
+    exit 0
+fi
 
 # ---- checks ----------------------------------------------------------------
 
@@ -441,14 +450,14 @@ notes_case "list the schedules' CronJobs" "rl-runledger-acme-daily-summary" \
 
 # README.md documents every value of values.yaml.
 [ -f "$chart/README.md" ] || die "no $chart/README.md"
-missing=$(grep -o '## @param [^ ]*' "$chart/values.yaml" | awk '{print $3}' |
+undocumented=$(grep -o '## @param [^ ]*' "$chart/values.yaml" | awk '{print $3}' |
     while read -r key; do
         grep -qF "\`$key\`" "$chart/README.md" || echo "$key"
     done)
-if [ -z "$missing" ]; then
+if [ -z "$undocumented" ]; then
     ok "README.md documents every value"
 else
-    printf '%s\n' "$missing" >"$work/readme.out"
+    printf '%s\n' "$undocumented" >"$work/readme.out"
     not_ok "README.md documents every value (missing below)" "$work/readme.out"
 fi
 

@@ -28,7 +28,7 @@ die() {
     echo "$prog: $*" >&2
     exit 1
 }
-# shellcheck source=lib.sh
+# shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 force=0

@@ -34,7 +34,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source=lib.sh
+# shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$here/lib.sh"
 
 smoke=1
@@ -100,7 +100,7 @@ else
     trap 'rm -f "$budlog"' EXIT
     bh bud --pull=never --layers --force-rm --isolation chroot "${build_args[@]}" \
         -f "$rl_root/Dockerfile" -t "$rl_image" "$rl_root" 2>&1 | tee "$budlog"
-    used=$(grep -o 'Using cache [0-9a-f]\{64\}' "$budlog" | awk '{print $3}' | sort -u)
+    used=$({ grep -o 'Using cache [0-9a-f]\{64\}' "$budlog" || true; } | awk '{print $3}' | sort -u)
     new=$(bh inspect --type image --format '{{.FromImageID}}' "$rl_image")
     t_build=$((SECONDS - t1))
     # Remove leftovers: dangling (untagged, no children) images that existed

@@ -15,7 +15,7 @@
 #   RL_IMAGE_TAG       image tag (default: the project() VERSION in
 #                      CMakeLists.txt, e.g. 0.1.0)
 
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034 # the variables are for the scripts sourcing this
 rl_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 rl_storage=$(realpath -m -- "${RL_IMAGE_STORAGE:-$rl_root/build/containers/storage}")
 rl_runroot=$(realpath -m -- "${RL_IMAGE_RUNROOT:-$rl_root/build/containers/run}")

@@ -42,7 +42,7 @@ if [ "$(id -u)" -ne 0 ]; then
         "$0" "$@"
 fi
 
-# shellcheck source=lib.sh
+# shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$here/lib.sh"
 
 case "${1:-}" in
@@ -79,11 +79,23 @@ schema_made=0
 logdir=$rl_root/build/image-smoke
 mkdir -p "$logdir"
 log=$logdir/$name.consume.log
+# The processes under one PID (buildah run with chroot isolation shares the
+# host's PID namespace).
+descendants() {
+    local p
+    for p in $(ps -o pid= --ppid "$1" 2>/dev/null); do
+        echo "$p"
+        descendants "$p"
+    done
+}
 cleanup() {
-    local rc=$?
-    # Only what this script started: the consume process and its buildah.
-    [ -z "$consume_pid" ] || kill -KILL "$consume_pid" 2>/dev/null || true
-    [ -z "$bud_pid" ] || wait "$bud_pid" 2>/dev/null || true
+    local rc=$? p
+    # Only what this script started: its `buildah run` and what runs under it.
+    if [ -n "$bud_pid" ]; then
+        for p in $(descendants "$bud_pid"); do kill -KILL "$p" 2>/dev/null || true; done
+        kill -KILL "$bud_pid" 2>/dev/null || true
+        wait "$bud_pid" 2>/dev/null || true
+    fi
     [ -z "$ctr" ] || bh rm "$ctr" >/dev/null 2>&1 || true
     if [ "$schema_made" -eq 1 ]; then
         psql "$DATABASE_URL" -qAt -v ON_ERROR_STOP=1 \
@@ -99,6 +111,7 @@ check_eq "config User" "$(fmt '{{.OCIv1.Config.User}}')" "10001:10001"
 check_eq "config Entrypoint" "$(fmt '{{range .OCIv1.Config.Entrypoint}}{{.}} {{end}}')" \
     "/usr/local/bin/runledger "
 check_eq "config Cmd" "$(fmt '{{range .OCIv1.Config.Cmd}}{{.}} {{end}}')" "consume "
+# shellcheck disable=SC2016 # a Go template, not shell
 check_eq "config ExposedPorts" "$(fmt '{{range $p, $v := .OCIv1.Config.ExposedPorts}}{{$p}} {{end}}')" \
     "9464/tcp "
 for label in version source title licenses; do
@@ -119,10 +132,13 @@ for f in bin/sh bin/bash bin/dash usr/bin/sh usr/bin/bash usr/bin/dash; do
     [ ! -e "$mnt/$f" ] && [ ! -L "$mnt/$f" ] || shells="$shells /$f"
 done
 if [ -z "$shells" ]; then ok "no shell in the image"; else not_ok "shells in the image:$shells"; fi
-if file -b "$mnt/usr/local/bin/runledger" 2>/dev/null | grep -q 'not stripped'; then
+bin_kib=$(du -k "$mnt/usr/local/bin/runledger" | cut -f1)
+if ! command -v readelf >/dev/null 2>&1; then
+    ok "/usr/local/bin/runledger: $bin_kib KiB (readelf missing: strip not checked)"
+elif readelf -S "$mnt/usr/local/bin/runledger" | grep -q '\.symtab'; then
     not_ok "/usr/local/bin/runledger is not stripped"
 else
-    ok "/usr/local/bin/runledger: $(du -k "$mnt/usr/local/bin/runledger" | cut -f1) KiB"
+    ok "/usr/local/bin/runledger: stripped, $bin_kib KiB"
 fi
 bh umount "$ctr" >/dev/null
 
@@ -148,8 +164,9 @@ fi
 for v in DATABASE_URL KAFKA_BOOTSTRAP_SERVERS MODEL_BASE_URL RL_SERVICES_DIR; do
     [ -n "${!v:-}" ] || die "$v not set by $envfile"
 done
-command -v kcat >/dev/null 2>&1 && command -v psql >/dev/null 2>&1 ||
+if ! command -v kcat >/dev/null 2>&1 || ! command -v psql >/dev/null 2>&1; then
     rl_apt_ensure kcat postgresql-client
+fi
 topics_bin=$RL_SERVICES_DIR/kafka/bin/rl_topics
 [ -x "$topics_bin" ] || die "$topics_bin missing (is Kafka up? tests/harness/services.sh up)"
 
@@ -186,14 +203,7 @@ ok "produced $events schedule events to $topic"
 brun "${envs[@]}" "$ctr" -- /usr/local/bin/runledger consume >"$log" 2>&1 &
 bud_pid=$!
 
-# The consume process: a descendant of that buildah (same PID namespace).
-descendants() {
-    local p
-    for p in $(ps -o pid= --ppid "$1" 2>/dev/null); do
-        echo "$p"
-        descendants "$p"
-    done
-}
+# The consume process: a descendant of that buildah.
 deadline=$((SECONDS + 30))
 while [ -z "$consume_pid" ] && [ "$SECONDS" -lt "$deadline" ] && kill -0 "$bud_pid" 2>/dev/null; do
     for p in $(descendants "$bud_pid"); do

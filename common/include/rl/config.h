@@ -52,6 +52,9 @@ struct rl_config {
     int relay_enabled;
     int liveness_seconds;        /* /healthz fails when the loop stalls */
     int health_interval_seconds; /* PostgreSQL check + ledger gauges */
+    int budget_default_max_tokens; /* reservation when the request names no
+                                      max_tokens */
+    char *receiver_group_id;       /* `runledger receive` consumer group */
     /* librdkafka pass-through pairs, name then value, owned */
     char **kafka_props;
     size_t kafka_props_count;

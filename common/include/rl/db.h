@@ -473,4 +473,77 @@ int rl_db_run_resolve_completed(struct rl_db *db, const char *run_id,
                                 struct rl_decision *out, char *errstr,
                                 size_t errstr_size);
 
+/* ==== budgets, cost report, reference receiver (issue 6) ================
+ *
+ * Statements of schema/004_budgets.sql and 005_receiver.sql. */
+
+/* What a dispatch under a budget did. */
+enum rl_dispatch_status {
+    RL_DISPATCH_RECORDED, /* the attempt is recorded: send the request */
+    RL_DISPATCH_DEFERRED  /* a budget is spent for today: no attempt was
+                             recorded and the run is already pending until
+                             the next UTC day (error_class "budget") */
+};
+
+/* rl_db_record_dispatch, reserving estimate tokens first against every
+ * budget of the run's tenant (and job) for today's UTC date, in the same
+ * transaction (plpgsql rl_dispatch_within_budget). The reservation is
+ * settled by the attempt's outcome. With no budget for the tenant it is
+ * rl_db_record_dispatch. On DEFERRED, next_window (RL_TIME_UTC_SIZE bytes,
+ * may be NULL) receives the start of the next window and errstr the
+ * reason. Returns 0 with *status and (RECORDED) *attempt_no set,
+ * RL_ERR_STALE or RL_ERR_DB. */
+int rl_db_dispatch_within_budget(struct rl_db *db, const char *run_id,
+                                 const char *worker, int64_t lease_epoch,
+                                 const char *idempotency_key, int64_t estimate,
+                                 enum rl_dispatch_status *status,
+                                 int *attempt_no, char *next_window,
+                                 char *errstr, size_t errstr_size);
+
+/* `budgets set`: the daily token budget of tenant (job NULL or "": the
+ * whole tenant). Returns 0, RL_ERR_INVALID or RL_ERR_DB. */
+int rl_db_budget_set(struct rl_db *db, const char *tenant, const char *job,
+                     int64_t daily_tokens, const char *actor, char *errstr,
+                     size_t errstr_size);
+
+/* `budgets remove`. Returns 0, RL_ERR_NOTFOUND or RL_ERR_DB. */
+int rl_db_budget_remove(struct rl_db *db, const char *tenant, const char *job,
+                        char *errstr, size_t errstr_size);
+
+/* `budgets show`: every budget (of tenant when not NULL) with today's
+ * (UTC) reserved, spent, left and deferrals, as a JSON array. *json is
+ * malloc'd. Returns 0 or RL_ERR_DB. */
+int rl_db_budgets_json(struct rl_db *db, const char *tenant, char **json,
+                       char *errstr, size_t errstr_size);
+
+/* `report`: runs scheduled at or after since, grouped by "tenant", "job"
+ * (tenant and job) or NULL (one total row), as a JSON array of objects:
+ * tenant, job, runs, completed, generations (attempts with outcome ok),
+ * extra_generations (per run, attempts that may have generated - ok,
+ * ambiguous, lease_lost, or no outcome - beyond the first), dispatches,
+ * budget_deferred (runs waiting for the next budget window),
+ * prompt_tokens, completion_tokens, cached_tokens. *json is malloc'd.
+ * Returns 0, RL_ERR_INVALID (since is not a timestamp) or RL_ERR_DB. */
+int rl_db_report_json(struct rl_db *db, const char *since, const char *by,
+                      char **json, char *errstr, size_t errstr_size);
+
+/* What the receiver did with one notification. */
+enum rl_receive_status {
+    RL_RECEIVE_APPLIED,   /* first time this key was seen: row inserted */
+    RL_RECEIVE_DUPLICATE, /* the key is known with the same payload */
+    RL_RECEIVE_CONFLICT   /* the key is known with another payload: refused,
+                             recorded in receiver_conflicts */
+};
+
+/* `runledger receive`: applies one notification keyed by idempotency_key
+ * (INSERT ... ON CONFLICT DO NOTHING into received_notifications); a known
+ * key with another payload (compared as jsonb) is never overwritten.
+ * Returns 0 with *status set, RL_ERR_INVALID (payload not JSON) or
+ * RL_ERR_DB. */
+int rl_db_receive(struct rl_db *db, const char *idempotency_key,
+                  const char *payload_json, const char *topic,
+                  int32_t partition, int64_t offset,
+                  enum rl_receive_status *status, char *errstr,
+                  size_t errstr_size);
+
 #endif /* RL_DB_H */

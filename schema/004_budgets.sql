@@ -1,0 +1,242 @@
+-- 004_budgets.sql: token budgets per tenant (optionally per job) and UTC
+-- day, enforced before every model dispatch (issue 6).
+--
+-- A dispatch first reserves its estimated tokens (prompt estimate +
+-- max_tokens) against every budget that covers the run, with a guarded
+-- UPDATE (reserved + spent + estimate <= limit) on one usage row per
+-- (tenant, scope, day). The row lock serialises concurrent workers, so the
+-- sum of reservations and settled spend never passes the limit; only the
+-- difference between a reservation and the real usage can, which is the
+-- "at most the in-flight reservations" bound. The attempt's outcome settles
+-- the reservation (trigger below) in the transaction that records it.
+--
+-- With no budgets row for a tenant nothing here is consulted beyond one
+-- primary-key probe, and dispatch behaves as before.
+
+CREATE TABLE budgets (
+    tenant        text        NOT NULL,
+    -- '' is the whole tenant; a job name narrows the budget to that job
+    -- (both apply when both exist)
+    job           text        NOT NULL DEFAULT '',
+    daily_tokens  bigint      NOT NULL
+                  CONSTRAINT budgets_daily_tokens_not_negative
+                  CHECK (daily_tokens >= 0),
+    updated_by    text,
+    updated_at    timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (tenant, job)
+);
+
+-- One row per budget scope and UTC day. reserved: tokens held by
+-- dispatches whose outcome is not recorded yet; spent: settled usage.
+CREATE TABLE budget_usage (
+    tenant     text   NOT NULL,
+    job        text   NOT NULL,
+    day        date   NOT NULL,
+    reserved   bigint NOT NULL DEFAULT 0
+               CONSTRAINT budget_usage_reserved_not_negative
+               CHECK (reserved >= 0),
+    spent      bigint NOT NULL DEFAULT 0,
+    -- dispatches refused for this scope and day (runs moved to the next day)
+    deferrals  bigint NOT NULL DEFAULT 0,
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (tenant, job, day)
+);
+
+-- The reservation of one dispatch, until its attempt gets an outcome.
+CREATE TABLE budget_reservations (
+    run_id     text        NOT NULL,
+    attempt_no integer     NOT NULL,
+    tenant     text        NOT NULL,
+    scopes     text[]      NOT NULL, -- budget_usage.job values reserved
+    day        date        NOT NULL,
+    tokens     bigint      NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (run_id, attempt_no),
+    FOREIGN KEY (run_id, attempt_no) REFERENCES attempts (run_id, attempt_no)
+        DEFERRABLE INITIALLY DEFERRED
+);
+
+-- Start of the next budget window (next UTC midnight).
+CREATE FUNCTION rl_next_budget_window() RETURNS timestamptz
+LANGUAGE sql STABLE
+AS $fn$
+    SELECT (date_trunc('day', now() AT TIME ZONE 'UTC') + interval '1 day')
+           AT TIME ZONE 'UTC'
+$fn$;
+
+-- Records a dispatch under the lease (as record_dispatch_under_lease in
+-- db.c), reserving p_estimate tokens first when a budget covers the run.
+-- Returns one row:
+--   result 'dispatched'  attempt_no is the new (or this lease's earlier,
+--                        outcome-less) attempt
+--   result 'deferred'    a budget is spent for today: no attempt was
+--                        recorded (runs.attempts unchanged), the run is
+--                        pending until next_window with error_class
+--                        'budget', its deadline moved by the same delay
+--   result 'stale'       the lease is gone; nothing written
+CREATE FUNCTION rl_dispatch_within_budget(
+    p_run_id   text,
+    p_worker   text,
+    p_epoch    bigint,
+    p_key      text,
+    p_estimate bigint)
+RETURNS TABLE (result text, attempt_no integer, next_window text,
+               detail text)
+LANGUAGE plpgsql
+AS $fn$
+#variable_conflict use_column
+DECLARE
+    v_tenant  text;
+    v_job     text;
+    v_prior   integer;
+    v_day     date := (now() AT TIME ZONE 'UTC')::date;
+    v_scopes  text[] := '{}';
+    v_budget  record;
+    v_ok      boolean;
+    v_left    bigint;
+    v_attempt integer;
+    v_next    timestamptz;
+BEGIN
+    SELECT r.tenant, r.job INTO v_tenant, v_job
+      FROM runs r
+     WHERE r.run_id = p_run_id AND r.lock_owner = p_worker
+       AND r.lease_epoch = p_epoch AND r.status = 'running'
+       FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RETURN QUERY SELECT 'stale'::text, NULL::integer, NULL::text,
+                            NULL::text;
+        RETURN;
+    END IF;
+
+    -- Redo after a lost COMMIT: one lease dispatches at most once.
+    SELECT a.attempt_no INTO v_prior
+      FROM attempts a
+     WHERE a.run_id = p_run_id AND a.lease_epoch = p_epoch
+       AND a.worker = p_worker AND a.outcome IS NULL
+     ORDER BY a.attempt_no DESC LIMIT 1;
+    IF FOUND THEN
+        RETURN QUERY SELECT 'dispatched'::text, v_prior, NULL::text,
+                            NULL::text;
+        RETURN;
+    END IF;
+
+    -- Scopes in job order ('' first), the lock order of every worker.
+    FOR v_budget IN
+        SELECT b.job, b.daily_tokens FROM budgets b
+         WHERE b.tenant = v_tenant AND b.job IN ('', v_job)
+         ORDER BY b.job
+    LOOP
+        INSERT INTO budget_usage (tenant, job, day)
+        VALUES (v_tenant, v_budget.job, v_day)
+            ON CONFLICT DO NOTHING;
+        UPDATE budget_usage u
+           SET reserved = u.reserved + greatest(p_estimate, 0),
+               updated_at = now()
+         WHERE u.tenant = v_tenant AND u.job = v_budget.job
+           AND u.day = v_day
+           AND u.reserved + u.spent + greatest(p_estimate, 0)
+               <= v_budget.daily_tokens;
+        v_ok := FOUND;
+        IF NOT v_ok THEN
+            SELECT v_budget.daily_tokens - u.reserved - u.spent INTO v_left
+              FROM budget_usage u
+             WHERE u.tenant = v_tenant AND u.job = v_budget.job
+               AND u.day = v_day;
+            -- Give back what the earlier scopes of this call reserved.
+            UPDATE budget_usage u
+               SET reserved = u.reserved - greatest(p_estimate, 0)
+             WHERE u.tenant = v_tenant AND u.job = ANY (v_scopes)
+               AND u.day = v_day;
+            UPDATE budget_usage u
+               SET deferrals = u.deferrals + 1, updated_at = now()
+             WHERE u.tenant = v_tenant AND u.job = v_budget.job
+               AND u.day = v_day;
+            v_next := rl_next_budget_window();
+            UPDATE runs r
+               SET status = 'pending', lock_owner = NULL,
+                   lock_expires_at = NULL, next_attempt_at = v_next,
+                   deadline_at = r.deadline_at + (v_next - now()),
+                   error_class = 'budget',
+                   last_error = format(
+                       'token budget of tenant %s%s spent for %s: '
+                       'needs %s, %s left; deferred to %s',
+                       v_tenant,
+                       CASE WHEN v_budget.job = '' THEN ''
+                            ELSE ' job ' || v_budget.job END,
+                       v_day, greatest(p_estimate, 0),
+                       greatest(v_left, 0),
+                       to_char(v_next AT TIME ZONE 'UTC',
+                               'YYYY-MM-DD"T"HH24:MI:SS"+00:00"')),
+                   updated_at = now()
+             WHERE r.run_id = p_run_id;
+            RETURN QUERY
+            SELECT 'deferred'::text, NULL::integer,
+                   to_char(v_next AT TIME ZONE 'UTC',
+                           'YYYY-MM-DD"T"HH24:MI:SS"+00:00"'),
+                   r.last_error
+              FROM runs r WHERE r.run_id = p_run_id;
+            RETURN;
+        END IF;
+        v_scopes := v_scopes || v_budget.job;
+    END LOOP;
+
+    UPDATE runs r SET attempts = r.attempts + 1, updated_at = now()
+     WHERE r.run_id = p_run_id
+    RETURNING r.attempts INTO v_attempt;
+    INSERT INTO attempts (run_id, attempt_no, lease_epoch, worker,
+                          idempotency_key)
+    VALUES (p_run_id, v_attempt, p_epoch, p_worker, p_key);
+    IF cardinality(v_scopes) > 0 THEN
+        INSERT INTO budget_reservations (run_id, attempt_no, tenant, scopes,
+                                         day, tokens)
+        VALUES (p_run_id, v_attempt, v_tenant, v_scopes, v_day,
+                greatest(p_estimate, 0));
+    END IF;
+    RETURN QUERY SELECT 'dispatched'::text, v_attempt, NULL::text,
+                        NULL::text;
+END
+$fn$;
+
+-- Settles a reservation when its attempt gets an outcome, whichever
+-- statement records it (a worker's result, a completion, an operator's
+-- retry closing it): the real usage when the model reported it, else the
+-- whole reservation for outcomes that may have generated (ambiguous,
+-- cancelled or lost after sending), else nothing (never sent, refused).
+-- An attempt that never gets an outcome (its worker died) keeps its
+-- reservation: it may have generated, so it stays counted.
+CREATE FUNCTION rl_settle_budget() RETURNS trigger
+LANGUAGE plpgsql
+AS $fn$
+DECLARE
+    v_res    budget_reservations%ROWTYPE;
+    v_actual bigint;
+BEGIN
+    DELETE FROM budget_reservations b
+     WHERE b.run_id = NEW.run_id AND b.attempt_no = NEW.attempt_no
+    RETURNING * INTO v_res;
+    IF NOT FOUND THEN
+        RETURN NEW;
+    END IF;
+    IF NEW.prompt_tokens IS NOT NULL OR NEW.completion_tokens IS NOT NULL THEN
+        v_actual := coalesce(NEW.prompt_tokens, 0)
+                    + coalesce(NEW.completion_tokens, 0);
+    ELSIF NEW.outcome IN ('ambiguous', 'cancelled', 'lease_lost') THEN
+        v_actual := v_res.tokens;
+    ELSE
+        v_actual := 0;
+    END IF;
+    UPDATE budget_usage u
+       SET reserved = greatest(u.reserved - v_res.tokens, 0),
+           spent = u.spent + v_actual,
+           updated_at = now()
+     WHERE u.tenant = v_res.tenant AND u.job = ANY (v_res.scopes)
+       AND u.day = v_res.day;
+    RETURN NEW;
+END
+$fn$;
+
+CREATE TRIGGER attempts_settle_budget
+    AFTER UPDATE OF outcome ON attempts
+    FOR EACH ROW
+    WHEN (OLD.outcome IS NULL AND NEW.outcome IS NOT NULL)
+    EXECUTE FUNCTION rl_settle_budget();
