@@ -84,7 +84,9 @@ RUN set -eu; \
 COPY --from=build /out/bin/runledger /usr/local/bin/runledger
 
 # After the RUN, so a new version or source URL re-uses its cached layer.
-ARG VERSION=0.1.0 SOURCE_URL=https://example.invalid/runledger LICENSES=NOASSERTION
+ARG VERSION=0.1.0
+ARG SOURCE_URL=https://example.invalid/runledger
+ARG LICENSES=NOASSERTION
 LABEL org.opencontainers.image.title="runledger" \
       org.opencontainers.image.description="Runs scheduled AI jobs exactly once in effect: Kafka admission, PostgreSQL ledger, transactional outbox" \
       org.opencontainers.image.version="${VERSION}" \

@@ -41,7 +41,7 @@ export RL_SERVICES_ENV := $(abspath $(SERVICES_ENV))
 .NOTPARALLEL:
 
 .PHONY: all deps build build-asan services-up services-down format-check \
-	test demo bench clean distclean
+	test demo bench image image-smoke clean distclean
 
 all: build
 
@@ -80,12 +80,28 @@ test: deps format-check build build-asan
 demo: deps build
 	$(HARNESS)/demo.sh
 
+# `make bench`: throughput, overhead and footprint against the PostgreSQL
+# ceiling and against peers, on private services (tests/bench/README.md).
+# Not part of `make test`. Takes ~5-10 minutes on 2 cores.
 bench:
-	@echo "bench: not yet — benchmarks land in tests/bench/"
+	tests/bench/bench.sh
+
+# --- container image (tests/image/) --------------------------------------
+# `make image`: builds the top-level Dockerfile with buildah (no Docker
+# daemon, no container registry: the Debian 12 base images are made locally
+# with debootstrap), writes build/runledger-<version>.oci.tar and runs the
+# smoke test against the image. `make image-smoke` re-runs only the smoke
+# test. Both start the test services when build/services.env is missing and
+# never stop them. `ctest -L image` (part of `make test` when buildah is
+# installed) builds if the sources changed, then smoke-tests.
+image:
+	tests/image/build.sh
+image-smoke:
+	tests/image/smoke.sh
 
 clean: services-down
 	rm -rf $(BUILD_DIR) $(ASAN_BUILD_DIR)
 
-# Also forgets the resolved Kafka jars (deps resolves them again).
+# Also forgets the caches (Kafka jars, helm, schemas, base images).
 distclean: clean
-	rm -rf .cache
+	rm -rf .cache $(RL_CACHE_DIR)

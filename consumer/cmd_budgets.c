@@ -192,22 +192,21 @@ rl_cmd_budgets(int argc, char **argv)
         const cJSON *row;
 
         printf("%-24s %-24s %-10s %12s %10s %10s %10s %9s %8s\n", "TENANT",
-               "JOB", "DAY", "DAILY", "RESERVED", "SPENT", "LEFT",
-               "DEFERRALS", "WAITING");
+               "JOB", "DAY", "DAILY", "RESERVED", "SPENT", "LEFT", "DEFERRALS",
+               "WAITING");
         cJSON_ArrayForEach(row, arr)
         {
             char b[8][32];
             const cJSON *j = cJSON_GetObjectItemCaseSensitive(row, "job");
 
-            printf("%-24s %-24s %-10s %12s %10s %10s %10s %9s %8s\n",
-                   num(row, "tenant", b[0], 32),
-                   cJSON_IsString(j) && *j->valuestring ? j->valuestring
-                                                         : "(all)",
-                   num(row, "day", b[1], 32),
-                   num(row, "daily_tokens", b[2], 32),
-                   num(row, "reserved", b[3], 32), num(row, "spent", b[4], 32),
-                   num(row, "left", b[5], 32), num(row, "deferrals", b[6], 32),
-                   num(row, "deferred_runs", b[7], 32));
+            printf(
+                "%-24s %-24s %-10s %12s %10s %10s %10s %9s %8s\n",
+                num(row, "tenant", b[0], 32),
+                cJSON_IsString(j) && *j->valuestring ? j->valuestring : "(all)",
+                num(row, "day", b[1], 32), num(row, "daily_tokens", b[2], 32),
+                num(row, "reserved", b[3], 32), num(row, "spent", b[4], 32),
+                num(row, "left", b[5], 32), num(row, "deferrals", b[6], 32),
+                num(row, "deferred_runs", b[7], 32));
         }
         cJSON_Delete(arr);
     }

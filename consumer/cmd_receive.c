@@ -236,8 +236,7 @@ rl_cmd_receive(int argc, char **argv)
             continue;
         if (rkm->err) {
             if (rkm->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
-                rl_log_warn(NULL, "receive: %s",
-                            rd_kafka_message_errstr(rkm));
+                rl_log_warn(NULL, "receive: %s", rd_kafka_message_errstr(rkm));
             rd_kafka_message_destroy(rkm);
             continue;
         }

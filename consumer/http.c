@@ -126,8 +126,10 @@ static const struct family_def families[] = {
     {"runledger_unknown_runs", RL_METRIC_GAUGE,
      "runs in status unknown waiting for an operator (ledger-wide)"},
     {"runledger_budget_deferrals_total", RL_METRIC_COUNTER,
-     "dispatches refused because a token budget was spent for the UTC day: "
-     "the run waits for the next day without spending an attempt"},
+     "dispatches refused by a token budget, without spending an attempt, "
+     "by until: next_window (spent for the UTC day: the run waits for "
+     "00:00 UTC) or settled (held by reservations of calls in flight: the "
+     "run is retried shortly)"},
 };
 
 static int
@@ -236,8 +238,10 @@ collect(struct rl_http *h)
                    (double)atomic_load(&c->swept));
     rl_metrics_set(m, "runledger_dispatches_total", NULL,
                    (double)atomic_load(&c->dispatches));
-    rl_metrics_set(m, "runledger_budget_deferrals_total", NULL,
-                   (double)atomic_load(&c->budget_deferrals));
+    set_labelled(m, "runledger_budget_deferrals_total", "until", "next_window",
+                 (double)atomic_load(&c->budget_deferrals));
+    set_labelled(m, "runledger_budget_deferrals_total", "until", "settled",
+                 (double)atomic_load(&c->budget_waits));
 }
 
 /* ---- HTTP -----------------------------------------------------------------

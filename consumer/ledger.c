@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "pipeline.h"
+#include "rl/approval.h"
 #include "rl/db.h"
 #include "rl/err.h"
 #include "rl/failpoint.h"
@@ -264,8 +265,7 @@ budget_estimate(const struct ledger *lg, const struct rl_item *item)
 
     if (!cJSON_IsNumber(max))
         max = cJSON_GetObjectItemCaseSensitive(req, "max_completion_tokens");
-    if (cJSON_IsNumber(max) && max->valuedouble >= 0 &&
-        max->valuedouble < 1e12)
+    if (cJSON_IsNumber(max) && max->valuedouble >= 0 && max->valuedouble < 1e12)
         completion = (int64_t)max->valuedouble;
     cJSON_Delete(root);
     return (int64_t)((bytes + 3) / 4) + completion;
@@ -334,8 +334,9 @@ start_attempt(struct ledger *lg, struct rl_item *item)
 
     err = rl_db_dispatch_within_budget(
         lg->db, item->run_id, lg->cfg->worker_id, item->lease_epoch,
-        item->run_id, budget_estimate(lg, item), &dispatch, &item->attempt_no,
-        next_window, errstr, sizeof(errstr));
+        item->run_id, budget_estimate(lg, item),
+        lg->cfg->backoff_base_ms / 2 + backoff_ms(lg, 1, -1) / 2, &dispatch,
+        &item->attempt_no, next_window, errstr, sizeof(errstr));
     if (err == RL_ERR_DB) {
         defer(lg, item, REDO_START, "record the dispatch", errstr);
         return;
@@ -345,12 +346,16 @@ start_attempt(struct ledger *lg, struct rl_item *item)
         finish(lg, item);
         return;
     }
-    if (dispatch == RL_DISPATCH_DEFERRED) {
-        /* Already pending until the next window, in the statement that
-         * refused the reservation; no attempt was spent. */
-        atomic_fetch_add(&lg->pl->counters.budget_deferrals, 1);
+    if (dispatch != RL_DISPATCH_RECORDED) {
+        /* Already pending (until the next window, or until the calls in
+         * flight settled), in the statement that refused the reservation;
+         * no attempt was spent. */
+        if (dispatch == RL_DISPATCH_DEFERRED)
+            atomic_fetch_add(&lg->pl->counters.budget_deferrals, 1);
+        else
+            atomic_fetch_add(&lg->pl->counters.budget_waits, 1);
         log_ctx(item, &ctx);
-        rl_log_info(&ctx, "budget spent: %s", errstr);
+        rl_log_info(&ctx, "budget: %s", errstr);
         finish(lg, item);
         return;
     }
@@ -383,6 +388,64 @@ start_attempt(struct ledger *lg, struct rl_item *item)
     lg->in_model++;
     atomic_fetch_add(&lg->pl->counters.dispatches, 1);
     rl_log_debug(&ctx, "dispatched");
+}
+
+/* An approval-required run's answer becomes its immutable proposal and the
+ * run waits for a human (schema/006_approval.sql): nothing is queued for
+ * the relay until `runs approve` records an approval bound to the
+ * proposal's digest. The attempt's outcome is recorded by the same
+ * statement, as for a completion. */
+static void
+propose(struct ledger *lg, struct rl_item *item, const struct rl_log_ctx *ctx)
+{
+    struct rl_model_call *call = &item->call;
+    char *output = rl_model_output_json(call);
+    char *proposal = NULL;
+    char digest[RL_HEX_SIZE];
+    char errstr[512];
+    enum rl_propose_status status = RL_PROPOSE_WAITING;
+    struct rl_attempt_ok oc = {
+        .attempt_no = item->attempt_no,
+        .http_status = (int)call->http_status,
+        .upstream_request_id = call->upstream_request_id,
+        .prompt_tokens = call->prompt_tokens,
+        .completion_tokens = call->completion_tokens,
+        .cached_tokens = call->cached_tokens,
+        .latency_ms = call->latency_ms,
+    };
+    int err;
+
+    rl_failpoint("after_model_response");
+    if (!output) {
+        defer(lg, item, REDO_RESULT, "store the proposal", "out of memory");
+        return;
+    }
+    err = rl_approval_proposal(item->request_json, output, &proposal, digest,
+                               errstr, sizeof(errstr));
+    free(output);
+    if (err == RL_OK)
+        err = rl_db_propose_attempt(lg->db, item->run_id, lg->cfg->worker_id,
+                                    item->lease_epoch, &oc, proposal, digest,
+                                    &status, errstr, sizeof(errstr));
+    free(proposal);
+    if (err == RL_ERR_DB || err == RL_ERR_NOMEM) {
+        defer(lg, item, REDO_RESULT, "store the proposal", errstr);
+        return;
+    }
+    if (err == RL_ERR_STALE) {
+        atomic_fetch_add(&lg->pl->counters.lease_lost, 1);
+        rl_log_warn(ctx, "lease lost: proposal discarded");
+    } else if (err != RL_OK) {
+        give_up(lg, item, "failed", "invalid_output", errstr);
+        return;
+    } else if (status == RL_PROPOSE_SUPERSEDED) {
+        atomic_fetch_add(&lg->pl->counters.failed, 1);
+        rl_log_warn(ctx, "%s", errstr);
+    } else if (status == RL_PROPOSE_WAITING) {
+        rl_log_info(ctx, "awaiting approval");
+    }
+    rl_failpoint("after_complete_commit");
+    finish(lg, item);
 }
 
 /* Turns a model result into one durable state. */
@@ -426,7 +489,12 @@ handle_result(struct ledger *lg, struct rl_item *item)
     }
 
     switch (call->outcome) {
-    case RL_MODEL_OK: {
+    case RL_MODEL_OK:
+        if (rl_approval_required(item->request_json)) {
+            propose(lg, item, &ctx);
+            return;
+        }
+        {
         char *output = rl_model_output_json(call);
         char **channels;
         size_t n = channels_of(item->request_json, &channels);

@@ -17,7 +17,7 @@ static const struct command commands[] = {
     {"consume", rl_cmd_consume, "run the consumer (the service)"},
     {"relay", rl_cmd_relay, "deliver outbox rows to the notification topic"},
     {"publish", rl_cmd_publish, "produce schedule events (flags or stdin)"},
-    {"runs", rl_cmd_runs, "list, show, retry, resolve, approve or reject runs"},
+    {"runs", rl_cmd_runs, "list, show, retry or resolve runs"},
     {"budgets", rl_cmd_budgets, "set, show or remove daily token budgets"},
     {"report", rl_cmd_report, "runs, generations and tokens of a period"},
     {"receive", rl_cmd_receive,

@@ -93,6 +93,7 @@ struct rl_counters {
     atomic_llong swept;
     atomic_llong relayed;
     atomic_llong budget_deferrals; /* dispatches refused by a spent budget */
+    atomic_llong budget_waits;     /* ... by reservations of calls in flight */
 };
 
 struct rl_http; /* health and metrics endpoint (http.h) */

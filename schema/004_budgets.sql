@@ -69,17 +69,23 @@ $fn$;
 -- Returns one row:
 --   result 'dispatched'  attempt_no is the new (or this lease's earlier,
 --                        outcome-less) attempt
---   result 'deferred'    a budget is spent for today: no attempt was
+--   result 'deferred'    a budget is spent for today (settled spend +
+--                        estimate over the limit): no attempt was
 --                        recorded (runs.attempts unchanged), the run is
 --                        pending until next_window with error_class
 --                        'budget', its deadline moved by the same delay
+--   result 'wait'        only reservations of calls in flight stand in
+--                        the way: as 'deferred', but due again after
+--                        p_wait_ms, when they have settled (usually below
+--                        their estimate)
 --   result 'stale'       the lease is gone; nothing written
 CREATE FUNCTION rl_dispatch_within_budget(
     p_run_id   text,
     p_worker   text,
     p_epoch    bigint,
     p_key      text,
-    p_estimate bigint)
+    p_estimate bigint,
+    p_wait_ms  bigint)
 RETURNS TABLE (result text, attempt_no integer, next_window text,
                detail text)
 LANGUAGE plpgsql
@@ -93,6 +99,7 @@ DECLARE
     v_scopes  text[] := '{}';
     v_budget  record;
     v_ok      boolean;
+    v_wait    boolean;
     v_left    bigint;
     v_attempt integer;
     v_next    timestamptz;
@@ -138,7 +145,9 @@ BEGIN
                <= v_budget.daily_tokens;
         v_ok := FOUND;
         IF NOT v_ok THEN
-            SELECT v_budget.daily_tokens - u.reserved - u.spent INTO v_left
+            SELECT v_budget.daily_tokens - u.reserved - u.spent,
+                   u.spent + greatest(p_estimate, 0) <= v_budget.daily_tokens
+              INTO v_left, v_wait
               FROM budget_usage u
              WHERE u.tenant = v_tenant AND u.job = v_budget.job
                AND u.day = v_day;
@@ -147,6 +156,28 @@ BEGIN
                SET reserved = u.reserved - greatest(p_estimate, 0)
              WHERE u.tenant = v_tenant AND u.job = ANY (v_scopes)
                AND u.day = v_day;
+            IF v_wait THEN
+                UPDATE runs r
+                   SET status = 'pending', lock_owner = NULL,
+                       lock_expires_at = NULL,
+                       next_attempt_at = now() + make_interval(
+                           secs => greatest(p_wait_ms, 1) / 1000.0),
+                       error_class = 'budget',
+                       last_error = format(
+                           'token budget of tenant %s%s held by calls in '
+                           'flight: needs %s, %s left; waiting for them to '
+                           'settle',
+                           v_tenant,
+                           CASE WHEN v_budget.job = '' THEN ''
+                                ELSE ' job ' || v_budget.job END,
+                           greatest(p_estimate, 0), greatest(v_left, 0)),
+                       updated_at = now()
+                 WHERE r.run_id = p_run_id;
+                RETURN QUERY
+                SELECT 'wait'::text, NULL::integer, NULL::text, r.last_error
+                  FROM runs r WHERE r.run_id = p_run_id;
+                RETURN;
+            END IF;
             UPDATE budget_usage u
                SET deferrals = u.deferrals + 1, updated_at = now()
              WHERE u.tenant = v_tenant AND u.job = v_budget.job

@@ -389,6 +389,33 @@ check_request(const cJSON *request, const struct verdict *v)
     return RL_OK;
 }
 
+/* "approval": absent, null or {"required": <boolean>}. Sets
+ * ev->approval_required. Unknown members are refused: a typo must not
+ * silently publish what was meant to wait for a human. */
+static int
+parse_approval(const cJSON *root, struct rl_event *ev, const struct verdict *v)
+{
+    const cJSON *approval = cJSON_GetObjectItemCaseSensitive(root, "approval");
+    const cJSON *item;
+
+    if (!approval || cJSON_IsNull(approval))
+        return RL_OK;
+    if (!cJSON_IsObject(approval))
+        return reject(v, "invalid_approval", NULL,
+                      "approval is not an object");
+    cJSON_ArrayForEach(item, approval)
+    {
+        if (!item->string || strcmp(item->string, "required") != 0)
+            return reject(v, "invalid_approval", NULL,
+                          "approval has an unknown member");
+        if (!cJSON_IsBool(item))
+            return reject(v, "invalid_approval", NULL,
+                          "approval.required is not a boolean");
+        ev->approval_required = cJSON_IsTrue(item);
+    }
+    return RL_OK;
+}
+
 /* request_json = canonical {"notify": [...], "request": {...}}: the
  * effective request whose fingerprint decides whether a redelivered event
  * is the same run or a conflicting one. */
@@ -406,6 +433,18 @@ build_request_json(cJSON *request, struct rl_event *ev, const struct verdict *v)
         goto done;
     }
     cJSON_AddItemToObject(wrapper, "notify", channels);
+    /* Approval changes the side effects, so it is part of the fingerprint;
+     * only added when required, so every other event keeps the
+     * fingerprint it always had. */
+    if (ev->approval_required) {
+        cJSON *approval = cJSON_AddObjectToObject(wrapper, "approval");
+
+        if (!approval || !cJSON_AddTrueToObject(approval, "required")) {
+            err = reject(v, "out_of_memory", NULL,
+                         "could not allocate the event");
+            goto done;
+        }
+    }
     for (size_t i = 0; i < ev->notify_count; i++) {
         cJSON *name = cJSON_CreateString(ev->notify[i]);
 
@@ -576,6 +615,8 @@ rl_event_parse(const void *value, size_t len,
         RL_OK)
         goto done;
     if (parse_notify(root, limits, ev, &v) != RL_OK)
+        goto done;
+    if (parse_approval(root, ev, &v) != RL_OK)
         goto done;
     if (build_request_json(cJSON_GetObjectItemCaseSensitive(root, "request"),
                            ev, &v) != RL_OK)

@@ -302,11 +302,15 @@ if [ -z "$bin" ]; then
 fi
 [ -x "$bin" ] || die "no runledger binary at $bin"
 
+# The peers' packages; a peer whose install fails prints an error line
+# instead of figures, the rest of the bench goes on.
+py_ok=1 node_ok=1
 if has peer && { has_peer python1 || has_peer python4; }; then
     if ! "$venv/bin/python" -c 'import confluent_kafka, psycopg, httpx' 2>/dev/null; then
         log "installing the Python peer's packages into ${venv#"$root"/}"
-        python3 -m venv "$venv" >&2
-        "$venv/bin/pip" install -q confluent-kafka 'psycopg[binary]' httpx >&2
+        { python3 -m venv "$venv" &&
+            "$venv/bin/pip" install -q confluent-kafka 'psycopg[binary]' httpx; } >&2 ||
+            { py_ok=0; log "could not install the Python peer's packages"; }
     fi
 fi
 if has peer && has_peer graphile; then
@@ -314,12 +318,15 @@ if has peer && has_peer graphile; then
         [ ! -d "$node_dir/node_modules/graphile-worker" ]; then
         log "installing Graphile Worker and kafkajs into ${node_dir#"$root"/}"
         mkdir -p "$node_dir"
-        cp "$bench/peer_graphile/package.json" "$node_dir/package.json"
-        (cd "$node_dir" && npm install --no-audit --no-fund --loglevel=error >&2)
+        rm -f "$node_dir/package.json"
+        (cd "$node_dir" && cp "$bench/peer_graphile/package.json" package.tmp.json &&
+            mv package.tmp.json package.json &&
+            npm install --no-audit --no-fund --loglevel=error) >&2 ||
+            { node_ok=0; rm -f "$node_dir/package.json"; log "could not install Graphile Worker"; }
     fi
 fi
 
-log "starting PostgreSQL and Kafka in $work"
+log "starting PostgreSQL (and Kafka) in $work"
 "$harness/pg.sh" start "$work/pg" >&2
 pgport=$(cat "$work/pg/port")
 if [ "$(q "SHOW shared_preload_libraries")" != pg_stat_statements ]; then
@@ -332,8 +339,11 @@ q "DO \$\$ BEGIN
        CREATE ROLE $role LOGIN;
      END IF;
    END \$\$" >/dev/null
-"$harness/kafka.sh" start "$work/kafka" >&2
-bootstrap=$(sed -n 's/^KAFKA_BOOTSTRAP_SERVERS=//p' "$work/kafka/env")
+bootstrap=
+if has zero || has slow || has slow5s || has peer; then
+    "$harness/kafka.sh" start "$work/kafka" >&2
+    bootstrap=$(sed -n 's/^KAFKA_BOOTSTRAP_SERVERS=//p' "$work/kafka/env")
+fi
 
 # ---- machine facts ---------------------------------------------------------
 
@@ -455,16 +465,23 @@ if has ceiling; then
         "$bin" migrate --database-url "$(url_of "$db")" >/dev/null 2>"$work/$db.migrate.log" ||
             die "migrate failed (log: $work/$db.migrate.log)"
         measure_begin "$db"
-        pgbench -h 127.0.0.1 -p "$pgport" -U "$role" -n -M prepared \
+        # A script that no longer matches the schema (db.c moved on) fails
+        # this line only, not the whole bench.
+        if ! pgbench -h 127.0.0.1 -p "$pgport" -U "$role" -n -M prepared \
             -f "$bench/pgbench/per_run.sql" -c "$c" -j "$(nproc)" \
-            -T "$ceiling_seconds" "$db" >"$work/$db.pgbench.log" 2>&1 ||
-            die "pgbench failed (log: $work/$db.pgbench.log)"
+            -T "$ceiling_seconds" "$db" >"$work/$db.pgbench.log" 2>&1; then
+            log "pgbench failed: $(grep -m1 ERROR "$work/$db.pgbench.log" || true)"
+            out "ceiling clients=$c error=pgbench_failed log=${work#"$root"/}/$db.pgbench.log"
+            continue
+        fi
         measure_end "$db"
         tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$work/$db.pgbench.log" | tail -1)
         lat=$(sed -n 's/^latency average = \([0-9.]*\) ms/\1/p' "$work/$db.pgbench.log")
         nrun=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$work/$db.pgbench.log")
-        [ -n "$tps" ] && [ -n "$nrun" ] && [ "$nrun" -gt 0 ] ||
-            die "no tps in $work/$db.pgbench.log"
+        if [ -z "$tps" ] || [ -z "$nrun" ] || [ "$nrun" -eq 0 ]; then
+            out "ceiling clients=$c error=no_runs log=${work#"$root"/}/$db.pgbench.log"
+            continue
+        fi
         line="ceiling clients=$c seconds=$ceiling_seconds runs_per_s=$(fmt "$tps") run_latency_ms=$lat"
         # pg_stat_statements misses BEGIN/COMMIT that pgbench sends as
         # prepared statements: count them from the script instead.
@@ -474,7 +491,7 @@ if has ceiling; then
         best=$(calc "max($best, $tps)")
         q "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null
     done
-    if [ -n "$zero_rps" ]; then
+    if [ -n "$zero_rps" ] && [ "$best" != 0 ]; then
         out "ratio zero_runs_per_s=$(fmt "$zero_rps") ceiling_runs_per_s=$(fmt "$best") ratio=$(fmt "$(calc "$zero_rps / $best")" 3)"
     fi
 fi
@@ -605,9 +622,21 @@ peer_graphile() {
 }
 
 if has peer; then
-    has_peer python1 && peer_python python1 1
-    has_peer python4 && peer_python python4 4
-    has_peer graphile && peer_graphile
+    for w in 1 4; do
+        has_peer "python$w" || continue
+        if [ "$py_ok" -eq 1 ]; then
+            peer_python "python$w" "$w"
+        else
+            out "peer name=python workers=$w error=install_failed"
+        fi
+    done
+    if has_peer graphile; then
+        if [ "$node_ok" -eq 1 ]; then
+            peer_graphile
+        else
+            out "peer name=graphile-worker error=install_failed"
+        fi
+    fi
 fi
 
 log "done; per-scenario logs and statement breakdowns in ${work#"$root"/}"

@@ -169,9 +169,16 @@ e2e_teardown(struct e2e *t)
         rd_kafka_destroy(t->producer);
     }
     if (t->db) {
-        snprintf(sql, sizeof(sql), "DROP SCHEMA IF EXISTS %s CASCADE",
-                 t->schema);
-        rl_db_exec(t->db, sql, 0, NULL, NULL, 0, errstr, sizeof(errstr));
+        /* A schema name is an identifier, which cannot be a parameter:
+         * the server quotes it (format %I) and the result is run. */
+        const char *params[1] = {t->schema};
+
+        if (rl_db_exec(t->db,
+                       "SELECT format('DROP SCHEMA IF EXISTS %I CASCADE', "
+                       "$1::text)",
+                       1, params, sql, sizeof(sql), errstr,
+                       sizeof(errstr)) == 1)
+            rl_db_exec(t->db, sql, 0, NULL, NULL, 0, errstr, sizeof(errstr));
         rl_db_destroy(t->db);
         t->db = NULL;
     }
@@ -730,46 +737,123 @@ e2e_produce_event(struct e2e *t, const char *job, const char *tenant, int i,
     e2e_produce(t, tenant, buf);
 }
 
+/* The query helpers below take a printf-like format, but values are never
+ * spliced into SQL: each '%s' (quoted or not), %d, %ld and %lld becomes a
+ * bound parameter $n, and "%%" a literal '%'. */
+struct bound {
+    char sql[4096];
+    char values[E2E_MAX_PARAMS][1024];
+    const char *params[E2E_MAX_PARAMS];
+    int n;
+};
+
+static void
+bind_format(struct bound *b, const char *fmt, va_list ap)
+{
+    size_t o = 0;
+
+    b->n = 0;
+    for (const char *f = fmt; *f && o + 8 < sizeof(b->sql);) {
+        int quoted = f[0] == '\'' && f[1] == '%' && f[2] == 's' && f[3] == '\'';
+        const char *spec = quoted ? f + 1 : f;
+        char *value;
+
+        if (spec[0] != '%') {
+            b->sql[o++] = *f++;
+            continue;
+        }
+        if (spec[1] == '%') {
+            b->sql[o++] = '%';
+            f += 2;
+            continue;
+        }
+        RL_REQUIRE(b->n < E2E_MAX_PARAMS);
+        value = b->values[b->n];
+        if (spec[1] == 's') {
+            snprintf(value, sizeof(b->values[0]), "%s", va_arg(ap, char *));
+            f = spec + 2 + quoted;
+        } else if (spec[1] == 'd') {
+            snprintf(value, sizeof(b->values[0]), "%d", va_arg(ap, int));
+            f = spec + 2;
+        } else if (spec[1] == 'l' && spec[2] == 'd') {
+            snprintf(value, sizeof(b->values[0]), "%ld", va_arg(ap, long));
+            f = spec + 3;
+        } else if (spec[1] == 'l' && spec[2] == 'l' && spec[3] == 'd') {
+            snprintf(value, sizeof(b->values[0]), "%lld",
+                     va_arg(ap, long long));
+            f = spec + 4;
+        } else {
+            fprintf(stderr, "unsupported query format: %s\n", fmt);
+            RL_REQUIRE(0);
+        }
+        b->params[b->n] = value;
+        b->n++;
+        o += (size_t)snprintf(b->sql + o, sizeof(b->sql) - o, "$%d", b->n);
+    }
+    b->sql[o < sizeof(b->sql) ? o : sizeof(b->sql) - 1] = '\0';
+}
+
+static int64_t
+bound_int(struct e2e *t, const struct bound *b)
+{
+    char value[64];
+    char errstr[512];
+
+    if (rl_db_exec(t->db, b->sql, b->n, b->params, value, sizeof(value),
+                   errstr, sizeof(errstr)) < 0) {
+        fprintf(stderr, "query failed: %s: %s\n", b->sql, errstr);
+        return -1;
+    }
+    return strtoll(value, NULL, 10);
+}
+
 int64_t
 e2e_intf(struct e2e *t, const char *fmt, ...)
 {
-    char sql[4096];
+    static struct bound b;
     va_list ap;
 
     va_start(ap, fmt);
-    vsnprintf(sql, sizeof(sql), fmt, ap);
+    bind_format(&b, fmt, ap);
     va_end(ap);
-    return e2e_int(t, sql);
+    return bound_int(t, &b);
 }
 
 const char *
 e2e_textf(struct e2e *t, const char *fmt, ...)
 {
-    char sql[4096];
+    static struct bound b;
+    static char value[4096];
+    char errstr[512];
     va_list ap;
 
     va_start(ap, fmt);
-    vsnprintf(sql, sizeof(sql), fmt, ap);
+    bind_format(&b, fmt, ap);
     va_end(ap);
-    return e2e_text(t, sql);
+    if (rl_db_exec(t->db, b.sql, b.n, b.params, value, sizeof(value), errstr,
+                   sizeof(errstr)) < 0) {
+        fprintf(stderr, "query failed: %s: %s\n", b.sql, errstr);
+        value[0] = '\0';
+    }
+    return value;
 }
 
 int
 e2e_wait_intf(struct e2e *t, int64_t want, long timeout_ms, const char *fmt,
               ...)
 {
-    char sql[4096];
+    static struct bound b;
     va_list ap;
     int64_t deadline = rltest_now_ms() + timeout_ms;
     int64_t v;
 
     va_start(ap, fmt);
-    vsnprintf(sql, sizeof(sql), fmt, ap);
+    bind_format(&b, fmt, ap);
     va_end(ap);
     for (;;) {
         struct timespec ts = {0, 100000000L};
 
-        v = e2e_int(t, sql);
+        v = bound_int(t, &b);
         if (v == want)
             return 1;
         if (rltest_now_ms() >= deadline)
@@ -779,7 +863,7 @@ e2e_wait_intf(struct e2e *t, int64_t want, long timeout_ms, const char *fmt,
     fprintf(stderr,
             "timed out after %ld ms waiting for %lld from %s (last "
             "%lld)\n",
-            timeout_ms, (long long)want, sql, (long long)v);
+            timeout_ms, (long long)want, b.sql, (long long)v);
     return 0;
 }
 

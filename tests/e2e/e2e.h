@@ -14,6 +14,7 @@
 #include "rl/db.h"
 
 #define E2E_MAX_PROCS 64
+#define E2E_MAX_PARAMS 8
 
 struct e2e {
     const char *bootstrap;

@@ -18,7 +18,7 @@ int
 main(void)
 {
     struct e2e t;
-    char run_id[RL_HEX_SIZE], job[160], url[1400], app[64], sql[512];
+    char run_id[RL_HEX_SIZE], job[160], url[1400], app[64];
     char errstr[512];
     struct rl_db *locker;
     int slot;
@@ -39,10 +39,15 @@ main(void)
     RL_REQUIRE(locker);
     RL_REQUIRE(rl_db_exec(locker, "BEGIN", 0, NULL, NULL, 0, errstr,
                           sizeof(errstr)) >= 0);
-    snprintf(sql, sizeof(sql),
-             "SELECT 1 FROM runs WHERE run_id='%s' FOR UPDATE", run_id);
-    RL_REQUIRE(
-        rl_db_exec(locker, sql, 0, NULL, NULL, 0, errstr, sizeof(errstr)) == 1);
+    {
+        const char *params[1] = {run_id};
+
+        RL_REQUIRE(rl_db_exec(locker,
+                              "SELECT 1 FROM runs WHERE run_id = $1 FOR "
+                              "UPDATE",
+                              1, params, NULL, 0, errstr,
+                              sizeof(errstr)) == 1);
+    }
     kill(t.procs[slot], SIGCONT);
     /* The worker is now blocked inside its completing statement. */
     RL_REQUIRE(e2e_wait_intf(&t, 1, 20000,

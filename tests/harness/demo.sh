@@ -253,33 +253,48 @@ since() {
 
 # --- stopping: consumers first (they commit to Kafka), then the services --
 
+# Whether pid $1 runs (a zombie has exited: only the wait is missing).
+alive() {
+    kill -0 "$1" 2>/dev/null &&
+        [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]
+}
+
 stop_consumers() {
-    local i pid rc t0 deadline
+    local i n pid rc t0 deadline how summary failed=0
     for i in "${!consumer_pids[@]}"; do
         pid=${consumer_pids[$i]}
+        n=$((i + 1))
         [ -n "$pid" ] || continue
         t0=$(now_ms)
-        kill -TERM "$pid" 2>/dev/null || true
-        deadline=$((SECONDS + 40))
-        while kill -0 "$pid" 2>/dev/null &&
-            [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ]; do
-            if ((SECONDS >= deadline)); then
-                echo "  consumer-$((i + 1)) ignored SIGTERM for 40 s: SIGKILL" >&2
-                kill -KILL "$pid" 2>/dev/null || true
-                break
-            fi
-            sleep 0.1
-        done
+        how="had already exited"
+        if alive "$pid"; then
+            how=SIGTERM
+            kill -TERM "$pid" 2>/dev/null || true
+            deadline=$((SECONDS + 40))
+            while alive "$pid"; do
+                if ((SECONDS >= deadline)); then
+                    how="ignored SIGTERM for 40 s: SIGKILL"
+                    kill -KILL "$pid" 2>/dev/null || true
+                    break
+                fi
+                sleep 0.1
+            done
+        fi
         rc=0
         wait "$pid" 2>/dev/null || rc=$?
-        printf '  consumer-%d (pid %s): SIGTERM, exited %d after %s s — %s\n' \
-            "$((i + 1))" "$pid" "$rc" "$(since "$t0")" \
-            "$(grep -o '"msg":"stopped: [^"]*"' "$logs/consumer-$((i + 1)).log" |
-                tail -n 1 | sed 's/"msg":"stopped: //; s/"$//')"
-        consumer_pids[$i]=
-        [ "$rc" -eq 0 ] || return 1
+        summary=$(grep -o '"msg":"stopped: [^"]*"' "$logs/consumer-$n.log" 2>/dev/null |
+            tail -n 1 | sed 's/"msg":"stopped: //; s/"$//')
+        if [ "$how" = SIGTERM ]; then
+            printf '  consumer-%d (pid %s): SIGTERM, exited %d after %s s%s\n' \
+                "$n" "$pid" "$rc" "$(since "$t0")" "${summary:+ — $summary}"
+        else
+            printf '  consumer-%d (pid %s): %s, exit status %d\n' "$n" "$pid" "$how" "$rc"
+        fi
+        consumer_pids[i]=
+        [ "$rc" -eq 0 ] || failed=1
     done
     rm -f "$demo_dir"/consumer-*.pid
+    return "$failed"
 }
 
 cleanup() {
@@ -291,7 +306,10 @@ cleanup() {
     set +e
     if [ "$rc" -ne 0 ]; then
         echo
-        echo "demo: a step failed (exit $rc); stopping what the demo started" >&2
+        case "$rc" in
+        130 | 143) echo "demo: interrupted; stopping what the demo started" >&2 ;;
+        *) echo "demo: a step failed (exit $rc); stopping what the demo started" >&2 ;;
+        esac
         for f in "$logs"/consumer-*.log; do
             [ -s "$f" ] || continue
             echo "  last lines of $(rel "$f"):" >&2
@@ -331,11 +349,13 @@ fail() {
 
 # A consumer left behind by a demo that was killed (SIGKILL skips the trap):
 # stopped before its services go.
+leftovers=0
 for f in "$demo_dir"/consumer-*.pid; do
     [ -f "$f" ] || continue
     pid=$(cat "$f")
     if [ -n "$pid" ] && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null |
         grep -qF -- "$bin consume"; then
+        leftovers=$((leftovers + 1))
         kill -TERM "$pid" 2>/dev/null || true
         for _ in $(seq 1 300); do
             kill -0 "$pid" 2>/dev/null || break
@@ -366,6 +386,9 @@ services_started=1
 # A demo killed earlier may have left its services running with old data:
 # start from nothing.
 "$services" down 8>&- >"$logs/services-up.log" 2>&1 || true
+if grep -q 'stopped' "$logs/services-up.log" || [ "$leftovers" -gt 0 ]; then
+    echo "  (stopped what an earlier, killed demo left running: $leftovers consumers and its services)"
+fi
 if ! "$services" up 8>&- >>"$logs/services-up.log" 2>&1; then
     cat "$logs/services-up.log" >&2
     fail "the services did not start"
@@ -413,7 +436,7 @@ t0=$(now_ms)
 deadline=$((SECONDS + ready_timeout))
 until py ready "${consumer_ports[0]}" && py ready "${consumer_ports[1]}"; do
     for i in 0 1; do
-        kill -0 "${consumer_pids[$i]}" 2>/dev/null ||
+        alive "${consumer_pids[$i]}" ||
             fail "consumer-$((i + 1)) exited (log: $(rel "$logs/consumer-$((i + 1)).log"))"
     done
     ((SECONDS < deadline)) ||
@@ -477,7 +500,7 @@ publish() {
 }
 
 cs_flags=(--job competitor-summary --at 2026-08-07T09:00:00+00:00 --version v1
-    --request "@$evdir/competitor-summary.json" --notify email,slack)
+    --request "@$evdir/competitor-summary.json" --notify "email,slack")
 echo "  \$ runledger publish --job competitor-summary --tenant $acme \\"
 echo "        --at 2026-08-07T09:00:00+00:00 --version v1 --notify email,slack \\"
 echo "        --request @$(rel "$evdir")/competitor-summary.json --input @$(rel "$evdir")/acme-input.json"
@@ -490,15 +513,15 @@ echo "  (and the same for $globex)"
 echo "  \$ runledger publish --stdin < $(rel "$evdir")/duplicates.jsonl"
 publish --stdin <"$evdir/duplicates.jsonl"
 add_event "publish --stdin" "$acme" competitor-summary 2026-08-07T09:00:00+00:00 \
-    "the same event again (a producer retry)" "${ids[0]}"
+    "as #1: the same event again (a producer retry)" "${ids[0]}"
 add_event "publish --stdin" "'$acme  '" "' competitor-summary '" 2026-08-07T11:00:00+02:00 \
-    "extra whitespace, +02:00, request keys and notify reordered" "${ids[1]}"
+    "as #1: extra whitespace, +02:00, request keys and notify reordered" "${ids[1]}"
 add_event "publish --stdin" "$globex" competitor-summary 2026-08-07T05:00:00.250-04:00 \
-    "-04:00 and fractional seconds" "${ids[2]}"
+    "as #2: -04:00, fractional seconds (truncated)" "${ids[2]}"
 
 echo "  \$ runledger publish --job daily-digest --tenant T --now --window P1D ...   # a CronJob firing"
 dd_flags=(--job daily-digest --now --window P1D --version v1
-    --request "@$evdir/daily-digest.json" --notify email,slack)
+    --request "@$evdir/daily-digest.json" --notify "email,slack")
 for round in 1 2; do
     for t in "$acme" "$globex"; do
         publish "${dd_flags[@]}" --tenant "$t" --input "{\"tenant\":\"$t\"}"
@@ -506,7 +529,7 @@ for round in 1 2; do
             add_event "publish --now" "$t" daily-digest "now, window P1D" "" "${ids[0]}"
         else
             add_event "publish --now" "$t" daily-digest "now, window P1D" \
-                "fired again later that day (late re-publish)" "${ids[0]}"
+                "fired again later that day: late re-publish" "${ids[0]}"
         fi
     done
 done
@@ -517,7 +540,7 @@ publish --job weekly-report --tenant "$acme" --at 2026-08-05T07:30:00+00:00 \
     --window P1W --version v1 --request "@$evdir/weekly-report.json" \
     --input '{"team":"growth"}' --notify email,slack
 add_event publish "$acme" weekly-report "2026-08-05T07:30:00+00:00 P1W" \
-    "the model will reject it (HTTP 400)" "${ids[0]}"
+    "new run; the model will reject it (HTTP 400)" "${ids[0]}"
 
 echo
 echo "  A malformed event (no UTC offset) is refused by publish, nothing is sent:"
@@ -541,7 +564,7 @@ labels=(A B C D E F G H I J K L)
 n_events=${#ev_id[@]}
 n_malformed=0
 echo
-printf '  %-2s  %-15s  %-18s  %-20s  %-30s  %-4s  %s\n' \
+printf '  %-2s  %-15s  %-18s  %-22s  %-30s  %-3s  %s\n' \
     "#" "sent with" "tenant" "job" "scheduled_at (as sent)" "run" "note"
 for ((i = 0; i < n_events; i++)); do
     id=${ev_id[$i]}
@@ -559,7 +582,7 @@ for ((i = 0; i < n_events; i++)); do
     if [ "$id" != - ] && [ -z "$note" ]; then
         note="new run ${id:0:12}…"
     fi
-    printf '  %-2s  %-15s  %-18s  %-20s  %-30s  %-4s  %s\n' \
+    printf '  %-2s  %-15s  %-18s  %-22s  %-30s  %-3s  %s\n' \
         "$((i + 1))" "${ev_how[$i]}" "${ev_tenant[$i]}" "${ev_job[$i]}" \
         "${ev_at[$i]}" "$run" "$note"
 done
@@ -581,9 +604,12 @@ echo "  every dead letter acknowledged, and consumer-group lag 0 on every partit
 t0=$(now_ms)
 deadline=$((SECONDS + settle_timeout))
 stable_since=
+# Set by `py probe` (eval) on every round.
+probe_ok=0 probe_events=0 probe_dead=0 probe_dups=0 probe_lag=0 probe_lagparts=0
+probe_parts=(- -)
 while :; do
     for i in 0 1; do
-        kill -0 "${consumer_pids[$i]}" 2>/dev/null ||
+        alive "${consumer_pids[$i]}" ||
             fail "consumer-$((i + 1)) exited (log: $(rel "$logs/consumer-$((i + 1)).log"))"
     done
     eval "$(py probe "${consumer_ports[@]}")"

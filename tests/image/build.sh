@@ -54,6 +54,9 @@ done
 t0=$SECONDS
 rl_apt_ensure buildah
 mkdir -p "$rl_storage" "$rl_runroot" "$rl_root/build"
+# One build at a time per storage (`make image` beside `ctest -L image`).
+exec 8>"$(dirname "$rl_storage")/build.lock"
+flock -w 1800 8 || die "another build.sh holds $(dirname "$rl_storage")/build.lock"
 
 "$here/base.sh"
 t_base=$((SECONDS - t0))
@@ -106,13 +109,15 @@ else
     # Remove leftovers: dangling (untagged, no children) images that existed
     # before this build and that it did not use; their parents follow in the
     # next round.
+    # An image a container still uses (a smoke test running now) stays.
     for _ in $(seq 1 32); do
-        victims=$(comm -12 <(echo "$before") \
+        removed=0
+        for id in $(comm -12 <(echo "$before") \
             <(bh images --quiet --no-trunc --filter dangling=true | sed 's/^sha256://' | sort -u) |
-            comm -23 - <(echo "$used"))
-        [ -n "$victims" ] || break
-        # shellcheck disable=SC2086 # one ID per word
-        bh rmi $victims >/dev/null 2>&1 || break
+            comm -23 - <(echo "$used")); do
+            bh rmi "$id" >/dev/null 2>&1 && removed=$((removed + 1))
+        done
+        [ "$removed" -gt 0 ] || break
     done
     echo "$prog: leftovers of earlier builds removed in $((SECONDS - t1 - t_build))s"
 
@@ -133,6 +138,7 @@ echo "$prog: image $rl_image ${new:0:12}: $size uncompressed (as \`docker images
     "OCI archive ${rl_oci_archive#"$rl_root"/} $((archive_bytes / 1024 / 1024)) MiB (gzip layers)"
 echo "$prog: base ${t_base}s, build ${t_build}s, archive ${t_push}s"
 
+exec 8>&-
 if [ "$smoke" -eq 1 ]; then
     "$here/smoke.sh"
 fi

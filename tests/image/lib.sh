@@ -1,24 +1,30 @@
 # lib.sh — sourced by build.sh, base.sh and smoke.sh: where the image lives
 # and how buildah is called here.
 #
-# Buildah runs with its own storage under build/ (vfs driver, chroot
+# Buildah runs with its own storage under $RL_CACHE_DIR/containers (vfs driver, chroot
 # isolation: no daemon, no overlay mounts, no user namespaces), so `make
 # image` neither needs nor disturbs a Podman or Docker set-up on the same
 # machine. Look at what it made with the same flags, e.g.
-#   buildah --root build/containers/storage --runroot build/containers/run \
+#   buildah --root ~/.cache/runledger/containers/storage \
+#       --runroot ~/.cache/runledger/containers/run \
 #       --storage-driver vfs images
 #
 # Environment (all optional):
-#   RL_IMAGE_STORAGE   storage root (default build/containers/storage)
-#   RL_IMAGE_RUNROOT   storage state (default build/containers/run)
+#   RL_IMAGE_STORAGE   storage root (default $RL_CACHE_DIR/containers/storage,
+#                      RL_CACHE_DIR defaulting to <repo>/.cache; make sets
+#                      it to ~/.cache/runledger)
+#   RL_IMAGE_RUNROOT   storage state (default $RL_CACHE_DIR/containers/run)
 #   RL_IMAGE_NAME      image name (default runledger)
 #   RL_IMAGE_TAG       image tag (default: the project() VERSION in
 #                      CMakeLists.txt, e.g. 0.1.0)
 
 # shellcheck shell=bash disable=SC2034 # the variables are for the scripts sourcing this
 rl_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-rl_storage=$(realpath -m -- "${RL_IMAGE_STORAGE:-$rl_root/build/containers/storage}")
-rl_runroot=$(realpath -m -- "${RL_IMAGE_RUNROOT:-$rl_root/build/containers/run}")
+# Per-user cache (like the Kafka jars and helm): the Debian base images and
+# unchanged layers survive a fresh clone, so a rebuild takes seconds.
+rl_cache=${RL_CACHE_DIR:-$rl_root/.cache}
+rl_storage=$(realpath -m -- "${RL_IMAGE_STORAGE:-$rl_cache/containers/storage}")
+rl_runroot=$(realpath -m -- "${RL_IMAGE_RUNROOT:-$rl_cache/containers/run}")
 rl_version=$(sed -n 's/^project(runledger VERSION \([0-9][0-9.]*\).*/\1/p' \
     "$rl_root/CMakeLists.txt")
 rl_image_name=${RL_IMAGE_NAME:-runledger}

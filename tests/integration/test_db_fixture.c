@@ -44,10 +44,15 @@ fixture_drop(struct rl_db *db, const char *schema)
 {
     char sql[RL_DB_SCHEMA_MAX + 64];
     char errstr[512];
+    const char *params[1] = {schema};
 
-    /* schema is rltest_unique's [a-z0-9_]: safe to splice. */
-    snprintf(sql, sizeof(sql), "DROP SCHEMA IF EXISTS %s CASCADE", schema);
-    if (rl_db_exec(db, sql, 0, NULL, NULL, 0, errstr, sizeof(errstr)) < 0)
+    /* A schema name is an identifier, which cannot be a parameter: the
+     * server quotes it (format %I) and the result is run. */
+    if (rl_db_exec(db,
+                   "SELECT format('DROP SCHEMA IF EXISTS %I CASCADE', "
+                   "$1::text)",
+                   1, params, sql, sizeof(sql), errstr, sizeof(errstr)) != 1 ||
+        rl_db_exec(db, sql, 0, NULL, NULL, 0, errstr, sizeof(errstr)) < 0)
         fprintf(stderr, "could not drop test schema: %s\n", errstr);
     rl_db_destroy(db);
 }

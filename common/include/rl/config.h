@@ -50,8 +50,8 @@ struct rl_config {
     int http_port;
     int shutdown_grace_seconds;
     int relay_enabled;
-    int liveness_seconds;        /* /healthz fails when the loop stalls */
-    int health_interval_seconds; /* PostgreSQL check + ledger gauges */
+    int liveness_seconds;          /* /healthz fails when the loop stalls */
+    int health_interval_seconds;   /* PostgreSQL check + ledger gauges */
     int budget_default_max_tokens; /* reservation when the request names no
                                       max_tokens */
     char *receiver_group_id;       /* `runledger receive` consumer group */

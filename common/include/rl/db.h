@@ -116,7 +116,7 @@ const char *rl_claim_status_name(enum rl_claim_status status);
 struct rl_claim {
     enum rl_claim_status status;
     char run_id[RL_HEX_SIZE];
-    char run_status[16];           /* the row's status ("running" if WON) */
+    char run_status[24];           /* the row's status ("running" if WON) */
     char fingerprint[RL_HEX_SIZE]; /* stored fingerprint */
     int64_t lease_epoch;           /* WON: the fencing token to write with */
     int attempts;                  /* dispatches recorded so far */
@@ -318,7 +318,7 @@ struct rl_run {
     char scheduled_at[RL_TIME_UTC_SIZE];
     char *version;
     char fingerprint[RL_HEX_SIZE];
-    char status[16];
+    char status[24];
     char *lock_owner;
     int lease_live; /* lock_expires_at is in the future (db clock) */
     int64_t lease_epoch;
@@ -434,7 +434,7 @@ int rl_db_run_report_json(struct rl_db *db, const char *run_id, char **json,
 
 /* What an operator decision found and did. */
 struct rl_decision {
-    char prior_status[16]; /* the run's status before ("" if not found) */
+    char prior_status[24]; /* the run's status before ("" if not found) */
     int attempts;          /* runs.attempts at the decision */
     int attempts_closed;   /* retry: outcome-less attempts closed as
                               ambiguous */
@@ -480,22 +480,26 @@ int rl_db_run_resolve_completed(struct rl_db *db, const char *run_id,
 /* What a dispatch under a budget did. */
 enum rl_dispatch_status {
     RL_DISPATCH_RECORDED, /* the attempt is recorded: send the request */
-    RL_DISPATCH_DEFERRED  /* a budget is spent for today: no attempt was
+    RL_DISPATCH_DEFERRED, /* a budget is spent for today: no attempt was
                              recorded and the run is already pending until
                              the next UTC day (error_class "budget") */
+    RL_DISPATCH_WAIT      /* only reservations of calls in flight stand in
+                             the way: as DEFERRED, due again after wait_ms */
 };
 
 /* rl_db_record_dispatch, reserving estimate tokens first against every
  * budget of the run's tenant (and job) for today's UTC date, in the same
  * transaction (plpgsql rl_dispatch_within_budget). The reservation is
  * settled by the attempt's outcome. With no budget for the tenant it is
- * rl_db_record_dispatch. On DEFERRED, next_window (RL_TIME_UTC_SIZE bytes,
- * may be NULL) receives the start of the next window and errstr the
- * reason. Returns 0 with *status and (RECORDED) *attempt_no set,
+ * rl_db_record_dispatch. On DEFERRED (and WAIT: the settled spend
+ * leaves room, calls in flight hold it; due again after wait_ms), next_window
+ * (RL_TIME_UTC_SIZE bytes, may be NULL) receives the start of the next window
+ * and errstr the reason. Returns 0 with *status and (RECORDED) *attempt_no set,
  * RL_ERR_STALE or RL_ERR_DB. */
 int rl_db_dispatch_within_budget(struct rl_db *db, const char *run_id,
                                  const char *worker, int64_t lease_epoch,
                                  const char *idempotency_key, int64_t estimate,
+                                 int64_t wait_ms,
                                  enum rl_dispatch_status *status,
                                  int *attempt_no, char *next_window,
                                  char *errstr, size_t errstr_size);
@@ -545,5 +549,90 @@ int rl_db_receive(struct rl_db *db, const char *idempotency_key,
                   int32_t partition, int64_t offset,
                   enum rl_receive_status *status, char *errstr,
                   size_t errstr_size);
+
+/* ==== approval gates (issue 6) ==========================================
+ *
+ * Statements of schema/006_approval.sql. The proposal's canonical text and
+ * digest come from rl/approval.h. */
+
+/* What storing a proposal did. */
+enum rl_propose_status {
+    RL_PROPOSE_WAITING,    /* stored: the run is awaiting_approval */
+    RL_PROPOSE_ALREADY,    /* the same proposal was stored before (a redo) */
+    RL_PROPOSE_SUPERSEDED, /* the run already held another proposal: the new
+                              answer is refused and the run failed with
+                              error_class "proposal_immutable" (errstr) */
+    RL_PROPOSE_COMPLETED   /* the run is already completed: nothing changed */
+};
+
+/* For an approval-required run, in place of rl_db_complete_attempt: records
+ * outcome "ok" for attempt oc->attempt_no and, under the lease (worker,
+ * lease_epoch), stores proposal_json (write-once) with its digest and
+ * moves the run to awaiting_approval, releasing the lease, in one
+ * statement. No outbox row is written. Returns 0 with *status set,
+ * RL_ERR_STALE (lease gone, or no such run), RL_ERR_INVALID or RL_ERR_DB. */
+int rl_db_propose_attempt(struct rl_db *db, const char *run_id,
+                          const char *worker, int64_t lease_epoch,
+                          const struct rl_attempt_ok *oc,
+                          const char *proposal_json, const char *digest,
+                          enum rl_propose_status *status, char *errstr,
+                          size_t errstr_size);
+
+/* What a decision on a proposal found or did. */
+struct rl_approval_decision {
+    char status[24];         /* the run's status after the call */
+    char digest[RL_HEX_SIZE]; /* the stored proposal's digest ("" if none) */
+    int outbox_rows;         /* notifications queued by an approval */
+};
+
+/* `runs approve` (approve 1) or `runs reject` (approve 0), in one
+ * transaction (plpgsql rl_decide_run): the run must be awaiting_approval
+ * and undecided, digest must be its proposal's digest and actor an approver
+ * of its tenant. Approval records the decision bound to the digest,
+ * completes the run with the proposal's content and queues one outbox row
+ * per destination channel (the envelope of rl_db_complete). Rejection
+ * fails the run with error_class "rejected". Of concurrent decisions
+ * exactly one succeeds. Returns 0, RL_ERR_NOTFOUND, RL_ERR_CONFLICT
+ * (refused: errstr says why; nothing changed) or RL_ERR_DB. */
+int rl_db_decide_run(struct rl_db *db, const char *run_id, const char *digest,
+                     const char *actor, int approve, const char *reason,
+                     struct rl_approval_decision *out, char *errstr,
+                     size_t errstr_size);
+
+/* The proposal of a run and the decision on it, for `runs show`. Strings
+ * owned (rl_run_proposal_clear); NULL or "" for SQL NULL. */
+struct rl_run_proposal {
+    char status[24];
+    char *tenant;
+    char *proposal_json; /* as PostgreSQL prints the jsonb */
+    char digest[RL_HEX_SIZE];
+    char *decision; /* "approve", "reject" or NULL */
+    char *actor;
+    char *reason;
+    char approved_digest[RL_HEX_SIZE];
+    char decided_at[RL_DB_TIME_SIZE];
+};
+
+/* Frees what p owns and zeroes it; NULL is accepted. */
+void rl_run_proposal_clear(struct rl_run_proposal *p);
+
+/* Reads the proposal of run_id. Returns 0, RL_ERR_NOTFOUND or RL_ERR_DB. */
+int rl_db_run_proposal(struct rl_db *db, const char *run_id,
+                       struct rl_run_proposal *out, char *errstr,
+                       size_t errstr_size);
+
+/* `approvers add`: actor may decide on tenant's proposals. *added is 0 when
+ * it already could. Returns 0 or RL_ERR_DB. */
+int rl_db_approver_add(struct rl_db *db, const char *tenant, const char *actor,
+                       int *added, char *errstr, size_t errstr_size);
+
+/* `approvers remove`. Returns 0, RL_ERR_NOTFOUND or RL_ERR_DB. */
+int rl_db_approver_remove(struct rl_db *db, const char *tenant,
+                          const char *actor, char *errstr, size_t errstr_size);
+
+/* `approvers list`: approvers (of tenant when not NULL) as a JSON array of
+ * {tenant, actor, added_at}. *json is malloc'd. Returns 0 or RL_ERR_DB. */
+int rl_db_approvers_json(struct rl_db *db, const char *tenant, char **json,
+                         char *errstr, size_t errstr_size);
 
 #endif /* RL_DB_H */

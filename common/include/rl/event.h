@@ -31,9 +31,13 @@ struct rl_event {
     char fingerprint[RL_HEX_SIZE]; /* of request_json */
     char *input_json;   /* canonical JSON of "input" ("null" if absent) */
     char *request_json; /* canonical effective request:
-                           {"notify":[...sorted, unique],"request":{...}} */
+                           {"notify":[...sorted, unique],"request":{...}},
+                           plus "approval":{"required":true} when
+                           approval_required (absent otherwise, so events
+                           without approval keep their fingerprint) */
     char **notify;      /* sorted, unique channel names */
     size_t notify_count;
+    int approval_required; /* "approval": {"required": true} */
 };
 
 /* Parses and validates one Kafka message value.
@@ -42,7 +46,8 @@ struct rl_event {
  *   too_large, invalid_utf8, nul_byte, too_deep, invalid_json, not_object,
  *   missing_field:<name>, wrong_type:<name>, field_too_long:<name>,
  *   empty_field:<name>, naive_timestamp, invalid_timestamp, invalid_window,
- *   invalid_notify, invalid_request (request lacks "model" or "messages")
+ *   invalid_notify, invalid_request (request lacks "model" or "messages"),
+ *   invalid_approval ("approval" is not {"required": <boolean>})
  * reason must hold at least 64 bytes. */
 struct rl_event *rl_event_parse(const void *value, size_t len,
                                 const struct rl_event_limits *limits,

@@ -1,17 +1,25 @@
 -- pgbench script: ONE run through the ledger, one statement at a time,
--- exactly the statements consumer/ledger.c + common/src/db.c issue per run
--- today (same SQL text; run with -M prepared as the service uses
--- PQexecPrepared). One pgbench transaction = one run, so tps = runs/s.
+-- the statements consumer/ledger.c issues per run through common/src/db.c
+-- (same SQL text as db.c's named statements; run with -M prepared as the
+-- service uses PQexecPrepared). One pgbench transaction = one run, so
+-- tps = runs/s. As of 2026-11-29 (commit 19c4970 plus the budget "wait"
+-- parameter of rl_dispatch_within_budget):
 --
---   1 register + claim   rl_claim_runs with a one-element batch
---   2 record dispatch    the attempts row, written before the model call
---   3 record outcome     the attempt's outcome once the model answered
---   4 complete + outbox  rl_complete_run with 2 channels (email, slack)
---   5 relay              BEGIN; lock the 2 oldest pending outbox rows
---                        (SKIP LOCKED); move them to outbox_delivered; COMMIT
+--   1 register + claim   claim_runs: rl_claim_runs with a one-element batch
+--                        (the service sends one per intake batch)
+--   2 record dispatch    dispatch_within_budget: rl_dispatch_within_budget
+--                        (estimate, wait ms; no budgets row: one probe,
+--                        then the attempt row)
+--   3 outcome + complete complete_attempt_with_outbox: the attempt's 'ok'
+--                        outcome and rl_complete_run with 2 channels (email,
+--                        slack), one statement
+--   4 relay              BEGIN; lock_pending_outbox (the 2 oldest pending
+--                        rows, SKIP LOCKED); move_delivered_outbox; COMMIT
+--                        (the service does this per batch of up to 1000)
 --
--- store raw_input is not issued: rl_claim_runs stores it when the event
--- carries input, and the service then skips that statement.
+-- store_raw_input_once is not issued: rl_claim_runs stores the input when
+-- the event carries one, and the service then skips that statement.
+-- When db.c or ledger.c change what a run costs, change this file with them.
 -- Each run is distinct: a random 63-bit number names its version and its
 -- run_id (hex, zero-padded to 64 digits); the client id names the tenant.
 
@@ -34,39 +42,23 @@ SELECT run_id AS rid, lease_epoch AS ep, claim AS cl
        'bench-ceiling-' || :client_id::text,
        30::float8) \gset
 
-WITH lease AS (
-  SELECT run_id FROM runs
-   WHERE run_id = :rid::text AND lock_owner = 'bench-ceiling-' || :client_id::text AND lease_epoch = :ep::int8
-     AND status = 'running'
-), prior AS (
-  SELECT a.attempt_no FROM attempts a JOIN lease l USING (run_id)
-   WHERE a.lease_epoch = :ep::int8 AND a.worker = 'bench-ceiling-' || :client_id::text
-     AND a.outcome IS NULL
-   ORDER BY a.attempt_no DESC LIMIT 1
-), r AS (
-  UPDATE runs SET attempts = attempts + 1, updated_at = now()
-   WHERE run_id = :rid::text AND lock_owner = 'bench-ceiling-' || :client_id::text AND lease_epoch = :ep::int8
-     AND status = 'running' AND NOT EXISTS (SELECT 1 FROM prior)
-  RETURNING run_id, attempts
-), ins AS (
-  INSERT INTO attempts (run_id, attempt_no, lease_epoch, worker,
-                        idempotency_key)
-  SELECT r.run_id, r.attempts, :ep::int8, 'bench-ceiling-' || :client_id::text, :rid::text FROM r
-  RETURNING attempt_no
+SELECT result AS dres, attempt_no AS att
+  FROM rl_dispatch_within_budget(:rid::text, 'bench-ceiling-' || :client_id::text,
+       :ep::int8, :rid::text, 1030::int8, 1000::int8) \gset
+
+WITH o AS (
+  UPDATE attempts
+     SET outcome = 'ok', http_status = 200::int4,
+         upstream_request_id = 'req-' || :n::text, prompt_tokens = 6::int8,
+         completion_tokens = 24::int8, cached_tokens = 0::int8,
+         latency_ms = 0::int8, error = NULL, finished_at = now()
+   WHERE run_id = :rid::text AND attempt_no = :att::int4 AND outcome IS NULL
+  RETURNING 1
 )
-SELECT attempt_no AS att FROM ins UNION ALL SELECT attempt_no FROM prior \gset
-
-UPDATE attempts
-   SET outcome = 'ok', http_status = 200::int4,
-       upstream_request_id = 'req-' || :n::text, prompt_tokens = 6::int8,
-       completion_tokens = 24::int8, cached_tokens = 0::int8,
-       latency_ms = 0::int8, error = NULL, finished_at = now()
- WHERE run_id = :rid::text AND attempt_no = :att::int4 AND outcome IS NULL;
-
-SELECT result, output, outbox_rows
+SELECT c.result, c.output, c.outbox_rows, (SELECT count(*) FROM o)
   FROM rl_complete_run(:rid::text, 'bench-ceiling-' || :client_id::text, :ep::int8,
        ('{"text":"stub summary of ' || :n::text || ' (generation ' || :n::text || ')","model":"stub-1","upstream_request_id":"req-' || :n::text || '","usage":{"prompt_tokens":6,"completion_tokens":24,"cached_tokens":0}}')::jsonb,
-       ARRAY['email','slack']::text[], NULL::jsonb[]);
+       ARRAY['email','slack']::text[], NULL::jsonb[]) c;
 
 BEGIN;
 SELECT coalesce(array_agg(run_id), '{}') AS orids,
