@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "rl/approval.h"
 #include "rl/config.h"
 #include "rl/db.h"
 #include "rl/err.h"
@@ -29,10 +30,16 @@ usage(FILE *out)
         "       runledger runs resolve RUN_ID (--failed | --completed-from "
         "FILE)\n"
         "                              --actor NAME --reason TEXT\n"
+        "       runledger runs approve RUN_ID --digest D --actor NAME "
+        "[--reason TEXT]\n"
+        "       runledger runs reject RUN_ID --digest D --actor NAME "
+        "[--reason TEXT]\n"
         "\n"
         "  list     runs, newest scheduled first (default limit 50); "
         "--status is\n"
-        "           pending, running, completed, failed or unknown; --since "
+        "           pending, running, awaiting_approval, completed, failed or "
+        "unknown;\n"
+        "           --since "
         "keeps\n"
         "           runs scheduled at or after the time\n"
         "  show     one run with its attempts (outcome, HTTP status, "
@@ -164,8 +171,9 @@ cmd_list(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    static const char *const statuses[] = {"pending", "running", "completed",
-                                           "failed", "unknown"};
+    static const char *const statuses[] = {"pending",   "running",
+                                           "completed", "failed",
+                                           "unknown",   "awaiting_approval"};
     struct rl_runs_filter filter = {NULL, NULL, NULL, NULL, 50};
     char errstr[512];
     char *json = NULL, *end;
@@ -180,11 +188,12 @@ cmd_list(int argc, char **argv)
         switch (opt) {
         case OPT_STATUS:
             known = 0;
-            for (size_t i = 0; i < 5; i++)
+            for (size_t i = 0; i < sizeof(statuses) / sizeof(statuses[0]); i++)
                 known |= strcmp(optarg, statuses[i]) == 0;
             if (!known)
                 return usage_error("--status must be pending, running, "
-                                   "completed, failed or unknown");
+                                   "awaiting_approval, completed, failed or "
+                                   "unknown");
             filter.status = optarg;
             break;
         case OPT_TENANT:
@@ -321,6 +330,102 @@ print_run(const cJSON *report)
     }
 }
 
+/* The proposal section of `runs show`: the canonical text and its digest,
+ * the same bytes `runs approve` checks the digest against. A stored digest
+ * that does not match its proposal is reported and fails the command. */
+static int
+print_proposal(const struct rl_run_proposal *prop)
+{
+    char digest[RL_HEX_SIZE], errstr[512];
+    char *canonical = NULL;
+
+    if (!prop->proposal_json)
+        return RL_EXIT_OK;
+    if (rl_approval_canonical(prop->proposal_json, &canonical, digest, errstr,
+                              sizeof(errstr)) != RL_OK) {
+        fprintf(stderr, "runledger runs show: %s\n", errstr);
+        return RL_EXIT_FAILURE;
+    }
+    printf("\nproposal:\n  digest   %s\n  content  %s\n", prop->digest,
+           canonical);
+    free(canonical);
+    if (prop->decision)
+        printf("  decision %s by %s at %s (digest %s)%s%s\n", prop->decision,
+               prop->actor ? prop->actor : "-", prop->decided_at,
+               prop->approved_digest, prop->reason ? ": " : "",
+               prop->reason ? prop->reason : "");
+    else if (strcmp(prop->status, "awaiting_approval") == 0)
+        printf("  decision none: runledger runs approve|reject RUN_ID "
+               "--digest %s --actor NAME\n",
+               prop->digest);
+    if (strcmp(digest, prop->digest) != 0) {
+        fprintf(stderr,
+                "runledger runs show: the stored proposal does not match its "
+                "digest (computed %s)\n",
+                digest);
+        return RL_EXIT_FAILURE;
+    }
+    return RL_EXIT_OK;
+}
+
+/* `runs show --json` of a run with a proposal: the report plus
+ * "proposal": {digest, canonical (the text the digest covers), decision,
+ * actor, reason, decided_at}. */
+static int
+print_json_with_proposal(const char *json, const struct rl_run_proposal *prop)
+{
+    cJSON *report = cJSON_Parse(json);
+    cJSON *obj = cJSON_CreateObject();
+    char digest[RL_HEX_SIZE], errstr[512];
+    char *canonical = NULL, *text = NULL;
+    int rc = RL_EXIT_FAILURE;
+
+    if (rl_approval_canonical(prop->proposal_json, &canonical, digest, errstr,
+                              sizeof(errstr)) != RL_OK) {
+        fprintf(stderr, "runledger runs show: %s\n", errstr);
+        goto done;
+    }
+    if (!report || !obj ||
+        !cJSON_AddStringToObject(obj, "digest", prop->digest) ||
+        !cJSON_AddStringToObject(obj, "canonical", canonical) ||
+        !(prop->decision
+              ? cJSON_AddStringToObject(obj, "decision", prop->decision)
+              : cJSON_AddNullToObject(obj, "decision")) ||
+        !(prop->actor ? cJSON_AddStringToObject(obj, "actor", prop->actor)
+                      : cJSON_AddNullToObject(obj, "actor")) ||
+        !(prop->reason ? cJSON_AddStringToObject(obj, "reason", prop->reason)
+                       : cJSON_AddNullToObject(obj, "reason")) ||
+        !(prop->decided_at[0]
+              ? cJSON_AddStringToObject(obj, "decided_at", prop->decided_at)
+              : cJSON_AddNullToObject(obj, "decided_at"))) {
+        fprintf(stderr, "runledger runs show: out of memory\n");
+        goto done;
+    }
+    cJSON_AddItemToObject(report, "proposal", obj);
+    obj = NULL;
+    text = cJSON_PrintUnformatted(report);
+    if (!text) {
+        fprintf(stderr, "runledger runs show: out of memory\n");
+        goto done;
+    }
+    printf("%s\n", text);
+    if (strcmp(digest, prop->digest) != 0) {
+        fprintf(stderr,
+                "runledger runs show: the stored proposal does not match its "
+                "digest (computed %s)\n",
+                digest);
+        goto done;
+    }
+    rc = RL_EXIT_OK;
+
+done:
+    cJSON_free(text);
+    free(canonical);
+    cJSON_Delete(obj);
+    cJSON_Delete(report);
+    return rc;
+}
+
 static int
 cmd_show(int argc, char **argv)
 {
@@ -330,6 +435,7 @@ cmd_show(int argc, char **argv)
     char *json = NULL;
     struct rl_db *db;
     cJSON *report;
+    struct rl_run_proposal prop;
 
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0)
@@ -352,21 +458,28 @@ cmd_show(int argc, char **argv)
         return rc;
     }
     err = rl_db_run_report_json(db, run_id, &json, errstr, sizeof(errstr));
+    if (!err)
+        err = rl_db_run_proposal(db, run_id, &prop, errstr, sizeof(errstr));
     rl_db_destroy(db);
     if (err) {
+        free(json);
         fprintf(stderr, "runledger runs show: %s\n", errstr);
         return exit_code(err);
     }
     if (as_json) {
-        printf("%s\n", json);
+        rc = prop.proposal_json ? print_json_with_proposal(json, &prop)
+                                : (printf("%s\n", json), RL_EXIT_OK);
         free(json);
-        return RL_EXIT_OK;
+        rl_run_proposal_clear(&prop);
+        return rc;
     }
     report = cJSON_Parse(json);
     free(json);
     print_run(report);
     cJSON_Delete(report);
-    return RL_EXIT_OK;
+    rc = print_proposal(&prop);
+    rl_run_proposal_clear(&prop);
+    return rc;
 }
 
 static char *
@@ -522,6 +635,82 @@ cmd_decide(int argc, char **argv, int resolve)
     return RL_EXIT_OK;
 }
 
+/* approve and reject: one decision on the proposal of a run awaiting
+ * approval, bound to the digest the operator reviewed. */
+static int
+cmd_approve(int argc, char **argv, int approve)
+{
+    enum { OPT_DIGEST = 1, OPT_ACTOR, OPT_REASON };
+    static const struct option options[] = {
+        {"digest", required_argument, NULL, OPT_DIGEST},
+        {"actor", required_argument, NULL, OPT_ACTOR},
+        {"reason", required_argument, NULL, OPT_REASON},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *digest = NULL, *actor = NULL, *reason = NULL, *run_id;
+    const char *what = approve ? "approve" : "reject";
+    struct rl_approval_decision dec;
+    char errstr[1024];
+    struct rl_db *db;
+    int rc, err, opt;
+
+    opterr = 0;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+        switch (opt) {
+        case OPT_DIGEST:
+            digest = optarg;
+            break;
+        case OPT_ACTOR:
+            actor = optarg;
+            break;
+        case OPT_REASON:
+            reason = optarg;
+            break;
+        case 'h':
+            usage(stdout);
+            return RL_EXIT_OK;
+        default:
+            return usage_error("bad option %s", argv[optind - 1]);
+        }
+    }
+    if (optind + 1 != argc)
+        return usage_error("runs %s needs exactly one RUN_ID", what);
+    run_id = argv[optind];
+    if (!valid_run_id(run_id))
+        return usage_error("\"%s\" is not a run ID (64 lowercase hex)", run_id);
+    if (!digest || !valid_run_id(digest))
+        return usage_error("runs %s needs --digest: the 64 hex digest of the "
+                           "proposal (runs show)",
+                           what);
+    if (!actor || !*actor)
+        return usage_error("runs %s needs --actor: the decision is recorded "
+                           "with who took it",
+                           what);
+
+    db = open_ledger(errstr, sizeof(errstr), &rc);
+    if (!db) {
+        fprintf(stderr, "runledger runs %s: %s\n", what, errstr);
+        return rc;
+    }
+    err = rl_db_decide_run(db, run_id, digest, actor, approve, reason, &dec,
+                           errstr, sizeof(errstr));
+    rl_db_destroy(db);
+    if (err) {
+        fprintf(stderr, "runledger runs %s: %s\n", what, errstr);
+        return exit_code(err);
+    }
+    if (approve)
+        printf("run %s approved by %s (digest %s); %d notifications "
+               "queued\n",
+               run_id, actor, dec.digest, dec.outbox_rows);
+    else
+        printf("run %s rejected by %s (digest %s); nothing is published\n",
+               run_id, actor, dec.digest);
+    return RL_EXIT_OK;
+}
+
 int
 rl_cmd_runs(int argc, char **argv)
 {
@@ -542,5 +731,9 @@ rl_cmd_runs(int argc, char **argv)
         return cmd_decide(argc - 1, argv + 1, 0);
     if (strcmp(argv[1], "resolve") == 0)
         return cmd_decide(argc - 1, argv + 1, 1);
+    if (strcmp(argv[1], "approve") == 0)
+        return cmd_approve(argc - 1, argv + 1, 1);
+    if (strcmp(argv[1], "reject") == 0)
+        return cmd_approve(argc - 1, argv + 1, 0);
     return usage_error("unknown runs command \"%s\"", argv[1]);
 }

@@ -22,5 +22,6 @@ int rl_cmd_runs(int argc, char **argv);
 int rl_cmd_budgets(int argc, char **argv);
 int rl_cmd_report(int argc, char **argv);
 int rl_cmd_receive(int argc, char **argv);
+int rl_cmd_approvers(int argc, char **argv);
 
 #endif /* RL_COMMANDS_H */

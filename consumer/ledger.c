@@ -495,45 +495,44 @@ handle_result(struct ledger *lg, struct rl_item *item)
             return;
         }
         {
-        char *output = rl_model_output_json(call);
-        char **channels;
-        size_t n = channels_of(item->request_json, &channels);
-        int completed = 0;
-        struct rl_attempt_ok oc = {
-            .attempt_no = item->attempt_no,
-            .http_status = (int)call->http_status,
-            .upstream_request_id = call->upstream_request_id,
-            .prompt_tokens = call->prompt_tokens,
-            .completion_tokens = call->completion_tokens,
-            .cached_tokens = call->cached_tokens,
-            .latency_ms = call->latency_ms,
-        };
+            char *output = rl_model_output_json(call);
+            char **channels;
+            size_t n = channels_of(item->request_json, &channels);
+            int completed = 0;
+            struct rl_attempt_ok oc = {
+                .attempt_no = item->attempt_no,
+                .http_status = (int)call->http_status,
+                .upstream_request_id = call->upstream_request_id,
+                .prompt_tokens = call->prompt_tokens,
+                .completion_tokens = call->completion_tokens,
+                .cached_tokens = call->cached_tokens,
+                .latency_ms = call->latency_ms,
+            };
 
-        rl_failpoint("after_model_response");
-        err = output
-                  ? rl_db_complete_attempt(lg->db, item->run_id,
-                                           lg->cfg->worker_id,
-                                           item->lease_epoch, &oc, output,
-                                           (const char *const *)channels, n,
-                                           &completed, errstr, sizeof(errstr))
-                  : RL_ERR_NOMEM;
-        free(output);
-        channels_free(channels, n);
-        if (err == RL_ERR_DB || err == RL_ERR_NOMEM) {
-            defer(lg, item, REDO_RESULT, "complete the run", errstr);
+            rl_failpoint("after_model_response");
+            err = output ? rl_db_complete_attempt(
+                               lg->db, item->run_id, lg->cfg->worker_id,
+                               item->lease_epoch, &oc, output,
+                               (const char *const *)channels, n, &completed,
+                               errstr, sizeof(errstr))
+                         : RL_ERR_NOMEM;
+            free(output);
+            channels_free(channels, n);
+            if (err == RL_ERR_DB || err == RL_ERR_NOMEM) {
+                defer(lg, item, REDO_RESULT, "complete the run", errstr);
+                return;
+            }
+            if (err == RL_ERR_STALE) {
+                atomic_fetch_add(&lg->pl->counters.lease_lost, 1);
+                rl_log_warn(&ctx, "lease lost: result discarded");
+            } else if (completed) {
+                atomic_fetch_add(&lg->pl->counters.completed, 1);
+                rl_log_debug(&ctx, "completed");
+            }
+            rl_failpoint("after_complete_commit");
+            finish(lg, item);
             return;
         }
-        if (err == RL_ERR_STALE) {
-            atomic_fetch_add(&lg->pl->counters.lease_lost, 1);
-            rl_log_warn(&ctx, "lease lost: result discarded");
-        } else if (completed) {
-            atomic_fetch_add(&lg->pl->counters.completed, 1);
-            rl_log_debug(&ctx, "completed");
-        }
-        rl_failpoint("after_complete_commit");
-        finish(lg, item);
-        return;
-    }
     case RL_MODEL_TRANSIENT:
     case RL_MODEL_NOT_SENT:
         if (item->attempt_no >= lg->cfg->max_attempts) {

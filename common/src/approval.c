@@ -17,8 +17,8 @@ rl_approval_required(const char *request_json)
 {
     cJSON *root = request_json ? cJSON_Parse(request_json) : NULL;
     const cJSON *approval = cJSON_GetObjectItemCaseSensitive(root, "approval");
-    int required = cJSON_IsTrue(
-        cJSON_GetObjectItemCaseSensitive(approval, "required"));
+    int required =
+        cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(approval, "required"));
 
     cJSON_Delete(root);
     return required;
@@ -93,7 +93,8 @@ rl_approval_proposal(const char *request_json, const char *output_json,
     goto done;
 
 oom:
-    snprintf(errstr, errstr_size, "could not build the proposal: out of memory");
+    snprintf(errstr, errstr_size,
+             "could not build the proposal: out of memory");
     err = RL_ERR_NOMEM;
 done:
     cJSON_Delete(content);
@@ -103,8 +104,8 @@ done:
 }
 
 int
-rl_approval_canonical(const char *proposal_json, char **canonical,
-                      char *digest, char *errstr, size_t errstr_size)
+rl_approval_canonical(const char *proposal_json, char **canonical, char *digest,
+                      char *errstr, size_t errstr_size)
 {
     cJSON *proposal = cJSON_Parse(proposal_json ? proposal_json : "");
     int err;

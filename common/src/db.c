@@ -318,9 +318,9 @@ static const struct statement statements[STMT_COUNT] = {
                                     move_delivered_outbox, 3},
     [STMT_DISPATCH_WITHIN_BUDGET] = {"dispatch_within_budget",
                                      dispatch_within_budget, 6},
-    [STMT_PROPOSE_ATTEMPT_AWAITING_APPROVAL] = {
-        "propose_attempt_awaiting_approval", propose_attempt_awaiting_approval,
-        12},
+    [STMT_PROPOSE_ATTEMPT_AWAITING_APPROVAL] =
+        {"propose_attempt_awaiting_approval", propose_attempt_awaiting_approval,
+         12},
 };
 
 /* Migrations bookkeeping (run by rl_db_migrate only). */
@@ -2718,8 +2718,9 @@ static const char ops_run_proposal[] =
     "SELECT r.status, r.tenant, r.proposal::text, r.proposal_digest,"
     "       a.decision, a.actor, a.reason, a.digest,"
     "       " TS_UTC_US("a.decided_at") ""
-    "  FROM runs r LEFT JOIN approvals a ON a.run_id = r.run_id"
-    " WHERE r.run_id = $1";
+                                        "  FROM runs r LEFT JOIN approvals a "
+                                        "ON a.run_id = r.run_id"
+                                        " WHERE r.run_id = $1";
 
 static const char ops_approver_add[] =
     "INSERT INTO approvers (tenant, actor) VALUES ($1, $2)"
@@ -2730,9 +2731,10 @@ static const char ops_approver_remove[] =
 
 static const char ops_approvers_list[] =
     "SELECT coalesce(json_agg(x ORDER BY x.tenant, x.actor), '[]')::text"
-    "  FROM (SELECT tenant, actor, " TS_UTC_US("added_at") " AS added_at"
-    "          FROM approvers"
-    "         WHERE $1::text IS NULL OR tenant = $1) x";
+    "  FROM (SELECT tenant, actor, " TS_UTC_US(
+        "added_at") " AS added_at"
+                    "          FROM approvers"
+                    "         WHERE $1::text IS NULL OR tenant = $1) x";
 
 int
 rl_db_propose_attempt(struct rl_db *db, const char *run_id, const char *worker,
@@ -2768,9 +2770,9 @@ rl_db_propose_attempt(struct rl_db *db, const char *run_id, const char *worker,
                     : NULL;
     params[8] =
         oc ? int_or_null(oc->prompt_tokens, prompt, sizeof(prompt)) : NULL;
-    params[9] = oc ? int_or_null(oc->completion_tokens, completion,
-                                 sizeof(completion))
-                   : NULL;
+    params[9] =
+        oc ? int_or_null(oc->completion_tokens, completion, sizeof(completion))
+           : NULL;
     params[10] =
         oc ? int_or_null(oc->cached_tokens, cached, sizeof(cached)) : NULL;
     params[11] =
@@ -2857,8 +2859,9 @@ rl_db_decide_run(struct rl_db *db, const char *run_id, const char *digest,
                 "could not %s run %s: %s is not an approver of its tenant",
                 what, run_id, actor ? actor : "(none)");
     else
-        set_err(errstr, errstr_size, "could not %s run %s: unexpected result %s",
-                what, run_id, result);
+        set_err(errstr, errstr_size,
+                "could not %s run %s: unexpected result %s", what, run_id,
+                result);
     PQclear(res);
     return err;
 }

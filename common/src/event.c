@@ -401,8 +401,7 @@ parse_approval(const cJSON *root, struct rl_event *ev, const struct verdict *v)
     if (!approval || cJSON_IsNull(approval))
         return RL_OK;
     if (!cJSON_IsObject(approval))
-        return reject(v, "invalid_approval", NULL,
-                      "approval is not an object");
+        return reject(v, "invalid_approval", NULL, "approval is not an object");
     cJSON_ArrayForEach(item, approval)
     {
         if (!item->string || strcmp(item->string, "required") != 0)

@@ -375,7 +375,7 @@ zero_rss_mb=
 ours() {
     local name=$1 latency=$2 n=$3 cap=$4
     local db=bench_$name topic=bench.$name.schedules notify=bench.$name.notifications
-    local want t0 t1 tprod pid hwm rss done_runs timeout=0 rps ov inflight line
+    local want t0 t1 tprod pid hwm done_runs timeout=0 rps ov inflight line bound
 
     log "$name: $n events, stub latency ${latency} ms, RUNLEDGER_MAX_IN_FLIGHT=$cap"
     fresh_db "$db"
@@ -431,7 +431,7 @@ ours() {
     line+=" xacts_per_run=$(fmt "$(calc "$(xacts_since "$db") / max($done_runs, 1)")" 3)"
     line+=" rss_peak_mb=$(fmt "$(calc "$hwm / 1024")")"
     if [ "$latency" -gt 0 ]; then
-        local bound=$(calc "$inflight / ($latency / 1000.0)")
+        bound=$(calc "$inflight / ($latency / 1000.0)")
         line+=" latency_ms=$latency in_flight_max=$inflight in_flight_cap=$cap"
         line+=" eff=$(fmt "$(calc "$rps / $bound")" 3)"
         [ -z "$zero_rps" ] ||

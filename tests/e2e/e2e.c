@@ -742,7 +742,7 @@ e2e_produce_event(struct e2e *t, const char *job, const char *tenant, int i,
  * bound parameter $n, and "%%" a literal '%'. */
 struct bound {
     char sql[4096];
-    char values[E2E_MAX_PARAMS][1024];
+    char values[E2E_MAX_PARAMS][32768];
     const char *params[E2E_MAX_PARAMS];
     int n;
 };
@@ -770,7 +770,10 @@ bind_format(struct bound *b, const char *fmt, va_list ap)
         RL_REQUIRE(b->n < E2E_MAX_PARAMS);
         value = b->values[b->n];
         if (spec[1] == 's') {
-            snprintf(value, sizeof(b->values[0]), "%s", va_arg(ap, char *));
+            /* A truncated value would query something else: refuse. */
+            RL_REQUIRE(snprintf(value, sizeof(b->values[0]), "%s",
+                                va_arg(ap, char *)) <
+                       (int)sizeof(b->values[0]));
             f = spec + 2 + quoted;
         } else if (spec[1] == 'd') {
             snprintf(value, sizeof(b->values[0]), "%d", va_arg(ap, int));
@@ -799,8 +802,8 @@ bound_int(struct e2e *t, const struct bound *b)
     char value[64];
     char errstr[512];
 
-    if (rl_db_exec(t->db, b->sql, b->n, b->params, value, sizeof(value),
-                   errstr, sizeof(errstr)) < 0) {
+    if (rl_db_exec(t->db, b->sql, b->n, b->params, value, sizeof(value), errstr,
+                   sizeof(errstr)) < 0) {
         fprintf(stderr, "query failed: %s: %s\n", b->sql, errstr);
         return -1;
     }

@@ -45,8 +45,7 @@ main(void)
         RL_REQUIRE(rl_db_exec(locker,
                               "SELECT 1 FROM runs WHERE run_id = $1 FOR "
                               "UPDATE",
-                              1, params, NULL, 0, errstr,
-                              sizeof(errstr)) == 1);
+                              1, params, NULL, 0, errstr, sizeof(errstr)) == 1);
     }
     kill(t.procs[slot], SIGCONT);
     /* The worker is now blocked inside its completing statement. */

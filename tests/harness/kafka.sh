@@ -17,8 +17,9 @@
 # (default -Xmx512m -Xms256m), KAFKA_START_TIMEOUT (seconds, default 90).
 #
 # Layout of DIR: server.properties, log4j.properties, data/ (log.dirs),
-# broker.log, stdout.log, broker.pid, ports, env. The topic tool
-# (rl_topics.c) is compiled into .cache/harness/.
+# broker.log, stdout.log, broker.pid, ports, env, bin/rl_topics. The topic
+# tool (rl_topics.c) is compiled into $RL_CACHE_DIR/harness/ (default
+# .cache/harness/) and linked as bin/rl_topics.
 set -euo pipefail
 
 prog=kafka.sh
@@ -239,6 +240,9 @@ create_topics() {
     local port bin rc=0
     read -r port _ <"$dir/ports"
     bin=$(rl_topics_bin)
+    # Other scripts (the image smoke test) create their topics with it.
+    mkdir -p "$dir/bin"
+    ln -sf "$bin" "$dir/bin/rl_topics"
     "$bin" --cluster-id="$(our_cluster_id)" "127.0.0.1:$port" 60000 \
         "${default_topics[@]}" || rc=$?
     case "$rc" in

@@ -580,9 +580,9 @@ int rl_db_propose_attempt(struct rl_db *db, const char *run_id,
 
 /* What a decision on a proposal found or did. */
 struct rl_approval_decision {
-    char status[24];         /* the run's status after the call */
+    char status[24];          /* the run's status after the call */
     char digest[RL_HEX_SIZE]; /* the stored proposal's digest ("" if none) */
-    int outbox_rows;         /* notifications queued by an approval */
+    int outbox_rows;          /* notifications queued by an approval */
 };
 
 /* `runs approve` (approve 1) or `runs reject` (approve 0), in one

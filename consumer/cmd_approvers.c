@@ -1,0 +1,179 @@
+/* `runledger approvers`: who may approve or reject the proposals of a
+ * tenant's approval-required runs (schema/006_approval.sql). */
+#include <cjson/cJSON.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "rl/config.h"
+#include "rl/db.h"
+#include "rl/err.h"
+
+static void
+usage(FILE *out)
+{
+    fprintf(out,
+            "usage: runledger approvers add --tenant T --actor A\n"
+            "       runledger approvers remove --tenant T --actor A\n"
+            "       runledger approvers list [--tenant T] [--json]\n"
+            "\n"
+            "  add     A may approve or reject proposals of tenant T "
+            "(runs approve)\n"
+            "  remove  A no longer may; decisions already recorded stay\n"
+            "  list    the approvers, of T or of every tenant\n"
+            "\n"
+            "The ledger is DATABASE_URL (see `runledger config`).\n"
+            "Exit status: 0 ok; 1 PostgreSQL failed; 2 bad usage; 3 no such "
+            "approver.\n");
+}
+
+static int usage_error(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+
+static int
+usage_error(const char *fmt, ...)
+{
+    va_list ap;
+
+    fprintf(stderr, "runledger approvers: ");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, " (see runledger approvers --help)\n");
+    return RL_EXIT_USAGE;
+}
+
+static int
+exit_code(int err)
+{
+    switch (err) {
+    case 0:
+        return RL_EXIT_OK;
+    case RL_ERR_NOTFOUND:
+        return RL_EXIT_REFUSED;
+    case RL_ERR_INVALID:
+        return RL_EXIT_USAGE;
+    default:
+        return RL_EXIT_FAILURE;
+    }
+}
+
+static void
+print_list(const char *json)
+{
+    cJSON *arr = cJSON_Parse(json);
+    const cJSON *row;
+
+    printf("%-32s  %-32s  %s\n", "TENANT", "ACTOR", "ADDED_AT");
+    cJSON_ArrayForEach(row, arr)
+    {
+        const cJSON *tenant = cJSON_GetObjectItemCaseSensitive(row, "tenant");
+        const cJSON *actor = cJSON_GetObjectItemCaseSensitive(row, "actor");
+        const cJSON *added = cJSON_GetObjectItemCaseSensitive(row, "added_at");
+
+        printf("%-32s  %-32s  %s\n",
+               cJSON_IsString(tenant) ? tenant->valuestring : "-",
+               cJSON_IsString(actor) ? actor->valuestring : "-",
+               cJSON_IsString(added) ? added->valuestring : "-");
+    }
+    cJSON_Delete(arr);
+}
+
+int
+rl_cmd_approvers(int argc, char **argv)
+{
+    enum { OPT_TENANT = 1, OPT_ACTOR, OPT_JSON };
+    static const struct option options[] = {
+        {"tenant", required_argument, NULL, OPT_TENANT},
+        {"actor", required_argument, NULL, OPT_ACTOR},
+        {"json", no_argument, NULL, OPT_JSON},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *tenant = NULL, *actor = NULL, *verb;
+    struct rl_config *cfg;
+    struct rl_db *db;
+    char errstr[512];
+    char *json = NULL;
+    int as_json = 0, added = 0, err, opt;
+
+    if (argc < 2) {
+        usage(stderr);
+        return RL_EXIT_USAGE;
+    }
+    verb = argv[1];
+    if (strcmp(verb, "--help") == 0 || strcmp(verb, "-h") == 0 ||
+        strcmp(verb, "help") == 0) {
+        usage(stdout);
+        return RL_EXIT_OK;
+    }
+    if (strcmp(verb, "add") != 0 && strcmp(verb, "remove") != 0 &&
+        strcmp(verb, "list") != 0)
+        return usage_error("unknown approvers command \"%s\"", verb);
+    opterr = 0;
+    optind = 1;
+    while ((opt = getopt_long(argc - 1, argv + 1, ":h", options, NULL)) != -1) {
+        switch (opt) {
+        case OPT_TENANT:
+            tenant = optarg;
+            break;
+        case OPT_ACTOR:
+            actor = optarg;
+            break;
+        case OPT_JSON:
+            as_json = 1;
+            break;
+        case 'h':
+            usage(stdout);
+            return RL_EXIT_OK;
+        default:
+            return usage_error("bad option %s", argv[optind]);
+        }
+    }
+    if (optind < argc - 1)
+        return usage_error("unexpected argument \"%s\"", argv[optind + 1]);
+    if (strcmp(verb, "list") != 0) {
+        if (!tenant || !*tenant || !actor || !*actor)
+            return usage_error("approvers %s needs --tenant and --actor", verb);
+    } else if (actor) {
+        return usage_error("approvers list takes no --actor");
+    }
+
+    cfg = rl_config_load(errstr, sizeof(errstr));
+    if (!cfg) {
+        fprintf(stderr, "runledger approvers: %s\n", errstr);
+        return RL_EXIT_USAGE;
+    }
+    db = rl_db_connect(cfg->database_url, errstr, sizeof(errstr));
+    rl_config_destroy(cfg);
+    if (!db) {
+        fprintf(stderr, "runledger approvers: %s\n", errstr);
+        return RL_EXIT_FAILURE;
+    }
+    if (strcmp(verb, "add") == 0)
+        err = rl_db_approver_add(db, tenant, actor, &added, errstr,
+                                 sizeof(errstr));
+    else if (strcmp(verb, "remove") == 0)
+        err = rl_db_approver_remove(db, tenant, actor, errstr, sizeof(errstr));
+    else
+        err = rl_db_approvers_json(db, tenant, &json, errstr, sizeof(errstr));
+    rl_db_destroy(db);
+    if (err) {
+        fprintf(stderr, "runledger approvers %s: %s\n", verb, errstr);
+        return exit_code(err);
+    }
+    if (strcmp(verb, "add") == 0)
+        printf("%s %s an approver of tenant %s\n", actor,
+               added ? "is now" : "already was", tenant);
+    else if (strcmp(verb, "remove") == 0)
+        printf("%s is no longer an approver of tenant %s\n", actor, tenant);
+    else if (as_json)
+        printf("%s\n", json);
+    else
+        print_list(json);
+    free(json);
+    return RL_EXIT_OK;
+}
