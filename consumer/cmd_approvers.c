@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "commands.h"
 #include "rl/config.h"
 #include "rl/db.h"
@@ -28,37 +29,6 @@ usage(FILE *out)
             "The ledger is DATABASE_URL (see `runledger config`).\n"
             "Exit status: 0 ok; 1 PostgreSQL failed; 2 bad usage; 3 no such "
             "approver.\n");
-}
-
-static int usage_error(const char *fmt, ...)
-    __attribute__((format(printf, 1, 2)));
-
-static int
-usage_error(const char *fmt, ...)
-{
-    va_list ap;
-
-    fprintf(stderr, "runledger approvers: ");
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, " (see runledger approvers --help)\n");
-    return RL_EXIT_USAGE;
-}
-
-static int
-exit_code(int err)
-{
-    switch (err) {
-    case 0:
-        return RL_EXIT_OK;
-    case RL_ERR_NOTFOUND:
-        return RL_EXIT_REFUSED;
-    case RL_ERR_INVALID:
-        return RL_EXIT_USAGE;
-    default:
-        return RL_EXIT_FAILURE;
-    }
 }
 
 static void
@@ -112,7 +82,8 @@ rl_cmd_approvers(int argc, char **argv)
     }
     if (strcmp(verb, "add") != 0 && strcmp(verb, "remove") != 0 &&
         strcmp(verb, "list") != 0)
-        return usage_error("unknown approvers command \"%s\"", verb);
+        return rl_cli_usage_error("approvers",
+                                  "unknown approvers command \"%s\"", verb);
     opterr = 0;
     optind = 1;
     while ((opt = getopt_long(argc - 1, argv + 1, ":h", options, NULL)) != -1) {
@@ -130,16 +101,20 @@ rl_cmd_approvers(int argc, char **argv)
             usage(stdout);
             return RL_EXIT_OK;
         default:
-            return usage_error("bad option %s", argv[optind]);
+            return rl_cli_usage_error("approvers", "bad option %s",
+                                      argv[optind]);
         }
     }
     if (optind < argc - 1)
-        return usage_error("unexpected argument \"%s\"", argv[optind + 1]);
+        return rl_cli_usage_error("approvers", "unexpected argument \"%s\"",
+                                  argv[optind + 1]);
     if (strcmp(verb, "list") != 0) {
         if (!tenant || !*tenant || !actor || !*actor)
-            return usage_error("approvers %s needs --tenant and --actor", verb);
+            return rl_cli_usage_error(
+                "approvers", "approvers %s needs --tenant and --actor", verb);
     } else if (actor) {
-        return usage_error("approvers list takes no --actor");
+        return rl_cli_usage_error("approvers",
+                                  "approvers list takes no --actor");
     }
 
     cfg = rl_config_load(errstr, sizeof(errstr));
@@ -163,7 +138,7 @@ rl_cmd_approvers(int argc, char **argv)
     rl_db_destroy(db);
     if (err) {
         fprintf(stderr, "runledger approvers %s: %s\n", verb, errstr);
-        return exit_code(err);
+        return rl_cli_exit_code(err);
     }
     if (strcmp(verb, "add") == 0)
         printf("%s %s an approver of tenant %s\n", actor,

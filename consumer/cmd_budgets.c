@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "commands.h"
 #include "rl/config.h"
 #include "rl/db.h"
@@ -43,50 +44,6 @@ usage(FILE *out)
             "budget.\n");
 }
 
-static int usage_error(const char *fmt, ...)
-    __attribute__((format(printf, 1, 2)));
-
-static int
-usage_error(const char *fmt, ...)
-{
-    va_list ap;
-
-    fprintf(stderr, "runledger budgets: ");
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, " (see runledger budgets --help)\n");
-    return RL_EXIT_USAGE;
-}
-
-static int
-exit_code(int err)
-{
-    switch (err) {
-    case 0:
-        return RL_EXIT_OK;
-    case RL_ERR_NOTFOUND:
-        return RL_EXIT_REFUSED;
-    case RL_ERR_INVALID:
-        return RL_EXIT_USAGE;
-    default:
-        return RL_EXIT_FAILURE;
-    }
-}
-
-static const char *
-num(const cJSON *obj, const char *name, char *buf, size_t size)
-{
-    const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, name);
-
-    if (cJSON_IsString(item))
-        return item->valuestring;
-    if (!cJSON_IsNumber(item))
-        return "-";
-    snprintf(buf, size, "%.0f", item->valuedouble);
-    return buf;
-}
-
 int
 rl_cmd_budgets(int argc, char **argv)
 {
@@ -116,7 +73,7 @@ rl_cmd_budgets(int argc, char **argv)
     action = argv[1];
     if (strcmp(action, "set") && strcmp(action, "show") &&
         strcmp(action, "remove"))
-        return usage_error("unknown action \"%s\"", action);
+        return rl_cli_usage_error("budgets", "unknown action \"%s\"", action);
     opterr = 0;
     optind = 1;
     while ((opt = getopt_long(argc - 1, argv + 1, ":h", options, NULL)) != -1) {
@@ -131,7 +88,8 @@ rl_cmd_budgets(int argc, char **argv)
             errno = 0;
             tokens = strtoll(optarg, &end, 10);
             if (errno || *end || end == optarg || tokens < 0)
-                return usage_error("--tokens must be a whole number >= 0");
+                return rl_cli_usage_error(
+                    "budgets", "--tokens must be a whole number >= 0");
             break;
         case OPT_ACTOR:
             actor = optarg;
@@ -143,17 +101,18 @@ rl_cmd_budgets(int argc, char **argv)
             usage(stdout);
             return RL_EXIT_OK;
         default:
-            return usage_error("bad option %s", argv[optind]);
+            return rl_cli_usage_error("budgets", "bad option %s", argv[optind]);
         }
     }
     if (optind < argc - 1)
-        return usage_error("unexpected argument \"%s\"", argv[optind + 1]);
+        return rl_cli_usage_error("budgets", "unexpected argument \"%s\"",
+                                  argv[optind + 1]);
     if (strcmp(action, "show") != 0 && (!tenant || !*tenant))
-        return usage_error("%s needs --tenant", action);
+        return rl_cli_usage_error("budgets", "%s needs --tenant", action);
     if (strcmp(action, "set") == 0 && tokens < 0)
-        return usage_error("set needs --tokens");
+        return rl_cli_usage_error("budgets", "set needs --tokens");
     if (job && !*job)
-        return usage_error("--job must not be empty");
+        return rl_cli_usage_error("budgets", "--job must not be empty");
 
     cfg = rl_config_load(errstr, sizeof(errstr));
     if (!cfg) {
@@ -183,7 +142,7 @@ rl_cmd_budgets(int argc, char **argv)
     rl_db_destroy(db);
     if (err) {
         fprintf(stderr, "runledger budgets %s: %s\n", action, errstr);
-        return exit_code(err);
+        return rl_cli_exit_code(err);
     }
     if (json && as_json) {
         printf("%s\n", json);
@@ -199,14 +158,17 @@ rl_cmd_budgets(int argc, char **argv)
             char b[8][32];
             const cJSON *j = cJSON_GetObjectItemCaseSensitive(row, "job");
 
-            printf(
-                "%-24s %-24s %-10s %12s %10s %10s %10s %9s %8s\n",
-                num(row, "tenant", b[0], 32),
-                cJSON_IsString(j) && *j->valuestring ? j->valuestring : "(all)",
-                num(row, "day", b[1], 32), num(row, "daily_tokens", b[2], 32),
-                num(row, "reserved", b[3], 32), num(row, "spent", b[4], 32),
-                num(row, "left", b[5], 32), num(row, "deferrals", b[6], 32),
-                num(row, "deferred_runs", b[7], 32));
+            printf("%-24s %-24s %-10s %12s %10s %10s %10s %9s %8s\n",
+                   rl_cli_json_text(row, "tenant", "-", b[0], 32),
+                   cJSON_IsString(j) && *j->valuestring ? j->valuestring
+                                                        : "(all)",
+                   rl_cli_json_text(row, "day", "-", b[1], 32),
+                   rl_cli_json_text(row, "daily_tokens", "-", b[2], 32),
+                   rl_cli_json_text(row, "reserved", "-", b[3], 32),
+                   rl_cli_json_text(row, "spent", "-", b[4], 32),
+                   rl_cli_json_text(row, "left", "-", b[5], 32),
+                   rl_cli_json_text(row, "deferrals", "-", b[6], 32),
+                   rl_cli_json_text(row, "deferred_runs", "-", b[7], 32));
         }
         cJSON_Delete(arr);
     }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli.h"
 #include "commands.h"
 #include "rl/event.h"
 #include "rl/runid.h"
@@ -37,22 +38,6 @@ usage(FILE *out)
         "  -h, --help          print this help\n"
         "\n"
         "Exit status: 0 printed, 2 bad arguments or invalid input.\n");
-}
-
-static int usage_error(const char *fmt, ...)
-    __attribute__((format(printf, 1, 2)));
-
-static int
-usage_error(const char *fmt, ...)
-{
-    va_list ap;
-
-    fprintf(stderr, "runledger id: ");
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, " (see runledger id --help)\n");
-    return RL_EXIT_USAGE;
 }
 
 /* Refuses what rl_event_parse() would refuse for these fields, so the CLI
@@ -128,7 +113,8 @@ rl_cmd_id(int argc, char **argv)
             /* A repeated option is more likely a mistake than an override
              * and would silently change the ID. */
             if (values[opt])
-                return usage_error("%s given more than once", names[opt]);
+                return rl_cli_usage_error("id", "%s given more than once",
+                                          names[opt]);
             values[opt] = optarg;
             break;
         case OPT_JSON:
@@ -138,18 +124,21 @@ rl_cmd_id(int argc, char **argv)
             usage(stdout);
             return RL_EXIT_OK;
         case ':':
-            return usage_error("%s needs a value", argv[optind - 1]);
+            return rl_cli_usage_error("id", "%s needs a value",
+                                      argv[optind - 1]);
         default:
             if (optopt)
-                return usage_error("unknown option -%c", optopt);
-            return usage_error("unknown option %s", argv[optind - 1]);
+                return rl_cli_usage_error("id", "unknown option -%c", optopt);
+            return rl_cli_usage_error("id", "unknown option %s",
+                                      argv[optind - 1]);
         }
     }
     if (optind < argc)
-        return usage_error("unexpected argument \"%s\"", argv[optind]);
+        return rl_cli_usage_error("id", "unexpected argument \"%s\"",
+                                  argv[optind]);
     for (int i = OPT_JOB; i <= OPT_VERSION; i++) {
         if (!values[i])
-            return usage_error("missing %s", names[i]);
+            return rl_cli_usage_error("id", "missing %s", names[i]);
     }
     if (check_field("job", values[OPT_JOB]) ||
         check_field("tenant", values[OPT_TENANT]) ||

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli.h"
 #include "commands.h"
 #include "rl/config.h"
 #include "rl/event.h"
@@ -69,22 +70,6 @@ usage(FILE *out)
         "safe,\n"
         "the run ID is the same); 2 bad usage or an invalid event (nothing "
         "sent).\n");
-}
-
-static int usage_error(const char *fmt, ...)
-    __attribute__((format(printf, 1, 2)));
-
-static int
-usage_error(const char *fmt, ...)
-{
-    va_list ap;
-
-    fprintf(stderr, "runledger publish: ");
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, " (see runledger publish --help)\n");
-    return RL_EXIT_USAGE;
 }
 
 /* One event to send: its text and what validation made of it. */
@@ -478,24 +463,31 @@ rl_cmd_publish(int argc, char **argv)
             usage(stdout);
             return RL_EXIT_OK;
         case ':':
-            return usage_error("%s needs a value", argv[optind - 1]);
+            return rl_cli_usage_error("publish", "%s needs a value",
+                                      argv[optind - 1]);
         default:
             if (optopt)
-                return usage_error("unknown option -%c", optopt);
-            return usage_error("unknown option %s", argv[optind - 1]);
+                return rl_cli_usage_error("publish", "unknown option -%c",
+                                          optopt);
+            return rl_cli_usage_error("publish", "unknown option %s",
+                                      argv[optind - 1]);
         }
     }
     if (optind < argc)
-        return usage_error("unexpected argument \"%s\"", argv[optind]);
+        return rl_cli_usage_error("publish", "unexpected argument \"%s\"",
+                                  argv[optind]);
     if (from_stdin && any_flag)
-        return usage_error("--stdin reads whole events; event flags do not "
-                           "apply");
+        return rl_cli_usage_error(
+            "publish", "--stdin reads whole events; event flags do not "
+                       "apply");
     if (!from_stdin) {
         if (!f.job || !f.tenant || !f.version || !f.request)
-            return usage_error("--job, --tenant, --version and --request are "
-                               "required (or --stdin)");
+            return rl_cli_usage_error(
+                "publish", "--job, --tenant, --version and --request are "
+                           "required (or --stdin)");
         if (!!f.at == f.now)
-            return usage_error("give exactly one of --at and --now");
+            return rl_cli_usage_error("publish",
+                                      "give exactly one of --at and --now");
     }
 
     cfg = rl_config_load(errstr, sizeof(errstr));
@@ -510,7 +502,7 @@ rl_cmd_publish(int argc, char **argv)
         if (read_stdin(&evs, &n, (size_t)cfg->max_event_bytes) != 0)
             goto done;
         if (n == 0) {
-            usage_error("no events on stdin");
+            rl_cli_usage_error("publish", "no events on stdin");
             goto done;
         }
     } else {

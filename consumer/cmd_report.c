@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "commands.h"
 #include "rl/config.h"
 #include "rl/db.h"
@@ -33,35 +34,6 @@ usage(FILE *out)
             "waiting for\n"
             "the next budget window, prompt/completion/cached tokens.\n"
             "Exit status: 0 ok; 1 PostgreSQL failed; 2 bad usage.\n");
-}
-
-static int usage_error(const char *fmt, ...)
-    __attribute__((format(printf, 1, 2)));
-
-static int
-usage_error(const char *fmt, ...)
-{
-    va_list ap;
-
-    fprintf(stderr, "runledger report: ");
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, " (see runledger report --help)\n");
-    return RL_EXIT_USAGE;
-}
-
-static const char *
-field(const cJSON *obj, const char *name, char *buf, size_t size)
-{
-    const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, name);
-
-    if (cJSON_IsString(item))
-        return item->valuestring;
-    if (!cJSON_IsNumber(item))
-        return "(all)";
-    snprintf(buf, size, "%.0f", item->valuedouble);
-    return buf;
 }
 
 int
@@ -91,12 +63,13 @@ rl_cmd_report(int argc, char **argv)
         case OPT_SINCE:
             if (rl_time_parse(optarg, &epoch, NULL, errstr, sizeof(errstr)) !=
                 0)
-                return usage_error("--since: %s", errstr);
+                return rl_cli_usage_error("report", "--since: %s", errstr);
             since = optarg;
             break;
         case OPT_BY:
             if (strcmp(optarg, "tenant") && strcmp(optarg, "job"))
-                return usage_error("--by must be tenant or job");
+                return rl_cli_usage_error("report",
+                                          "--by must be tenant or job");
             by = optarg;
             break;
         case OPT_JSON:
@@ -106,13 +79,15 @@ rl_cmd_report(int argc, char **argv)
             usage(stdout);
             return RL_EXIT_OK;
         default:
-            return usage_error("bad option %s", argv[optind - 1]);
+            return rl_cli_usage_error("report", "bad option %s",
+                                      argv[optind - 1]);
         }
     }
     if (optind < argc)
-        return usage_error("unexpected argument \"%s\"", argv[optind]);
+        return rl_cli_usage_error("report", "unexpected argument \"%s\"",
+                                  argv[optind]);
     if (!since)
-        return usage_error("--since is required");
+        return rl_cli_usage_error("report", "--since is required");
 
     cfg = rl_config_load(errstr, sizeof(errstr));
     if (!cfg) {
@@ -146,15 +121,17 @@ rl_cmd_report(int argc, char **argv)
         char b[11][32];
 
         printf("%-24s %-24s %8s %9s %6s %6s %10s %8s %12s %12s %10s\n",
-               field(row, "tenant", b[0], 32), field(row, "job", b[1], 32),
-               field(row, "runs", b[2], 32), field(row, "completed", b[3], 32),
-               field(row, "generations", b[4], 32),
-               field(row, "extra_generations", b[5], 32),
-               field(row, "dispatches", b[6], 32),
-               field(row, "budget_deferred", b[7], 32),
-               field(row, "prompt_tokens", b[8], 32),
-               field(row, "completion_tokens", b[9], 32),
-               field(row, "cached_tokens", b[10], 32));
+               rl_cli_json_text(row, "tenant", "(all)", b[0], 32),
+               rl_cli_json_text(row, "job", "(all)", b[1], 32),
+               rl_cli_json_text(row, "runs", "(all)", b[2], 32),
+               rl_cli_json_text(row, "completed", "(all)", b[3], 32),
+               rl_cli_json_text(row, "generations", "(all)", b[4], 32),
+               rl_cli_json_text(row, "extra_generations", "(all)", b[5], 32),
+               rl_cli_json_text(row, "dispatches", "(all)", b[6], 32),
+               rl_cli_json_text(row, "budget_deferred", "(all)", b[7], 32),
+               rl_cli_json_text(row, "prompt_tokens", "(all)", b[8], 32),
+               rl_cli_json_text(row, "completion_tokens", "(all)", b[9], 32),
+               rl_cli_json_text(row, "cached_tokens", "(all)", b[10], 32));
     }
     cJSON_Delete(arr);
     return RL_EXIT_OK;

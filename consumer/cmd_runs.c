@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "commands.h"
 #include "rl/approval.h"
 #include "rl/config.h"
@@ -67,38 +68,6 @@ usage(FILE *out)
         "invalid input; 3 no such run, or its status refuses the change.\n");
 }
 
-static int usage_error(const char *fmt, ...)
-    __attribute__((format(printf, 1, 2)));
-
-static int
-usage_error(const char *fmt, ...)
-{
-    va_list ap;
-
-    fprintf(stderr, "runledger runs: ");
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, " (see runledger runs --help)\n");
-    return RL_EXIT_USAGE;
-}
-
-static int
-exit_code(int err)
-{
-    switch (err) {
-    case 0:
-        return RL_EXIT_OK;
-    case RL_ERR_NOTFOUND:
-    case RL_ERR_CONFLICT:
-        return RL_EXIT_REFUSED;
-    case RL_ERR_INVALID:
-        return RL_EXIT_USAGE;
-    default:
-        return RL_EXIT_FAILURE;
-    }
-}
-
 static int
 valid_run_id(const char *s)
 {
@@ -109,22 +78,6 @@ valid_run_id(const char *s)
             return 0;
     }
     return i == RL_HEX_SIZE - 1;
-}
-
-static struct rl_db *
-open_ledger(char *errstr, size_t errstr_size, int *rc)
-{
-    struct rl_config *cfg = rl_config_load(errstr, errstr_size);
-    struct rl_db *db;
-
-    if (!cfg) {
-        *rc = RL_EXIT_USAGE;
-        return NULL;
-    }
-    db = rl_db_connect(cfg->database_url, errstr, errstr_size);
-    rl_config_destroy(cfg);
-    *rc = db ? RL_EXIT_OK : RL_EXIT_FAILURE;
-    return db;
 }
 
 /* A JSON member as display text into buf: strings as is, null as "-". */
@@ -191,9 +144,10 @@ cmd_list(int argc, char **argv)
             for (size_t i = 0; i < sizeof(statuses) / sizeof(statuses[0]); i++)
                 known |= strcmp(optarg, statuses[i]) == 0;
             if (!known)
-                return usage_error("--status must be pending, running, "
-                                   "awaiting_approval, completed, failed or "
-                                   "unknown");
+                return rl_cli_usage_error(
+                    "runs", "--status must be pending, running, "
+                            "awaiting_approval, completed, failed or "
+                            "unknown");
             filter.status = optarg;
             break;
         case OPT_TENANT:
@@ -205,14 +159,14 @@ cmd_list(int argc, char **argv)
         case OPT_SINCE:
             if (rl_time_parse(optarg, &epoch, NULL, errstr, sizeof(errstr)) !=
                 0)
-                return usage_error("--since: %s", errstr);
+                return rl_cli_usage_error("runs", "--since: %s", errstr);
             filter.since = optarg;
             break;
         case OPT_LIMIT:
             errno = 0;
             filter.limit = (int)strtol(optarg, &end, 10);
             if (errno || *end || filter.limit < 1 || filter.limit > 100000)
-                return usage_error("--limit must be 1..100000");
+                return rl_cli_usage_error("runs", "--limit must be 1..100000");
             break;
         case OPT_JSON:
             as_json = 1;
@@ -221,13 +175,15 @@ cmd_list(int argc, char **argv)
             usage(stdout);
             return RL_EXIT_OK;
         default:
-            return usage_error("bad option %s", argv[optind - 1]);
+            return rl_cli_usage_error("runs", "bad option %s",
+                                      argv[optind - 1]);
         }
     }
     if (optind < argc)
-        return usage_error("unexpected argument \"%s\"", argv[optind]);
+        return rl_cli_usage_error("runs", "unexpected argument \"%s\"",
+                                  argv[optind]);
 
-    db = open_ledger(errstr, sizeof(errstr), &rc);
+    db = rl_cli_open_ledger(errstr, sizeof(errstr), &rc);
     if (!db) {
         fprintf(stderr, "runledger runs list: %s\n", errstr);
         return rc;
@@ -236,7 +192,7 @@ cmd_list(int argc, char **argv)
     rl_db_destroy(db);
     if (err) {
         fprintf(stderr, "runledger runs list: %s\n", errstr);
-        return exit_code(err);
+        return rl_cli_exit_code(err);
     }
     if (as_json) {
         printf("%s\n", json);
@@ -444,15 +400,17 @@ cmd_show(int argc, char **argv)
             usage(stdout);
             return RL_EXIT_OK;
         } else if (argv[i][0] == '-' || run_id)
-            return usage_error("unexpected argument \"%s\"", argv[i]);
+            return rl_cli_usage_error("runs", "unexpected argument \"%s\"",
+                                      argv[i]);
         else
             run_id = argv[i];
     }
     if (!run_id)
-        return usage_error("runs show needs a RUN_ID");
+        return rl_cli_usage_error("runs", "runs show needs a RUN_ID");
     if (!valid_run_id(run_id))
-        return usage_error("\"%s\" is not a run ID (64 lowercase hex)", run_id);
-    db = open_ledger(errstr, sizeof(errstr), &rc);
+        return rl_cli_usage_error(
+            "runs", "\"%s\" is not a run ID (64 lowercase hex)", run_id);
+    db = rl_cli_open_ledger(errstr, sizeof(errstr), &rc);
     if (!db) {
         fprintf(stderr, "runledger runs show: %s\n", errstr);
         return rc;
@@ -464,7 +422,7 @@ cmd_show(int argc, char **argv)
     if (err) {
         free(json);
         fprintf(stderr, "runledger runs show: %s\n", errstr);
-        return exit_code(err);
+        return rl_cli_exit_code(err);
     }
     if (as_json) {
         rc = prop.proposal_json ? print_json_with_proposal(json, &prop)
@@ -554,18 +512,22 @@ cmd_decide(int argc, char **argv, int resolve)
             usage(stdout);
             return RL_EXIT_OK;
         default:
-            return usage_error("bad option %s", argv[optind - 1]);
+            return rl_cli_usage_error("runs", "bad option %s",
+                                      argv[optind - 1]);
         }
     }
     if (optind + 1 != argc)
-        return usage_error("runs %s needs exactly one RUN_ID", what);
+        return rl_cli_usage_error("runs", "runs %s needs exactly one RUN_ID",
+                                  what);
     run_id = argv[optind];
     if (!valid_run_id(run_id))
-        return usage_error("\"%s\" is not a run ID (64 lowercase hex)", run_id);
+        return rl_cli_usage_error(
+            "runs", "\"%s\" is not a run ID (64 lowercase hex)", run_id);
     if (!resolve) {
         if (failed || from)
-            return usage_error("--failed and --completed-from belong to "
-                               "runs resolve");
+            return rl_cli_usage_error("runs",
+                                      "--failed and --completed-from belong to "
+                                      "runs resolve");
         if (!actor)
             actor = getenv("USER");
         if (!actor || !*actor)
@@ -574,11 +536,13 @@ cmd_decide(int argc, char **argv, int resolve)
             reason = "re-opened for a new attempt";
     } else {
         if (failed == !!from)
-            return usage_error("runs resolve needs exactly one of --failed "
-                               "and --completed-from");
+            return rl_cli_usage_error(
+                "runs", "runs resolve needs exactly one of --failed "
+                        "and --completed-from");
         if (!actor || !*actor || !reason || !*reason)
-            return usage_error("runs resolve needs --actor and --reason: "
-                               "the decision is recorded with who and why");
+            return rl_cli_usage_error(
+                "runs", "runs resolve needs --actor and --reason: "
+                        "the decision is recorded with who and why");
     }
     if (from) {
         output = read_file(from, errstr, sizeof(errstr));
@@ -599,7 +563,7 @@ cmd_decide(int argc, char **argv, int resolve)
         cJSON_Delete(parsed);
     }
 
-    db = open_ledger(errstr, sizeof(errstr), &rc);
+    db = rl_cli_open_ledger(errstr, sizeof(errstr), &rc);
     if (!db) {
         fprintf(stderr, "runledger runs %s: %s\n", what, errstr);
         free(output);
@@ -618,7 +582,7 @@ cmd_decide(int argc, char **argv, int resolve)
     free(output);
     if (err) {
         fprintf(stderr, "runledger runs %s: %s\n", what, errstr);
-        return exit_code(err);
+        return rl_cli_exit_code(err);
     }
     if (!resolve)
         printf("run %s re-opened (was %s after %d attempts%s); the next "
@@ -672,24 +636,31 @@ cmd_approve(int argc, char **argv, int approve)
             usage(stdout);
             return RL_EXIT_OK;
         default:
-            return usage_error("bad option %s", argv[optind - 1]);
+            return rl_cli_usage_error("runs", "bad option %s",
+                                      argv[optind - 1]);
         }
     }
     if (optind + 1 != argc)
-        return usage_error("runs %s needs exactly one RUN_ID", what);
+        return rl_cli_usage_error("runs", "runs %s needs exactly one RUN_ID",
+                                  what);
     run_id = argv[optind];
     if (!valid_run_id(run_id))
-        return usage_error("\"%s\" is not a run ID (64 lowercase hex)", run_id);
+        return rl_cli_usage_error(
+            "runs", "\"%s\" is not a run ID (64 lowercase hex)", run_id);
     if (!digest || !valid_run_id(digest))
-        return usage_error("runs %s needs --digest: the 64 hex digest of the "
-                           "proposal (runs show)",
-                           what);
+        return rl_cli_usage_error(
+            "runs",
+            "runs %s needs --digest: the 64 hex digest of the "
+            "proposal (runs show)",
+            what);
     if (!actor || !*actor)
-        return usage_error("runs %s needs --actor: the decision is recorded "
-                           "with who took it",
-                           what);
+        return rl_cli_usage_error(
+            "runs",
+            "runs %s needs --actor: the decision is recorded "
+            "with who took it",
+            what);
 
-    db = open_ledger(errstr, sizeof(errstr), &rc);
+    db = rl_cli_open_ledger(errstr, sizeof(errstr), &rc);
     if (!db) {
         fprintf(stderr, "runledger runs %s: %s\n", what, errstr);
         return rc;
@@ -699,7 +670,7 @@ cmd_approve(int argc, char **argv, int approve)
     rl_db_destroy(db);
     if (err) {
         fprintf(stderr, "runledger runs %s: %s\n", what, errstr);
-        return exit_code(err);
+        return rl_cli_exit_code(err);
     }
     if (approve)
         printf("run %s approved by %s (digest %s); %d notifications "
@@ -735,5 +706,5 @@ rl_cmd_runs(int argc, char **argv)
         return cmd_approve(argc - 1, argv + 1, 1);
     if (strcmp(argv[1], "reject") == 0)
         return cmd_approve(argc - 1, argv + 1, 0);
-    return usage_error("unknown runs command \"%s\"", argv[1]);
+    return rl_cli_usage_error("runs", "unknown runs command \"%s\"", argv[1]);
 }
