@@ -1,8 +1,9 @@
-/* Chaos: 3 consumer processes and 2 relays over 5,000 schedule events
+/* Chaos: 3 consumer processes, 2 relays and the reference receiver
+ * (`runledger receive`) over 5,000 schedule events
  * (4,000 logical runs and 1,000 duplicates: re-published, or the same run
  * with whitespace around its names), on a PostgreSQL and a Kafka broker of
  * the test's own and a stub model of its own. Every 1.5 to 3 s one of the
- * five processes is killed with SIGKILL and started again; once a quarter
+ * six processes is killed with SIGKILL and started again; once a quarter
  * of the runs completed the broker is killed and restarted, at 60 %
  * PostgreSQL is stopped with -m immediate and restarted. Some runs meet
  * transient faults (500, 429 with Retry-After), some a permanent 400.
@@ -16,8 +17,10 @@
  *   distinct_notifications lost
  * Asserts: lost = 0 (every logical run has exactly one row in a final
  * state, every completed run one accepted output and one delivered outbox
- * row per channel, every outbox row on the topic), failed = the runs
- * given a 400, completed outputs per run 1, distinct notifications =
+ * row per channel, every outbox row on the topic), failed runs are only
+ * runs given a 400 and no such run completes, completed outputs per run 1,
+ * receiver rows = outbox rows (same keys, same payloads; redeliveries
+ * ignored as duplicates), distinct notifications =
  * outbox rows, every generation has an attempt row (extra generations are
  * visible), and the group committed every offset. */
 #include <limits.h>
@@ -60,7 +63,14 @@ static const char *const relay_env[] = {
     NULL,
 };
 
-#define NPROCS 5 /* slots 0..2 consumers, 3..4 relays */
+#define NPROCS 6 /* slots 0..2 consumers, 3..4 relays, 5 the receiver */
+
+static char receiver_group[160];
+static const char *receiver_env[] = {
+    receiver_group,
+    "RUNLEDGER_LOG_LEVEL=warn",
+    NULL,
+};
 
 static char run_ids[RUNS][RL_HEX_SIZE];
 static int given_400[RUNS];
@@ -96,6 +106,8 @@ on_note(const rd_kafka_message_t *rkm, void *opaque)
 static int
 spawn_role(struct e2e *t, int role)
 {
+    if (role == 5)
+        return e2e_spawn(t, "receive", receiver_env);
     return e2e_spawn(t, role < 3 ? "consume" : "relay",
                      role < 3 ? consumer_env : relay_env);
 }
@@ -156,6 +168,8 @@ main(void)
     e2e_private_pg(pg_dir, pg_url, sizeof(pg_url));
     e2e_private_kafka(kafka_dir, servers, sizeof(servers));
     e2e_setup_at(&t, "chaos", 4, pg_url, servers);
+    snprintf(receiver_group, sizeof(receiver_group),
+             "RUNLEDGER_RECEIVER_GROUP_ID=%s-receiver", t.name);
     e2e_stub_start(&t, NULL);
     snprintf(job, sizeof(job), "job-%s", t.name);
     snprintf(spaced, sizeof(spaced), " %s ", job);
@@ -251,6 +265,12 @@ main(void)
         RL_CHECK(idle);
     }
 
+    /* The receiver catches up with every delivered notification. */
+    RL_CHECK(e2e_wait_intf(&t, 1, 60000,
+                           "SELECT ((SELECT count(*) FROM "
+                           "received_notifications) = (SELECT count(*) FROM "
+                           "outbox_delivered))::int"));
+
     runs = e2e_int(&t, "SELECT count(*) FROM runs");
     completed = e2e_int(&t, "SELECT count(*) FROM runs WHERE "
                             "status='completed'");
@@ -341,6 +361,19 @@ main(void)
     }
     RL_CHECK_INTEQ(ok_outputs, completed);
     RL_CHECK_INTEQ(notes.distinct, outbox_rows);
+    /* Downstream: one receiver row per outbox row, same key and payload;
+     * every redelivery was ignored as a duplicate. */
+    RL_CHECK_INTEQ(e2e_int(&t, "SELECT count(*) FROM received_notifications"),
+                   outbox_rows);
+    RL_CHECK_INTEQ(e2e_int(&t, "SELECT count(*) FROM outbox_delivered d JOIN "
+                               "received_notifications n ON "
+                               "n.idempotency_key = d.run_id || ':' || "
+                               "d.channel AND n.payload = d.payload"),
+                   outbox_rows);
+    RL_CHECK_INTEQ(e2e_int(&t, "SELECT count(*) FROM receiver_conflicts"), 0);
+    RL_CHECK(e2e_int(&t,
+                     "SELECT coalesce(sum(duplicates), 0) FROM "
+                     "received_notifications") >= notes.total - notes.distinct);
     RL_CHECK_INTEQ(outbox_rows, completed * CHANNELS);
     RL_CHECK(notes.total >= notes.distinct);
     RL_CHECK_INTEQ(notes.bad, 0);
