@@ -365,10 +365,15 @@ start_attempt(struct ledger *lg, struct rl_item *item)
     item->call.body = rl_model_build_body(item->request_json, item->raw_input,
                                           errstr, sizeof(errstr));
     if (!item->call.body) {
+        char why[512], dberr[512];
+
+        /* The reason is both stored and reported: keep it apart from the
+         * buffer the ledger call may overwrite. */
+        snprintf(why, sizeof(why), "%s", errstr);
         rl_db_record_outcome(lg->db, item->run_id, item->attempt_no,
-                             "permanent", 0, NULL, 0, 0, 0, 0, errstr, errstr,
-                             sizeof(errstr));
-        give_up(lg, item, "failed", "invalid_request", errstr);
+                             "permanent", 0, NULL, 0, 0, 0, 0, why, dberr,
+                             sizeof(dberr));
+        give_up(lg, item, "failed", "invalid_request", why);
         return;
     }
     item->call.run_id = item->run_id;

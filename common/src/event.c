@@ -142,9 +142,21 @@ check_structure(const char *s, size_t len, int max_depth,
     int in_string = 0;
     int depth = 0;
 
+    /* RFC 8259: no byte order mark, no raw control characters in strings,
+     * and only space, tab, CR and LF between tokens. cJSON is laxer; an
+     * envelope other readers would refuse is refused here too. */
+    if (len >= 3 && memcmp(s, "\xEF\xBB\xBF", 3) == 0)
+        return reject(v, "invalid_json", NULL,
+                      "event starts with a byte order mark");
     for (size_t i = 0; i < len; i++) {
         char c = s[i];
 
+        if ((unsigned char)c < 0x20 &&
+            (in_string || (c != ' ' && c != '\t' && c != '\n' && c != '\r')))
+            return reject(v, "invalid_json", NULL,
+                          "event has a raw control character 0x%02x at "
+                          "offset %zu",
+                          (unsigned)(unsigned char)c, i);
         if (in_string) {
             if (c == '"') {
                 in_string = 0;

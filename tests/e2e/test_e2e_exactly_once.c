@@ -58,7 +58,7 @@ event_json(int i, int variant, char *buf, size_t size)
                  "\"temperature\":0,\"messages\":[{\"role\":\"user\","
                  "\"content\":\"summarise {{input}}\"}]},"
                  "\"notify\":[\"email\",\"slack\"]}",
-                 variant == 1 ? "  " : "", job, variant == 1 ? "\t" : "",
+                 variant == 1 ? "  " : "", job, variant == 1 ? "\\t" : "",
                  variant == 1 ? " " : "", i % 7, at, i);
 }
 

@@ -20,7 +20,10 @@ main(void)
 
     e2e_setup(&t, "fagain", 2);
     snprintf(job, sizeof(job), "job-%s", t.name);
-    snprintf(spaced, sizeof(spaced), "  %s\t", job);
+    /* Leading spaces and a trailing U+3000 IDEOGRAPHIC SPACE: whitespace
+     * the run-ID strip removes, and legal unescaped inside a JSON string
+     * (a raw tab is not). */
+    snprintf(spaced, sizeof(spaced), "  %s\xe3\x80\x80", job);
     for (int i = 0; i < RUNS; i++)
         e2e_produce_event(&t, job, "tenant-a", i, NULL, run_ids[i]);
     e2e_flush(&t);

@@ -647,19 +647,9 @@ test_injection_payloads_are_data_or_refused(void)
     }
 
     /* The same text unescaped, with raw CR/LF inside the string: strict
-     * JSON forbids it and the contract does not say, but it may never give
-     * another run than the escaped spelling. */
-    {
-        struct rl_event *raw =
-            expect_in("raw crlf", SLOT_JOB, AS_STRING, "x\r\nX-Injected: 1",
-                      strlen("x\r\nX-Injected: 1"), NULL, 1);
-        char want_id[RL_HEX_SIZE];
-
-        expected_run_id(SLOT_JOB, "x\r\nX-Injected: 1", want_id);
-        if (raw)
-            RL_CHECK_STREQ(raw->run_id, want_id);
-        rl_event_destroy(raw);
-    }
+     * JSON (RFC 8259) forbids it, and so does the event contract. */
+    expect_in("raw crlf", SLOT_JOB, AS_STRING, "x\r\nX-Injected: 1",
+              strlen("x\r\nX-Injected: 1"), "invalid_json", 0);
 }
 
 /* What each field accepts, by JSON type. */

@@ -43,9 +43,13 @@ struct rl_event {
 /* Parses and validates one Kafka message value.
  * Returns a new event (free with rl_event_destroy), or NULL with reason set
  * to a stable machine-readable code and errstr to a human sentence:
- *   too_large, invalid_utf8, nul_byte, too_deep, invalid_json, not_object,
- *   missing_field:<name>, wrong_type:<name>, field_too_long:<name>,
- *   empty_field:<name>, naive_timestamp, invalid_timestamp, invalid_window,
+ *   too_large, invalid_utf8, nul_byte, too_deep, invalid_json (also a
+ *   byte order mark, or a raw control character inside a string or between
+ *   tokens other than space, tab, CR, LF), not_object,
+ *   missing_field:<name>, wrong_type:<name>, field_too_long:<name> (bytes),
+ *   empty_field:<name>, invalid_field:<name> ('|' in job, tenant or
+ *   version: it separates the run-ID fields), naive_timestamp,
+ *   invalid_timestamp, invalid_window,
  *   invalid_notify, invalid_request (request lacks "model" or "messages"),
  *   invalid_approval ("approval" is not {"required": <boolean>})
  * reason must hold at least 64 bytes. */
