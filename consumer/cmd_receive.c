@@ -51,52 +51,15 @@ usage(FILE *out)
 static rd_kafka_t *
 receiver_new(const struct rl_config *cfg, char *errstr, size_t errstr_size)
 {
-    rd_kafka_conf_t *conf = rl_kafka_conf_new(cfg, errstr, errstr_size);
-    rd_kafka_topic_partition_list_t *topics;
-    rd_kafka_resp_err_t err;
-    rd_kafka_t *rk;
+    /* The consumer's at-least-once pattern: only offsets stored after the
+     * insert committed are committed. */
+    rd_kafka_conf_t *conf = rl_kafka_consumer_conf_new(
+        cfg, cfg->receiver_group_id, errstr, errstr_size);
 
     if (!conf)
         return NULL;
-    /* The consumer's at-least-once pattern: only offsets stored after the
-     * insert committed are committed. */
-    if (rl_kafka_conf_set(conf, "group.id", cfg->receiver_group_id, errstr,
-                          errstr_size) != 0 ||
-        rl_kafka_conf_set(conf, "enable.auto.offset.store", "false", errstr,
-                          errstr_size) != 0 ||
-        rl_kafka_conf_set(conf, "auto.offset.reset", "earliest", errstr,
-                          errstr_size) != 0 ||
-        rl_kafka_conf_set(conf, "partition.assignment.strategy", "range",
-                          errstr, errstr_size) != 0) {
-        rd_kafka_conf_destroy(conf);
-        return NULL;
-    }
-    for (size_t i = 0; i + 1 < cfg->kafka_props_count; i += 2) {
-        if (rl_kafka_conf_set(conf, cfg->kafka_props[i],
-                              cfg->kafka_props[i + 1], errstr,
-                              errstr_size) != 0) {
-            rd_kafka_conf_destroy(conf);
-            return NULL;
-        }
-    }
-    rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, errstr_size);
-    if (!rk) {
-        rd_kafka_conf_destroy(conf);
-        return NULL;
-    }
-    rd_kafka_poll_set_consumer(rk);
-    topics = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(topics, cfg->notify_topic,
-                                      RD_KAFKA_PARTITION_UA);
-    err = rd_kafka_subscribe(rk, topics);
-    rd_kafka_topic_partition_list_destroy(topics);
-    if (err) {
-        snprintf(errstr, errstr_size, "could not subscribe to %s: %s",
-                 cfg->notify_topic, rd_kafka_err2str(err));
-        rd_kafka_destroy(rk);
-        return NULL;
-    }
-    return rk;
+    return rl_kafka_consumer_new(cfg, conf, cfg->notify_topic, errstr,
+                                 errstr_size);
 }
 
 /* Applies one message. Returns 0 when its offset may be stored (applied,

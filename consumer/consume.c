@@ -312,29 +312,11 @@ static rd_kafka_t *
 consumer_new(struct kstate *ks, char *errstr, size_t errstr_size)
 {
     const struct rl_config *cfg = ks->pl->cfg;
-    rd_kafka_conf_t *conf = rl_kafka_conf_new(cfg, errstr, errstr_size);
-    rd_kafka_t *rk;
-    rd_kafka_topic_partition_list_t *topics;
-    rd_kafka_resp_err_t err;
+    rd_kafka_conf_t *conf =
+        rl_kafka_consumer_conf_new(cfg, cfg->group_id, errstr, errstr_size);
 
     if (!conf)
         return NULL;
-    /* Auto commit only commits offsets we stored after the durable write;
-     * the eager range assignor avoids librdkafka 2.0.2's cooperative
-     * rebalance bugs. Settings the operator passed through win. */
-    if (rl_kafka_conf_set(conf, "group.id", cfg->group_id, errstr,
-                          errstr_size) != 0 ||
-        rl_kafka_conf_set(conf, "enable.auto.offset.store", "false", errstr,
-                          errstr_size) != 0 ||
-        rl_kafka_conf_set(conf, "enable.auto.commit", "true", errstr,
-                          errstr_size) != 0 ||
-        rl_kafka_conf_set(conf, "auto.offset.reset", "earliest", errstr,
-                          errstr_size) != 0 ||
-        rl_kafka_conf_set(conf, "partition.assignment.strategy", "range",
-                          errstr, errstr_size) != 0) {
-        rd_kafka_conf_destroy(conf);
-        return NULL;
-    }
     if (ks->pl->http) {
         rd_kafka_conf_set_stats_cb(conf, stats_cb);
         if (rl_kafka_conf_set(conf, "statistics.interval.ms", "5000", errstr,
@@ -343,34 +325,9 @@ consumer_new(struct kstate *ks, char *errstr, size_t errstr_size)
             return NULL;
         }
     }
-    for (size_t i = 0; i + 1 < cfg->kafka_props_count; i += 2) {
-        if (rl_kafka_conf_set(conf, cfg->kafka_props[i],
-                              cfg->kafka_props[i + 1], errstr,
-                              errstr_size) != 0) {
-            rd_kafka_conf_destroy(conf);
-            return NULL;
-        }
-    }
     rd_kafka_conf_set_rebalance_cb(conf, rebalance_cb);
     rd_kafka_conf_set_opaque(conf, ks);
-    rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, errstr_size);
-    if (!rk) {
-        rd_kafka_conf_destroy(conf);
-        return NULL;
-    }
-    rd_kafka_poll_set_consumer(rk);
-    topics = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(topics, cfg->topic,
-                                      RD_KAFKA_PARTITION_UA);
-    err = rd_kafka_subscribe(rk, topics);
-    rd_kafka_topic_partition_list_destroy(topics);
-    if (err) {
-        snprintf(errstr, errstr_size, "could not subscribe to %s: %s",
-                 cfg->topic, rd_kafka_err2str(err));
-        rd_kafka_destroy(rk);
-        return NULL;
-    }
-    return rk;
+    return rl_kafka_consumer_new(cfg, conf, cfg->topic, errstr, errstr_size);
 }
 
 static void

@@ -26,6 +26,24 @@ int rl_kafka_conf_set(rd_kafka_conf_t *conf, const char *name,
 rd_kafka_t *rl_kafka_producer_new(rd_kafka_conf_t *conf, int idempotent,
                                   char *errstr, size_t errstr_size);
 
+/* A consumer configuration for group_id with the at-least-once settings
+ * every Runledger consumer uses: enable.auto.offset.store=false (only
+ * offsets stored after the durable write are committed by auto commit),
+ * auto.offset.reset=earliest, and the eager range assignor (librdkafka
+ * 2.0.2's cooperative rebalancing has known bugs). Add callbacks, then
+ * hand it to rl_kafka_consumer_new(). NULL with errstr on failure. */
+rd_kafka_conf_t *rl_kafka_consumer_conf_new(const struct rl_config *cfg,
+                                            const char *group_id, char *errstr,
+                                            size_t errstr_size);
+
+/* A consumer on conf (ownership passes to it, also on failure) subscribed
+ * to topic, its poll queue redirected to rd_kafka_consumer_poll(). The
+ * operator's RUNLEDGER_KAFKA_* properties are applied last, so they win
+ * over the defaults above. NULL with errstr on failure. */
+rd_kafka_t *rl_kafka_consumer_new(const struct rl_config *cfg,
+                                  rd_kafka_conf_t *conf, const char *topic,
+                                  char *errstr, size_t errstr_size);
+
 /* Creates topic with partitions if it does not exist (replication factor
  * -1: the broker default). Returns 0 also when it already exists. */
 int rl_kafka_topic_ensure(rd_kafka_t *rk, const char *topic, int partitions,
