@@ -218,6 +218,11 @@ rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         ks->assignment = rd_kafka_topic_partition_list_copy(parts);
         ks->paused = 0;
         rd_kafka_assign(rk, parts);
+        /* librdkafka keeps a partition paused across a revoke and a new
+         * assign of it: one paused at the in-flight cap before the
+         * rebalance would never fetch again. Make the library agree with
+         * ks->paused; flow_control() pauses again if still at the cap. */
+        rd_kafka_resume_partitions(rk, parts);
         return;
     }
     rl_log_info(NULL, "revoking %d partitions", parts->cnt);
