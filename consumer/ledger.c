@@ -271,29 +271,49 @@ budget_estimate(const struct ledger *lg, const struct rl_item *item)
     return (int64_t)((bytes + 3) / 4) + completion;
 }
 
-/* Collect, record the dispatch, call the model. */
+/* The most runs one batch statement carries. */
+#define BATCH_MAX 512
+
+/* Puts the n items of a batch whose statement failed (not a refusal) on
+ * the retry list, as defer() does for one. */
 static void
-start_attempt(struct ledger *lg, struct rl_item *item)
+defer_batch(struct ledger *lg, struct rl_item **items, size_t n, int redo,
+            const char *what, const char *errstr)
+{
+    if (n == 1) {
+        defer(lg, items[0], redo, what, errstr);
+        return;
+    }
+    rl_log_warn(NULL, "could not %s of %zu runs: %s; will retry", what, n,
+                errstr);
+    rl_db_destroy(lg->db);
+    lg->db = NULL;
+    for (size_t i = n; i-- > 0;)
+        requeue(lg, items[i], redo);
+}
+
+/* The checks before a dispatch, and the collect step: returns 1 when item
+ * is ready to be dispatched, 0 when it was handled here (finished, given
+ * up, or waiting for a connection). */
+static int
+prepare_attempt(struct ledger *lg, struct rl_item *item)
 {
     char errstr[512];
-    char next_window[RL_TIME_UTC_SIZE];
     char *stored = NULL;
-    enum rl_dispatch_status dispatch;
-    struct rl_log_ctx ctx;
     int err;
 
     /* An earlier item of the same batch lost the connection: this one
      * waits for the next one instead of writing through none. */
     if (!lg->db) {
         requeue(lg, item, REDO_START);
-        return;
+        return 0;
     }
     if (item->deadline_passed) {
         /* Checked before the ambiguity policy: past its deadline a run is
          * failed whatever an earlier dispatch did. */
         give_up(lg, item, "failed", "deadline",
                 "the run's deadline passed before it completed");
-        return;
+        return 0;
     }
     if (item->ambiguous_prior) {
         /* The last dispatch has no outcome: an earlier worker died after
@@ -304,62 +324,40 @@ start_attempt(struct ledger *lg, struct rl_item *item)
             (policy == RL_AMBIGUOUS_RETRY_ONCE && item->ambiguous_count >= 2)) {
             give_up(lg, item, "unknown", "ambiguous",
                     "an earlier dispatch has no recorded outcome");
-            return;
+            return 0;
         }
     }
     if (item->attempts_before >= lg->cfg->max_attempts) {
         give_up(lg, item, "failed", "attempts_exhausted", "no attempts left");
-        return;
+        return 0;
     }
-
-    if (!item->raw_input) {
-        err = rl_db_store_raw_input(lg->db, item->run_id, lg->cfg->worker_id,
-                                    item->lease_epoch,
-                                    item->ev ? item->ev->input_json : "null",
-                                    &stored, errstr, sizeof(errstr));
-        if (err == RL_ERR_DB) {
-            defer(lg, item, REDO_START, "store the collected input", errstr);
-            return;
-        }
-        if (err) {
-            atomic_fetch_add(&lg->pl->counters.lease_lost, 1);
-            finish(lg, item);
-            return;
-        }
-        /* Use what the ledger holds, not the local copy: a concurrent
-         * worker may have collected first. */
-        item->raw_input = stored;
-    }
-    rl_failpoint("after_collect");
-
-    err = rl_db_dispatch_within_budget(
-        lg->db, item->run_id, lg->cfg->worker_id, item->lease_epoch,
-        item->run_id, budget_estimate(lg, item),
-        lg->cfg->backoff_base_ms / 2 + backoff_ms(lg, 1, -1) / 2, &dispatch,
-        &item->attempt_no, next_window, errstr, sizeof(errstr));
+    if (item->raw_input)
+        return 1;
+    err = rl_db_store_raw_input(lg->db, item->run_id, lg->cfg->worker_id,
+                                item->lease_epoch,
+                                item->ev ? item->ev->input_json : "null",
+                                &stored, errstr, sizeof(errstr));
     if (err == RL_ERR_DB) {
-        defer(lg, item, REDO_START, "record the dispatch", errstr);
-        return;
+        defer(lg, item, REDO_START, "store the collected input", errstr);
+        return 0;
     }
     if (err) {
         atomic_fetch_add(&lg->pl->counters.lease_lost, 1);
         finish(lg, item);
-        return;
+        return 0;
     }
-    if (dispatch != RL_DISPATCH_RECORDED) {
-        /* Already pending (until the next window, or until the calls in
-         * flight settled), in the statement that refused the reservation;
-         * no attempt was spent. */
-        if (dispatch == RL_DISPATCH_DEFERRED)
-            atomic_fetch_add(&lg->pl->counters.budget_deferrals, 1);
-        else
-            atomic_fetch_add(&lg->pl->counters.budget_waits, 1);
-        log_ctx(item, &ctx);
-        rl_log_info(&ctx, "budget: %s", errstr);
-        finish(lg, item);
-        return;
-    }
-    rl_failpoint("after_dispatch_record");
+    /* Use what the ledger holds, not the local copy: a concurrent worker
+     * may have collected first. */
+    item->raw_input = stored;
+    return 1;
+}
+
+/* Sends the call of a run whose dispatch is recorded. */
+static void
+send_call(struct ledger *lg, struct rl_item *item)
+{
+    char errstr[512];
+    struct rl_log_ctx ctx;
 
     log_ctx(item, &ctx);
     item->call.body = rl_model_build_body(item->request_json, item->raw_input,
@@ -393,6 +391,108 @@ start_attempt(struct ledger *lg, struct rl_item *item)
     lg->in_model++;
     atomic_fetch_add(&lg->pl->counters.dispatches, 1);
     rl_log_debug(&ctx, "dispatched");
+}
+
+/* Records the dispatches of up to BATCH_MAX ready runs in one statement,
+ * then sends their calls. */
+static void
+dispatch_batch(struct ledger *lg, struct rl_item **items, size_t n)
+{
+    struct rl_dispatch_req *reqs = calloc(n, sizeof(*reqs));
+    struct rl_dispatch_res *res = calloc(n, sizeof(*res));
+    char errstr[512];
+    int err;
+
+    if (!reqs || !res) {
+        defer_batch(lg, items, n, REDO_START, "record the dispatch",
+                    "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        reqs[i] = (struct rl_dispatch_req){
+            .run_id = items[i]->run_id,
+            .lease_epoch = items[i]->lease_epoch,
+            .idempotency_key = items[i]->run_id,
+            .estimate = budget_estimate(lg, items[i]),
+        };
+    }
+    rl_failpoint("after_collect");
+    err = rl_db_dispatch_runs(lg->db, reqs, n, lg->cfg->worker_id,
+                              lg->cfg->backoff_base_ms / 2 +
+                                  backoff_ms(lg, 1, -1) / 2,
+                              res, errstr, sizeof(errstr));
+    if (err) {
+        defer_batch(lg, items, n, REDO_START, "record the dispatch", errstr);
+        goto done;
+    }
+    rl_failpoint("after_dispatch_record");
+    for (size_t i = 0; i < n; i++) {
+        struct rl_item *item = items[i];
+        struct rl_log_ctx ctx;
+
+        if (res[i].err) {
+            atomic_fetch_add(&lg->pl->counters.lease_lost, 1);
+            finish(lg, item);
+            continue;
+        }
+        if (res[i].status != RL_DISPATCH_RECORDED) {
+            /* Already pending (until the next window, or until the calls
+             * in flight settled), in the statement that refused the
+             * reservation; no attempt was spent. */
+            if (res[i].status == RL_DISPATCH_DEFERRED)
+                atomic_fetch_add(&lg->pl->counters.budget_deferrals, 1);
+            else
+                atomic_fetch_add(&lg->pl->counters.budget_waits, 1);
+            log_ctx(item, &ctx);
+            rl_log_info(&ctx, "budget: %s", res[i].detail);
+            finish(lg, item);
+            continue;
+        }
+        item->attempt_no = res[i].attempt_no;
+        send_call(lg, item);
+    }
+done:
+    free(reqs);
+    free(res);
+}
+
+/* dispatch_batch, or back to the retry list when the connection went
+ * while the batch was being prepared. */
+static void
+dispatch_ready(struct ledger *lg, struct rl_item **ready, size_t n)
+{
+    if (n == 0)
+        return;
+    if (lg->db) {
+        dispatch_batch(lg, ready, n);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        requeue(lg, ready[i], REDO_START);
+}
+
+/* Collect, record the dispatch, call the model: for a list of claimed
+ * runs, whose dispatches are recorded BATCH_MAX to a statement. */
+static void
+start_attempts(struct ledger *lg, struct rl_item *list)
+{
+    struct rl_item *ready[BATCH_MAX];
+    size_t n = 0;
+
+    while (list) {
+        struct rl_item *item = list;
+
+        list = item->next;
+        item->next = NULL;
+        if (!prepare_attempt(lg, item))
+            continue;
+        ready[n++] = item;
+        if (n == BATCH_MAX) {
+            dispatch_ready(lg, ready, n);
+            n = 0;
+        }
+    }
+    dispatch_ready(lg, ready, n);
 }
 
 /* An approval-required run's answer becomes its immutable proposal and the
@@ -453,6 +553,130 @@ propose(struct ledger *lg, struct rl_item *item, const struct rl_log_ctx *ctx)
     finish(lg, item);
 }
 
+/* Completes up to BATCH_MAX runs whose calls answered, with their
+ * attempts' outcomes and outbox rows, in one statement. */
+static void
+complete_batch(struct ledger *lg, struct rl_item **items, size_t n)
+{
+    struct rl_complete_req *reqs = calloc(n, sizeof(*reqs));
+    struct rl_complete_res *res = calloc(n, sizeof(*res));
+    char ***channels = calloc(n, sizeof(*channels));
+    char errstr[512];
+    int err = RL_ERR_NOMEM;
+
+    snprintf(errstr, sizeof(errstr), "out of memory");
+    if (!reqs || !res || !channels)
+        goto failed;
+    for (size_t i = 0; i < n; i++) {
+        struct rl_model_call *call = &items[i]->call;
+
+        reqs[i] = (struct rl_complete_req){
+            .run_id = items[i]->run_id,
+            .lease_epoch = items[i]->lease_epoch,
+            .output_json = rl_model_output_json(call),
+            .oc =
+                {
+                    .attempt_no = items[i]->attempt_no,
+                    .http_status = (int)call->http_status,
+                    .upstream_request_id = call->upstream_request_id,
+                    .prompt_tokens = call->prompt_tokens,
+                    .completion_tokens = call->completion_tokens,
+                    .cached_tokens = call->cached_tokens,
+                    .latency_ms = call->latency_ms,
+                },
+        };
+        reqs[i].n_channels = channels_of(items[i]->request_json, &channels[i]);
+        reqs[i].channels = (const char *const *)channels[i];
+        if (!reqs[i].output_json)
+            goto failed;
+    }
+    rl_failpoint("after_model_response");
+    err = rl_db_complete_runs(lg->db, reqs, n, lg->cfg->worker_id, res, errstr,
+                              sizeof(errstr));
+    if (err == RL_ERR_INVALID && n > 1) {
+        /* The database refused a value of one run (an output jsonb
+         * rejects): it must not hold up the others, so they complete one
+         * at a time and only it fails. */
+        rl_log_warn(NULL,
+                    "could not complete %zu runs: %s; completing them "
+                    "one by one",
+                    n, errstr);
+        size_t i;
+
+        for (i = 0; i < n && lg->db; i++)
+            complete_batch(lg, &items[i], 1);
+        for (; i < n; i++)
+            requeue(lg, items[i], REDO_RESULT);
+        goto done;
+    }
+    if (err == RL_ERR_INVALID) {
+        char why[512], dberr[512];
+
+        snprintf(why, sizeof(why), "%s", errstr);
+        rl_db_record_outcome(
+            lg->db, items[0]->run_id, items[0]->attempt_no, "invalid_output",
+            (int)items[0]->call.http_status, items[0]->call.upstream_request_id,
+            -1, -1, -1, items[0]->call.latency_ms, why, dberr, sizeof(dberr));
+        give_up(lg, items[0], "failed", "invalid_output", why);
+        goto done;
+    }
+    if (err)
+        goto failed;
+    rl_failpoint("after_complete_commit");
+    for (size_t i = 0; i < n; i++) {
+        struct rl_log_ctx ctx;
+
+        log_ctx(items[i], &ctx);
+        if (res[i].err) {
+            atomic_fetch_add(&lg->pl->counters.lease_lost, 1);
+            rl_log_warn(&ctx, "lease lost: result discarded");
+        } else if (res[i].completed) {
+            atomic_fetch_add(&lg->pl->counters.completed, 1);
+            rl_log_debug(&ctx, "completed");
+        }
+        finish(lg, items[i]);
+    }
+    goto done;
+
+failed:
+    defer_batch(lg, items, n, REDO_RESULT, "complete the run", errstr);
+done:
+    for (size_t i = 0; reqs && i < n; i++) {
+        free((char *)reqs[i].output_json);
+        if (channels)
+            channels_free(channels[i], reqs[i].n_channels);
+    }
+    free(reqs);
+    free(res);
+    free(channels);
+}
+
+/* The model thread gave the call back. */
+static void
+result_arrived(struct ledger *lg, struct rl_item *item)
+{
+    if (item->in_model) {
+        item->in_model = 0;
+        lg->in_model--;
+    }
+    item->in_result = 1;
+}
+
+/* complete_batch, or back to the retry list when the connection went
+ * while the batch was being gathered. */
+static void
+complete_ready(struct ledger *lg, struct rl_item **ready, size_t n)
+{
+    if (n == 0)
+        return;
+    if (lg->db) {
+        complete_batch(lg, ready, n);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        requeue(lg, ready[i], REDO_RESULT);
+}
+
 /* Turns a model result into one durable state. */
 static void
 handle_result(struct ledger *lg, struct rl_item *item)
@@ -463,11 +687,7 @@ handle_result(struct ledger *lg, struct rl_item *item)
     struct rl_log_ctx ctx;
     int err;
 
-    if (item->in_model) {
-        item->in_model = 0;
-        lg->in_model--;
-    }
-    item->in_result = 1;
+    result_arrived(lg, item);
     if (!lg->db) {
         requeue(lg, item, REDO_RESULT);
         return;
@@ -499,45 +719,8 @@ handle_result(struct ledger *lg, struct rl_item *item)
             propose(lg, item, &ctx);
             return;
         }
-        {
-            char *output = rl_model_output_json(call);
-            char **channels;
-            size_t n = channels_of(item->request_json, &channels);
-            int completed = 0;
-            struct rl_attempt_ok oc = {
-                .attempt_no = item->attempt_no,
-                .http_status = (int)call->http_status,
-                .upstream_request_id = call->upstream_request_id,
-                .prompt_tokens = call->prompt_tokens,
-                .completion_tokens = call->completion_tokens,
-                .cached_tokens = call->cached_tokens,
-                .latency_ms = call->latency_ms,
-            };
-
-            rl_failpoint("after_model_response");
-            err = output ? rl_db_complete_attempt(
-                               lg->db, item->run_id, lg->cfg->worker_id,
-                               item->lease_epoch, &oc, output,
-                               (const char *const *)channels, n, &completed,
-                               errstr, sizeof(errstr))
-                         : RL_ERR_NOMEM;
-            free(output);
-            channels_free(channels, n);
-            if (err == RL_ERR_DB || err == RL_ERR_NOMEM) {
-                defer(lg, item, REDO_RESULT, "complete the run", errstr);
-                return;
-            }
-            if (err == RL_ERR_STALE) {
-                atomic_fetch_add(&lg->pl->counters.lease_lost, 1);
-                rl_log_warn(&ctx, "lease lost: result discarded");
-            } else if (completed) {
-                atomic_fetch_add(&lg->pl->counters.completed, 1);
-                rl_log_debug(&ctx, "completed");
-            }
-            rl_failpoint("after_complete_commit");
-            finish(lg, item);
-            return;
-        }
+        complete_batch(lg, &item, 1);
+        return;
     case RL_MODEL_TRANSIENT:
     case RL_MODEL_NOT_SENT:
         if (item->attempt_no >= lg->cfg->max_attempts) {
@@ -582,6 +765,35 @@ handle_result(struct ledger *lg, struct rl_item *item)
     }
 }
 
+/* Results of a list of calls: the answers of runs without an approval gate
+ * complete BATCH_MAX to a statement; every other result is handled on its
+ * own. */
+static void
+handle_results(struct ledger *lg, struct rl_item *list)
+{
+    struct rl_item *answered[BATCH_MAX];
+    size_t n = 0;
+
+    while (list) {
+        struct rl_item *item = list;
+
+        list = item->next;
+        item->next = NULL;
+        if (item->call.outcome != RL_MODEL_OK || !lg->db ||
+            rl_approval_required(item->request_json)) {
+            handle_result(lg, item);
+            continue;
+        }
+        result_arrived(lg, item);
+        answered[n++] = item;
+        if (n == BATCH_MAX) {
+            complete_ready(lg, answered, n);
+            n = 0;
+        }
+    }
+    complete_ready(lg, answered, n);
+}
+
 /* Registers and claims up to 512 runs of batch in one round trip.
  * Returns the rest of the list, not yet claimed. */
 static struct rl_item *
@@ -591,6 +803,7 @@ claim_chunk(struct ledger *lg, struct rl_item *batch)
     struct rl_claim claims[512];
     struct rl_item *items[512];
     struct rl_item *rest = NULL;
+    struct rl_item *won = NULL, **won_tail = &won;
     size_t n = 0;
     char errstr[512];
     int err;
@@ -690,8 +903,8 @@ claim_chunk(struct ledger *lg, struct rl_item *batch)
             it->raw_input = c->raw_input; /* stored one wins */
             c->raw_input = NULL;
             live_add(lg, it);
-            rl_failpoint("after_claim");
-            start_attempt(lg, it);
+            *won_tail = it;
+            won_tail = &it->next;
             break;
         case RL_CLAIM_CONFLICT:
             atomic_fetch_add(&lg->pl->counters.conflicts, 1);
@@ -711,6 +924,10 @@ claim_chunk(struct ledger *lg, struct rl_item *batch)
         }
         rl_claim_clear(c);
     }
+    if (won) {
+        rl_failpoint("after_claim");
+        start_attempts(lg, won);
+    }
     return rest;
 }
 
@@ -727,6 +944,7 @@ sweep(struct ledger *lg)
 {
     long room = lg->cfg->max_in_flight - atomic_load(&lg->pl->in_flight);
     struct rl_claim claims[256];
+    struct rl_item *list = NULL, **tail = &list;
     size_t n = 0;
     char errstr[512];
     int err;
@@ -766,8 +984,10 @@ sweep(struct ledger *lg)
         it->deadline_passed = c->deadline_passed;
         rl_claim_clear(c);
         live_add(lg, it);
-        start_attempt(lg, it);
+        *tail = it;
+        tail = &it->next;
     }
+    start_attempts(lg, list);
 }
 
 /* Renews every held lease in one statement; a run whose lease is gone has
@@ -847,35 +1067,24 @@ static void
 redo_deferred(struct ledger *lg)
 {
     struct rl_item *list = lg->retry;
-    struct rl_item *claim_again = NULL;
+    struct rl_item *claim_again = NULL, *start_again = NULL,
+                   *results_again = NULL;
 
     lg->retry = NULL;
-    while (list && lg->db) {
-        struct rl_item *it = list;
-
-        list = it->next;
-        it->next = NULL;
-        switch (it->redo) {
-        case REDO_CLAIM:
-            it->next = claim_again;
-            claim_again = it;
-            break;
-        case REDO_START:
-            start_attempt(lg, it);
-            break;
-        default:
-            handle_result(lg, it);
-            break;
-        }
-    }
-    /* Connection lost again: keep the rest for the next round. */
     while (list) {
         struct rl_item *it = list;
+        struct rl_item **to = it->redo == REDO_CLAIM   ? &claim_again
+                              : it->redo == REDO_START ? &start_again
+                                                       : &results_again;
 
         list = it->next;
-        it->next = lg->retry;
-        lg->retry = it;
+        it->next = *to;
+        *to = it;
     }
+    /* Each step requeues what it cannot write when the connection goes
+     * again, so nothing is lost between them. */
+    handle_results(lg, results_again);
+    start_attempts(lg, start_again);
     if (claim_again)
         claim_intake(lg, claim_again);
 }
@@ -922,13 +1131,7 @@ rl_ledger_main(void *arg)
 
         /* Results first: they free capacity and finish runs. */
         while (lg.db && (batch = rl_queue_take(&pl->results, 0))) {
-            while (batch) {
-                struct rl_item *next = batch->next;
-
-                batch->next = NULL;
-                handle_result(&lg, batch);
-                batch = next;
-            }
+            handle_results(&lg, batch);
         }
         if (stopping) {
             /* Not claimed yet: not ours to start. Their offsets stay

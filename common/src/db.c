@@ -156,34 +156,23 @@ static const char complete_run_with_outbox[] =
     "  FROM rl_complete_run($1, $2, $3::int8, $4::jsonb, $5::text[],"
     "                       $6::jsonb[])";
 
-/* The same completion, and in the same transaction the outcome of the
- * attempt that produced the output: a worker that dies before this
- * statement leaves the attempt without an outcome (the evidence the
- * ambiguity policy needs), never an "ok" attempt whose answer was lost.
- * The outcome is recorded even when the lease is stale: it is a fact about
- * what was sent. */
-static const char complete_attempt_with_outbox[] =
-    "WITH o AS ("
-    "  UPDATE attempts"
-    "     SET outcome = 'ok', http_status = $8::int4,"
-    "         upstream_request_id = $9, prompt_tokens = $10::int8,"
-    "         completion_tokens = $11::int8, cached_tokens = $12::int8,"
-    "         latency_ms = $13::int8, error = NULL, finished_at = now()"
-    "   WHERE run_id = $1 AND attempt_no = $7::int4 AND outcome IS NULL"
-    "  RETURNING 1"
-    ")"
-    "SELECT c.result, c.output, c.outbox_rows, (SELECT count(*) FROM o)"
-    "  FROM rl_complete_run($1, $2, $3::int8, $4::jsonb, $5::text[],"
-    "                       $6::jsonb[]) c";
+/* Batches of the per-run writes (schema/007_batches.sql): the dispatches
+ * of many runs, each under its own lease and within its budgets, and
+ * their completions, each with the outcome of the attempt that produced
+ * the output in the same transaction (a worker that dies before this
+ * statement leaves the attempt without an outcome, the evidence the
+ * ambiguity policy needs, never an "ok" attempt whose answer was lost). */
+static const char dispatch_runs[] =
+    "SELECT ord, result, attempt_no, next_window, detail"
+    "  FROM rl_dispatch_runs($1::text[], $2::int8[], $3::text[], $4::int8[],"
+    "                        $5, $6::int8)";
 
-/* Issue 6: record a dispatch, reserving the run's estimated tokens against
- * its budgets first (rl_dispatch_within_budget in schema/004_budgets.sql);
- * a spent budget defers the run to the next UTC day in the same
- * transaction, without recording an attempt. */
-static const char dispatch_within_budget[] =
-    "SELECT result, attempt_no, next_window, detail"
-    "  FROM rl_dispatch_within_budget($1, $2, $3::int8, $4, $5::int8,"
-    "                                 $6::int8)";
+static const char complete_runs[] =
+    "SELECT ord, result, outbox_rows, outcome_recorded"
+    "  FROM rl_complete_runs($1::text[], $2::int8[], $3, $4::jsonb[],"
+    "                        $5::text[], $6::text[], $7::int4[], $8::int4[],"
+    "                        $9::text[], $10::int8[], $11::int8[],"
+    "                        $12::int8[], $13::int8[])";
 
 /* Issue 6, approval gates: an approval-required run stores its answer as
  * an immutable proposal and waits (rl_propose_run in
@@ -277,11 +266,11 @@ enum stmt {
     STMT_RELEASE_RUN_UNDER_LEASE,
     STMT_PARK_RUN_UNDER_LEASE,
     STMT_COMPLETE_RUN_WITH_OUTBOX,
-    STMT_COMPLETE_ATTEMPT_WITH_OUTBOX,
+    STMT_COMPLETE_RUNS,
     STMT_GET_RUN,
     STMT_LOCK_PENDING_OUTBOX,
     STMT_MOVE_DELIVERED_OUTBOX,
-    STMT_DISPATCH_WITHIN_BUDGET,
+    STMT_DISPATCH_RUNS,
     STMT_PROPOSE_ATTEMPT_AWAITING_APPROVAL,
     STMT_COUNT
 };
@@ -307,8 +296,7 @@ static const struct statement statements[STMT_COUNT] = {
                                       release_run_under_lease, 6},
     [STMT_PARK_RUN_UNDER_LEASE] = {"park_run_under_lease", park_run_under_lease,
                                    6},
-    [STMT_COMPLETE_ATTEMPT_WITH_OUTBOX] = {"complete_attempt_with_outbox",
-                                           complete_attempt_with_outbox, 13},
+    [STMT_COMPLETE_RUNS] = {"complete_runs", complete_runs, 13},
     [STMT_COMPLETE_RUN_WITH_OUTBOX] = {"complete_run_with_outbox",
                                        complete_run_with_outbox, 6},
     [STMT_GET_RUN] = {"get_run", get_run, 1},
@@ -316,8 +304,7 @@ static const struct statement statements[STMT_COUNT] = {
                                   1},
     [STMT_MOVE_DELIVERED_OUTBOX] = {"move_delivered_outbox",
                                     move_delivered_outbox, 3},
-    [STMT_DISPATCH_WITHIN_BUDGET] = {"dispatch_within_budget",
-                                     dispatch_within_budget, 6},
+    [STMT_DISPATCH_RUNS] = {"dispatch_runs", dispatch_runs, 6},
     [STMT_PROPOSE_ATTEMPT_AWAITING_APPROVAL] =
         {"propose_attempt_awaiting_approval", propose_attempt_awaiting_approval,
          12},
@@ -1514,17 +1501,15 @@ rl_completion_clear(struct rl_completion *completion)
 
 /* rl_db_complete_run, and with oc the attempt's outcome in the same
  * statement (complete_attempt_with_outbox). */
-static int
-complete_run(struct rl_db *db, const char *run_id, const char *worker,
-             int64_t lease_epoch, const char *output_json,
-             const struct rl_outbox_msg *msgs, size_t n_msgs,
-             const struct rl_attempt_ok *oc, struct rl_completion *out,
-             char *errstr, size_t errstr_size)
+int
+rl_db_complete_run(struct rl_db *db, const char *run_id, const char *worker,
+                   int64_t lease_epoch, const char *output_json,
+                   const struct rl_outbox_msg *msgs, size_t n_msgs,
+                   struct rl_completion *out, char *errstr, size_t errstr_size)
 {
     struct sbuf channels = {0}, payloads = {0};
-    char epoch[32], attempt[16], http[16], prompt[32], completion[32],
-        cached[32], latency[32];
-    const char *params[13];
+    char epoch[32];
+    const char *params[6];
     PGresult *res = NULL;
     const char *result;
     int err = RL_ERR_DB;
@@ -1565,23 +1550,8 @@ complete_run(struct rl_db *db, const char *run_id, const char *worker,
     params[3] = output_json;
     params[4] = channels.data;
     params[5] = payloads.data;
-    if (oc) {
-        snprintf(attempt, sizeof(attempt), "%d", oc->attempt_no);
-        params[6] = attempt;
-        params[7] = int_or_null(oc->http_status, http, sizeof(http));
-        params[8] = oc->upstream_request_id && *oc->upstream_request_id
-                        ? oc->upstream_request_id
-                        : NULL;
-        params[9] = int_or_null(oc->prompt_tokens, prompt, sizeof(prompt));
-        params[10] =
-            int_or_null(oc->completion_tokens, completion, sizeof(completion));
-        params[11] = int_or_null(oc->cached_tokens, cached, sizeof(cached));
-        params[12] = int_or_null(oc->latency_ms, latency, sizeof(latency));
-    }
-    res = exec_stmt(db,
-                    oc ? STMT_COMPLETE_ATTEMPT_WITH_OUTBOX
-                       : STMT_COMPLETE_RUN_WITH_OUTBOX,
-                    params, "complete run", run_id, &err, errstr, errstr_size);
+    res = exec_stmt(db, STMT_COMPLETE_RUN_WITH_OUTBOX, params, "complete run",
+                    run_id, &err, errstr, errstr_size);
     if (!res)
         goto done;
     if (PQntuples(res) != 1) {
@@ -1625,32 +1595,10 @@ done:
 }
 
 int
-rl_db_complete_run(struct rl_db *db, const char *run_id, const char *worker,
-                   int64_t lease_epoch, const char *output_json,
-                   const struct rl_outbox_msg *msgs, size_t n_msgs,
-                   struct rl_completion *out, char *errstr, size_t errstr_size)
-{
-    return complete_run(db, run_id, worker, lease_epoch, output_json, msgs,
-                        n_msgs, NULL, out, errstr, errstr_size);
-}
-
-int
 rl_db_complete(struct rl_db *db, const char *run_id, const char *worker,
                int64_t lease_epoch, const char *output_json,
                const char *const *channels, size_t n_channels, int *completed,
                char *errstr, size_t errstr_size)
-{
-    return rl_db_complete_attempt(db, run_id, worker, lease_epoch, NULL,
-                                  output_json, channels, n_channels, completed,
-                                  errstr, errstr_size);
-}
-
-int
-rl_db_complete_attempt(struct rl_db *db, const char *run_id, const char *worker,
-                       int64_t lease_epoch, const struct rl_attempt_ok *oc,
-                       const char *output_json, const char *const *channels,
-                       size_t n_channels, int *completed, char *errstr,
-                       size_t errstr_size)
 {
     struct rl_outbox_msg *msgs = NULL;
     struct rl_completion done;
@@ -1668,12 +1616,306 @@ rl_db_complete_attempt(struct rl_db *db, const char *run_id, const char *worker,
         for (size_t i = 0; i < n_channels; i++)
             msgs[i].channel = channels[i];
     }
-    err = complete_run(db, run_id, worker, lease_epoch, output_json, msgs,
-                       n_channels, oc, &done, errstr, errstr_size);
+    err = rl_db_complete_run(db, run_id, worker, lease_epoch, output_json, msgs,
+                             n_channels, &done, errstr, errstr_size);
     free(msgs);
     if (err == 0 && completed)
         *completed = done.status == RL_COMPLETE_DONE;
     rl_completion_clear(&done);
+    return err;
+}
+
+int
+rl_db_complete_attempt(struct rl_db *db, const char *run_id, const char *worker,
+                       int64_t lease_epoch, const struct rl_attempt_ok *oc,
+                       const char *output_json, const char *const *channels,
+                       size_t n_channels, int *completed, char *errstr,
+                       size_t errstr_size)
+{
+    struct rl_complete_req req = {
+        .run_id = run_id,
+        .lease_epoch = lease_epoch,
+        .output_json = output_json,
+        .channels = channels,
+        .n_channels = n_channels,
+    };
+    struct rl_complete_res res;
+    int err;
+
+    if (!oc)
+        return rl_db_complete(db, run_id, worker, lease_epoch, output_json,
+                              channels, n_channels, completed, errstr,
+                              errstr_size);
+    if (completed)
+        *completed = 0;
+    req.oc = *oc;
+    err = rl_db_complete_runs(db, &req, 1, worker, &res, errstr, errstr_size);
+    if (err)
+        return err;
+    if (res.err == RL_ERR_STALE) {
+        stale_msg(errstr, errstr_size, "complete run", run_id, lease_epoch);
+        return RL_ERR_STALE;
+    }
+    if (res.err == RL_ERR_NOTFOUND) {
+        set_err(errstr, errstr_size, "could not complete run %s: no such run",
+                run_id);
+        return RL_ERR_NOTFOUND;
+    }
+    if (completed)
+        *completed = res.completed;
+    return 0;
+}
+
+/* The text arrays of a batch statement, built in step: one sbuf per
+ * parameter, each an array literal. */
+static void
+arrays_open(struct sbuf *arrays, size_t n)
+{
+    for (size_t a = 0; a < n; a++)
+        sbuf_put(&arrays[a], "{", 1);
+}
+
+/* Closes every array and points params[a] at it; 0, or RL_ERR_NOMEM. */
+static int
+arrays_close(struct sbuf *arrays, size_t n, const char **params)
+{
+    int err = 0;
+
+    for (size_t a = 0; a < n; a++) {
+        sbuf_put(&arrays[a], "}", 1);
+        if (arrays[a].failed)
+            err = RL_ERR_NOMEM;
+        params[a] = arrays[a].data;
+    }
+    return err;
+}
+
+static void
+arrays_free(struct sbuf *arrays, size_t n)
+{
+    for (size_t a = 0; a < n; a++)
+        sbuf_free(&arrays[a]);
+}
+
+/* Row `row` of a batch result names input element ord (1-based) in its
+ * first column; returns it as an index into the inputs, or -1 when it is
+ * out of range or seen before (seen[] tracks that). */
+static long
+batch_index(const PGresult *res, int row, size_t n, unsigned char *seen)
+{
+    int64_t ord = int_value(res, row, 0, 0);
+
+    if (ord < 1 || (size_t)ord > n || seen[ord - 1])
+        return -1;
+    seen[ord - 1] = 1;
+    return (long)(ord - 1);
+}
+
+int
+rl_db_complete_runs(struct rl_db *db, const struct rl_complete_req *reqs,
+                    size_t n, const char *worker, struct rl_complete_res *out,
+                    char *errstr, size_t errstr_size)
+{
+    enum {
+        A_RUN_ID,
+        A_EPOCH,
+        A_WORKER, /* not an array: the slot keeps params in order */
+        A_OUTPUT,
+        A_CH_RUN,
+        A_CH_NAME,
+        A_ATTEMPT,
+        A_HTTP,
+        A_UPSTREAM,
+        A_PROMPT,
+        A_COMPLETION,
+        A_CACHED,
+        A_LATENCY,
+        A_COUNT
+    };
+    struct sbuf arrays[A_COUNT];
+    const char *params[A_COUNT];
+    unsigned char *seen = NULL;
+    const char *subject = n == 1 ? reqs[0].run_id : NULL;
+    PGresult *res = NULL;
+    int err = RL_ERR_DB;
+
+    memset(arrays, 0, sizeof(arrays));
+    if (n == 0 || !reqs || !out || !worker || !*worker) {
+        set_err(errstr, errstr_size,
+                "could not complete runs: need at least one run and a "
+                "worker");
+        return RL_ERR_INVALID;
+    }
+    memset(out, 0, n * sizeof(*out));
+    for (size_t i = 0; i < n; i++) {
+        if (!reqs[i].run_id || is_json_null(reqs[i].output_json)) {
+            set_err(errstr, errstr_size, "could not complete run %s: no output",
+                    reqs[i].run_id ? reqs[i].run_id : "(null)");
+            return RL_ERR_INVALID;
+        }
+    }
+    arrays_open(arrays, A_COUNT);
+    for (size_t i = 0; i < n; i++) {
+        const struct rl_complete_req *r = &reqs[i];
+        const struct rl_attempt_ok *oc = &r->oc;
+
+        array_add(&arrays[A_RUN_ID], r->run_id);
+        array_add_int(&arrays[A_EPOCH], r->lease_epoch, 0);
+        array_add(&arrays[A_OUTPUT], r->output_json);
+        for (size_t c = 0; c < r->n_channels; c++) {
+            if (!r->channels[c])
+                continue;
+            array_add(&arrays[A_CH_RUN], r->run_id);
+            array_add(&arrays[A_CH_NAME], r->channels[c]);
+        }
+        array_add_int(&arrays[A_ATTEMPT], oc->attempt_no, 0);
+        array_add_int(&arrays[A_HTTP], oc->http_status, 1);
+        array_add(&arrays[A_UPSTREAM],
+                  oc->upstream_request_id && *oc->upstream_request_id
+                      ? oc->upstream_request_id
+                      : NULL);
+        array_add_int(&arrays[A_PROMPT], oc->prompt_tokens, 1);
+        array_add_int(&arrays[A_COMPLETION], oc->completion_tokens, 1);
+        array_add_int(&arrays[A_CACHED], oc->cached_tokens, 1);
+        array_add_int(&arrays[A_LATENCY], oc->latency_ms, 1);
+    }
+    seen = calloc(n, 1);
+    if (arrays_close(arrays, A_COUNT, params) != 0 || !seen) {
+        set_err(errstr, errstr_size, "could not complete runs: out of memory");
+        err = RL_ERR_NOMEM;
+        goto done;
+    }
+    params[A_WORKER] = worker;
+    res = exec_stmt(db, STMT_COMPLETE_RUNS, params,
+                    n == 1 ? "complete run" : "complete runs", subject, &err,
+                    errstr, errstr_size);
+    if (!res)
+        goto done;
+    err = RL_ERR_DB;
+    if ((size_t)PQntuples(res) != n || PQnfields(res) != 4) {
+        set_err(errstr, errstr_size,
+                "could not complete runs: expected %zu rows, got %d (is the "
+                "schema migrated?)",
+                n, PQntuples(res));
+        goto done;
+    }
+    for (int row = 0; row < PQntuples(res); row++) {
+        long k = batch_index(res, row, n, seen);
+        const char *result = PQgetvalue(res, row, 1);
+
+        if (k < 0) {
+            set_err(errstr, errstr_size,
+                    "could not complete runs: bad row order in the result");
+            goto done;
+        }
+        out[k].completed = strcmp(result, "completed") == 0;
+        out[k].err = strcmp(result, "stale") == 0       ? RL_ERR_STALE
+                     : strcmp(result, "not_found") == 0 ? RL_ERR_NOTFOUND
+                                                        : 0;
+        out[k].outbox_rows = (int)int_value(res, row, 2, 0);
+        out[k].outcome_set = bool_value(res, row, 3);
+    }
+    err = 0;
+
+done:
+    PQclear(res);
+    free(seen);
+    arrays_free(arrays, A_COUNT);
+    return err;
+}
+
+int
+rl_db_dispatch_runs(struct rl_db *db, const struct rl_dispatch_req *reqs,
+                    size_t n, const char *worker, int64_t wait_ms,
+                    struct rl_dispatch_res *out, char *errstr,
+                    size_t errstr_size)
+{
+    enum { A_RUN_ID, A_EPOCH, A_KEY, A_ESTIMATE, A_COUNT };
+    struct sbuf arrays[A_COUNT];
+    const char *params[A_COUNT + 2];
+    char wait[32];
+    unsigned char *seen = NULL;
+    const char *subject = n == 1 ? reqs[0].run_id : NULL;
+    PGresult *res = NULL;
+    int err = RL_ERR_DB;
+
+    memset(arrays, 0, sizeof(arrays));
+    if (n == 0 || !reqs || !out || !worker || !*worker) {
+        set_err(errstr, errstr_size,
+                "could not record dispatches: need at least one run and a "
+                "worker");
+        return RL_ERR_INVALID;
+    }
+    memset(out, 0, n * sizeof(*out));
+    for (size_t i = 0; i < n; i++) {
+        if (!reqs[i].run_id || !reqs[i].idempotency_key) {
+            set_err(errstr, errstr_size,
+                    "could not record dispatch of run %s: no idempotency key",
+                    reqs[i].run_id ? reqs[i].run_id : "(null)");
+            return RL_ERR_INVALID;
+        }
+    }
+    arrays_open(arrays, A_COUNT);
+    for (size_t i = 0; i < n; i++) {
+        array_add(&arrays[A_RUN_ID], reqs[i].run_id);
+        array_add_int(&arrays[A_EPOCH], reqs[i].lease_epoch, 0);
+        array_add(&arrays[A_KEY], reqs[i].idempotency_key);
+        array_add_int(&arrays[A_ESTIMATE],
+                      reqs[i].estimate > 0 ? reqs[i].estimate : 0, 0);
+    }
+    seen = calloc(n, 1);
+    if (arrays_close(arrays, A_COUNT, params) != 0 || !seen) {
+        set_err(errstr, errstr_size,
+                "could not record dispatches: out of memory");
+        err = RL_ERR_NOMEM;
+        goto done;
+    }
+    snprintf(wait, sizeof(wait), "%" PRId64, wait_ms > 0 ? wait_ms : 1);
+    params[A_COUNT] = worker;
+    params[A_COUNT + 1] = wait;
+    res = exec_stmt(db, STMT_DISPATCH_RUNS, params,
+                    n == 1 ? "record dispatch of run" : "record dispatches",
+                    subject, &err, errstr, errstr_size);
+    if (!res)
+        goto done;
+    err = RL_ERR_DB;
+    if ((size_t)PQntuples(res) != n || PQnfields(res) != 5) {
+        set_err(errstr, errstr_size,
+                "could not record dispatches: expected %zu rows, got %d (is "
+                "the schema migrated?)",
+                n, PQntuples(res));
+        goto done;
+    }
+    for (int row = 0; row < PQntuples(res); row++) {
+        long k = batch_index(res, row, n, seen);
+        const char *result = PQgetvalue(res, row, 1);
+
+        if (k < 0) {
+            set_err(errstr, errstr_size,
+                    "could not record dispatches: bad row order in the "
+                    "result");
+            goto done;
+        }
+        if (strcmp(result, "dispatched") == 0) {
+            out[k].status = RL_DISPATCH_RECORDED;
+            out[k].attempt_no = (int)int_value(res, row, 2, 0);
+        } else if (strcmp(result, "deferred") == 0 ||
+                   strcmp(result, "wait") == 0) {
+            out[k].status =
+                result[0] == 'd' ? RL_DISPATCH_DEFERRED : RL_DISPATCH_WAIT;
+            copy_value(res, row, 3, out[k].next_window,
+                       sizeof(out[k].next_window));
+            copy_value(res, row, 4, out[k].detail, sizeof(out[k].detail));
+        } else {
+            out[k].err = RL_ERR_STALE;
+        }
+    }
+    err = 0;
+
+done:
+    PQclear(res);
+    free(seen);
+    arrays_free(arrays, A_COUNT);
     return err;
 }
 
@@ -2546,48 +2788,36 @@ rl_db_dispatch_within_budget(struct rl_db *db, const char *run_id,
                              int *attempt_no, char *next_window, char *errstr,
                              size_t errstr_size)
 {
-    char epoch[32], est[32], wait[32];
-    const char *params[6] = {run_id, worker, epoch, idempotency_key, est, wait};
-    const char *result;
-    PGresult *res;
-    int err = RL_ERR_DB;
+    struct rl_dispatch_req req = {
+        .run_id = run_id,
+        .lease_epoch = lease_epoch,
+        .idempotency_key = idempotency_key,
+        .estimate = estimate,
+    };
+    struct rl_dispatch_res res;
+    int err;
 
     *attempt_no = 0;
     *status = RL_DISPATCH_RECORDED;
     if (next_window)
         next_window[0] = '\0';
-    if (!idempotency_key) {
-        set_err(errstr, errstr_size,
-                "could not record dispatch of run %s: no idempotency key",
-                run_id);
-        return RL_ERR_INVALID;
-    }
-    snprintf(epoch, sizeof(epoch), "%" PRId64, lease_epoch);
-    snprintf(est, sizeof(est), "%" PRId64, estimate > 0 ? estimate : 0);
-    snprintf(wait, sizeof(wait), "%" PRId64, wait_ms > 0 ? wait_ms : 1);
-    res =
-        exec_stmt(db, STMT_DISPATCH_WITHIN_BUDGET, params,
-                  "record dispatch of run", run_id, &err, errstr, errstr_size);
-    if (!res)
+    err = rl_db_dispatch_runs(db, &req, 1, worker, wait_ms, &res, errstr,
+                              errstr_size);
+    if (err)
         return err;
-    result = PQntuples(res) == 1 ? PQgetvalue(res, 0, 0) : "stale";
-    if (strcmp(result, "dispatched") == 0) {
-        *attempt_no = (int)int_value(res, 0, 1, 0);
-        PQclear(res);
-        return 0;
+    if (res.err == RL_ERR_STALE) {
+        stale_msg(errstr, errstr_size, "record dispatch of run", run_id,
+                  lease_epoch);
+        return RL_ERR_STALE;
     }
-    if (strcmp(result, "deferred") == 0 || strcmp(result, "wait") == 0) {
-        *status = result[0] == 'd' ? RL_DISPATCH_DEFERRED : RL_DISPATCH_WAIT;
+    *status = res.status;
+    *attempt_no = res.attempt_no;
+    if (res.status != RL_DISPATCH_RECORDED) {
         if (next_window)
-            copy_value(res, 0, 2, next_window, RL_TIME_UTC_SIZE);
-        copy_value(res, 0, 3, errstr, errstr_size);
-        PQclear(res);
-        return 0;
+            snprintf(next_window, RL_TIME_UTC_SIZE, "%s", res.next_window);
+        set_err(errstr, errstr_size, "%s", res.detail);
     }
-    PQclear(res);
-    stale_msg(errstr, errstr_size, "record dispatch of run", run_id,
-              lease_epoch);
-    return RL_ERR_STALE;
+    return 0;
 }
 
 int

@@ -304,6 +304,37 @@ int rl_db_complete_attempt(struct rl_db *db, const char *run_id,
                            size_t n_channels, int *completed, char *errstr,
                            size_t errstr_size);
 
+/* One run of a completion batch: rl_db_complete_attempt's arguments. */
+struct rl_complete_req {
+    const char *run_id;
+    int64_t lease_epoch;
+    const char *output_json;
+    const char *const *channels;
+    size_t n_channels;
+    struct rl_attempt_ok oc;
+};
+
+/* What a completion batch did to one run. */
+struct rl_complete_res {
+    int err;         /* 0, RL_ERR_STALE or RL_ERR_NOTFOUND */
+    int completed;   /* 1: this call completed the run; 0: done before */
+    int outbox_rows; /* outbox rows this call queued */
+    int outcome_set; /* 1: this call recorded the attempt's outcome */
+};
+
+/* rl_db_complete_attempt for n runs (plpgsql rl_complete_runs in
+ * schema/007_batches.sql) in one statement and one transaction, each run
+ * under its own lease; out[k] tells what happened to reqs[k]. No two reqs
+ * may name the same run. Returns 0 (every run has its result, a stale one
+ * never holds up the others), RL_ERR_INVALID (the database refused a value
+ * of some run, e.g. an output jsonb rejects: nothing was written; complete
+ * the runs one by one to find it), RL_ERR_NOMEM or RL_ERR_DB (nothing
+ * known; every step is safe to redo). */
+int rl_db_complete_runs(struct rl_db *db, const struct rl_complete_req *reqs,
+                        size_t n, const char *worker,
+                        struct rl_complete_res *out, char *errstr,
+                        size_t errstr_size);
+
 /* ---- reading ---------------------------------------------------------- */
 
 /* Length of "YYYY-MM-DDTHH:MM:SS.ffffff+00:00" plus NUL. */
@@ -503,6 +534,34 @@ int rl_db_dispatch_within_budget(struct rl_db *db, const char *run_id,
                                  enum rl_dispatch_status *status,
                                  int *attempt_no, char *next_window,
                                  char *errstr, size_t errstr_size);
+
+/* One run of a dispatch batch. */
+struct rl_dispatch_req {
+    const char *run_id;
+    int64_t lease_epoch;
+    const char *idempotency_key;
+    int64_t estimate;
+};
+
+/* What a dispatch batch did for one run. */
+struct rl_dispatch_res {
+    int err; /* 0 or RL_ERR_STALE (nothing written for this run) */
+    enum rl_dispatch_status status;
+    int attempt_no;                     /* RECORDED */
+    char next_window[RL_TIME_UTC_SIZE]; /* DEFERRED, WAIT: when due again */
+    char detail[320];                   /* DEFERRED, WAIT: why */
+};
+
+/* rl_db_dispatch_within_budget for n runs (plpgsql rl_dispatch_runs in
+ * schema/007_batches.sql) in one statement and one transaction, each run
+ * under its own lease; out[k] tells what happened to reqs[k]. No two reqs
+ * may name the same run. Returns 0, RL_ERR_INVALID, RL_ERR_NOMEM or
+ * RL_ERR_DB (nothing known; safe to redo: a lease dispatches at most
+ * once). */
+int rl_db_dispatch_runs(struct rl_db *db, const struct rl_dispatch_req *reqs,
+                        size_t n, const char *worker, int64_t wait_ms,
+                        struct rl_dispatch_res *out, char *errstr,
+                        size_t errstr_size);
 
 /* `budgets set`: the daily token budget of tenant (job NULL or "": the
  * whole tenant). Returns 0, RL_ERR_INVALID or RL_ERR_DB. */

@@ -1,24 +1,26 @@
 -- pgbench script: ONE run through the ledger, one statement at a time,
 -- the statements consumer/ledger.c issues per run through common/src/db.c
--- (same SQL text as db.c's named statements; run with -M prepared as the
--- service uses PQexecPrepared). One pgbench transaction = one run, so
--- tps = runs/s. As of 2026-11-29 (commit 19c4970 plus the budget "wait"
--- parameter of rl_dispatch_within_budget):
+-- (same SQL as db.c's named statements; run with -M prepared as the service
+-- uses PQexecPrepared), each carrying one run where the service carries a
+-- whole batch. One pgbench transaction = one run, so tps = runs/s. As of
+-- 2026-11-29 (schema/007_batches.sql):
 --
---   1 register + claim   claim_runs: rl_claim_runs with a one-element batch
---                        (the service sends one per intake batch)
---   2 record dispatch    dispatch_within_budget: rl_dispatch_within_budget
---                        (estimate, wait ms; no budgets row: one probe,
---                        then the attempt row)
---   3 outcome + complete complete_attempt_with_outbox: the attempt's 'ok'
---                        outcome and rl_complete_run with 2 channels (email,
---                        slack), one statement
+--   1 register + claim   claim_runs: rl_claim_runs
+--   2 record dispatch    dispatch_runs: rl_dispatch_runs (estimate, wait
+--                        ms; no budgets row: the set-based path)
+--   3 outcome + complete complete_runs: rl_complete_runs, the attempt's
+--                        'ok' outcome and the completion with 2 channels
+--                        (email, slack)
 --   4 relay              BEGIN; lock_pending_outbox (the 2 oldest pending
 --                        rows, SKIP LOCKED); move_delivered_outbox; COMMIT
 --                        (the service does this per batch of up to 1000)
 --
 -- store_raw_input_once is not issued: rl_claim_runs stores the input when
 -- the event carries one, and the service then skips that statement.
+-- per_run_single.sql is the same run through the single-run forms the
+-- service used before the batch functions (rl_dispatch_within_budget,
+-- rl_complete_run): the cheapest way to write one run at a time, so the
+-- ceiling line is the better of the two.
 -- When db.c or ledger.c change what a run costs, change this file with them.
 -- Each run is distinct: a random 63-bit number names its version and its
 -- run_id (hex, zero-padded to 64 digits); the client id names the tenant.
@@ -43,22 +45,18 @@ SELECT run_id AS rid, lease_epoch AS ep, claim AS cl
        30::float8) \gset
 
 SELECT result AS dres, attempt_no AS att
-  FROM rl_dispatch_within_budget(:rid::text, 'bench-ceiling-' || :client_id::text,
-       :ep::int8, :rid::text, 1030::int8, 1000::int8) \gset
+  FROM rl_dispatch_runs(ARRAY[:rid]::text[], ARRAY[:ep]::int8[],
+       ARRAY[1030]::int8[], 'bench-ceiling-' || :client_id::text,
+       1000::int8) \gset
 
-WITH o AS (
-  UPDATE attempts
-     SET outcome = 'ok', http_status = 200::int4,
-         upstream_request_id = 'req-' || :n::text, prompt_tokens = 6::int8,
-         completion_tokens = 24::int8, cached_tokens = 0::int8,
-         latency_ms = 0::int8, error = NULL, finished_at = now()
-   WHERE run_id = :rid::text AND attempt_no = :att::int4 AND outcome IS NULL
-  RETURNING 1
-)
-SELECT c.result, c.output, c.outbox_rows, (SELECT count(*) FROM o)
-  FROM rl_complete_run(:rid::text, 'bench-ceiling-' || :client_id::text, :ep::int8,
-       ('{"text":"stub summary of ' || :n::text || ' (generation ' || :n::text || ')","model":"stub-1","upstream_request_id":"req-' || :n::text || '","usage":{"prompt_tokens":6,"completion_tokens":24,"cached_tokens":0}}')::jsonb,
-       ARRAY['email','slack']::text[], NULL::jsonb[]) c;
+SELECT ord, result, outbox_rows, outcome_recorded
+  FROM rl_complete_runs(ARRAY[:rid]::text[], ARRAY[:ep]::int8[],
+       'bench-ceiling-' || :client_id::text,
+       ARRAY[('{"text":"stub summary of ' || :n::text || ' (generation ' || :n::text || ')","model":"stub-1","upstream_request_id":"req-' || :n::text || '","usage":{"prompt_tokens":6,"completion_tokens":24,"cached_tokens":0}}')]::jsonb[],
+       ARRAY['["email","slack"]']::jsonb[], ARRAY[:att]::int4[],
+       ARRAY[200]::int4[], ARRAY['req-' || :n::text]::text[],
+       ARRAY[6]::int8[], ARRAY[24]::int8[], ARRAY[0]::int8[],
+       ARRAY[0]::int8[]);
 
 BEGIN;
 SELECT coalesce(array_agg(run_id), '{}') AS orids,

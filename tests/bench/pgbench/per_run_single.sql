@@ -1,0 +1,83 @@
+-- pgbench script: ONE run through the ledger through the single-run
+-- forms of the per-run statements (what the service issued before
+-- schema/007_batches.sql: rl_dispatch_within_budget, then the attempt's
+-- outcome and rl_complete_run in one statement), one statement at a time,
+-- with -M prepared. Functions the schema still has; the cheapest way this
+-- ledger can take one run at a time, so bench.sh's ceiling is the better of
+-- this and per_run.sql. One pgbench transaction = one run.
+-- Each run is distinct: a random 63-bit number names its version and its
+-- run_id (hex, zero-padded to 64 digits); the client id names the tenant.
+
+\set n random(1, 9000000000000000000)
+
+SELECT run_id AS rid, lease_epoch AS ep, claim AS cl
+  FROM rl_claim_runs(
+       ARRAY[lpad(to_hex(:n::int8), 48, '0') || lpad(to_hex(:client_id::int8), 16, '0')]::text[],
+       ARRAY['bench-ceiling']::text[],
+       ARRAY['tenant-' || :client_id::text]::text[],
+       ARRAY['2026-08-07T09:00:00+00:00']::timestamptz[],
+       ARRAY['v' || :n::text]::text[],
+       ARRAY['5f0e7c2ae1f6a1b9c6c7bd6d1f3f0a4d3b2e8f9a0c1d2e3f4a5b6c7d8e9f0a1b']::text[],
+       ARRAY['{"notify":["email","slack"],"request":{"messages":[{"content":"summarise {{input}}","role":"user"}],"model":"stub-1","temperature":0}}']::jsonb[],
+       ARRAY['{"doc":1}']::jsonb[],
+       ARRAY[3600]::float8[],
+       ARRAY['bench.ceiling.schedules']::text[],
+       ARRAY[0]::int4[],
+       ARRAY[:n::int8]::int8[],
+       'bench-ceiling-' || :client_id::text,
+       30::float8) \gset
+
+SELECT result AS dres, attempt_no AS att
+  FROM rl_dispatch_within_budget(:rid::text, 'bench-ceiling-' || :client_id::text,
+       :ep::int8, :rid::text, 1030::int8, 1000::int8) \gset
+
+WITH o AS (
+  UPDATE attempts
+     SET outcome = 'ok', http_status = 200::int4,
+         upstream_request_id = 'req-' || :n::text, prompt_tokens = 6::int8,
+         completion_tokens = 24::int8, cached_tokens = 0::int8,
+         latency_ms = 0::int8, error = NULL, finished_at = now()
+   WHERE run_id = :rid::text AND attempt_no = :att::int4 AND outcome IS NULL
+  RETURNING 1
+)
+SELECT c.result, c.output, c.outbox_rows, (SELECT count(*) FROM o)
+  FROM rl_complete_run(:rid::text, 'bench-ceiling-' || :client_id::text, :ep::int8,
+       ('{"text":"stub summary of ' || :n::text || ' (generation ' || :n::text || ')","model":"stub-1","upstream_request_id":"req-' || :n::text || '","usage":{"prompt_tokens":6,"completion_tokens":24,"cached_tokens":0}}')::jsonb,
+       ARRAY['email','slack']::text[], NULL::jsonb[]) c;
+
+BEGIN;
+SELECT coalesce(array_agg(run_id), '{}') AS orids,
+       coalesce(array_agg(channel), '{}') AS ochs,
+       coalesce(array_agg(true), '{}') AS odel
+  FROM (SELECT o.run_id, o.channel, r.job, r.tenant, o.payload,
+               o.delivery_count
+          FROM outbox o JOIN runs r ON r.run_id = o.run_id
+         ORDER BY o.created_at
+         LIMIT 2::int8
+           FOR UPDATE OF o SKIP LOCKED) locked \gset
+WITH f AS (
+  SELECT u.run_id, u.channel, u.delivered
+    FROM unnest(:orids::text[], :ochs::text[], :odel::bool[])
+         AS u(run_id, channel, delivered)
+), moved AS (
+  DELETE FROM outbox o USING f
+   WHERE f.delivered AND o.run_id = f.run_id AND o.channel = f.channel
+  RETURNING o.run_id, o.channel, o.payload, o.created_at,
+            o.delivery_count
+), audit AS (
+  INSERT INTO outbox_delivered (run_id, channel, payload, created_at,
+                                delivered_at, delivery_count)
+  SELECT m.run_id, m.channel, m.payload, m.created_at, now(),
+         m.delivery_count + 1
+    FROM moved m
+      ON CONFLICT DO NOTHING
+  RETURNING 1
+), retry AS (
+  UPDATE outbox o SET delivery_count = o.delivery_count + 1
+    FROM f
+   WHERE NOT f.delivered AND o.run_id = f.run_id
+     AND o.channel = f.channel
+  RETURNING 1
+)
+SELECT (SELECT count(*) FROM moved), (SELECT count(*) FROM retry);
+COMMIT;
