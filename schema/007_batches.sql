@@ -39,9 +39,12 @@ BEGIN
        OR cardinality(p_run_ids) IS DISTINCT FROM cardinality(p_keys)
        OR cardinality(p_run_ids) IS DISTINCT FROM cardinality(p_estimates)
        OR array_position(p_keys, NULL) IS NOT NULL
+       OR cardinality(p_run_ids)
+          <> (SELECT count(DISTINCT x) FROM unnest(p_run_ids) AS x)
     THEN
-        RAISE EXCEPTION 'a dispatch batch needs a worker and one epoch, '
-                        'one idempotency key and one estimate per run'
+        RAISE EXCEPTION 'a dispatch batch needs a worker, distinct runs, '
+                        'and one epoch, one idempotency key and one '
+                        'estimate per run'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
 
@@ -160,9 +163,10 @@ BEGIN
        OR v_n IS DISTINCT FROM cardinality(p_completion)
        OR v_n IS DISTINCT FROM cardinality(p_cached)
        OR v_n IS DISTINCT FROM cardinality(p_latency)
+       OR v_n <> (SELECT count(DISTINCT x) FROM unnest(p_run_ids) AS x)
     THEN
-        RAISE EXCEPTION 'a completion batch needs a worker and every array '
-                        'with one element per run'
+        RAISE EXCEPTION 'a completion batch needs a worker, distinct runs '
+                        'and every array with one element per run'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF EXISTS (SELECT 1 FROM unnest(p_outputs) AS o(output)

@@ -1735,7 +1735,7 @@ rl_db_complete_runs(struct rl_db *db, const struct rl_complete_req *reqs,
     struct sbuf arrays[A_COUNT];
     const char *params[A_COUNT];
     unsigned char *seen = NULL;
-    const char *subject = n == 1 ? reqs[0].run_id : NULL;
+    const char *subject;
     PGresult *res = NULL;
     int err = RL_ERR_DB;
 
@@ -1754,6 +1754,7 @@ rl_db_complete_runs(struct rl_db *db, const struct rl_complete_req *reqs,
             return RL_ERR_INVALID;
         }
     }
+    subject = n == 1 ? reqs[0].run_id : NULL;
     arrays_open(arrays, A_COUNT);
     for (size_t i = 0; i < n; i++) {
         const struct rl_complete_req *r = &reqs[i];
@@ -1835,7 +1836,7 @@ rl_db_dispatch_runs(struct rl_db *db, const struct rl_dispatch_req *reqs,
     const char *params[A_COUNT + 2];
     char wait[32];
     unsigned char *seen = NULL;
-    const char *subject = n == 1 ? reqs[0].run_id : NULL;
+    const char *subject;
     PGresult *res = NULL;
     int err = RL_ERR_DB;
 
@@ -1855,6 +1856,7 @@ rl_db_dispatch_runs(struct rl_db *db, const struct rl_dispatch_req *reqs,
             return RL_ERR_INVALID;
         }
     }
+    subject = n == 1 ? reqs[0].run_id : NULL;
     arrays_open(arrays, A_COUNT);
     for (size_t i = 0; i < n; i++) {
         array_add(&arrays[A_RUN_ID], reqs[i].run_id);

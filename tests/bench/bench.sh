@@ -15,6 +15,13 @@
 #   slow     the same with the stub at 500 ms: largest in-flight count,
 #            runs/s, peak RSS, runs/s / (in_flight / latency)
 #   slow5s   the stub at 5 s, fewer events, a larger in-flight cap
+#   paced    events at a steady BENCH_PACED_RATE per second (default half
+#            the zero rate) for BENCH_PACED_SECONDS (60): the per-run
+#            overhead when the service is not saturated
+#   soak     the same at BENCH_SOAK_RATE (default the zero rate) for
+#            BENCH_SOAK_SECONDS (600): outbox backlog p50/p99/max sampled
+#            every second, notification latency p99, the relay's mean
+#            batch latency per minute (flat or not)
 #   ceiling  pgbench running the service's per-run statements one run at a
 #            time (tests/bench/pgbench/per_run.sql) and the single-run
 #            forms of them (per_run_single.sql) at 16 and 64 clients;
@@ -31,7 +38,7 @@
 #                            RelWithDebInfo, failpoints off, warnings not
 #                            fatal, brought up to date incrementally)
 #   BENCH_DIR                scratch folder (default build-bench/run)
-#   BENCH_SCENARIOS          default "zero slow slow5s ceiling peer"
+#   BENCH_SCENARIOS          default "zero slow slow5s paced ceiling peer soak"
 #   BENCH_PEERS              default "python1 python4 graphile"
 #   BENCH_EVENTS             default 20000 (zero and slow)
 #   BENCH_SLOW_EVENTS        default BENCH_EVENTS
@@ -60,7 +67,9 @@ slow5_events=${BENCH_SLOW5_EVENTS:-12000}
 peer_events=${BENCH_PEER_EVENTS:-$events}
 max_in_flight=${BENCH_MAX_IN_FLIGHT:-2048}
 slow5_in_flight=${BENCH_SLOW5_MAX_IN_FLIGHT:-8192}
-scenarios=${BENCH_SCENARIOS:-zero slow slow5s ceiling peer}
+scenarios=${BENCH_SCENARIOS:-zero slow slow5s paced ceiling peer soak}
+paced_seconds=${BENCH_PACED_SECONDS:-60}
+soak_seconds=${BENCH_SOAK_SECONDS:-600}
 peers=${BENCH_PEERS:-python1 python4 graphile}
 ceiling_clients=${BENCH_CEILING_CLIENTS:-16 64}
 ceiling_seconds=${BENCH_CEILING_SECONDS:-15}
@@ -225,6 +234,51 @@ wait_count() {
     done
 }
 
+# CPU seconds (user + system) used so far by the pids given (their own,
+# not their children's).
+cpu_of() {
+    local pid ticks=0 hz
+    hz=$(getconf CLK_TCK)
+    for pid in "$@"; do
+        [ -r "/proc/$pid/stat" ] || continue
+        ticks=$((ticks + $(sed 's/^.*) //' "/proc/$pid/stat" | awk '{print $12 + $13}')))
+    done
+    calc "$ticks / $hz"
+}
+
+# The bench cluster's PostgreSQL processes (postmaster and its children).
+pg_pids() {
+    local pm
+    pm=$(head -1 "$work/pg/data/postmaster.pid" 2>/dev/null) || return 0
+    echo "$pm" $(pgrep -P "$pm")
+}
+
+kafka_pid() { cat "$work/kafka/broker.pid" 2>/dev/null || true; }
+
+# cpu_begin PIDS...: remembers where the CPU counters of the consumer
+# (first pid, and any more) and of PostgreSQL, Kafka and the stub stand;
+# cpu_end prints cpu_s_<part>=... fields for the window. PostgreSQL backends
+# that ended inside the window are missed (the bench's connections live
+# through it).
+cpu_begin() {
+    cpu_ours0=$(cpu_of "$@")
+    cpu_pg0=$(cpu_of $(pg_pids))
+    cpu_kafka0=$(cpu_of $(kafka_pid))
+    cpu_stub0=$(cpu_of "${stub_pid:-}")
+    cpu_t0=$(now)
+}
+
+cpu_end() {
+    local wall
+    wall=$(calc "$(now) - $cpu_t0")
+    printf 'cpu_s_ours=%s cpu_s_postgres=%s cpu_s_kafka=%s cpu_s_stub=%s cpu_wall_s=%s' \
+        "$(fmt "$(calc "$(cpu_of "$@") - $cpu_ours0")" 2)" \
+        "$(fmt "$(calc "$(cpu_of $(pg_pids)) - $cpu_pg0")" 2)" \
+        "$(fmt "$(calc "$(cpu_of $(kafka_pid)) - $cpu_kafka0")" 2)" \
+        "$(fmt "$(calc "$(cpu_of "${stub_pid:-}") - $cpu_stub0")" 2)" \
+        "$(fmt "$wall" 2)"
+}
+
 # Measurement window on the ledger: statements (pg_stat_statements, top
 # level, the bench role's only) and write transactions (the xid counter:
 # only transactions that wrote get one; read-only ones cost no commit flush).
@@ -247,14 +301,16 @@ measure_end() {
                                  FROM pg_stat_statements s
                                  JOIN pg_database d ON d.oid = s.dbid
                                  JOIN pg_roles r ON r.oid = s.userid
-                                WHERE d.datname = '$1' AND r.rolname = '$role'" | tr '|' ' ')
+                                WHERE d.datname = '$1' AND r.rolname = '$role'
+                                  AND s.toplevel" | tr '|' ' ')
     q "SELECT s.calls, round(s.total_exec_time::numeric, 1) AS ms,
+              CASE WHEN s.toplevel THEN 'top' ELSE 'nested' END,
               regexp_replace(left(s.query, 110), '\s+', ' ', 'g')
          FROM pg_stat_statements s
          JOIN pg_database d ON d.oid = s.dbid
          JOIN pg_roles r ON r.oid = s.userid
         WHERE d.datname = '$1' AND r.rolname = '$role'
-        ORDER BY s.calls DESC LIMIT 25" >"$work/$1.statements.txt" || true
+        ORDER BY s.total_exec_time DESC LIMIT 40" >"$work/$1.statements.txt" || true
 }
 
 # All transactions committed in DB since measure_begin (read-only ones
@@ -335,13 +391,17 @@ if [ "$(q "SHOW shared_preload_libraries")" != pg_stat_statements ]; then
     "$harness/pg.sh" restart "$work/pg" >&2
 fi
 q "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" >/dev/null
+# Statements inside the plpgsql functions too (the breakdown files show
+# where a batch spends its time); the per-run counts use top level only.
+q "ALTER SYSTEM SET pg_stat_statements.track = 'all'" >/dev/null
+q "SELECT pg_reload_conf()" >/dev/null
 q "DO \$\$ BEGIN
      IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '$role') THEN
        CREATE ROLE $role LOGIN;
      END IF;
    END \$\$" >/dev/null
 bootstrap=
-if has zero || has slow || has slow5s || has peer; then
+if has zero || has slow || has slow5s || has paced || has soak || has peer; then
     "$harness/kafka.sh" start "$work/kafka" >&2
     bootstrap=$(sed -n 's/^KAFKA_BOOTSTRAP_SERVERS=//p' "$work/kafka/env")
 fi
@@ -376,7 +436,7 @@ zero_rss_mb=
 ours() {
     local name=$1 latency=$2 n=$3 cap=$4
     local db=bench_$name topic=bench.$name.schedules notify=bench.$name.notifications
-    local want t0 t1 tprod pid hwm done_runs timeout=0 rps ov inflight line bound
+    local want t0 t1 tprod pid hwm done_runs timeout=0 rps ov inflight line bound cpu
 
     log "$name: $n events, stub latency ${latency} ms, RUNLEDGER_MAX_IN_FLIGHT=$cap"
     fresh_db "$db"
@@ -403,12 +463,14 @@ ours() {
         die "$name: the warm-up run was not delivered in 120 s (log: $work/$name.consumer.log)"
     stub_reset
     measure_begin "$db"
+    cpu_begin "$pid"
 
     want=$((2 * (n + 1)))
     t0=$(now)
     produce "$topic" "$work/$name.events.tsv"
     tprod=$(calc "$(now) - $t0")
     wait_count "$db" "SELECT count(*) FROM outbox_delivered" "$want" "$wait_seconds" || timeout=1
+    cpu=$(cpu_end "$pid")
     measure_end "$db"
     hwm=$(hwm_kb "$pid")
     inflight=$(stub_stat max_in_flight)
@@ -440,7 +502,7 @@ ours() {
     else
         line+=" in_flight_max=$inflight in_flight_cap=$cap"
     fi
-    line+=" produce_s=$(fmt "$tprod" 2) load1=$(load1)"
+    line+=" produce_s=$(fmt "$tprod" 2) $cpu load1=$(load1)"
     [ "$timeout" -eq 0 ] || line+=" timeout=1"
     out "$line"
     if [ "$latency" -eq 0 ]; then
@@ -453,6 +515,142 @@ has zero && ours zero 0 "$events" "$max_in_flight"
 has slow && ours slow 500 "$slow_events" "$max_in_flight"
 if has slow5s && [ "$slow5_events" -gt 0 ]; then
     ours slow5s 5000 "$slow5_events" "$slow5_in_flight"
+fi
+
+# ---- paced and soak: a steady stream instead of a burst ----------------------
+
+# free_port: a TCP port nobody listens on right now (for /metrics).
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# relay_batches PORT: "count sum" of the relay's batch-latency histogram
+# (runledger_outbox_delivery_latency_seconds) from the consumer's /metrics.
+relay_batches() {
+    python3 - "http://127.0.0.1:$1/metrics" <<'PY'
+import sys, urllib.request
+n = s = 0.0
+try:
+    with urllib.request.urlopen(sys.argv[1], timeout=5) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith("runledger_outbox_delivery_latency_seconds_count"):
+                n = float(line.split()[-1])
+            elif line.startswith("runledger_outbox_delivery_latency_seconds_sum"):
+                s = float(line.split()[-1])
+except OSError:
+    pass
+print(int(n), s)
+PY
+}
+
+# paced NAME RATE SECONDS: one consumer process, the stub answering at
+# once, events produced at RATE per second for SECONDS (tests/bench/pace.py
+# into kcat). Samples the outbox backlog (pending rows) every second and
+# the relay's mean batch latency every minute; prints the per-run overhead
+# at that load, the backlog's p50/p99/max, the notification latency
+# (completion -> delivered) p99, and the relay batch latency per minute.
+paced() {
+    local name=$1 rate=$2 secs=$3
+    local db=bench_$name topic=bench.$name.schedules notify=bench.$name.notifications
+    local n port pid pace_pid t0 t1 hwm done_runs timeout=0 rps ov line
+    local backlog_file=$work/$name.backlog.txt minutes_file=$work/$name.relay_minutes.txt
+    local next_min c0 s0 c1 s1 elapsed stats lat bl_p50 bl_p99 bl_max cpu
+
+    n=$(calc "int($rate * $secs)")
+    log "$name: $n events at $rate/s for ${secs} s, stub latency 0 ms"
+    fresh_db "$db"
+    "$bin" migrate --database-url "$(url_of "$db")" >/dev/null 2>"$work/$name.migrate.log" ||
+        die "migrate failed (log: $work/$name.migrate.log)"
+    topics "$topic:4" "$notify:4" "bench.$name.dlq:1"
+    stub_start "$name" 0
+    gen "bench-$name-warmup" 1 "$work/$name.warmup.tsv"
+    gen "bench-$name" "$n" "$work/$name.events.tsv"
+    port=$(free_port)
+
+    env DATABASE_URL="$(url_of "$db")" KAFKA_BOOTSTRAP_SERVERS="$bootstrap" \
+        MODEL_BASE_URL="$stub_base/v1" RUNLEDGER_TOPIC="$topic" \
+        RUNLEDGER_NOTIFY_TOPIC="$notify" RUNLEDGER_DLQ_TOPIC="bench.$name.dlq" \
+        RUNLEDGER_GROUP_ID="bench-$name" RUNLEDGER_WORKER_ID="bench-$name-w0" \
+        RUNLEDGER_HTTP_PORT="$port" RUNLEDGER_MAX_IN_FLIGHT="$max_in_flight" \
+        "$bin" consume >/dev/null 2>"$work/$name.consumer.log" &
+    pid=$!
+    pids+=("$pid")
+    produce "$topic" "$work/$name.warmup.tsv"
+    wait_count "$db" "SELECT count(*) FROM outbox_delivered" 2 120 ||
+        die "$name: the warm-up run was not delivered in 120 s (log: $work/$name.consumer.log)"
+    stub_reset
+    measure_begin "$db"
+    cpu_begin "$pid"
+
+    : >"$backlog_file"
+    : >"$minutes_file"
+    t0=$(now)
+    python3 "$bench/pace.py" "$work/$name.events.tsv" --rate "$rate" 2>"$work/$name.pace.log" |
+        kcat -P -b "$bootstrap" -t "$topic" -K $'\t' -X linger.ms=5 2>"$work/$name.kcat.log" &
+    pace_pid=$!
+    pids+=("$pace_pid")
+    read -r c0 s0 < <(relay_batches "$port")
+    next_min=60
+    while kill -0 "$pace_pid" 2>/dev/null; do
+        sleep 1
+        DB=$db q "SELECT count(*) FROM outbox" >>"$backlog_file"
+        elapsed=$(calc "int($(now) - $t0)")
+        if [ "$elapsed" -ge "$next_min" ]; then
+            read -r c1 s1 < <(relay_batches "$port")
+            if [ "$c1" -gt "$c0" ]; then
+                calc "round(($s1 - $s0) / ($c1 - $c0) * 1000, 1)" >>"$minutes_file"
+            fi
+            c0=$c1 s0=$s1
+            next_min=$((next_min + 60))
+        fi
+    done
+    wait "$pace_pid" 2>/dev/null || true
+    forget_pid "$pace_pid"
+    wait_count "$db" "SELECT count(*) FROM outbox_delivered" "$((2 * (n + 1)))" "$wait_seconds" || timeout=1
+    cpu=$(cpu_end "$pid")
+    measure_end "$db"
+    hwm=$(hwm_kb "$pid")
+    kill -0 "$pid" 2>/dev/null || die "$name: the consumer died (log: $work/$name.consumer.log)"
+    t1=$(DB=$db q "SELECT extract(epoch FROM max(delivered_at)) FROM outbox_delivered")
+    done_runs=$(DB=$db q "SELECT count(*) FROM runs WHERE status = 'completed' AND job = 'bench-$name'")
+    rps=$(calc "$done_runs / ($t1 - $t0)")
+    ov=$(DB=$db q "SELECT round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ov)::numeric, 2) || ' ' ||
+                         round(percentile_cont(0.99) WITHIN GROUP (ORDER BY ov)::numeric, 2)
+                    FROM (SELECT extract(epoch FROM r.completed_at - r.created_at) * 1000
+                                 - coalesce(sum(a.latency_ms), 0) AS ov
+                            FROM runs r JOIN attempts a USING (run_id)
+                           WHERE r.status = 'completed' AND r.job = 'bench-$name'
+                           GROUP BY r.run_id, r.completed_at, r.created_at) s")
+    lat=$(DB=$db q "SELECT round((percentile_cont(0.99) WITHIN GROUP (ORDER BY
+                          extract(epoch FROM delivered_at - created_at)) * 1000)::numeric, 1)
+                     FROM outbox_delivered")
+    stats=$(python3 - "$backlog_file" <<'PY'
+import sys
+v = sorted(int(x) for x in open(sys.argv[1]) if x.strip())
+if not v:
+    print("0 0 0")
+else:
+    pick = lambda q: v[min(len(v) - 1, int(q * len(v)))]
+    print(pick(0.5), pick(0.99), v[-1])
+PY
+)
+    stop_pid "$pid" 40
+    stop_pid "$stub_pid" 10
+    read -r bl_p50 bl_p99 bl_max <<<"$stats"
+    line="$name rate=$rate seconds=$secs events=$n completed=$done_runs runs_per_s=$(fmt "$rps")"
+    line+=" overhead_p50_ms=${ov% *} overhead_p99_ms=${ov#* }"
+    line+=" backlog_p50=$bl_p50 backlog_p99=$bl_p99 backlog_max=$bl_max notify_latency_p99_ms=$lat"
+    line+=" relay_batch_ms_per_min=$(paste -sd, "$minutes_file")"
+    line+=" $(db_fields "$done_runs") rss_peak_mb=$(fmt "$(calc "$hwm / 1024")") $cpu load1=$(load1)"
+    [ "$timeout" -eq 0 ] || line+=" timeout=1"
+    out "$line"
+}
+
+if has paced; then
+    paced paced "${BENCH_PACED_RATE:-$(calc "int(${zero_rps:-1000} / 2)")}" "$paced_seconds"
+fi
+if has soak; then
+    paced soak "${BENCH_SOAK_RATE:-$(calc "int(${zero_rps:-1000})")}" "$soak_seconds"
 fi
 
 # ---- ceiling: pgbench, the per-run statements one run at a time -----------
@@ -537,7 +735,7 @@ wait_assigned() {
 peer_python() {
     local name=$1 workers=$2 n=$peer_events
     local db=bench_$name topic=bench.$name.schedules notify=bench.$name.notifications
-    local want t0 t1 i pid wpids=() hwm sum_hwm=0 max_hwm=0 done_runs timeout=0 rps line
+    local want t0 t1 i pid wpids=() hwm sum_hwm=0 max_hwm=0 done_runs timeout=0 rps line cpu
 
     log "peer $name: $n events, $workers Python worker process(es)"
     fresh_db "$db"
@@ -566,10 +764,12 @@ peer_python() {
     wait_assigned "$name" "$workers" ||
         die "peer $name: the workers did not share the 4 partitions in 60 s"
     measure_begin "$db"
+    cpu_begin "${wpids[@]}"
     want=$((2 * (n + 1)))
     t0=$(now)
     produce "$topic" "$work/$name.events.tsv"
     wait_count "$db" "SELECT count(*) FROM outbox WHERE delivered_at IS NOT NULL" "$want" "$wait_seconds" || timeout=1
+    cpu=$(cpu_end "${wpids[@]}")
     measure_end "$db"
     for pid in "${wpids[@]}"; do
         hwm=$(hwm_kb "$pid")
@@ -586,7 +786,7 @@ peer_python() {
     line+=" rss_peak_mb=$(fmt "$(calc "$sum_hwm / 1024")") rss_peak_per_process_mb=$(fmt "$(calc "$max_hwm / 1024")")"
     [ -z "$zero_rps" ] ||
         line+=" vs_zero=$(fmt "$(calc "$rps / $zero_rps")" 3) ours_runs_per_s=$(fmt "$zero_rps") ours_rss_peak_mb=$zero_rss_mb"
-    line+=" load1=$(load1)"
+    line+=" $cpu load1=$(load1)"
     [ "$timeout" -eq 0 ] || line+=" timeout=1"
     out "$line"
 }
@@ -594,7 +794,7 @@ peer_python() {
 peer_graphile() {
     local name=graphile n=$peer_events
     local db=bench_peer_graphile topic=bench.graphile.schedules
-    local want t0 t1 pid hwm done_runs timeout=0 rps line
+    local want t0 t1 pid hwm done_runs timeout=0 rps line cpu
 
     log "peer graphile: $n events, Graphile Worker concurrency $graphile_concurrency"
     fresh_db "$db"
@@ -615,10 +815,12 @@ peer_graphile() {
     wait_count "$db" "SELECT count(*) FROM bench_results" 1 120 ||
         die "peer graphile: the warm-up job did not complete in 120 s (log: $work/$name.worker.log)"
     measure_begin "$db"
+    cpu_begin "$pid"
     want=$((n + 1))
     t0=$(now)
     produce "$topic" "$work/$name.events.tsv"
     wait_count "$db" "SELECT count(*) FROM bench_results" "$want" "$wait_seconds" || timeout=1
+    cpu=$(cpu_end "$pid")
     measure_end "$db"
     hwm=$(hwm_kb "$pid")
     t1=$(DB=$db q "SELECT extract(epoch FROM max(completed_at)) FROM bench_results")
@@ -631,7 +833,7 @@ peer_graphile() {
     line+=" rss_peak_mb=$(fmt "$(calc "$hwm / 1024")")"
     [ -z "$zero_rps" ] ||
         line+=" vs_zero=$(fmt "$(calc "$rps / $zero_rps")" 3) ours_runs_per_s=$(fmt "$zero_rps") ours_rss_peak_mb=$zero_rss_mb"
-    line+=" notifications=none load1=$(load1)"
+    line+=" notifications=none $cpu load1=$(load1)"
     [ "$timeout" -eq 0 ] || line+=" timeout=1"
     out "$line"
 }

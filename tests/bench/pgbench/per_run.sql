@@ -46,14 +46,15 @@ SELECT run_id AS rid, lease_epoch AS ep, claim AS cl
 
 SELECT result AS dres, attempt_no AS att
   FROM rl_dispatch_runs(ARRAY[:rid]::text[], ARRAY[:ep]::int8[],
-       ARRAY[1030]::int8[], 'bench-ceiling-' || :client_id::text,
+       ARRAY[:rid]::text[], ARRAY[1030]::int8[], 'bench-ceiling-' || :client_id::text,
        1000::int8) \gset
 
 SELECT ord, result, outbox_rows, outcome_recorded
   FROM rl_complete_runs(ARRAY[:rid]::text[], ARRAY[:ep]::int8[],
        'bench-ceiling-' || :client_id::text,
        ARRAY[('{"text":"stub summary of ' || :n::text || ' (generation ' || :n::text || ')","model":"stub-1","upstream_request_id":"req-' || :n::text || '","usage":{"prompt_tokens":6,"completion_tokens":24,"cached_tokens":0}}')]::jsonb[],
-       ARRAY['["email","slack"]']::jsonb[], ARRAY[:att]::int4[],
+       ARRAY[:rid, :rid]::text[], ARRAY['email', 'slack']::text[],
+       ARRAY[:att]::int4[],
        ARRAY[200]::int4[], ARRAY['req-' || :n::text]::text[],
        ARRAY[6]::int8[], ARRAY[24]::int8[], ARRAY[0]::int8[],
        ARRAY[0]::int8[]);
