@@ -456,45 +456,6 @@ done:
     free(res);
 }
 
-/* dispatch_batch, or back to the retry list when the connection went
- * while the batch was being prepared. */
-static void
-dispatch_ready(struct ledger *lg, struct rl_item **ready, size_t n)
-{
-    if (n == 0)
-        return;
-    if (lg->db) {
-        dispatch_batch(lg, ready, n);
-        return;
-    }
-    for (size_t i = 0; i < n; i++)
-        requeue(lg, ready[i], REDO_START);
-}
-
-/* Collect, record the dispatch, call the model: for a list of claimed
- * runs, whose dispatches are recorded BATCH_MAX to a statement. */
-static void
-start_attempts(struct ledger *lg, struct rl_item *list)
-{
-    struct rl_item *ready[BATCH_MAX];
-    size_t n = 0;
-
-    while (list) {
-        struct rl_item *item = list;
-
-        list = item->next;
-        item->next = NULL;
-        if (!prepare_attempt(lg, item))
-            continue;
-        ready[n++] = item;
-        if (n == BATCH_MAX) {
-            dispatch_ready(lg, ready, n);
-            n = 0;
-        }
-    }
-    dispatch_ready(lg, ready, n);
-}
-
 /* An approval-required run's answer becomes its immutable proposal and the
  * run waits for a human (schema/006_approval.sql): nothing is queued for
  * the relay until `runs approve` records an approval bound to the
@@ -662,19 +623,44 @@ result_arrived(struct ledger *lg, struct rl_item *item)
     item->in_result = 1;
 }
 
-/* complete_batch, or back to the retry list when the connection went
- * while the batch was being gathered. */
+/* Runs one batch step (REDO_START: dispatch_batch, REDO_RESULT:
+ * complete_batch) for the n runs gathered, or puts them back on the retry
+ * list when the connection went while they were being gathered. */
 static void
-complete_ready(struct ledger *lg, struct rl_item **ready, size_t n)
+flush_batch(struct ledger *lg, struct rl_item **ready, size_t n, int redo)
 {
-    if (n == 0)
-        return;
-    if (lg->db) {
+    if (n > 0 && !lg->db) {
+        for (size_t i = 0; i < n; i++)
+            requeue(lg, ready[i], redo);
+    } else if (n > 0 && redo == REDO_START) {
+        dispatch_batch(lg, ready, n);
+    } else if (n > 0) {
         complete_batch(lg, ready, n);
-        return;
     }
-    for (size_t i = 0; i < n; i++)
-        requeue(lg, ready[i], REDO_RESULT);
+}
+
+/* Collect, record the dispatch, call the model: for a list of claimed
+ * runs, whose dispatches are recorded BATCH_MAX to a statement. */
+static void
+start_attempts(struct ledger *lg, struct rl_item *list)
+{
+    struct rl_item *ready[BATCH_MAX];
+    size_t n = 0;
+
+    while (list) {
+        struct rl_item *item = list;
+
+        list = item->next;
+        item->next = NULL;
+        if (!prepare_attempt(lg, item))
+            continue;
+        ready[n++] = item;
+        if (n == BATCH_MAX) {
+            flush_batch(lg, ready, n, REDO_START);
+            n = 0;
+        }
+    }
+    flush_batch(lg, ready, n, REDO_START);
 }
 
 /* Turns a model result into one durable state. */
@@ -787,11 +773,11 @@ handle_results(struct ledger *lg, struct rl_item *list)
         result_arrived(lg, item);
         answered[n++] = item;
         if (n == BATCH_MAX) {
-            complete_ready(lg, answered, n);
+            flush_batch(lg, answered, n, REDO_RESULT);
             n = 0;
         }
     }
-    complete_ready(lg, answered, n);
+    flush_batch(lg, answered, n, REDO_RESULT);
 }
 
 /* Registers and claims up to 512 runs of batch in one round trip.

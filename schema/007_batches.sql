@@ -11,6 +11,31 @@
 -- the lease renewal use, so batches sharing runs queue instead of
 -- deadlocking.
 
+-- Every statement of these functions, and of rl_claim_runs, is planned for
+-- the arrays it is given (custom plans): a generic plan cached while the
+-- tables were small (a fresh ledger) keeps its sequential scans as they
+-- grow, and a batch then costs more with every run the ledger holds
+-- (measured: 24 -> 54 ms for a 50-run batch within 40 s).
+ALTER FUNCTION rl_claim_runs(text[], text[], text[], timestamptz[], text[],
+                             text[], jsonb[], jsonb[], double precision[],
+                             text[], integer[], bigint[], text,
+                             double precision)
+    SET plan_cache_mode = force_custom_plan;
+
+-- Locks the rows of the runs named, in run_id order.
+CREATE FUNCTION rl_lock_runs(p_run_ids text[]) RETURNS void
+LANGUAGE plpgsql
+SET plan_cache_mode = force_custom_plan
+AS $fn$
+BEGIN
+    PERFORM 1
+       FROM runs r
+      WHERE r.run_id = ANY (p_run_ids)
+      ORDER BY r.run_id
+        FOR NO KEY UPDATE;
+END
+$fn$;
+
 -- Records the dispatch of each run (p_run_ids[k] under p_epochs[k], with
 -- idempotency key p_keys[k]) as rl_dispatch_within_budget does, with
 -- p_estimates[k] tokens reserved when a budget covers the run. Returns one
@@ -29,6 +54,7 @@ CREATE FUNCTION rl_dispatch_runs(
 RETURNS TABLE (ord bigint, result text, attempt_no integer,
                next_window text, detail text)
 LANGUAGE plpgsql
+SET plan_cache_mode = force_custom_plan
 AS $fn$
 #variable_conflict use_column
 DECLARE
@@ -48,11 +74,7 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
 
-    PERFORM 1
-       FROM runs r
-      WHERE r.run_id = ANY (p_run_ids)
-      ORDER BY r.run_id
-        FOR NO KEY UPDATE;
+    PERFORM rl_lock_runs(p_run_ids);
 
     IF EXISTS (SELECT 1
                  FROM runs r JOIN budgets b ON b.tenant = r.tenant
@@ -146,6 +168,7 @@ CREATE FUNCTION rl_complete_runs(
 RETURNS TABLE (ord bigint, result text, outbox_rows integer,
                outcome_recorded boolean)
 LANGUAGE plpgsql
+SET plan_cache_mode = force_custom_plan
 AS $fn$
 #variable_conflict use_column
 DECLARE
@@ -175,11 +198,7 @@ BEGIN
             USING ERRCODE = 'null_value_not_allowed';
     END IF;
 
-    PERFORM 1
-       FROM runs r
-      WHERE r.run_id = ANY (p_run_ids)
-      ORDER BY r.run_id
-        FOR NO KEY UPDATE;
+    PERFORM rl_lock_runs(p_run_ids);
 
     RETURN QUERY
     WITH u AS (

@@ -616,11 +616,20 @@ struct rl_db *
 rl_db_connect_schema(const char *conninfo, const char *schema, char *errstr,
                      size_t errstr_size)
 {
-    /* Earlier entries are defaults the connection string may override. */
-    const char *keys[] = {"connect_timeout", "fallback_application_name",
-                          "keepalives",      "keepalives_idle",
-                          "dbname",          NULL};
-    const char *values[] = {"10", "runledger", "1", "30", NULL, NULL};
+    /* Earlier entries are defaults the connection string may override.
+     * Statements are planned for the values they are given (custom plans):
+     * a generic plan cached while the ledger was small keeps sequential
+     * scans as the tables grow (see schema/007_batches.sql). */
+    const char *keys[] = {"connect_timeout",
+                          "fallback_application_name",
+                          "keepalives",
+                          "keepalives_idle",
+                          "options",
+                          "dbname",
+                          NULL};
+    const char *values[] = {
+        "10", "runledger", "1", "30", "-c plan_cache_mode=force_custom_plan",
+        NULL, NULL};
     struct rl_db *db = NULL;
     PQconninfoOption *opts;
     char *parse_err = NULL;
@@ -650,7 +659,7 @@ rl_db_connect_schema(const char *conninfo, const char *schema, char *errstr,
         }
         PQconninfoFree(opts);
     }
-    values[4] = conninfo;
+    values[5] = conninfo;
 
     db = calloc(1, sizeof(*db));
     if (!db)
@@ -1697,18 +1706,42 @@ arrays_free(struct sbuf *arrays, size_t n)
         sbuf_free(&arrays[a]);
 }
 
-/* Row `row` of a batch result names input element ord (1-based) in its
- * first column; returns it as an index into the inputs, or -1 when it is
- * out of range or seen before (seen[] tracks that). */
-static long
-batch_index(const PGresult *res, int row, size_t n, unsigned char *seen)
+/* Checks that res has one row of ncols columns per input element, the
+ * first column naming a distinct element by its 1-based ord, and sets
+ * index[row] to that element's 0-based index. Returns 0, RL_ERR_NOMEM or
+ * RL_ERR_DB (errstr: "could not <what>: ..."). */
+static int
+batch_rows(const PGresult *res, size_t n, int ncols, long *index,
+           const char *what, char *errstr, size_t errstr_size)
 {
-    int64_t ord = int_value(res, row, 0, 0);
+    unsigned char *seen;
 
-    if (ord < 1 || (size_t)ord > n || seen[ord - 1])
-        return -1;
-    seen[ord - 1] = 1;
-    return (long)(ord - 1);
+    if ((size_t)PQntuples(res) != n || PQnfields(res) != ncols) {
+        set_err(errstr, errstr_size,
+                "could not %s: expected %zu rows of %d columns, got %d of %d "
+                "(is the schema migrated?)",
+                what, n, ncols, PQntuples(res), PQnfields(res));
+        return RL_ERR_DB;
+    }
+    seen = calloc(n, 1);
+    if (!seen) {
+        set_err(errstr, errstr_size, "could not %s: out of memory", what);
+        return RL_ERR_NOMEM;
+    }
+    for (int row = 0; row < PQntuples(res); row++) {
+        int64_t ord = int_value(res, row, 0, 0);
+
+        if (ord < 1 || (size_t)ord > n || seen[ord - 1]) {
+            set_err(errstr, errstr_size,
+                    "could not %s: bad row order in the result", what);
+            free(seen);
+            return RL_ERR_DB;
+        }
+        seen[ord - 1] = 1;
+        index[row] = (long)(ord - 1);
+    }
+    free(seen);
+    return 0;
 }
 
 int
@@ -1734,7 +1767,7 @@ rl_db_complete_runs(struct rl_db *db, const struct rl_complete_req *reqs,
     };
     struct sbuf arrays[A_COUNT];
     const char *params[A_COUNT];
-    unsigned char *seen = NULL;
+    long *index = NULL;
     const char *subject;
     PGresult *res = NULL;
     int err = RL_ERR_DB;
@@ -1780,8 +1813,8 @@ rl_db_complete_runs(struct rl_db *db, const struct rl_complete_req *reqs,
         array_add_int(&arrays[A_CACHED], oc->cached_tokens, 1);
         array_add_int(&arrays[A_LATENCY], oc->latency_ms, 1);
     }
-    seen = calloc(n, 1);
-    if (arrays_close(arrays, A_COUNT, params) != 0 || !seen) {
+    index = calloc(n, sizeof(*index));
+    if (arrays_close(arrays, A_COUNT, params) != 0 || !index) {
         set_err(errstr, errstr_size, "could not complete runs: out of memory");
         err = RL_ERR_NOMEM;
         goto done;
@@ -1792,23 +1825,13 @@ rl_db_complete_runs(struct rl_db *db, const struct rl_complete_req *reqs,
                     errstr, errstr_size);
     if (!res)
         goto done;
-    err = RL_ERR_DB;
-    if ((size_t)PQntuples(res) != n || PQnfields(res) != 4) {
-        set_err(errstr, errstr_size,
-                "could not complete runs: expected %zu rows, got %d (is the "
-                "schema migrated?)",
-                n, PQntuples(res));
+    err = batch_rows(res, n, 4, index, "complete runs", errstr, errstr_size);
+    if (err)
         goto done;
-    }
     for (int row = 0; row < PQntuples(res); row++) {
-        long k = batch_index(res, row, n, seen);
+        long k = index[row];
         const char *result = PQgetvalue(res, row, 1);
 
-        if (k < 0) {
-            set_err(errstr, errstr_size,
-                    "could not complete runs: bad row order in the result");
-            goto done;
-        }
         out[k].completed = strcmp(result, "completed") == 0;
         out[k].err = strcmp(result, "stale") == 0       ? RL_ERR_STALE
                      : strcmp(result, "not_found") == 0 ? RL_ERR_NOTFOUND
@@ -1820,7 +1843,7 @@ rl_db_complete_runs(struct rl_db *db, const struct rl_complete_req *reqs,
 
 done:
     PQclear(res);
-    free(seen);
+    free(index);
     arrays_free(arrays, A_COUNT);
     return err;
 }
@@ -1835,7 +1858,7 @@ rl_db_dispatch_runs(struct rl_db *db, const struct rl_dispatch_req *reqs,
     struct sbuf arrays[A_COUNT];
     const char *params[A_COUNT + 2];
     char wait[32];
-    unsigned char *seen = NULL;
+    long *index = NULL;
     const char *subject;
     PGresult *res = NULL;
     int err = RL_ERR_DB;
@@ -1865,8 +1888,8 @@ rl_db_dispatch_runs(struct rl_db *db, const struct rl_dispatch_req *reqs,
         array_add_int(&arrays[A_ESTIMATE],
                       reqs[i].estimate > 0 ? reqs[i].estimate : 0, 0);
     }
-    seen = calloc(n, 1);
-    if (arrays_close(arrays, A_COUNT, params) != 0 || !seen) {
+    index = calloc(n, sizeof(*index));
+    if (arrays_close(arrays, A_COUNT, params) != 0 || !index) {
         set_err(errstr, errstr_size,
                 "could not record dispatches: out of memory");
         err = RL_ERR_NOMEM;
@@ -1880,24 +1903,14 @@ rl_db_dispatch_runs(struct rl_db *db, const struct rl_dispatch_req *reqs,
                     subject, &err, errstr, errstr_size);
     if (!res)
         goto done;
-    err = RL_ERR_DB;
-    if ((size_t)PQntuples(res) != n || PQnfields(res) != 5) {
-        set_err(errstr, errstr_size,
-                "could not record dispatches: expected %zu rows, got %d (is "
-                "the schema migrated?)",
-                n, PQntuples(res));
+    err =
+        batch_rows(res, n, 5, index, "record dispatches", errstr, errstr_size);
+    if (err)
         goto done;
-    }
     for (int row = 0; row < PQntuples(res); row++) {
-        long k = batch_index(res, row, n, seen);
+        long k = index[row];
         const char *result = PQgetvalue(res, row, 1);
 
-        if (k < 0) {
-            set_err(errstr, errstr_size,
-                    "could not record dispatches: bad row order in the "
-                    "result");
-            goto done;
-        }
         if (strcmp(result, "dispatched") == 0) {
             out[k].status = RL_DISPATCH_RECORDED;
             out[k].attempt_no = (int)int_value(res, row, 2, 0);
@@ -1916,7 +1929,7 @@ rl_db_dispatch_runs(struct rl_db *db, const struct rl_dispatch_req *reqs,
 
 done:
     PQclear(res);
-    free(seen);
+    free(index);
     arrays_free(arrays, A_COUNT);
     return err;
 }

@@ -42,10 +42,10 @@
 #   BENCH_PEERS              default "python1 python4 graphile"
 #   BENCH_EVENTS             default 20000 (zero and slow)
 #   BENCH_SLOW_EVENTS        default BENCH_EVENTS
-#   BENCH_SLOW5_EVENTS       default 12000
+#   BENCH_SLOW5_EVENTS       default 40000
 #   BENCH_PEER_EVENTS        default BENCH_EVENTS
 #   BENCH_MAX_IN_FLIGHT      RUNLEDGER_MAX_IN_FLIGHT for zero/slow (2048)
-#   BENCH_SLOW5_MAX_IN_FLIGHT  for slow5s (8192)
+#   BENCH_SLOW5_MAX_IN_FLIGHT  for slow5s (5000, the target)
 #   BENCH_CEILING_CLIENTS    default "16 64"
 #   BENCH_CEILING_SECONDS    default 15
 #   BENCH_WAIT_SECONDS       cap on one scenario's drain (default 75): on
@@ -63,10 +63,10 @@ work=$(realpath -m -- "${BENCH_DIR:-$root/build-bench/run}")
 
 events=${BENCH_EVENTS:-20000}
 slow_events=${BENCH_SLOW_EVENTS:-$events}
-slow5_events=${BENCH_SLOW5_EVENTS:-12000}
+slow5_events=${BENCH_SLOW5_EVENTS:-40000}
 peer_events=${BENCH_PEER_EVENTS:-$events}
 max_in_flight=${BENCH_MAX_IN_FLIGHT:-2048}
-slow5_in_flight=${BENCH_SLOW5_MAX_IN_FLIGHT:-8192}
+slow5_in_flight=${BENCH_SLOW5_MAX_IN_FLIGHT:-5000}
 scenarios=${BENCH_SCENARIOS:-zero slow slow5s paced ceiling peer soak}
 paced_seconds=${BENCH_PACED_SECONDS:-60}
 soak_seconds=${BENCH_SOAK_SECONDS:-600}
