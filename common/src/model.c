@@ -2,9 +2,16 @@
  * model call of the process. See rl/model.h for the contract.
  *
  * Threads: rl_model_submit() and rl_model_cancel() run anywhere and only
- * touch the queue under m->lock; everything curl (easy handles, the multi
- * handle, callbacks) belongs to the model thread, except
- * curl_multi_wakeup(), which libcurl makes safe from any thread. */
+ * touch the queue under m->lock, then wake the model thread through an
+ * eventfd; everything curl (easy handles, the multi handle, callbacks)
+ * belongs to the model thread.
+ *
+ * The thread drives the multi handle with curl_multi_socket_action() over
+ * an epoll set that libcurl's socket callback keeps, so one wake-up costs
+ * the sockets that are ready, not every call in flight: with thousands of
+ * slow calls open, curl_multi_perform() + curl_multi_poll() polled every
+ * socket on every completion and the model thread became the bottleneck
+ * (perf: sock_poll/tcp_poll and multi_perform's walk of all handles). */
 
 #include "rl/model.h"
 
@@ -13,6 +20,7 @@
 
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
+#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -23,7 +31,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 
 /* Receive buffer per easy handle: thousands of handles stay small. */
 #define RECV_BUFFER_SIZE 4096L
@@ -37,6 +48,8 @@
 #define RETRY_AFTER_MAX_MS (7LL * 24 * 3600 * 1000)
 /* The model thread wakes at least this often even without traffic. */
 #define POLL_TIMEOUT_MS 1000
+/* Socket events taken from epoll per wait. */
+#define EPOLL_EVENTS 256
 #define INPUT_PLACEHOLDER "{{input}}"
 
 /* One submitted call while the model owns it. */
@@ -70,6 +83,9 @@ struct xfer {
 
 struct rl_model {
     CURLM *multi;
+    int epfd;          /* the sockets libcurl asked to watch, and wakefd */
+    int wakefd;        /* eventfd: submit, cancel and destroy wake the loop */
+    int64_t timer_due; /* libcurl's timer (monotonic ms); -1: none */
     pthread_t thread;
     pthread_mutex_t lock;
     struct xfer *xfers;    /* @locks lock */
@@ -680,13 +696,107 @@ abort_cancelled(struct rl_model *m)
     }
 }
 
+/* CURLMOPT_SOCKETFUNCTION: keeps the epoll set in step with what libcurl
+ * wants to know about each socket. socketp marks a socket already added. */
+static int
+on_socket(CURL *easy, curl_socket_t sock, int what, void *userp, void *socketp)
+{
+    struct rl_model *m = userp;
+    struct epoll_event ev = {0};
+
+    (void)easy;
+    if (what == CURL_POLL_REMOVE) {
+        /* The socket may be closed already; then the kernel dropped it. */
+        epoll_ctl(m->epfd, EPOLL_CTL_DEL, sock, NULL);
+        curl_multi_assign(m->multi, sock, NULL);
+        return 0;
+    }
+    ev.events = (what & CURL_POLL_IN ? EPOLLIN : 0u) |
+                (what & CURL_POLL_OUT ? EPOLLOUT : 0u);
+    ev.data.fd = sock;
+    if (socketp) {
+        if (epoll_ctl(m->epfd, EPOLL_CTL_MOD, sock, &ev) == 0)
+            return 0;
+        /* A new socket reusing a closed one's number. */
+    }
+    if (epoll_ctl(m->epfd, EPOLL_CTL_ADD, sock, &ev) != 0 &&
+        epoll_ctl(m->epfd, EPOLL_CTL_MOD, sock, &ev) != 0) {
+        rl_log_error(NULL, "model client: could not watch a socket");
+        return -1;
+    }
+    curl_multi_assign(m->multi, sock, m);
+    return 0;
+}
+
+/* CURLMOPT_TIMERFUNCTION: when libcurl wants to be called without socket
+ * activity (timeouts, new transfers). */
+static int
+on_timer(CURLM *multi, long timeout_ms, void *userp)
+{
+    struct rl_model *m = userp;
+
+    (void)multi;
+    m->timer_due = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+    return 0;
+}
+
+static void
+wake(struct rl_model *m)
+{
+    uint64_t one = 1;
+
+    /* Only fails when the counter is saturated: a wake-up is pending. */
+    if (write(m->wakefd, &one, sizeof(one)) < 0)
+        return;
+}
+
+/* Waits for sockets, a wake-up or libcurl's timer, and lets libcurl act
+ * on what happened. */
+static void
+drive(struct rl_model *m)
+{
+    struct epoll_event events[EPOLL_EVENTS];
+    int64_t now = now_ms();
+    long wait_ms = POLL_TIMEOUT_MS;
+    int running, n;
+
+    if (m->timer_due >= 0)
+        wait_ms = m->timer_due <= now            ? 0
+                  : m->timer_due - now < wait_ms ? (long)(m->timer_due - now)
+                                                 : wait_ms;
+    n = epoll_wait(m->epfd, events, EPOLL_EVENTS, (int)wait_ms);
+    for (int i = 0; i < n; i++) {
+        int fd = events[i].data.fd;
+        int flags = 0;
+
+        if (fd == m->wakefd) {
+            uint64_t count;
+
+            if (read(m->wakefd, &count, sizeof(count)) < 0)
+                continue; /* nothing to drain */
+            continue;
+        }
+        if (events[i].events & EPOLLIN)
+            flags |= CURL_CSELECT_IN;
+        if (events[i].events & EPOLLOUT)
+            flags |= CURL_CSELECT_OUT;
+        if (events[i].events & (EPOLLERR | EPOLLHUP))
+            flags |= CURL_CSELECT_ERR;
+        curl_multi_socket_action(m->multi, fd, flags, &running);
+    }
+    if (m->timer_due >= 0 && now_ms() >= m->timer_due) {
+        m->timer_due = -1;
+        curl_multi_socket_action(m->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+    }
+}
+
 static void *
 model_thread(void *arg)
 {
     struct rl_model *m = arg;
     struct xfer *x, *next, *batch;
     CURLMsg *msg;
-    int running, left, stop;
+    int left, stop;
 
     for (;;) {
         pthread_mutex_lock(&m->lock);
@@ -703,11 +813,11 @@ model_thread(void *arg)
             if (start(m, x) != 0)
                 finish(m, x, CURLE_FAILED_INIT);
         }
-        /* Before perform, so a call cancelled while queued sends nothing. */
+        /* Before libcurl acts, so a call cancelled while queued sends
+         * nothing. */
         abort_cancelled(m);
 
-        if (curl_multi_perform(m->multi, &running) != CURLM_OK)
-            rl_log_error(NULL, "model client: curl_multi_perform failed");
+        drive(m);
         while ((msg = curl_multi_info_read(m->multi, &left))) {
             CURLcode rc;
             char *priv = NULL;
@@ -718,7 +828,6 @@ model_thread(void *arg)
             curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &priv);
             finish(m, (struct xfer *)(void *)priv, rc);
         }
-        curl_multi_poll(m->multi, NULL, 0, POLL_TIMEOUT_MS, NULL);
     }
 
     /* Shutting down: whatever is still pending is delivered cancelled. */
@@ -873,6 +982,8 @@ rl_model_new(const struct rl_model_config *cfg,
     }
     m->done = done;
     m->opaque = opaque;
+    m->epfd = m->wakefd = -1;
+    m->timer_due = -1;
     atomic_init(&m->in_flight, 0);
     m->connect_timeout_ms = cfg->connect_timeout_ms > 0
                                 ? cfg->connect_timeout_ms
@@ -904,6 +1015,29 @@ rl_model_new(const struct rl_model_config *cfg,
         set_err(errstr, errstr_size, "could not create curl multi handle");
         goto fail;
     }
+    m->epfd = epoll_create1(EPOLL_CLOEXEC);
+    m->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (m->epfd < 0 || m->wakefd < 0) {
+        set_err(errstr, errstr_size,
+                "could not create the model's event "
+                "loop: %s",
+                strerror(errno));
+        goto fail;
+    }
+    {
+        struct epoll_event ev = {.events = EPOLLIN, .data.fd = m->wakefd};
+
+        if (epoll_ctl(m->epfd, EPOLL_CTL_ADD, m->wakefd, &ev) != 0) {
+            set_err(errstr, errstr_size,
+                    "could not create the model's event loop: %s",
+                    strerror(errno));
+            goto fail;
+        }
+    }
+    curl_multi_setopt(m->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
+    curl_multi_setopt(m->multi, CURLMOPT_SOCKETDATA, m);
+    curl_multi_setopt(m->multi, CURLMOPT_TIMERFUNCTION, on_timer);
+    curl_multi_setopt(m->multi, CURLMOPT_TIMERDATA, m);
     /* 0 leaves libcurl's defaults: no limit, cache sized to the calls. */
     if (cfg->max_connections > 0) {
         long max = cfg->max_connections;
@@ -937,6 +1071,10 @@ fail:
         pthread_mutex_destroy(&m->lock);
     if (m->multi)
         curl_multi_cleanup(m->multi);
+    if (m->epfd >= 0)
+        close(m->epfd);
+    if (m->wakefd >= 0)
+        close(m->wakefd);
     curl_slist_free_all(m->headers);
     wipe_free(m->api_key);
     free(m->url);
@@ -1007,7 +1145,7 @@ rl_model_submit(struct rl_model *m, struct rl_model_call *call)
     atomic_fetch_add(&m->in_flight, 1);
     pthread_mutex_unlock(&m->lock);
 
-    curl_multi_wakeup(m->multi);
+    wake(m);
     return RL_OK;
 }
 
@@ -1032,7 +1170,7 @@ rl_model_cancel(struct rl_model *m, struct rl_model_call *call)
     pthread_mutex_unlock(&m->lock);
     if (!found)
         return RL_ERR_NOTFOUND;
-    curl_multi_wakeup(m->multi);
+    wake(m);
     return RL_OK;
 }
 
@@ -1050,10 +1188,12 @@ rl_model_destroy(struct rl_model *m)
     pthread_mutex_lock(&m->lock);
     m->stop = 1;
     pthread_mutex_unlock(&m->lock);
-    curl_multi_wakeup(m->multi);
+    wake(m);
     pthread_join(m->thread, NULL);
 
     curl_multi_cleanup(m->multi);
+    close(m->epfd);
+    close(m->wakefd);
     curl_slist_free_all(m->headers);
     wipe_free(m->api_key);
     free(m->url);
