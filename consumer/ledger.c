@@ -1004,7 +1004,8 @@ heartbeat(struct ledger *lg)
     }
     err = rl_db_renew_leases(lg->db, lg->cfg->worker_id, lg->cfg->lease_seconds,
                              ids, epochs, n, held, errstr, sizeof(errstr));
-    if (err) {
+    /* A count of the leases still held, or a negative error. */
+    if (err < 0) {
         rl_log_warn(NULL, "could not renew %zu leases: %s", n, errstr);
         rl_db_destroy(lg->db);
         lg->db = NULL;

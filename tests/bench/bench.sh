@@ -234,18 +234,6 @@ wait_count() {
     done
 }
 
-# CPU seconds (user + system) used so far by the pids given (their own,
-# not their children's).
-cpu_of() {
-    local pid ticks=0 hz
-    hz=$(getconf CLK_TCK)
-    for pid in "$@"; do
-        [ -r "/proc/$pid/stat" ] || continue
-        ticks=$((ticks + $(sed 's/^.*) //' "/proc/$pid/stat" | awk '{print $12 + $13}')))
-    done
-    calc "$ticks / $hz"
-}
-
 # The bench cluster's PostgreSQL processes (postmaster and its children).
 pg_pids() {
     local pm
@@ -255,28 +243,26 @@ pg_pids() {
 
 kafka_pid() { cat "$work/kafka/broker.pid" 2>/dev/null || true; }
 
-# cpu_begin PIDS...: remembers where the CPU counters of the consumer
-# (first pid, and any more) and of PostgreSQL, Kafka and the stub stand;
-# cpu_end prints cpu_s_<part>=... fields for the window. PostgreSQL backends
-# that ended inside the window are missed (the bench's connections live
-# through it).
+# cpu_groups PIDS...: the process groups tests/bench/cpu.py measures: the
+# processes measured (ours), PostgreSQL, Kafka and the stub.
+cpu_groups() {
+    echo "ours=$(echo "$@" | tr ' ' ,)" "postgres=$(pg_pids | tr ' ' ,)" \
+        "kafka=$(kafka_pid)" "stub=${stub_pid:-}"
+}
+
+# cpu_begin PIDS... / cpu_end PIDS...: CPU seconds each group used in
+# between (cpu_s_ours, cpu_s_postgres, cpu_s_kafka, cpu_s_stub, and
+# cpu_s_all: the whole machine) and the wall time.
 cpu_begin() {
-    cpu_ours0=$(cpu_of "$@")
-    cpu_pg0=$(cpu_of $(pg_pids))
-    cpu_kafka0=$(cpu_of $(kafka_pid))
-    cpu_stub0=$(cpu_of "${stub_pid:-}")
+    # shellcheck disable=SC2046 # one word per group
+    python3 "$bench/cpu.py" snap "$work/cpu.snap" $(cpu_groups "$@")
     cpu_t0=$(now)
 }
 
 cpu_end() {
-    local wall
-    wall=$(calc "$(now) - $cpu_t0")
-    printf 'cpu_s_ours=%s cpu_s_postgres=%s cpu_s_kafka=%s cpu_s_stub=%s cpu_wall_s=%s' \
-        "$(fmt "$(calc "$(cpu_of "$@") - $cpu_ours0")" 2)" \
-        "$(fmt "$(calc "$(cpu_of $(pg_pids)) - $cpu_pg0")" 2)" \
-        "$(fmt "$(calc "$(cpu_of $(kafka_pid)) - $cpu_kafka0")" 2)" \
-        "$(fmt "$(calc "$(cpu_of "${stub_pid:-}") - $cpu_stub0")" 2)" \
-        "$(fmt "$wall" 2)"
+    # shellcheck disable=SC2046 # one word per group
+    printf '%s cpu_wall_s=%s' "$(python3 "$bench/cpu.py" delta "$work/cpu.snap" $(cpu_groups "$@"))" \
+        "$(fmt "$(calc "$(now) - $cpu_t0")" 2)"
 }
 
 # Measurement window on the ledger: statements (pg_stat_statements, top
