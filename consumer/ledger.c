@@ -639,10 +639,13 @@ flush_batch(struct ledger *lg, struct rl_item **ready, size_t n, int redo)
     }
 }
 
-/* Collect, record the dispatch, call the model: for a list of claimed
- * runs, whose dispatches are recorded BATCH_MAX to a statement. */
+/* Walks a list of runs for one batch step (REDO_START: record the
+ * dispatches; REDO_RESULT: complete the answers): batchable() handles a
+ * run that cannot join the batch on its own and returns 0, or returns 1;
+ * the batch goes to flush_batch() BATCH_MAX runs at a time. */
 static void
-start_attempts(struct ledger *lg, struct rl_item *list)
+batch_list(struct ledger *lg, struct rl_item *list, int redo,
+           int (*batchable)(struct ledger *, struct rl_item *))
 {
     struct rl_item *ready[BATCH_MAX];
     size_t n = 0;
@@ -652,15 +655,23 @@ start_attempts(struct ledger *lg, struct rl_item *list)
 
         list = item->next;
         item->next = NULL;
-        if (!prepare_attempt(lg, item))
+        if (!batchable(lg, item))
             continue;
         ready[n++] = item;
         if (n == BATCH_MAX) {
-            flush_batch(lg, ready, n, REDO_START);
+            flush_batch(lg, ready, n, redo);
             n = 0;
         }
     }
-    flush_batch(lg, ready, n, REDO_START);
+    flush_batch(lg, ready, n, redo);
+}
+
+/* Collect, record the dispatch, call the model: for a list of claimed
+ * runs. */
+static void
+start_attempts(struct ledger *lg, struct rl_item *list)
+{
+    batch_list(lg, list, REDO_START, prepare_attempt);
 }
 
 /* Turns a model result into one durable state. */
@@ -751,33 +762,25 @@ handle_result(struct ledger *lg, struct rl_item *item)
     }
 }
 
-/* Results of a list of calls: the answers of runs without an approval gate
- * complete BATCH_MAX to a statement; every other result is handled on its
- * own. */
+/* An answer of a run without an approval gate joins a completion batch;
+ * every other result is handled on its own. */
+static int
+answer_batchable(struct ledger *lg, struct rl_item *item)
+{
+    if (item->call.outcome != RL_MODEL_OK || !lg->db ||
+        rl_approval_required(item->request_json)) {
+        handle_result(lg, item);
+        return 0;
+    }
+    result_arrived(lg, item);
+    return 1;
+}
+
+/* Results of a list of calls, the answers BATCH_MAX to a statement. */
 static void
 handle_results(struct ledger *lg, struct rl_item *list)
 {
-    struct rl_item *answered[BATCH_MAX];
-    size_t n = 0;
-
-    while (list) {
-        struct rl_item *item = list;
-
-        list = item->next;
-        item->next = NULL;
-        if (item->call.outcome != RL_MODEL_OK || !lg->db ||
-            rl_approval_required(item->request_json)) {
-            handle_result(lg, item);
-            continue;
-        }
-        result_arrived(lg, item);
-        answered[n++] = item;
-        if (n == BATCH_MAX) {
-            flush_batch(lg, answered, n, REDO_RESULT);
-            n = 0;
-        }
-    }
-    flush_batch(lg, answered, n, REDO_RESULT);
+    batch_list(lg, list, REDO_RESULT, answer_batchable);
 }
 
 /* Registers and claims up to 512 runs of batch in one round trip.

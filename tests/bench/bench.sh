@@ -418,36 +418,66 @@ zero_rss_mb=
 
 # ---- Runledger scenarios ----------------------------------------------------
 
-# ours NAME LATENCY_MS EVENTS MAX_IN_FLIGHT: one consumer process.
-ours() {
-    local name=$1 latency=$2 n=$3 cap=$4
-    local db=bench_$name topic=bench.$name.schedules notify=bench.$name.notifications
-    local want t0 t1 tprod pid hwm done_runs timeout=0 rps ov inflight line bound cpu
+# ledger_db DB: a fresh database with the ledger's schema.
+ledger_db() {
+    fresh_db "$1"
+    "$bin" migrate --database-url "$(url_of "$1")" >/dev/null 2>"$work/$1.migrate.log" ||
+        die "migrate failed (log: $work/$1.migrate.log)"
+}
 
-    log "$name: $n events, stub latency ${latency} ms, RUNLEDGER_MAX_IN_FLIGHT=$cap"
-    fresh_db "$db"
-    "$bin" migrate --database-url "$(url_of "$db")" >/dev/null 2>"$work/$name.migrate.log" ||
-        die "migrate failed (log: $work/$name.migrate.log)"
+# consumer_start NAME EVENTS LATENCY_MS MAX_IN_FLIGHT HTTP_PORT: database
+# bench_NAME, topics, a stub at LATENCY_MS, EVENTS events in
+# NAME.events.tsv, and one `runledger consume` (pid) that has taken a
+# warm-up run end to end (group joined, statements prepared) before the
+# clock starts; the stub's counters are reset after it.
+consumer_start() {
+    local name=$1 n=$2 latency=$3 cap=$4 port=$5
+    local db=bench_$name topic=bench.$name.schedules notify=bench.$name.notifications
+
+    ledger_db "$db"
     topics "$topic:4" "$notify:4" "bench.$name.dlq:1"
     stub_start "$name" "$latency"
     gen "bench-$name-warmup" 1 "$work/$name.warmup.tsv"
     gen "bench-$name" "$n" "$work/$name.events.tsv"
-
     env DATABASE_URL="$(url_of "$db")" KAFKA_BOOTSTRAP_SERVERS="$bootstrap" \
         MODEL_BASE_URL="$stub_base/v1" RUNLEDGER_TOPIC="$topic" \
         RUNLEDGER_NOTIFY_TOPIC="$notify" RUNLEDGER_DLQ_TOPIC="bench.$name.dlq" \
         RUNLEDGER_GROUP_ID="bench-$name" RUNLEDGER_WORKER_ID="bench-$name-w0" \
-        RUNLEDGER_HTTP_PORT=0 RUNLEDGER_MAX_IN_FLIGHT="$cap" \
+        RUNLEDGER_HTTP_PORT="$port" RUNLEDGER_MAX_IN_FLIGHT="$cap" \
         "$bin" consume >/dev/null 2>"$work/$name.consumer.log" &
     pid=$!
     pids+=("$pid")
-
-    # Warm-up: one run end to end proves the group is joined and the
-    # statements are prepared; the clock starts after it.
     produce "$topic" "$work/$name.warmup.tsv"
     wait_count "$db" "SELECT count(*) FROM outbox_delivered" 2 120 ||
         die "$name: the warm-up run was not delivered in 120 s (log: $work/$name.consumer.log)"
     stub_reset
+}
+
+# run_figures NAME T0: after a scenario, sets done_runs, rps (completed
+# runs / (last delivery - T0)), t1 and ov ("p50 p99" per-run overhead in
+# ms: completed_at - created_at - the model's latency).
+run_figures() {
+    local name=$1 t0=$2 db=bench_$1
+    t1=$(DB=$db q "SELECT extract(epoch FROM max(delivered_at)) FROM outbox_delivered")
+    done_runs=$(DB=$db q "SELECT count(*) FROM runs WHERE status = 'completed' AND job = 'bench-$name'")
+    rps=$(calc "$done_runs / ($t1 - $t0)")
+    ov=$(DB=$db q "SELECT round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ov)::numeric, 2) || ' ' ||
+                         round(percentile_cont(0.99) WITHIN GROUP (ORDER BY ov)::numeric, 2)
+                    FROM (SELECT extract(epoch FROM r.completed_at - r.created_at) * 1000
+                                 - coalesce(sum(a.latency_ms), 0) AS ov
+                            FROM runs r JOIN attempts a USING (run_id)
+                           WHERE r.status = 'completed' AND r.job = 'bench-$name'
+                           GROUP BY r.run_id, r.completed_at, r.created_at) s")
+}
+
+# ours NAME LATENCY_MS EVENTS MAX_IN_FLIGHT: one consumer process.
+ours() {
+    local name=$1 latency=$2 n=$3 cap=$4
+    local db=bench_$name topic=bench.$name.schedules
+    local want t0 t1 tprod pid hwm done_runs timeout=0 rps ov inflight line bound cpu
+
+    log "$name: $n events, stub latency ${latency} ms, RUNLEDGER_MAX_IN_FLIGHT=$cap"
+    consumer_start "$name" "$n" "$latency" "$cap" 0
     measure_begin "$db"
     cpu_begin "$pid"
 
@@ -461,16 +491,7 @@ ours() {
     hwm=$(hwm_kb "$pid")
     inflight=$(stub_stat max_in_flight)
     kill -0 "$pid" 2>/dev/null || die "$name: the consumer died (log: $work/$name.consumer.log)"
-    t1=$(DB=$db q "SELECT extract(epoch FROM max(delivered_at)) FROM outbox_delivered")
-    done_runs=$(DB=$db q "SELECT count(*) FROM runs WHERE status = 'completed' AND job = 'bench-$name'")
-    rps=$(calc "$done_runs / ($t1 - $t0)")
-    ov=$(DB=$db q "SELECT round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ov)::numeric, 2) || ' ' ||
-                         round(percentile_cont(0.99) WITHIN GROUP (ORDER BY ov)::numeric, 2)
-                    FROM (SELECT extract(epoch FROM r.completed_at - r.created_at) * 1000
-                                 - coalesce(sum(a.latency_ms), 0) AS ov
-                            FROM runs r JOIN attempts a USING (run_id)
-                           WHERE r.status = 'completed' AND r.job = 'bench-$name'
-                           GROUP BY r.run_id, r.completed_at, r.created_at) s")
+    run_figures "$name" "$t0"
     stop_pid "$pid" 40
     stop_pid "$stub_pid" 10
 
@@ -537,34 +558,15 @@ PY
 # (completion -> delivered) p99, and the relay batch latency per minute.
 paced() {
     local name=$1 rate=$2 secs=$3
-    local db=bench_$name topic=bench.$name.schedules notify=bench.$name.notifications
+    local db=bench_$name topic=bench.$name.schedules
     local n port pid pace_pid t0 t1 hwm done_runs timeout=0 rps ov line
     local backlog_file=$work/$name.backlog.txt minutes_file=$work/$name.relay_minutes.txt
     local next_min c0 s0 c1 s1 elapsed stats lat bl_p50 bl_p99 bl_max cpu
 
     n=$(calc "int($rate * $secs)")
     log "$name: $n events at $rate/s for ${secs} s, stub latency 0 ms"
-    fresh_db "$db"
-    "$bin" migrate --database-url "$(url_of "$db")" >/dev/null 2>"$work/$name.migrate.log" ||
-        die "migrate failed (log: $work/$name.migrate.log)"
-    topics "$topic:4" "$notify:4" "bench.$name.dlq:1"
-    stub_start "$name" 0
-    gen "bench-$name-warmup" 1 "$work/$name.warmup.tsv"
-    gen "bench-$name" "$n" "$work/$name.events.tsv"
     port=$(free_port)
-
-    env DATABASE_URL="$(url_of "$db")" KAFKA_BOOTSTRAP_SERVERS="$bootstrap" \
-        MODEL_BASE_URL="$stub_base/v1" RUNLEDGER_TOPIC="$topic" \
-        RUNLEDGER_NOTIFY_TOPIC="$notify" RUNLEDGER_DLQ_TOPIC="bench.$name.dlq" \
-        RUNLEDGER_GROUP_ID="bench-$name" RUNLEDGER_WORKER_ID="bench-$name-w0" \
-        RUNLEDGER_HTTP_PORT="$port" RUNLEDGER_MAX_IN_FLIGHT="$max_in_flight" \
-        "$bin" consume >/dev/null 2>"$work/$name.consumer.log" &
-    pid=$!
-    pids+=("$pid")
-    produce "$topic" "$work/$name.warmup.tsv"
-    wait_count "$db" "SELECT count(*) FROM outbox_delivered" 2 120 ||
-        die "$name: the warm-up run was not delivered in 120 s (log: $work/$name.consumer.log)"
-    stub_reset
+    consumer_start "$name" "$n" 0 "$max_in_flight" "$port"
     measure_begin "$db"
     cpu_begin "$pid"
 
@@ -597,16 +599,7 @@ paced() {
     measure_end "$db"
     hwm=$(hwm_kb "$pid")
     kill -0 "$pid" 2>/dev/null || die "$name: the consumer died (log: $work/$name.consumer.log)"
-    t1=$(DB=$db q "SELECT extract(epoch FROM max(delivered_at)) FROM outbox_delivered")
-    done_runs=$(DB=$db q "SELECT count(*) FROM runs WHERE status = 'completed' AND job = 'bench-$name'")
-    rps=$(calc "$done_runs / ($t1 - $t0)")
-    ov=$(DB=$db q "SELECT round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ov)::numeric, 2) || ' ' ||
-                         round(percentile_cont(0.99) WITHIN GROUP (ORDER BY ov)::numeric, 2)
-                    FROM (SELECT extract(epoch FROM r.completed_at - r.created_at) * 1000
-                                 - coalesce(sum(a.latency_ms), 0) AS ov
-                            FROM runs r JOIN attempts a USING (run_id)
-                           WHERE r.status = 'completed' AND r.job = 'bench-$name'
-                           GROUP BY r.run_id, r.completed_at, r.created_at) s")
+    run_figures "$name" "$t0"
     lat=$(DB=$db q "SELECT round((percentile_cont(0.99) WITHIN GROUP (ORDER BY
                           extract(epoch FROM delivered_at - created_at)) * 1000)::numeric, 1)
                      FROM outbox_delivered")
@@ -648,9 +641,7 @@ ceiling_run() {
     db=bench_ceiling_${label}_$c
     tps=
     log "ceiling ($label): pgbench, $c clients, ${ceiling_seconds} s"
-    fresh_db "$db"
-    "$bin" migrate --database-url "$(url_of "$db")" >/dev/null 2>"$work/$db.migrate.log" ||
-        die "migrate failed (log: $work/$db.migrate.log)"
+    ledger_db "$db"
     measure_begin "$db"
     # A script that no longer matches the schema (db.c moved on) fails
     # this line only, not the whole bench.
