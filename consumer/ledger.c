@@ -998,8 +998,11 @@ heartbeat(struct ledger *lg)
     epochs = calloc(lg->live_count, sizeof(*epochs));
     held = calloc(lg->live_count, sizeof(*held));
     items = calloc(lg->live_count, sizeof(*items));
-    if (!ids || !epochs || !held || !items)
+    if (!ids || !epochs || !held || !items) {
+        rl_log_warn(NULL, "could not renew %zu leases: out of memory",
+                    lg->live_count);
         goto done;
+    }
     for (struct rl_item *it = lg->live; it; it = it->live_next) {
         ids[n] = it->run_id;
         epochs[n] = it->lease_epoch;
@@ -1112,9 +1115,10 @@ rl_ledger_main(void *arg)
     lg.seed = (unsigned int)now_ms();
 
     for (;;) {
-        int64_t now = now_ms();
+        int64_t now;
         struct rl_item *batch;
         int stopping = atomic_load(&pl->stopping);
+        int claimed = 0;
 
         if (ensure_db(&lg) && lg.retry)
             redo_deferred(&lg);
@@ -1138,9 +1142,14 @@ rl_ledger_main(void *arg)
         } else if (lg.db && (batch = rl_queue_take(&pl->intake,
                                                    (size_t)lg.cfg->db_batch))) {
             claim_intake(&lg, batch);
-            continue;
+            claimed = 1;
         }
 
+        /* Leases are renewed and the sweeper runs on time even while a
+         * backlog keeps the intake busy: a lease left to expire under load
+         * would let another worker's sweeper take a run whose call is still
+         * in flight. */
+        now = now_ms();
         if (lg.db && now >= lg.next_heartbeat) {
             heartbeat(&lg);
             lg.next_heartbeat = now + lg.cfg->lease_seconds * 1000LL / 3;
@@ -1165,7 +1174,8 @@ rl_ledger_main(void *arg)
             (lg.live_count == 0 ||
              (atomic_load(&pl->abandon) && lg.live_count == count(lg.retry))))
             break;
-        wait_for_work(&lg, 50);
+        if (!claimed)
+            wait_for_work(&lg, 50);
     }
     /* Deferred writes that never found a connection: their leases expire
      * and the sweeper of another worker takes the runs over. */
