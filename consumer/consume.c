@@ -284,11 +284,16 @@ intake(struct kstate *ks, rd_kafka_message_t *rkm)
     rl_pipeline_wake(pl);
 }
 
+/* Pauses the partitions at the in-flight cap and resumes them once a
+ * sixteenth of it is free again: a wide gap let the calls in flight sag
+ * to three quarters of the cap between refills (slow5s bench: 62% of the
+ * cap's throughput), a narrow one only pauses and resumes more often. */
 static void
 flow_control(struct kstate *ks)
 {
     long in_flight = atomic_load(&ks->pl->in_flight);
     long cap = ks->pl->cfg->max_in_flight;
+    long gap = cap / 16 > 0 ? cap / 16 : 1;
 
     if (!ks->assignment)
         return;
@@ -296,7 +301,7 @@ flow_control(struct kstate *ks)
         rd_kafka_pause_partitions(ks->rk, ks->assignment);
         ks->paused = 1;
     } else if (ks->paused && !atomic_load(&ks->pl->stopping) &&
-               in_flight <= cap * 3 / 4) {
+               in_flight <= cap - gap) {
         rd_kafka_resume_partitions(ks->rk, ks->assignment);
         ks->paused = 0;
     }

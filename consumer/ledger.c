@@ -271,8 +271,10 @@ budget_estimate(const struct ledger *lg, const struct rl_item *item)
     return (int64_t)((bytes + 3) / 4) + completion;
 }
 
-/* The most runs one batch statement carries. */
-#define BATCH_MAX 512
+/* The most runs one dispatch or completion statement carries: a
+ * completion of 256 runs queues 512 notifications at once, what the relay
+ * (1000 rows a batch) takes in one go. */
+#define BATCH_MAX 256
 
 /* Puts the n items of a batch whose statement failed (not a refusal) on
  * the retry list, as defer() does for one. */
