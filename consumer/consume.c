@@ -284,16 +284,16 @@ intake(struct kstate *ks, rd_kafka_message_t *rkm)
     rl_pipeline_wake(pl);
 }
 
-/* Pauses the partitions at the in-flight cap and resumes them once a
- * sixteenth of it is free again: a wide gap let the calls in flight sag
- * to three quarters of the cap between refills (slow5s bench: 62% of the
- * cap's throughput), a narrow one only pauses and resumes more often. */
+/* Pauses the partitions at the in-flight cap and resumes them at three
+ * quarters of it. librdkafka drops a paused partition's prefetched
+ * messages and fetches them again on resume, so the gap keeps pauses rare;
+ * a sixteenth of the cap instead made no difference to throughput at 5,000
+ * calls of 5 s in flight (bench slow5s: 636 against 622 runs/s). */
 static void
 flow_control(struct kstate *ks)
 {
     long in_flight = atomic_load(&ks->pl->in_flight);
     long cap = ks->pl->cfg->max_in_flight;
-    long gap = cap / 16 > 0 ? cap / 16 : 1;
 
     if (!ks->assignment)
         return;
@@ -301,7 +301,7 @@ flow_control(struct kstate *ks)
         rd_kafka_pause_partitions(ks->rk, ks->assignment);
         ks->paused = 1;
     } else if (ks->paused && !atomic_load(&ks->pl->stopping) &&
-               in_flight <= cap - gap) {
+               in_flight <= cap * 3 / 4) {
         rd_kafka_resume_partitions(ks->rk, ks->assignment);
         ks->paused = 0;
     }

@@ -458,6 +458,23 @@ done:
     free(res);
 }
 
+/* What the attempt that answered returned, as the ledger records it. */
+static struct rl_attempt_ok
+attempt_ok(const struct rl_item *item)
+{
+    const struct rl_model_call *call = &item->call;
+
+    return (struct rl_attempt_ok){
+        .attempt_no = item->attempt_no,
+        .http_status = (int)call->http_status,
+        .upstream_request_id = call->upstream_request_id,
+        .prompt_tokens = call->prompt_tokens,
+        .completion_tokens = call->completion_tokens,
+        .cached_tokens = call->cached_tokens,
+        .latency_ms = call->latency_ms,
+    };
+}
+
 /* An approval-required run's answer becomes its immutable proposal and the
  * run waits for a human (schema/006_approval.sql): nothing is queued for
  * the relay until `runs approve` records an approval bound to the
@@ -472,15 +489,7 @@ propose(struct ledger *lg, struct rl_item *item, const struct rl_log_ctx *ctx)
     char digest[RL_HEX_SIZE];
     char errstr[512];
     enum rl_propose_status status = RL_PROPOSE_WAITING;
-    struct rl_attempt_ok oc = {
-        .attempt_no = item->attempt_no,
-        .http_status = (int)call->http_status,
-        .upstream_request_id = call->upstream_request_id,
-        .prompt_tokens = call->prompt_tokens,
-        .completion_tokens = call->completion_tokens,
-        .cached_tokens = call->cached_tokens,
-        .latency_ms = call->latency_ms,
-    };
+    struct rl_attempt_ok oc = attempt_ok(item);
     int err;
 
     rl_failpoint("after_model_response");
@@ -537,16 +546,7 @@ complete_batch(struct ledger *lg, struct rl_item **items, size_t n)
             .run_id = items[i]->run_id,
             .lease_epoch = items[i]->lease_epoch,
             .output_json = rl_model_output_json(call),
-            .oc =
-                {
-                    .attempt_no = items[i]->attempt_no,
-                    .http_status = (int)call->http_status,
-                    .upstream_request_id = call->upstream_request_id,
-                    .prompt_tokens = call->prompt_tokens,
-                    .completion_tokens = call->completion_tokens,
-                    .cached_tokens = call->cached_tokens,
-                    .latency_ms = call->latency_ms,
-                },
+            .oc = attempt_ok(items[i]),
         };
         reqs[i].n_channels = channels_of(items[i]->request_json, &channels[i]);
         reqs[i].channels = (const char *const *)channels[i];

@@ -48,6 +48,20 @@ claim_won(struct rl_db *db, struct fixture_run *runs, size_t n, int64_t *epochs)
     }
 }
 
+/* The dispatch requests of runs[0..n) under their leases, each reserving
+ * estimate tokens. */
+static void
+dispatch_reqs(const struct fixture_run *runs, const int64_t *epochs, size_t n,
+              int64_t estimate, struct rl_dispatch_req *reqs)
+{
+    for (size_t i = 0; i < n; i++) {
+        reqs[i].run_id = runs[i].run_id;
+        reqs[i].lease_epoch = epochs[i];
+        reqs[i].idempotency_key = runs[i].run_id;
+        reqs[i].estimate = estimate;
+    }
+}
+
 /* Dispatches runs[0..n) under their leases; every one must be recorded
  * as attempt 1. */
 static void
@@ -60,12 +74,7 @@ dispatch_won(struct rl_db *db, struct fixture_run *runs, size_t n,
     int err;
 
     RL_REQUIRE(n <= BATCH);
-    for (size_t i = 0; i < n; i++) {
-        reqs[i].run_id = runs[i].run_id;
-        reqs[i].lease_epoch = epochs[i];
-        reqs[i].idempotency_key = runs[i].run_id;
-        reqs[i].estimate = 100;
-    }
+    dispatch_reqs(runs, epochs, n, 100, reqs);
     err = rl_db_dispatch_runs(db, reqs, n, "w1", 1000, out, errstr,
                               sizeof(errstr));
     if (err != 0)
@@ -132,12 +141,8 @@ dispatch_refuses_only_stale_and_redo_adds_nothing(struct rl_db *db,
     struct rl_dispatch_res out[BATCH];
     char errstr[512];
 
-    for (int i = 0; i < BATCH; i++) {
-        reqs[i].run_id = runs[i].run_id;
-        reqs[i].lease_epoch = i == STALE ? epochs[i] + 1 : epochs[i];
-        reqs[i].idempotency_key = runs[i].run_id;
-        reqs[i].estimate = 100;
-    }
+    dispatch_reqs(runs, epochs, BATCH, 100, reqs);
+    reqs[STALE].lease_epoch = epochs[STALE] + 1;
     for (int pass = 0; pass < 2; pass++) {
         RL_CHECK_INTEQ(rl_db_dispatch_runs(db, reqs, BATCH, "w1", 1000, out,
                                            errstr, sizeof(errstr)),
@@ -429,12 +434,7 @@ budget_defers_only_its_run(struct rl_db *db)
     runs[0].reg.tenant = "tenant-capped";
     fixture_run_init(&runs[1], "budget-free", request, NULL);
     claim_won(db, runs, 2, epochs);
-    for (int i = 0; i < 2; i++) {
-        reqs[i].run_id = runs[i].run_id;
-        reqs[i].lease_epoch = epochs[i];
-        reqs[i].idempotency_key = runs[i].run_id;
-        reqs[i].estimate = 1000;
-    }
+    dispatch_reqs(runs, epochs, 2, 1000, reqs);
     RL_CHECK_INTEQ(rl_db_dispatch_runs(db, reqs, 2, "w1", 1000, out, errstr,
                                        sizeof(errstr)),
                    0);
@@ -474,16 +474,12 @@ budget_defers_only_its_run(struct rl_db *db)
     fixture_run_init(&runs[1], "budget-roomy-b", request, NULL);
     runs[1].reg.tenant = "tenant-roomy";
     claim_won(db, runs, 2, epochs);
-    for (int i = 0; i < 2; i++) {
-        reqs[i].run_id = runs[i].run_id;
-        reqs[i].lease_epoch = epochs[i];
-        reqs[i].idempotency_key = runs[i].run_id;
-        reqs[i].estimate = 1000;
-    }
+    dispatch_reqs(runs, epochs, 2, 1000, reqs);
     RL_CHECK_INTEQ(rl_db_dispatch_runs(db, reqs, 2, "w1", 1000, out, errstr,
                                        sizeof(errstr)),
                    0);
-    /* runs are dispatched in (tenant, job) order: -a reserves first */
+    /* budgeted runs are dispatched in (tenant, job, run_id) order: -a's
+     * run id sorts first, so it reserves first */
     RL_CHECK_INTEQ(out[0].err, 0);
     RL_CHECK_INTEQ(out[0].status, RL_DISPATCH_RECORDED);
     RL_CHECK_INTEQ(out[0].attempt_no, 1);
