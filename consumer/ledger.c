@@ -437,6 +437,13 @@ dispatch_batch(struct ledger *lg, struct rl_item **items, size_t n)
             finish(lg, item);
             continue;
         }
+        if (res[i].status == RL_DISPATCH_DEADLINE) {
+            /* Claimed in time, but the deadline passed before this
+             * statement: nothing was sent, nothing may be. */
+            give_up(lg, item, "failed", "deadline",
+                    "the run's deadline passed before it was dispatched");
+            continue;
+        }
         if (res[i].status != RL_DISPATCH_RECORDED) {
             /* Already pending (until the next window, or until the calls
              * in flight settled), in the statement that refused the
@@ -560,12 +567,12 @@ complete_batch(struct ledger *lg, struct rl_item **items, size_t n)
         /* The database refused a value of one run (an output jsonb
          * rejects): it must not hold up the others, so they complete one
          * at a time and only it fails. */
+        size_t i;
+
         rl_log_warn(NULL,
                     "could not complete %zu runs: %s; completing them "
                     "one by one",
                     n, errstr);
-        size_t i;
-
         for (i = 0; i < n && lg->db; i++)
             complete_batch(lg, &items[i], 1);
         for (; i < n; i++)

@@ -38,7 +38,10 @@ $fn$;
 
 -- Records the dispatch of each run (p_run_ids[k] under p_epochs[k], with
 -- idempotency key p_keys[k]) as rl_dispatch_within_budget does, with
--- p_estimates[k] tokens reserved when a budget covers the run. Returns one
+-- p_estimates[k] tokens reserved when a budget covers the run, unless the
+-- run's deadline has passed: then nothing is written and the result is
+-- 'deadline' (a run is never dispatched after its deadline, however late
+-- its claim was). Returns one
 -- row per input element, ord naming it, with rl_dispatch_within_budget's
 -- columns. Tenants without budgets (the common case) take one
 -- set-based statement; when any run of the batch has a budget, the runs
@@ -86,6 +89,16 @@ BEGIN
               LEFT JOIN runs r ON r.run_id = u.run_id
              ORDER BY r.tenant, r.job, u.run_id, u.ord
         LOOP
+            IF EXISTS (SELECT 1 FROM runs r
+                        WHERE r.run_id = v_run.run_id
+                          AND r.lock_owner = p_worker
+                          AND r.lease_epoch = v_run.epoch
+                          AND r.status = 'running'
+                          AND r.deadline_at <= now()) THEN
+                RETURN QUERY SELECT v_run.ord, 'deadline'::text,
+                                    NULL::integer, NULL::text, NULL::text;
+                CONTINUE;
+            END IF;
             RETURN QUERY
             SELECT v_run.ord, d.result, d.attempt_no, d.next_window, d.detail
               FROM rl_dispatch_within_budget(v_run.run_id, p_worker,
@@ -101,7 +114,8 @@ BEGIN
           FROM unnest(p_run_ids, p_epochs, p_keys) WITH ORDINALITY
                AS u(run_id, epoch, key, ord)
     ), lease AS (
-        SELECT DISTINCT ON (u.run_id) u.run_id, u.epoch, u.key
+        SELECT DISTINCT ON (u.run_id) u.run_id, u.epoch, u.key,
+               coalesce(r.deadline_at <= now(), false) AS late
           FROM u JOIN runs r ON r.run_id = u.run_id
          WHERE r.lock_owner = p_worker AND r.lease_epoch = u.epoch
            AND r.status = 'running'
@@ -111,13 +125,13 @@ BEGIN
         SELECT DISTINCT ON (a.run_id) a.run_id, a.attempt_no
           FROM attempts a JOIN lease l ON l.run_id = a.run_id
          WHERE a.lease_epoch = l.epoch AND a.worker = p_worker
-           AND a.outcome IS NULL
+           AND a.outcome IS NULL AND NOT l.late
          ORDER BY a.run_id, a.attempt_no DESC
     ), bumped AS (
         UPDATE runs r
            SET attempts = r.attempts + 1, updated_at = now()
           FROM lease l
-         WHERE r.run_id = l.run_id
+         WHERE r.run_id = l.run_id AND NOT l.late
            AND NOT EXISTS (SELECT 1 FROM prior p WHERE p.run_id = l.run_id)
         RETURNING r.run_id, r.attempts, l.epoch, l.key
     ), ins AS (
@@ -129,11 +143,13 @@ BEGIN
         RETURNING attempts.run_id, attempts.attempt_no
     )
     SELECT u.ord,
-           CASE WHEN coalesce(i.attempt_no, p.attempt_no) IS NULL
+           CASE WHEN l.late THEN 'deadline'
+                WHEN coalesce(i.attempt_no, p.attempt_no) IS NULL
                 THEN 'stale' ELSE 'dispatched' END,
            coalesce(i.attempt_no, p.attempt_no),
            NULL::text, NULL::text
       FROM u
+      LEFT JOIN lease l ON l.run_id = u.run_id AND l.epoch = u.epoch
       LEFT JOIN ins i ON i.run_id = u.run_id
       LEFT JOIN prior p ON p.run_id = u.run_id
      ORDER BY u.ord;

@@ -1914,6 +1914,8 @@ rl_db_dispatch_runs(struct rl_db *db, const struct rl_dispatch_req *reqs,
         if (strcmp(result, "dispatched") == 0) {
             out[k].status = RL_DISPATCH_RECORDED;
             out[k].attempt_no = (int)int_value(res, row, 2, 0);
+        } else if (strcmp(result, "deadline") == 0) {
+            out[k].status = RL_DISPATCH_DEADLINE;
         } else if (strcmp(result, "deferred") == 0 ||
                    strcmp(result, "wait") == 0) {
             out[k].status =
@@ -2827,7 +2829,11 @@ rl_db_dispatch_within_budget(struct rl_db *db, const char *run_id,
     }
     *status = res.status;
     *attempt_no = res.attempt_no;
-    if (res.status != RL_DISPATCH_RECORDED) {
+    if (res.status == RL_DISPATCH_DEADLINE) {
+        set_err(errstr, errstr_size,
+                "could not record dispatch of run %s: its deadline has passed",
+                run_id);
+    } else if (res.status != RL_DISPATCH_RECORDED) {
         if (next_window)
             snprintf(next_window, RL_TIME_UTC_SIZE, "%s", res.next_window);
         set_err(errstr, errstr_size, "%s", res.detail);

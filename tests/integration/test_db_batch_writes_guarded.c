@@ -6,7 +6,7 @@
  * one outbox row per distinct channel, never changes a stored output,
  * writes nothing at all when the database refuses one value of the batch,
  * and reports an unknown run by itself. A budget defers its own run
- * only. */
+ * only, and a run whose deadline passed is never dispatched. */
 #include <string.h>
 
 #include "rl/db.h"
@@ -495,6 +495,58 @@ budget_defers_only_its_run(struct rl_db *db)
                    1);
 }
 
+/* A run whose deadline passed after its claim is never dispatched: the
+ * batch says so for it alone, writes nothing for it, and the run beside it
+ * is dispatched. Also through the budget path. */
+static void
+late_run_never_dispatched(struct rl_db *db)
+{
+    struct fixture_run runs[2];
+    int64_t epochs[2];
+    struct rl_dispatch_req reqs[2];
+    struct rl_dispatch_res out[2];
+    char errstr[512];
+
+    for (int pass = 0; pass < 2; pass++) {
+        fixture_run_init(&runs[0], pass ? "late-budget" : "late", request,
+                         NULL);
+        fixture_run_init(&runs[1], pass ? "in-time-budget" : "in-time", request,
+                         NULL);
+        if (pass) {
+            /* a budget on the tenant takes the one-by-one path */
+            runs[0].reg.tenant = runs[1].reg.tenant = "tenant-late";
+            RL_REQUIRE(rl_db_budget_set(db, "tenant-late", NULL, 1000000,
+                                        "test", errstr, sizeof(errstr)) == 0);
+        }
+        claim_won(db, runs, 2, epochs);
+        RL_REQUIRE(fixture_int(db,
+                               "UPDATE runs SET deadline_at = now() - "
+                               "interval '1 second' WHERE run_id = $1 "
+                               "RETURNING 1",
+                               runs[0].run_id) == 1);
+        dispatch_reqs(runs, epochs, 2, 100, reqs);
+        RL_CHECK_INTEQ(rl_db_dispatch_runs(db, reqs, 2, "w1", 1000, out, errstr,
+                                           sizeof(errstr)),
+                       0);
+        RL_CHECK_INTEQ(out[0].err, 0);
+        RL_CHECK_INTEQ(out[0].status, RL_DISPATCH_DEADLINE);
+        RL_CHECK_INTEQ(out[0].attempt_no, 0);
+        RL_CHECK_INTEQ(out[1].err, 0);
+        RL_CHECK_INTEQ(out[1].status, RL_DISPATCH_RECORDED);
+        RL_CHECK_INTEQ(out[1].attempt_no, 1);
+        RL_CHECK_INTEQ(fixture_int(db,
+                                   "SELECT count(*) FROM attempts "
+                                   "WHERE run_id = $1",
+                                   runs[0].run_id),
+                       0);
+        RL_CHECK_INTEQ(fixture_int(db,
+                                   "SELECT attempts FROM runs "
+                                   "WHERE run_id = $1",
+                                   runs[0].run_id),
+                       0);
+    }
+}
+
 int
 main(void)
 {
@@ -514,6 +566,7 @@ main(void)
     refused_output_writes_nothing(db);
     unknown_run_reported_alone(db);
     budget_defers_only_its_run(db);
+    late_run_never_dispatched(db);
     fixture_drop(db, schema);
     RL_TEST_END();
 }

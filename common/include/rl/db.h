@@ -514,8 +514,10 @@ enum rl_dispatch_status {
     RL_DISPATCH_DEFERRED, /* a budget is spent for today: no attempt was
                              recorded and the run is already pending until
                              the next UTC day (error_class "budget") */
-    RL_DISPATCH_WAIT      /* only reservations of calls in flight stand in
+    RL_DISPATCH_WAIT,     /* only reservations of calls in flight stand in
                              the way: as DEFERRED, due again after wait_ms */
+    RL_DISPATCH_DEADLINE  /* the run's deadline has passed: nothing was
+                             recorded; fail the run (error_class deadline) */
 };
 
 /* rl_db_record_dispatch, reserving estimate tokens first against every
