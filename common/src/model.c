@@ -772,8 +772,9 @@ drive(struct rl_model *m)
         if (fd == m->wakefd) {
             uint64_t count;
 
+            /* Drains the wake-ups; EAGAIN when there were none left. */
             if (read(m->wakefd, &count, sizeof(count)) < 0)
-                continue; /* nothing to drain */
+                count = 0;
             continue;
         }
         if (events[i].events & EPOLLIN)
@@ -1019,9 +1020,7 @@ rl_model_new(const struct rl_model_config *cfg,
     m->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (m->epfd < 0 || m->wakefd < 0) {
         set_err(errstr, errstr_size,
-                "could not create the model's event "
-                "loop: %s",
-                strerror(errno));
+                "could not create the model's event loop: %s", strerror(errno));
         goto fail;
     }
     {
