@@ -2841,6 +2841,29 @@ rl_db_dispatch_within_budget(struct rl_db *db, const char *run_id,
     return 0;
 }
 
+/* An operator's write: the configured schema, then one statement. *rows
+ * (may be NULL) receives the rows it touched. Returns 0 or the error, with
+ * errstr "could not <what>: ...". */
+static int
+ops_write(struct rl_db *db, const char *sql, int nparams,
+          const char *const *params, const char *what, int *rows, char *errstr,
+          size_t errstr_size)
+{
+    PGresult *res;
+    int err = RL_ERR_DB;
+
+    if (apply_schema(db, errstr, errstr_size) != 0)
+        return RL_ERR_DB;
+    res =
+        exec_simple(db, sql, nparams, params, &err, errstr, errstr_size, what);
+    if (!res)
+        return err;
+    if (rows)
+        *rows = atoi(PQcmdTuples(res));
+    PQclear(res);
+    return 0;
+}
+
 int
 rl_db_budget_set(struct rl_db *db, const char *tenant, const char *job,
                  int64_t daily_tokens, const char *actor, char *errstr,
@@ -2848,18 +2871,10 @@ rl_db_budget_set(struct rl_db *db, const char *tenant, const char *job,
 {
     char tokens[32];
     const char *params[4] = {tenant, job, tokens, actor};
-    PGresult *res;
-    int err = RL_ERR_DB;
 
     snprintf(tokens, sizeof(tokens), "%" PRId64, daily_tokens);
-    if (apply_schema(db, errstr, errstr_size) != 0)
-        return RL_ERR_DB;
-    res = exec_simple(db, ops_budget_set, 4, params, &err, errstr, errstr_size,
-                      "set the budget");
-    if (!res)
-        return err;
-    PQclear(res);
-    return 0;
+    return ops_write(db, ops_budget_set, 4, params, "set the budget", NULL,
+                     errstr, errstr_size);
 }
 
 int
@@ -2867,18 +2882,12 @@ rl_db_budget_remove(struct rl_db *db, const char *tenant, const char *job,
                     char *errstr, size_t errstr_size)
 {
     const char *params[2] = {tenant, job};
-    PGresult *res;
-    int err = RL_ERR_DB;
-    int rows;
+    int rows = 0;
+    int err = ops_write(db, ops_budget_remove, 2, params, "remove the budget",
+                        &rows, errstr, errstr_size);
 
-    if (apply_schema(db, errstr, errstr_size) != 0)
-        return RL_ERR_DB;
-    res = exec_simple(db, ops_budget_remove, 2, params, &err, errstr,
-                      errstr_size, "remove the budget");
-    if (!res)
+    if (err)
         return err;
-    rows = atoi(PQcmdTuples(res));
-    PQclear(res);
     if (rows == 0) {
         set_err(errstr, errstr_size,
                 "could not remove the budget of %s%s%s: there is none", tenant,
@@ -3177,19 +3186,12 @@ rl_db_approver_add(struct rl_db *db, const char *tenant, const char *actor,
                    int *added, char *errstr, size_t errstr_size)
 {
     const char *params[2] = {tenant, actor};
-    PGresult *res;
-    int err = RL_ERR_DB;
+    int rows = 0;
+    int err = ops_write(db, ops_approver_add, 2, params, "add the approver",
+                        &rows, errstr, errstr_size);
 
-    *added = 0;
-    if (apply_schema(db, errstr, errstr_size) != 0)
-        return RL_ERR_DB;
-    res = exec_simple(db, ops_approver_add, 2, params, &err, errstr,
-                      errstr_size, "add the approver");
-    if (!res)
-        return err;
-    *added = atoi(PQcmdTuples(res)) > 0;
-    PQclear(res);
-    return 0;
+    *added = err == 0 && rows > 0;
+    return err;
 }
 
 int
@@ -3197,18 +3199,12 @@ rl_db_approver_remove(struct rl_db *db, const char *tenant, const char *actor,
                       char *errstr, size_t errstr_size)
 {
     const char *params[2] = {tenant, actor};
-    PGresult *res;
-    int err = RL_ERR_DB;
-    int rows;
+    int rows = 0;
+    int err = ops_write(db, ops_approver_remove, 2, params,
+                        "remove the approver", &rows, errstr, errstr_size);
 
-    if (apply_schema(db, errstr, errstr_size) != 0)
-        return RL_ERR_DB;
-    res = exec_simple(db, ops_approver_remove, 2, params, &err, errstr,
-                      errstr_size, "remove the approver");
-    if (!res)
+    if (err)
         return err;
-    rows = atoi(PQcmdTuples(res));
-    PQclear(res);
     if (rows == 0) {
         set_err(errstr, errstr_size,
                 "could not remove approver %s of tenant %s: there is none",
