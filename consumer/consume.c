@@ -409,8 +409,8 @@ rl_cmd_consume(int argc, char **argv)
     struct rl_pipeline pl;
     struct kstate ks;
     struct relay_thread rt;
-    pthread_t ledger_tid, relay_tid;
-    int ledger_started = 0, relay_started = 0;
+    pthread_t ledger_tid, completer_tid, relay_tid;
+    int ledger_started = 0, completer_started = 0, relay_started = 0;
     char errstr[512];
     rd_kafka_conf_t *conf;
     struct rl_model_config mcfg;
@@ -441,6 +441,8 @@ rl_cmd_consume(int argc, char **argv)
     rl_queue_init(&pl.intake);
     rl_queue_init(&pl.results);
     rl_queue_init(&pl.done);
+    rl_queue_init(&pl.answers);
+    rl_queue_init(&pl.landed);
     pthread_mutex_init(&pl.wake_lock, NULL);
     pthread_cond_init(&pl.wake, NULL);
     raise_nofile();
@@ -479,6 +481,12 @@ rl_cmd_consume(int argc, char **argv)
         goto done;
     }
 
+    /* The completer first: the ledger hands it answers from the start. */
+    if (pthread_create(&completer_tid, NULL, rl_completer_main, &pl) != 0) {
+        rl_log_error(NULL, "could not start completer thread");
+        goto done;
+    }
+    completer_started = 1;
     if (pthread_create(&ledger_tid, NULL, rl_ledger_main, &pl) != 0) {
         rl_log_error(NULL, "could not start ledger thread");
         goto done;
@@ -556,6 +564,14 @@ done:
         rl_pipeline_wake(&pl);
         pthread_join(ledger_tid, NULL);
     }
+    if (completer_started) {
+        /* The ledger ended with no run completing: nothing is left. */
+        pthread_mutex_lock(&pl.answers.lock);
+        atomic_store(&pl.completer_stop, 1);
+        pthread_cond_broadcast(&pl.answers.cond);
+        pthread_mutex_unlock(&pl.answers.lock);
+        pthread_join(completer_tid, NULL);
+    }
     if (ks.rk) {
         /* Dead letters still on their way finish their items: flush them
          * before the final commit so their offsets are included. */
@@ -581,6 +597,8 @@ done:
     rl_queue_destroy(&pl.intake);
     rl_queue_destroy(&pl.results);
     rl_queue_destroy(&pl.done);
+    rl_queue_destroy(&pl.answers);
+    rl_queue_destroy(&pl.landed);
     pthread_cond_destroy(&pl.wake);
     pthread_mutex_destroy(&pl.wake_lock);
     rl_log_info(NULL,

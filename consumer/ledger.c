@@ -532,95 +532,6 @@ propose(struct ledger *lg, struct rl_item *item, const struct rl_log_ctx *ctx)
     finish(lg, item);
 }
 
-/* Completes up to BATCH_MAX runs whose calls answered, with their
- * attempts' outcomes and outbox rows, in one statement. */
-static void
-complete_batch(struct ledger *lg, struct rl_item **items, size_t n)
-{
-    struct rl_complete_req *reqs = calloc(n, sizeof(*reqs));
-    struct rl_complete_res *res = calloc(n, sizeof(*res));
-    char ***channels = calloc(n, sizeof(*channels));
-    char errstr[512];
-    int err = RL_ERR_NOMEM;
-
-    snprintf(errstr, sizeof(errstr), "out of memory");
-    if (!reqs || !res || !channels)
-        goto failed;
-    for (size_t i = 0; i < n; i++) {
-        struct rl_model_call *call = &items[i]->call;
-
-        reqs[i] = (struct rl_complete_req){
-            .run_id = items[i]->run_id,
-            .lease_epoch = items[i]->lease_epoch,
-            .output_json = rl_model_output_json(call),
-            .oc = attempt_ok(items[i]),
-        };
-        reqs[i].n_channels = channels_of(items[i]->request_json, &channels[i]);
-        reqs[i].channels = (const char *const *)channels[i];
-        if (!reqs[i].output_json)
-            goto failed;
-    }
-    rl_failpoint("after_model_response");
-    err = rl_db_complete_runs(lg->db, reqs, n, lg->cfg->worker_id, res, errstr,
-                              sizeof(errstr));
-    if (err == RL_ERR_INVALID && n > 1) {
-        /* The database refused a value of one run (an output jsonb
-         * rejects): it must not hold up the others, so they complete one
-         * at a time and only it fails. */
-        size_t i;
-
-        rl_log_warn(NULL,
-                    "could not complete %zu runs: %s; completing them "
-                    "one by one",
-                    n, errstr);
-        for (i = 0; i < n && lg->db; i++)
-            complete_batch(lg, &items[i], 1);
-        for (; i < n; i++)
-            requeue(lg, items[i], REDO_RESULT);
-        goto done;
-    }
-    if (err == RL_ERR_INVALID) {
-        char why[512], dberr[512];
-
-        snprintf(why, sizeof(why), "%s", errstr);
-        rl_db_record_outcome(
-            lg->db, items[0]->run_id, items[0]->attempt_no, "invalid_output",
-            (int)items[0]->call.http_status, items[0]->call.upstream_request_id,
-            -1, -1, -1, items[0]->call.latency_ms, why, dberr, sizeof(dberr));
-        give_up(lg, items[0], "failed", "invalid_output", why);
-        goto done;
-    }
-    if (err)
-        goto failed;
-    rl_failpoint("after_complete_commit");
-    for (size_t i = 0; i < n; i++) {
-        struct rl_log_ctx ctx;
-
-        log_ctx(items[i], &ctx);
-        if (res[i].err) {
-            atomic_fetch_add(&lg->pl->counters.lease_lost, 1);
-            rl_log_warn(&ctx, "lease lost: result discarded");
-        } else if (res[i].completed) {
-            atomic_fetch_add(&lg->pl->counters.completed, 1);
-            rl_log_debug(&ctx, "completed");
-        }
-        finish(lg, items[i]);
-    }
-    goto done;
-
-failed:
-    defer_batch(lg, items, n, REDO_RESULT, "complete the run", errstr);
-done:
-    for (size_t i = 0; reqs && i < n; i++) {
-        free((char *)reqs[i].output_json);
-        if (channels)
-            channels_free(channels[i], reqs[i].n_channels);
-    }
-    free(reqs);
-    free(res);
-    free(channels);
-}
-
 /* The model thread gave the call back. */
 static void
 result_arrived(struct ledger *lg, struct rl_item *item)
@@ -631,30 +542,26 @@ result_arrived(struct ledger *lg, struct rl_item *item)
     }
     item->in_result = 1;
 }
-
-/* Runs one batch step (REDO_START: dispatch_batch, REDO_RESULT:
- * complete_batch) for the n runs gathered, or puts them back on the retry
- * list when the connection went while they were being gathered. */
+/* Walks a list of claimed runs: prepare_attempt() handles a run that
+ * cannot be dispatched on its own and returns 0, or returns 1; the
+ * dispatches of the rest are recorded BATCH_MAX runs to a statement (or
+ * wait on the retry list when the connection went while they were being
+ * gathered). */
 static void
-flush_batch(struct ledger *lg, struct rl_item **ready, size_t n, int redo)
+flush_dispatches(struct ledger *lg, struct rl_item **ready, size_t n)
 {
     if (n > 0 && !lg->db) {
         for (size_t i = 0; i < n; i++)
-            requeue(lg, ready[i], redo);
-    } else if (n > 0 && redo == REDO_START) {
-        dispatch_batch(lg, ready, n);
+            requeue(lg, ready[i], REDO_START);
     } else if (n > 0) {
-        complete_batch(lg, ready, n);
+        dispatch_batch(lg, ready, n);
     }
 }
 
-/* Walks a list of runs for one batch step (REDO_START: record the
- * dispatches; REDO_RESULT: complete the answers): batchable() handles a
- * run that cannot join the batch on its own and returns 0, or returns 1;
- * the batch goes to flush_batch() BATCH_MAX runs at a time. */
+/* Collect, record the dispatch, call the model: for a list of claimed
+ * runs. */
 static void
-batch_list(struct ledger *lg, struct rl_item *list, int redo,
-           int (*batchable)(struct ledger *, struct rl_item *))
+start_attempts(struct ledger *lg, struct rl_item *list)
 {
     struct rl_item *ready[BATCH_MAX];
     size_t n = 0;
@@ -664,23 +571,24 @@ batch_list(struct ledger *lg, struct rl_item *list, int redo,
 
         list = item->next;
         item->next = NULL;
-        if (!batchable(lg, item))
+        if (!prepare_attempt(lg, item))
             continue;
         ready[n++] = item;
         if (n == BATCH_MAX) {
-            flush_batch(lg, ready, n, redo);
+            flush_dispatches(lg, ready, n);
             n = 0;
         }
     }
-    flush_batch(lg, ready, n, redo);
+    flush_dispatches(lg, ready, n);
 }
 
-/* Collect, record the dispatch, call the model: for a list of claimed
- * runs. */
+/* Hands an answer to the completer thread; it comes back on pl->landed
+ * (land()). The run stays live: its lease is renewed meanwhile. */
 static void
-start_attempts(struct ledger *lg, struct rl_item *list)
+to_completer(struct ledger *lg, struct rl_item *item)
 {
-    batch_list(lg, list, REDO_START, prepare_attempt);
+    item->completing = 1;
+    rl_queue_push(&lg->pl->answers, item);
 }
 
 /* Turns a model result into one durable state. */
@@ -725,7 +633,7 @@ handle_result(struct ledger *lg, struct rl_item *item)
             propose(lg, item, &ctx);
             return;
         }
-        complete_batch(lg, &item, 1);
+        to_completer(lg, item);
         return;
     case RL_MODEL_TRANSIENT:
     case RL_MODEL_NOT_SENT:
@@ -771,25 +679,67 @@ handle_result(struct ledger *lg, struct rl_item *item)
     }
 }
 
-/* An answer of a run without an approval gate joins a completion batch;
- * every other result is handled on its own. */
-static int
-answer_batchable(struct ledger *lg, struct rl_item *item)
-{
-    if (item->call.outcome != RL_MODEL_OK || !lg->db ||
-        rl_approval_required(item->request_json)) {
-        handle_result(lg, item);
-        return 0;
-    }
-    result_arrived(lg, item);
-    return 1;
-}
-
-/* Results of a list of calls, the answers BATCH_MAX to a statement. */
+/* Results of a list of calls: answers of runs without an approval gate
+ * go to the completer, which needs no connection of the ledger's; every
+ * other result is handled here. */
 static void
 handle_results(struct ledger *lg, struct rl_item *list)
 {
-    batch_list(lg, list, REDO_RESULT, answer_batchable);
+    while (list) {
+        struct rl_item *item = list;
+
+        list = item->next;
+        item->next = NULL;
+        if (item->call.outcome == RL_MODEL_OK &&
+            !rl_approval_required(item->request_json)) {
+            result_arrived(lg, item);
+            to_completer(lg, item);
+        } else {
+            handle_result(lg, item);
+        }
+    }
+}
+
+/* Runs the completer handed back: finished once their completion
+ * committed, failed when the database refused the output, redone when the
+ * completer could not reach the database before the grace period ended. */
+static void
+land(struct ledger *lg, struct rl_item *list)
+{
+    while (list) {
+        struct rl_item *item = list;
+        struct rl_log_ctx ctx;
+
+        list = item->next;
+        item->next = NULL;
+        item->completing = 0;
+        log_ctx(item, &ctx);
+        if (item->landed == RL_LANDED_DEFERRED ||
+            (item->landed == RL_LANDED_INVALID && !lg->db)) {
+            requeue(lg, item, REDO_RESULT);
+        } else if (item->landed == RL_LANDED_INVALID) {
+            char why[512], dberr[512];
+
+            /* The answer is not what PostgreSQL stores (jsonb refused
+             * it): the attempt's outcome says so and the run fails. */
+            snprintf(why, sizeof(why), "%s",
+                     item->landed_error ? item->landed_error : "refused");
+            rl_db_record_outcome(
+                lg->db, item->run_id, item->attempt_no, "invalid_output",
+                (int)item->call.http_status, item->call.upstream_request_id, -1,
+                -1, -1, item->call.latency_ms, why, dberr, sizeof(dberr));
+            give_up(lg, item, "failed", "invalid_output", why);
+        } else {
+            if (item->landed_err) {
+                atomic_fetch_add(&lg->pl->counters.lease_lost, 1);
+                rl_log_warn(&ctx, "lease lost: result discarded");
+            } else if (item->landed_completed) {
+                atomic_fetch_add(&lg->pl->counters.completed, 1);
+                rl_log_debug(&ctx, "completed");
+            }
+            finish(lg, item);
+        }
+    }
 }
 
 /* Registers and claims up to 512 runs of batch in one round trip.
@@ -1029,7 +979,9 @@ heartbeat(struct ledger *lg)
     for (size_t i = 0; i < n; i++) {
         struct rl_log_ctx ctx;
 
-        if (held[i] || items[i]->lease_lost)
+        /* A completing run is not held once its completion committed;
+         * a lease really lost shows in the completion's answer. */
+        if (held[i] || items[i]->lease_lost || items[i]->completing)
             continue;
         items[i]->lease_lost = 1;
         log_ctx(items[i], &ctx);
@@ -1098,7 +1050,7 @@ wait_for_work(struct ledger *lg, long ms)
     struct timespec ts;
 
     pthread_mutex_lock(&pl->wake_lock);
-    if (!pl->intake.head && !pl->results.head) {
+    if (!pl->intake.head && !pl->results.head && !pl->landed.head) {
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_sec += ms / 1000;
         ts.tv_nsec += (ms % 1000) * 1000000L;
@@ -1133,6 +1085,8 @@ rl_ledger_main(void *arg)
             redo_deferred(&lg);
 
         /* Results first: they free capacity and finish runs. */
+        while ((batch = rl_queue_take(&pl->landed, 0)))
+            land(&lg, batch);
         while (lg.db && (batch = rl_queue_take(&pl->results, 0))) {
             handle_results(&lg, batch);
         }
@@ -1197,5 +1151,185 @@ rl_ledger_main(void *arg)
         rl_item_destroy(it);
     }
     rl_db_destroy(lg.db);
+    return NULL;
+}
+
+/* ---- the completer ------------------------------------------------------
+ * Completions run on a thread and a connection of their own: the ledger's
+ * connection is busy with claims and dispatches, and PostgreSQL runs the
+ * two statements on two backends at once. The completer reads only what
+ * does not change while a run is completing (its id, lease, request and
+ * the call's answer); the ledger keeps the run on its live list and renews
+ * its lease, and does all the bookkeeping once the run is back (land()). */
+
+struct completer {
+    struct rl_pipeline *pl;
+    const struct rl_config *cfg;
+    struct rl_db *db;
+    long connect_backoff;
+};
+
+/* Hands a run back to the ledger with what was done to it. */
+static void
+hand_back(struct completer *cp, struct rl_item *item, int landed,
+          const struct rl_complete_res *res, const char *why)
+{
+    item->landed = landed;
+    item->landed_err = res ? res->err : 0;
+    item->landed_completed = res ? res->completed : 0;
+    free(item->landed_error);
+    item->landed_error = why ? strdup(why) : NULL;
+    rl_queue_push(&cp->pl->landed, item);
+}
+
+/* Sleeps ms, in steps, unless the grace period ends meanwhile. */
+static void
+completer_pause(struct completer *cp, long ms)
+{
+    for (long slept = 0; slept < ms && !atomic_load(&cp->pl->abandon);
+         slept += 50) {
+        struct timespec ts = {0, 50 * 1000000L};
+
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* A connection, reconnecting with backoff until there is one. Returns 0
+ * only once the grace period is over: the runs are then handed back. */
+static int
+completer_db(struct completer *cp)
+{
+    char errstr[512];
+
+    while (!cp->db) {
+        if (atomic_load(&cp->pl->abandon))
+            return 0;
+        cp->db = rl_db_connect(cp->cfg->database_url, errstr, sizeof(errstr));
+        if (cp->db) {
+            cp->connect_backoff = 100;
+            break;
+        }
+        rl_log_warn(NULL, "completer: %s", errstr);
+        completer_pause(cp, cp->connect_backoff);
+        cp->connect_backoff =
+            cp->connect_backoff < 5000 ? cp->connect_backoff * 2 : 5000;
+    }
+    return 1;
+}
+
+/* One completion statement for n answers: each run's attempt outcome, its
+ * write-once output and its outbox rows, under its own lease. Returns
+ * rl_db_complete_runs' answer; on RL_OK every run has been handed back. */
+static int
+complete_statement(struct completer *cp, struct rl_item **items, size_t n,
+                   char *errstr, size_t errstr_size)
+{
+    struct rl_complete_req *reqs = calloc(n, sizeof(*reqs));
+    struct rl_complete_res *res = calloc(n, sizeof(*res));
+    char ***channels = calloc(n, sizeof(*channels));
+    int err = RL_ERR_NOMEM;
+
+    snprintf(errstr, errstr_size, "out of memory");
+    if (!reqs || !res || !channels)
+        goto done;
+    for (size_t i = 0; i < n; i++) {
+        reqs[i] = (struct rl_complete_req){
+            .run_id = items[i]->run_id,
+            .lease_epoch = items[i]->lease_epoch,
+            .output_json = rl_model_output_json(&items[i]->call),
+            .oc = attempt_ok(items[i]),
+        };
+        reqs[i].n_channels = channels_of(items[i]->request_json, &channels[i]);
+        reqs[i].channels = (const char *const *)channels[i];
+        if (!reqs[i].output_json)
+            goto done;
+    }
+    rl_failpoint("after_model_response");
+    err = rl_db_complete_runs(cp->db, reqs, n, cp->cfg->worker_id, res, errstr,
+                              errstr_size);
+    if (err == RL_OK) {
+        rl_failpoint("after_complete_commit");
+        for (size_t i = 0; i < n; i++)
+            hand_back(cp, items[i], RL_LANDED_DONE, &res[i], NULL);
+    }
+done:
+    for (size_t i = 0; reqs && i < n; i++) {
+        free((char *)reqs[i].output_json);
+        if (channels)
+            channels_free(channels[i], reqs[i].n_channels);
+    }
+    free(reqs);
+    free(res);
+    free(channels);
+    return err;
+}
+
+/* Completes n answers and hands every one of them back: a failed
+ * statement is redone (every step is guarded and write-once) on a new
+ * connection until it commits or the grace period ends. */
+static void
+complete_answers(struct completer *cp, struct rl_item **items, size_t n)
+{
+    char errstr[512];
+
+    for (;;) {
+        int err;
+
+        if (!completer_db(cp)) {
+            for (size_t i = 0; i < n; i++)
+                hand_back(cp, items[i], RL_LANDED_DEFERRED, NULL, NULL);
+            break;
+        }
+        err = complete_statement(cp, items, n, errstr, sizeof(errstr));
+        if (err == RL_OK)
+            break;
+        if (err == RL_ERR_INVALID && n > 1) {
+            /* The database refused a value of one run (an output jsonb
+             * rejects): it must not hold up the others, so they complete
+             * one at a time and only it fails. */
+            rl_log_warn(NULL,
+                        "could not complete %zu runs: %s; completing them "
+                        "one by one",
+                        n, errstr);
+            for (size_t i = 0; i < n; i++)
+                complete_answers(cp, &items[i], 1);
+            break;
+        }
+        if (err == RL_ERR_INVALID) {
+            hand_back(cp, items[0], RL_LANDED_INVALID, NULL, errstr);
+            break;
+        }
+        rl_log_warn(NULL, "could not complete %zu runs: %s; will retry", n,
+                    errstr);
+        rl_db_destroy(cp->db);
+        cp->db = NULL;
+    }
+    rl_pipeline_wake(cp->pl);
+}
+
+void *
+rl_completer_main(void *arg)
+{
+    struct completer cp = {.pl = arg, .connect_backoff = 100};
+    struct rl_queue *q = &cp.pl->answers;
+
+    cp.cfg = cp.pl->cfg;
+    for (;;) {
+        struct rl_item *items[BATCH_MAX];
+        struct rl_item *list;
+        size_t n = 0;
+
+        pthread_mutex_lock(&q->lock);
+        while (!q->head && !atomic_load(&cp.pl->completer_stop))
+            pthread_cond_wait(&q->cond, &q->lock);
+        pthread_mutex_unlock(&q->lock);
+        list = rl_queue_take(q, BATCH_MAX);
+        if (!list)
+            break; /* stopping, and nothing left */
+        for (; list; list = list->next)
+            items[n++] = list;
+        complete_answers(&cp, items, n);
+    }
+    rl_db_destroy(cp.db);
     return NULL;
 }

@@ -7,9 +7,12 @@
  *   kafka thread   poll -> parse/validate -> intake queue
  *                  done queue -> contiguous offset prefix -> offsets_store
  *   ledger thread  intake -> register+claim (batched) -> collect ->
- *                  record dispatch -> model; model results -> complete +
- *                  outbox | release | fail -> done queue; lease heartbeats
- *                  for every claimed run in one statement; the sweeper
+ *                  record dispatch -> model; model results: answers ->
+ *                  completer, the rest -> release | fail | propose; what
+ *                  the completer wrote -> done queue; lease heartbeats for
+ *                  every claimed run in one statement; the sweeper
+ *   completer      answers -> complete + outbox (batched) on a connection
+ *   thread         of its own, so completions overlap claims and dispatches
  *   model thread   one libcurl multi handle for every call (rl/model.h)
  *   relay thread   outbox -> notification topic (relay.c)
  *
@@ -52,10 +55,22 @@ struct rl_item {
     int ambiguous_count;
     int deadline_passed; /* the claim found the run's deadline spent */
     int lease_lost;
-    int in_model;  /* the model thread holds call */
-    int in_result; /* the call came back; its result is being recorded */
-    int redo;      /* ledger step to redo after a lost connection */
+    int in_model;   /* the model thread holds call */
+    int in_result;  /* the call came back; its result is being recorded */
+    int redo;       /* ledger step to redo after a lost connection */
+    int completing; /* the completer holds it (set and read by the ledger) */
+    int landed;     /* what the completer did with it: RL_LANDED_* */
+    int landed_err; /* RL_LANDED_DONE: 0, RL_ERR_STALE or RL_ERR_NOTFOUND */
+    int landed_completed; /* RL_LANDED_DONE: this statement completed it */
+    char *landed_error;   /* RL_LANDED_INVALID: the database's reason */
     struct rl_model_call call;
+};
+
+/* What the completer thread did with an answer it was handed. */
+enum {
+    RL_LANDED_DONE,     /* the statement committed: see landed_err */
+    RL_LANDED_INVALID,  /* the database refused this run's output */
+    RL_LANDED_DEFERRED, /* no connection and the grace period is over */
 };
 
 /* A mutex+condvar FIFO of items. */
@@ -107,8 +122,11 @@ struct rl_pipeline {
     atomic_long in_flight;   /* runs between intake and done */
     struct rl_queue intake;  /* kafka -> ledger */
     struct rl_queue results; /* model -> ledger */
-    struct rl_queue done;    /* ledger -> kafka (items with an offset) */
-    rd_kafka_t *dlq;         /* producer for the dead-letter topic */
+    struct rl_queue answers; /* ledger -> completer */
+    struct rl_queue landed;  /* completer -> ledger */
+    atomic_int completer_stop; /* set once the ledger thread has ended */
+    struct rl_queue done;      /* ledger -> kafka (items with an offset) */
+    rd_kafka_t *dlq;           /* producer for the dead-letter topic */
     struct rl_model *model;
     pthread_mutex_t wake_lock; /* ledger thread sleeps here */
     pthread_cond_t wake;
@@ -133,6 +151,11 @@ void rl_pipeline_dead_letter(struct rl_pipeline *pl, struct rl_item *item,
 
 /* The ledger thread body (ledger.c). */
 void *rl_ledger_main(void *arg);
+
+/* The completer thread body (ledger.c): completes the answers the ledger
+ * hands it, in batches, on its own connection, and hands each run back on
+ * pl->landed. Ends once completer_stop is set and nothing is left. */
+void *rl_completer_main(void *arg);
 
 /* The relay: runs until *stop is set (relay.c). http (may be NULL)
  * receives delivery latency and, in `runledger relay`, liveness.

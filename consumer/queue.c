@@ -79,6 +79,7 @@ rl_item_destroy(struct rl_item *item)
     free(item->tenant);
     free(item->request_json);
     free(item->raw_input);
+    free(item->landed_error);
     rl_model_call_clear(&item->call);
     free(item);
 }

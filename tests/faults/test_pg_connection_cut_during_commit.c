@@ -1,8 +1,9 @@
 /* The worker's PostgreSQL connection is cut while its completing
  * transaction (output + outbox + attempt outcome) is in flight: the test
  * holds the run's row lock so the worker's statement blocks inside the
- * transaction, terminates the worker's backend (pg_terminate_backend),
- * then lets go. The worker cannot know whether its COMMIT happened; it
+ * transaction, terminates the backend of that statement
+ * (pg_terminate_backend; the worker's other connections stay), then lets
+ * go. The worker cannot know whether its COMMIT happened; it
  * reconnects and resolves by redoing the guarded, idempotent step, which
  * re-reads the row: the run is completed once, with one attempt (outcome
  * ok), one generation and one outbox row per channel. */
@@ -57,7 +58,8 @@ main(void)
     RL_CHECK_INTEQ(e2e_intf(&t,
                             "SELECT count(*) FROM (SELECT "
                             "pg_terminate_backend(pid) FROM pg_stat_activity "
-                            "WHERE application_name='%s') k",
+                            "WHERE application_name='%s' AND "
+                            "wait_event_type='Lock') k",
                             app),
                    1);
     RL_REQUIRE(rl_db_exec(locker, "ROLLBACK", 0, NULL, NULL, 0, errstr,
