@@ -752,6 +752,7 @@ claim_chunk(struct ledger *lg, struct rl_item *batch)
     struct rl_item *items[512];
     struct rl_item *rest = NULL;
     struct rl_item *won = NULL, **won_tail = &won;
+    int64_t leased_at;
     size_t n = 0;
     char errstr[512];
     int err;
@@ -790,6 +791,8 @@ claim_chunk(struct ledger *lg, struct rl_item *batch)
      * claimed in parts; none of it may be dropped. */
     rest = items[n - 1]->next;
     items[n - 1]->next = NULL;
+    leased_at = now_ms(); /* before the statement: the lease runs from its
+                             own start */
     err = rl_db_register_claim(lg->db, regs, n, lg->cfg->worker_id,
                                lg->cfg->lease_seconds, claims, errstr,
                                sizeof(errstr));
@@ -843,6 +846,7 @@ claim_chunk(struct ledger *lg, struct rl_item *batch)
         case RL_CLAIM_WON:
             atomic_fetch_add(&lg->pl->counters.claims_won, 1);
             it->lease_epoch = c->lease_epoch;
+            it->leased_at = leased_at;
             it->attempts_before = c->attempts;
             it->ambiguous_prior = c->ambiguous_prior;
             it->ambiguous_count = c->ambiguous_count;
@@ -893,6 +897,7 @@ sweep(struct ledger *lg)
     long room = lg->cfg->max_in_flight - atomic_load(&lg->pl->in_flight);
     struct rl_claim claims[256];
     struct rl_item *list = NULL, **tail = &list;
+    int64_t leased_at;
     size_t n = 0;
     char errstr[512];
     int err;
@@ -901,6 +906,7 @@ sweep(struct ledger *lg)
         return;
     if (room > 256)
         room = 256;
+    leased_at = now_ms();
     err = rl_db_claim_due(lg->db, lg->cfg->worker_id, lg->cfg->lease_seconds,
                           (size_t)room, claims, &n, errstr, sizeof(errstr));
     if (err) {
@@ -926,6 +932,7 @@ sweep(struct ledger *lg)
         it->raw_input = c->raw_input;
         c->job = c->tenant = c->request_json = c->raw_input = NULL;
         it->lease_epoch = c->lease_epoch;
+        it->leased_at = leased_at;
         it->attempts_before = c->attempts;
         it->ambiguous_prior = c->ambiguous_prior;
         it->ambiguous_count = c->ambiguous_count;
@@ -938,8 +945,12 @@ sweep(struct ledger *lg)
     start_attempts(lg, list);
 }
 
-/* Renews every held lease in one statement; a run whose lease is gone has
- * its call cancelled and is never completed by this worker. */
+/* Renews, in one statement, every held lease that is a third of its term
+ * old; a run whose lease is gone has its call cancelled and is never
+ * completed by this worker. The heartbeat runs every sixth of the term, so
+ * a lease is renewed before half of it has passed, and a run that finishes
+ * within a third of the term is never renewed: a renewal rewrites the
+ * run's row and every index entry of it (lock_expires_at is indexed). */
 static void
 heartbeat(struct ledger *lg)
 {
@@ -947,6 +958,8 @@ heartbeat(struct ledger *lg)
     int64_t *epochs;
     int *held;
     struct rl_item **items;
+    int64_t now = now_ms();
+    int64_t due = now - lg->cfg->lease_seconds * 1000LL / 3;
     size_t n = 0;
     char errstr[512];
     int err;
@@ -963,10 +976,14 @@ heartbeat(struct ledger *lg)
         goto done;
     }
     for (struct rl_item *it = lg->live; it; it = it->live_next) {
+        if (it->leased_at > due)
+            continue;
         ids[n] = it->run_id;
         epochs[n] = it->lease_epoch;
         items[n++] = it;
     }
+    if (n == 0)
+        goto done;
     err = rl_db_renew_leases(lg->db, lg->cfg->worker_id, lg->cfg->lease_seconds,
                              ids, epochs, n, held, errstr, sizeof(errstr));
     /* A count of the leases still held, or a negative error. */
@@ -979,6 +996,7 @@ heartbeat(struct ledger *lg)
     for (size_t i = 0; i < n; i++) {
         struct rl_log_ctx ctx;
 
+        items[i]->leased_at = now;
         /* A completing run is not held once its completion committed;
          * a lease really lost shows in the completion's answer. */
         if (held[i] || items[i]->lease_lost || items[i]->completing)
@@ -1115,7 +1133,7 @@ rl_ledger_main(void *arg)
         now = now_ms();
         if (lg.db && now >= lg.next_heartbeat) {
             heartbeat(&lg);
-            lg.next_heartbeat = now + lg.cfg->lease_seconds * 1000LL / 3;
+            lg.next_heartbeat = now + lg.cfg->lease_seconds * 1000LL / 6;
         }
         if (lg.db && !stopping && now >= lg.next_sweep) {
             sweep(&lg);

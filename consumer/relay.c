@@ -155,6 +155,10 @@ rl_relay_run(const struct rl_config *cfg, atomic_int *stop,
         rl_http_relay_turned(http);
         if (!db) {
             db = rl_db_connect(cfg->database_url, errstr, sizeof(errstr));
+            if (db && rl_db_outbox_listen(db, errstr, sizeof(errstr)) != 0) {
+                rl_db_destroy(db);
+                db = NULL;
+            }
             if (!db) {
                 rl_log_warn(NULL, "relay: %s", errstr);
                 nap_ms(backoff);
@@ -179,8 +183,14 @@ rl_relay_run(const struct rl_config *cfg, atomic_int *stop,
         if (counters)
             atomic_fetch_add(&counters->relayed, n);
         rl_http_relay_batch(http, (size_t)n, mono_seconds() - started);
-        if (n == 0)
-            nap_ms(cfg->relay_interval_ms);
+        /* Nothing pending: sleep until a statement queues rows (the
+         * outbox's wake-up) or the interval passes, whichever is first. */
+        if (n == 0 && rl_db_outbox_wait(db, cfg->relay_interval_ms, errstr,
+                                        sizeof(errstr)) < 0) {
+            rl_log_warn(NULL, "relay: %s", errstr);
+            rl_db_destroy(db);
+            db = NULL;
+        }
     }
     rd_kafka_flush(rk, 5000);
     rd_kafka_destroy(rk);

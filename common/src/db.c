@@ -7,8 +7,10 @@
 #include "rl/db.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <libpq-fe.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,10 +22,11 @@
 
 struct rl_db {
     PGconn *conn;
-    char *schema;      /* NULL: the server's search_path */
-    unsigned prepared; /* bit per enum stmt: prepared on this session */
-    int schema_set;    /* search_path applied on this session */
-    int in_tx;         /* a relay transaction is open */
+    char *schema;        /* NULL: the server's search_path */
+    unsigned prepared;   /* bit per enum stmt: prepared on this session */
+    int schema_set;      /* search_path applied on this session */
+    int in_tx;           /* a relay transaction is open */
+    char *outbox_schema; /* rl_db_outbox_listen: where outbox resolved */
 };
 
 /* ---- statements --------------------------------------------------------- */
@@ -705,6 +708,7 @@ rl_db_destroy(struct rl_db *db)
     if (db->conn)
         PQfinish(db->conn);
     free(db->schema);
+    free(db->outbox_schema);
     free(db);
 }
 
@@ -2026,6 +2030,82 @@ rl_db_outbox_rows_free(struct rl_outbox_row *rows, size_t n)
         free(rows[i].payload);
     }
     free(rows);
+}
+
+/* The schema the session's outbox resolves to: the payload of its
+ * wake-ups. */
+static const char outbox_schema_sql[] =
+    "SELECT n.nspname FROM pg_catalog.pg_class c"
+    "  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+    " WHERE c.oid = 'outbox'::regclass";
+
+int
+rl_db_outbox_listen(struct rl_db *db, char *errstr, size_t errstr_size)
+{
+    int err = RL_ERR_DB;
+    PGresult *res = exec_simple(db, "LISTEN runledger_outbox", 0, NULL, &err,
+                                errstr, errstr_size, "listen for the outbox");
+
+    if (!res)
+        return err;
+    PQclear(res);
+    res = exec_simple(db, outbox_schema_sql, 0, NULL, &err, errstr, errstr_size,
+                      "find the outbox");
+    if (!res)
+        return err;
+    free(db->outbox_schema);
+    db->outbox_schema =
+        PQntuples(res) == 1 ? strdup(PQgetvalue(res, 0, 0)) : NULL;
+    PQclear(res);
+    if (!db->outbox_schema) {
+        snprintf(errstr, errstr_size, "find the outbox: not found");
+        return RL_ERR_DB;
+    }
+    return 0;
+}
+
+/* Drops the notifications received so far; 1 if one was for this
+ * session's outbox. */
+static int
+drain_notifies(struct rl_db *db)
+{
+    PGnotify *nf;
+    int got = 0;
+
+    while ((nf = PQnotifies(db->conn))) {
+        if (db->outbox_schema && strcmp(nf->extra, db->outbox_schema) == 0)
+            got = 1;
+        PQfreemem(nf);
+    }
+    return got;
+}
+
+int
+rl_db_outbox_wait(struct rl_db *db, long timeout_ms, char *errstr,
+                  size_t errstr_size)
+{
+    struct pollfd pfd = {.fd = PQsocket(db->conn), .events = POLLIN};
+    int ready;
+
+    if (!PQconsumeInput(db->conn)) {
+        fail_msg(db, NULL, errstr, errstr_size, "wait for the outbox");
+        return RL_ERR_DB;
+    }
+    if (drain_notifies(db))
+        return 1;
+    ready = poll(&pfd, 1, timeout_ms < 0 ? 0 : (int)timeout_ms);
+    if (ready < 0 && errno != EINTR) {
+        snprintf(errstr, errstr_size, "wait for the outbox: %s",
+                 strerror(errno));
+        return RL_ERR_DB;
+    }
+    if (ready <= 0)
+        return 0;
+    if (!PQconsumeInput(db->conn)) {
+        fail_msg(db, NULL, errstr, errstr_size, "wait for the outbox");
+        return RL_ERR_DB;
+    }
+    return drain_notifies(db);
 }
 
 static void

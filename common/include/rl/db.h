@@ -412,6 +412,17 @@ int rl_db_outbox_finish_batch(struct rl_db *db,
 /* Frees an array from rl_db_outbox_lock_batch; NULL is accepted. */
 void rl_db_outbox_rows_free(struct rl_outbox_row *rows, size_t n);
 
+/* Subscribes the session to the outbox's wake-ups: every statement that
+ * queues outbox rows notifies channel runledger_outbox at commit
+ * (schema/009_outbox_wakeup.sql). Returns 0 or RL_ERR_DB. */
+int rl_db_outbox_listen(struct rl_db *db, char *errstr, size_t errstr_size);
+
+/* On a listening session outside a transaction: waits up to timeout_ms
+ * for a wake-up (one already received counts). Returns 1 (woken), 0 (the
+ * time passed) or RL_ERR_DB (the connection is gone). */
+int rl_db_outbox_wait(struct rl_db *db, long timeout_ms, char *errstr,
+                      size_t errstr_size);
+
 /* ---- ad hoc --------------------------------------------------------- */
 
 /* Runs one parameterised statement (tests and operator tools only; the
