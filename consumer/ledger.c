@@ -35,7 +35,8 @@ struct ledger {
     int64_t next_connect;
     long connect_backoff;
     int abandoned;
-    size_t in_model; /* live runs whose call the model thread holds */
+    size_t in_model;   /* live runs whose call the model thread holds */
+    size_t completing; /* live runs the completer holds */
     unsigned int seed;
 };
 
@@ -588,6 +589,7 @@ static void
 to_completer(struct ledger *lg, struct rl_item *item)
 {
     item->completing = 1;
+    lg->completing++;
     rl_queue_push(&lg->pl->answers, item);
 }
 
@@ -713,6 +715,7 @@ land(struct ledger *lg, struct rl_item *list)
         list = item->next;
         item->next = NULL;
         item->completing = 0;
+        lg->completing--;
         log_ctx(item, &ctx);
         if (item->landed == RL_LANDED_DEFERRED ||
             (item->landed == RL_LANDED_INVALID && !lg->db)) {
@@ -1061,14 +1064,17 @@ redo_deferred(struct ledger *lg)
         claim_intake(lg, claim_again);
 }
 
+/* Sleeps up to ms unless there is work: results, runs back from the
+ * completer, or (when claiming) intake. */
 static void
-wait_for_work(struct ledger *lg, long ms)
+wait_for_work(struct ledger *lg, long ms, int claiming)
 {
     struct rl_pipeline *pl = lg->pl;
     struct timespec ts;
 
     pthread_mutex_lock(&pl->wake_lock);
-    if (!pl->intake.head && !pl->results.head && !pl->landed.head) {
+    if ((!claiming || !pl->intake.head) && !pl->results.head &&
+        !pl->landed.head) {
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_sec += ms / 1000;
         ts.tv_nsec += (ms % 1000) * 1000000L;
@@ -1098,8 +1104,11 @@ rl_ledger_main(void *arg)
         struct rl_item *batch;
         int stopping = atomic_load(&pl->stopping);
         int claimed = 0;
+        int claiming;
 
-        if (ensure_db(&lg) && lg.retry)
+        /* Once the grace period is over nothing is redone: the leases of
+         * what waits expire, and another worker's sweeper takes over. */
+        if (ensure_db(&lg) && lg.retry && !atomic_load(&pl->abandon))
             redo_deferred(&lg);
 
         /* Results first: they free capacity and finish runs. */
@@ -1108,6 +1117,13 @@ rl_ledger_main(void *arg)
         while (lg.db && (batch = rl_queue_take(&pl->results, 0))) {
             handle_results(&lg, batch);
         }
+        /* Claims wait while the completer holds a full statement's worth
+         * of answers and more than the model holds calls: what is claimed
+         * then would only join the completions waiting (a burst of fast
+         * answers), so the burst queues in the intake, unclaimed, rather
+         * than as leased runs. With slow calls the model holds more, and
+         * claims go on filling it. */
+        claiming = lg.completing < BATCH_MAX || lg.completing <= lg.in_model;
         if (stopping) {
             /* Not claimed yet: not ours to start. Their offsets stay
              * uncommitted and the events are consumed again. */
@@ -1120,8 +1136,9 @@ rl_ledger_main(void *arg)
                     batch = next;
                 }
             }
-        } else if (lg.db && (batch = rl_queue_take(&pl->intake,
-                                                   (size_t)lg.cfg->db_batch))) {
+        } else if (lg.db && claiming &&
+                   (batch =
+                        rl_queue_take(&pl->intake, (size_t)lg.cfg->db_batch))) {
             claim_intake(&lg, batch);
             claimed = 1;
         }
@@ -1156,7 +1173,7 @@ rl_ledger_main(void *arg)
              (atomic_load(&pl->abandon) && lg.live_count == count(lg.retry))))
             break;
         if (!claimed)
-            wait_for_work(&lg, 50);
+            wait_for_work(&lg, 50, claiming);
     }
     /* Deferred writes that never found a connection: their leases expire
      * and the sweeper of another worker takes the runs over. */
@@ -1213,21 +1230,22 @@ completer_pause(struct completer *cp, long ms)
 }
 
 /* A connection, reconnecting with backoff until there is one. Returns 0
- * only once the grace period is over: the runs are then handed back. */
+ * only once the grace period is over and a last try failed: the runs are
+ * then handed back. */
 static int
 completer_db(struct completer *cp)
 {
     char errstr[512];
 
     while (!cp->db) {
-        if (atomic_load(&cp->pl->abandon))
-            return 0;
         cp->db = rl_db_connect(cp->cfg->database_url, errstr, sizeof(errstr));
         if (cp->db) {
             cp->connect_backoff = 100;
             break;
         }
         rl_log_warn(NULL, "completer: %s", errstr);
+        if (atomic_load(&cp->pl->abandon))
+            return 0;
         completer_pause(cp, cp->connect_backoff);
         cp->connect_backoff =
             cp->connect_backoff < 5000 ? cp->connect_backoff * 2 : 5000;
