@@ -3,7 +3,9 @@
 -- (same SQL as db.c's named statements; run with -M prepared as the service
 -- uses PQexecPrepared), each carrying one run where the service carries a
 -- whole batch. One pgbench transaction = one run, so tps = runs/s. As of
--- 2026-11-29 (schema/007_batches.sql):
+-- 2026-11-30 (schema/007_batches.sql; rl_claim_runs inserts a new run
+-- claimed since 008, and queuing outbox rows notifies the relays since
+-- 009, which these same calls pick up):
 --
 --   1 register + claim   claim_runs: rl_claim_runs
 --   2 record dispatch    dispatch_runs: rl_dispatch_runs (estimate, wait
