@@ -593,7 +593,8 @@ to_completer(struct ledger *lg, struct rl_item *item)
     rl_queue_push(&lg->pl->answers, item);
 }
 
-/* Turns a model result into one durable state. */
+/* Turns a model result into one durable state: every result but the
+ * answer of a run without an approval gate (handle_results). */
 static void
 handle_result(struct ledger *lg, struct rl_item *item)
 {
@@ -631,11 +632,9 @@ handle_result(struct ledger *lg, struct rl_item *item)
 
     switch (call->outcome) {
     case RL_MODEL_OK:
-        if (rl_approval_required(item->request_json)) {
-            propose(lg, item, &ctx);
-            return;
-        }
-        to_completer(lg, item);
+        /* Only the answers of runs that need an approval come here; the
+         * others went to the completer (handle_results). */
+        propose(lg, item, &ctx);
         return;
     case RL_MODEL_TRANSIENT:
     case RL_MODEL_NOT_SENT:
