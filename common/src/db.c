@@ -2058,7 +2058,8 @@ rl_db_outbox_listen(struct rl_db *db, char *errstr, size_t errstr_size)
         PQntuples(res) == 1 ? strdup(PQgetvalue(res, 0, 0)) : NULL;
     PQclear(res);
     if (!db->outbox_schema) {
-        snprintf(errstr, errstr_size, "find the outbox: not found");
+        set_err(errstr, errstr_size,
+                "could not find the outbox: no outbox table on the path");
         return RL_ERR_DB;
     }
     return 0;
@@ -2095,8 +2096,8 @@ rl_db_outbox_wait(struct rl_db *db, long timeout_ms, char *errstr,
         return 1;
     ready = poll(&pfd, 1, timeout_ms < 0 ? 0 : (int)timeout_ms);
     if (ready < 0 && errno != EINTR) {
-        snprintf(errstr, errstr_size, "wait for the outbox: %s",
-                 strerror(errno));
+        set_err(errstr, errstr_size, "could not wait for the outbox: %s",
+                strerror(errno));
         return RL_ERR_DB;
     }
     if (ready <= 0)
