@@ -893,10 +893,27 @@ claim_intake(struct ledger *lg, struct rl_item *batch)
         batch = claim_chunk(lg, batch);
 }
 
+/* Model calls the ledger may start now: RUNLEDGER_MAX_IN_FLIGHT caps the
+ * calls in flight, not the runs the process holds. A slot is free again
+ * as soon as its answer is back, while the answer waits for its
+ * completion: with long calls, a cap on every held run would leave the
+ * model idle while a wave of answers is completed, and the next wave of
+ * claims would start only after it (bench slow5s: 5,000 calls of 5 s came
+ * back and went out in waves, 0.65 of the calls' throughput). */
+static long
+model_room(const struct ledger *lg)
+{
+    long room = (long)lg->cfg->max_in_flight - (long)lg->in_model;
+
+    return room > 0 ? room : 0;
+}
+
 static void
 sweep(struct ledger *lg)
 {
-    long room = lg->cfg->max_in_flight - atomic_load(&lg->pl->in_flight);
+    long room = model_room(lg);
+    long held = RL_PIPELINE_HOLD_MAX(lg->cfg->max_in_flight) -
+                atomic_load(&lg->pl->in_flight);
     struct rl_claim claims[256];
     struct rl_item *list = NULL, **tail = &list;
     int64_t leased_at;
@@ -904,6 +921,10 @@ sweep(struct ledger *lg)
     char errstr[512];
     int err;
 
+    /* The sweeper's runs are new to the process: they also need room
+     * under its bound on held runs. */
+    if (held < room)
+        room = held;
     if (room <= 0)
         return;
     if (room > 256)
@@ -1104,6 +1125,7 @@ rl_ledger_main(void *arg)
         int stopping = atomic_load(&pl->stopping);
         int claimed = 0;
         int claiming;
+        long room;
 
         /* Once the grace period is over nothing is redone: the leases of
          * what waits expire, and another worker's sweeper takes over. */
@@ -1123,6 +1145,9 @@ rl_ledger_main(void *arg)
          * than as leased runs. With slow calls the model holds more, and
          * claims go on filling it. */
         claiming = lg.completing < BATCH_MAX || lg.completing <= lg.in_model;
+        room = claiming ? model_room(&lg) : 0;
+        if (room > lg.cfg->db_batch)
+            room = lg.cfg->db_batch;
         if (stopping) {
             /* Not claimed yet: not ours to start. Their offsets stay
              * uncommitted and the events are consumed again. */
@@ -1135,9 +1160,8 @@ rl_ledger_main(void *arg)
                     batch = next;
                 }
             }
-        } else if (lg.db && claiming &&
-                   (batch =
-                        rl_queue_take(&pl->intake, (size_t)lg.cfg->db_batch))) {
+        } else if (lg.db && room > 0 &&
+                   (batch = rl_queue_take(&pl->intake, (size_t)room))) {
             claim_intake(&lg, batch);
             claimed = 1;
         }
@@ -1172,7 +1196,7 @@ rl_ledger_main(void *arg)
              (atomic_load(&pl->abandon) && lg.live_count == count(lg.retry))))
             break;
         if (!claimed)
-            wait_for_work(&lg, 50, claiming);
+            wait_for_work(&lg, 50, room > 0);
     }
     /* Deferred writes that never found a connection: their leases expire
      * and the sweeper of another worker takes the runs over. */

@@ -28,6 +28,13 @@
 #include "rl/event.h"
 #include "rl/model.h"
 
+/* The most runs one process holds between intake and a durable state, for
+ * an in-flight cap (RUNLEDGER_MAX_IN_FLIGHT) of cap model calls: up to cap
+ * calls in flight, the rest parsed and waiting to be claimed, or answered
+ * and waiting for their completion. The Kafka thread pauses its partitions
+ * there, so memory stays bounded whatever the model's latency. */
+#define RL_PIPELINE_HOLD_MAX(cap) (2L * (long)(cap))
+
 /* Where a run came from: a Kafka message (its offset becomes done when the
  * run is durable) or the sweeper (no offset). */
 struct rl_source {
@@ -120,7 +127,7 @@ struct rl_pipeline {
     struct rl_counters counters;
     atomic_int stopping;     /* SIGTERM/SIGINT seen: stop claiming new work */
     atomic_int abandon;      /* grace elapsed: cancel what is still in flight */
-    atomic_long in_flight;   /* runs between intake and done */
+    atomic_long in_flight;   /* runs between intake and done (held runs) */
     struct rl_queue intake;  /* kafka -> ledger */
     struct rl_queue results; /* model -> ledger */
     struct rl_queue answers; /* ledger -> completer */

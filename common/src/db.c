@@ -121,7 +121,11 @@ static const char record_outcome_once[] =
     " WHERE run_id = $1 AND attempt_no = $2::int4 AND outcome IS NULL";
 
 /* Rows are locked in run_id order, as rl_claim_runs locks them, so a
- * renewal and a claim batch sharing runs cannot deadlock. */
+ * renewal and a claim batch sharing runs cannot deadlock. The lease is
+ * owner and epoch: no status condition, which would let the planner read
+ * every leased run through the partial index on running runs instead of
+ * looking these up by run_id (a lock owner implies status running, see
+ * schema/010_leases_by_run_id.sql). */
 static const char renew_leases_of_owner[] =
     "UPDATE runs r"
     "   SET lock_expires_at = now() + make_interval(secs => $2::float8),"
@@ -131,7 +135,7 @@ static const char renew_leases_of_owner[] =
     "          JOIN unnest($3::text[], $4::int8[]) WITH ORDINALITY"
     "               AS u(run_id, epoch, ord)"
     "            ON l.run_id = u.run_id AND l.lease_epoch = u.epoch"
-    "         WHERE l.lock_owner = $1 AND l.status = 'running'"
+    "         WHERE l.lock_owner = $1"
     "         ORDER BY l.run_id"
     "           FOR NO KEY UPDATE OF l) held"
     " WHERE r.run_id = held.run_id AND r.lock_owner = $1"
