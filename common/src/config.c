@@ -54,7 +54,8 @@ static const struct cfg_row rows[] = {
      "after a timeout or reset once the request was sent: dedupe, "
      "retry_once or park"},
     {"RUNLEDGER_MAX_IN_FLIGHT", CFG_INT, S(max_in_flight), "1024", 1, 100000, 0,
-     "runs in flight per process; partitions pause at the cap"},
+     "model calls in flight per process; the process holds at most "
+     "twice as many runs and pauses its partitions there"},
     {"RUNLEDGER_LEASE_SECONDS", CFG_INT, S(lease_seconds), "30", 2, 86400, 0,
      "lease duration; renewed once a third of it has passed"},
     {"RUNLEDGER_MAX_ATTEMPTS", CFG_INT, S(max_attempts), "5", 1, 100, 0,

@@ -507,7 +507,7 @@ e2e_header(const rd_kafka_message_t *rkm, const char *name, char *buf,
 }
 
 struct body {
-    char buf[256];
+    char buf[8192];
     size_t len;
 };
 
@@ -524,10 +524,12 @@ body_write(char *ptr, size_t size, size_t nmemb, void *opaque)
     return n;
 }
 
-long
-e2e_stub_generations(struct e2e *t, const char *key)
+/* The integer after "name": in the stub's /stats{query} (-1 on error).
+ * The whole-stub figures come before by_key, which the buffer may cut. */
+static long
+stub_stats_number(struct e2e *t, const char *query, const char *name)
 {
-    char url[512];
+    char url[512], field[96];
     const char *v1 = strstr(t->model_base_url, "/v1");
     int base_len =
         v1 ? (int)(v1 - t->model_base_url) : (int)strlen(t->model_base_url);
@@ -536,19 +538,35 @@ e2e_stub_generations(struct e2e *t, const char *key)
     const char *g;
     long n = -1;
 
-    snprintf(url, sizeof(url), "%.*s/stats?key=%s", base_len, t->model_base_url,
-             key);
+    snprintf(url, sizeof(url), "%.*s/stats%s", base_len, t->model_base_url,
+             query);
+    snprintf(field, sizeof(field), "\"%s\":", name);
     curl_easy_setopt(curl, CURLOPT_URL, url);
     curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, body_write);
     curl_easy_setopt(curl, CURLOPT_WRITEDATA, &b);
     curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 10000L);
     if (curl_easy_perform(curl) == CURLE_OK) {
-        g = strstr(b.buf, "\"generations\":");
+        g = strstr(b.buf, field);
         if (g)
-            n = strtol(g + strlen("\"generations\":"), NULL, 10);
+            n = strtol(g + strlen(field), NULL, 10);
     }
     curl_easy_cleanup(curl);
     return n;
+}
+
+long
+e2e_stub_generations(struct e2e *t, const char *key)
+{
+    char query[256];
+
+    snprintf(query, sizeof(query), "?key=%s", key);
+    return stub_stats_number(t, query, "generations");
+}
+
+long
+e2e_stub_stat(struct e2e *t, const char *name)
+{
+    return stub_stats_number(t, "", name);
 }
 
 int

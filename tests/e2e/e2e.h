@@ -113,6 +113,10 @@ void e2e_header(const rd_kafka_message_t *rkm, const char *name, char *buf,
 /* Generations the stub counted for Idempotency-Key key (-1 on error). */
 long e2e_stub_generations(struct e2e *t, const char *key);
 
+/* A whole-stub figure of the stub's /stats, e.g. "in_flight",
+ * "max_in_flight", "requests" (-1 on error). */
+long e2e_stub_stat(struct e2e *t, const char *name);
+
 /* Writes schedule event number i of job for tenant into buf: scheduled
  * 2026-08-07T09:00:00Z + i hours, version v1, input {"doc": i}, model
  * stub-1, one user message "summarise {{input}} <directive>" (directive
