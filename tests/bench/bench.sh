@@ -18,6 +18,9 @@
 #   paced    events at a steady BENCH_PACED_RATE per second (default half
 #            the zero rate) for BENCH_PACED_SECONDS (60): the per-run
 #            overhead when the service is not saturated
+#   trickle  the same at BENCH_TRICKLE_RATE (50) for BENCH_TRICKLE_SECONDS
+#            (30): the overhead of runs that arrive one by one, batches of
+#            one, nothing queued
 #   soak     the same at BENCH_SOAK_RATE (default the zero rate) for
 #            BENCH_SOAK_SECONDS (600): outbox backlog p50/p99/max sampled
 #            every second, notification latency p99, the relay's mean
@@ -38,7 +41,8 @@
 #                            RelWithDebInfo, failpoints off, warnings not
 #                            fatal, brought up to date incrementally)
 #   BENCH_DIR                scratch folder (default build-bench/run)
-#   BENCH_SCENARIOS          default "zero slow slow5s paced ceiling peer soak"
+#   BENCH_SCENARIOS          default "zero slow slow5s paced trickle ceiling
+#                            peer soak"
 #   BENCH_PEERS              default "python1 python4 graphile"
 #   BENCH_EVENTS             default 20000 (zero and slow)
 #   BENCH_SLOW_EVENTS        default BENCH_EVENTS
@@ -67,8 +71,10 @@ slow5_events=${BENCH_SLOW5_EVENTS:-40000}
 peer_events=${BENCH_PEER_EVENTS:-$events}
 max_in_flight=${BENCH_MAX_IN_FLIGHT:-2048}
 slow5_in_flight=${BENCH_SLOW5_MAX_IN_FLIGHT:-5000}
-scenarios=${BENCH_SCENARIOS:-zero slow slow5s paced ceiling peer soak}
+scenarios=${BENCH_SCENARIOS:-zero slow slow5s paced trickle ceiling peer soak}
 paced_seconds=${BENCH_PACED_SECONDS:-60}
+trickle_rate=${BENCH_TRICKLE_RATE:-50}
+trickle_seconds=${BENCH_TRICKLE_SECONDS:-30}
 soak_seconds=${BENCH_SOAK_SECONDS:-600}
 peers=${BENCH_PEERS:-python1 python4 graphile}
 ceiling_clients=${BENCH_CEILING_CLIENTS:-16 64}
@@ -297,6 +303,38 @@ measure_end() {
          JOIN pg_roles r ON r.oid = s.userid
         WHERE d.datname = '$1' AND r.rolname = '$role'
         ORDER BY s.total_exec_time DESC LIMIT 40" >"$work/$1.statements.txt" || true
+    # calls and total ms of the three batch statements every run goes
+    # through: claim, dispatch, completion (top level, the service's role)
+    local cols=() f
+    for f in rl_claim_runs rl_dispatch_runs rl_complete_runs; do
+        cols+=("coalesce(sum(s.calls) FILTER (WHERE s.query LIKE '%$f(%'), 0)")
+        cols+=("coalesce(round(sum(s.total_exec_time) FILTER (WHERE s.query LIKE '%$f(%')::numeric, 3), 0)")
+    done
+    read -r claim_c claim_t disp_c disp_t comp_c comp_t < <(q "
+        SELECT $(IFS=,; echo "${cols[*]}")
+          FROM pg_stat_statements s
+          JOIN pg_database d ON d.oid = s.dbid
+          JOIN pg_roles r ON r.oid = s.userid
+         WHERE d.datname = '$1' AND r.rolname = '$role' AND s.toplevel" |
+        tr '|' ' ')
+}
+
+# stmt_fields RUNS: the mean execution time of the claim, dispatch and
+# completion statements, runs per claim and per completion, and floor_ms,
+# the mean claim + dispatch time: a run's overhead contains the whole of
+# its claim statement (created_at is its start) and of its dispatch
+# statement (the call is sent once it committed), whatever else it waits
+# for.
+stmt_fields() {
+    local runs=$1
+    [ "$runs" -gt 0 ] || runs=1
+    printf 'claim_stmt_ms=%s dispatch_stmt_ms=%s complete_stmt_ms=%s runs_per_claim=%s runs_per_complete=%s floor_ms=%s' \
+        "$(fmt "$(calc "$claim_t / max($claim_c, 1)")" 2)" \
+        "$(fmt "$(calc "$disp_t / max($disp_c, 1)")" 2)" \
+        "$(fmt "$(calc "$comp_t / max($comp_c, 1)")" 2)" \
+        "$(fmt "$(calc "$runs / max($claim_c, 1)")" 1)" \
+        "$(fmt "$(calc "$runs / max($comp_c, 1)")" 1)" \
+        "$(fmt "$(calc "$claim_t / max($claim_c, 1) + $disp_t / max($disp_c, 1)")" 2)"
 }
 
 # All transactions committed in DB since measure_begin (read-only ones
@@ -387,7 +425,7 @@ q "DO \$\$ BEGIN
      END IF;
    END \$\$" >/dev/null
 bootstrap=
-if has zero || has slow || has slow5s || has paced || has soak || has peer; then
+if has zero || has slow || has slow5s || has paced || has trickle || has soak || has peer; then
     "$harness/kafka.sh" start "$work/kafka" >&2
     bootstrap=$(sed -n 's/^KAFKA_BOOTSTRAP_SERVERS=//p' "$work/kafka/env")
 fi
@@ -496,7 +534,7 @@ ours() {
     stop_pid "$stub_pid" 10
 
     line="$name events=$n completed=$done_runs runs_per_s=$(fmt "$rps") seconds=$(fmt "$(calc "$t1 - $t0")" 2)"
-    line+=" overhead_p50_ms=${ov% *} overhead_p99_ms=${ov#* }"
+    line+=" overhead_p50_ms=${ov% *} overhead_p99_ms=${ov#* } $(stmt_fields "$done_runs")"
     line+=" $(db_fields "$done_runs")"
     line+=" xacts_per_run=$(fmt "$(calc "$(xacts_since "$db") / max($done_runs, 1)")" 3)"
     line+=" rss_peak_mb=$(fmt "$(calc "$hwm / 1024")")"
@@ -617,7 +655,7 @@ PY
     stop_pid "$stub_pid" 10
     read -r bl_p50 bl_p99 bl_max <<<"$stats"
     line="$name rate=$rate seconds=$secs events=$n completed=$done_runs runs_per_s=$(fmt "$rps")"
-    line+=" overhead_p50_ms=${ov% *} overhead_p99_ms=${ov#* }"
+    line+=" overhead_p50_ms=${ov% *} overhead_p99_ms=${ov#* } $(stmt_fields "$done_runs")"
     line+=" backlog_p50=$bl_p50 backlog_p99=$bl_p99 backlog_max=$bl_max notify_latency_p99_ms=$lat"
     line+=" relay_batch_ms_per_min=$(paste -sd, "$minutes_file")"
     line+=" $(db_fields "$done_runs") rss_peak_mb=$(fmt "$(calc "$hwm / 1024")") $cpu load1=$(load1)"
@@ -627,6 +665,9 @@ PY
 
 if has paced; then
     paced paced "${BENCH_PACED_RATE:-$(calc "int(${zero_rps:-1000} / 2)")}" "$paced_seconds"
+fi
+if has trickle; then
+    paced trickle "$trickle_rate" "$trickle_seconds"
 fi
 if has soak; then
     paced soak "${BENCH_SOAK_RATE:-$(calc "int(${zero_rps:-1000})")}" "$soak_seconds"
