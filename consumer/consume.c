@@ -362,8 +362,8 @@ relay_main(void *arg)
 {
     struct relay_thread *rt = arg;
 
-    rt->rc = rl_relay_run(rt->pl->cfg, &rt->stop, &rt->pl->counters,
-                          rt->pl->http, &rt->pl->relay_behind);
+    rt->rc =
+        rl_relay_run(rt->pl->cfg, &rt->stop, &rt->pl->counters, rt->pl->http);
     return NULL;
 }
 

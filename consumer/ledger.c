@@ -1143,14 +1143,8 @@ rl_ledger_main(void *arg)
          * then would only join the completions waiting (a burst of fast
          * answers), so the burst queues in the intake, unclaimed, rather
          * than as leased runs. With slow calls the model holds more, and
-         * claims go on filling it. They also wait while this process's
-         * relay is behind: under overload, notifications of completed runs
-         * go out before more runs come in (bench soak at the burst rate:
-         * outbox backlog p99 1,280, max 1,794 rows without this), and the
-         * events wait in Kafka, where they are durable. */
-        claiming =
-            (lg.completing < BATCH_MAX || lg.completing <= lg.in_model) &&
-            !atomic_load(&pl->relay_behind);
+         * claims go on filling it. */
+        claiming = lg.completing < BATCH_MAX || lg.completing <= lg.in_model;
         room = claiming ? model_room(&lg) : 0;
         if (room > lg.cfg->db_batch)
             room = lg.cfg->db_batch;

@@ -138,8 +138,7 @@ struct rl_pipeline {
     struct rl_model *model;
     pthread_mutex_t wake_lock; /* ledger thread sleeps here */
     pthread_cond_t wake;
-    struct rl_http *http;    /* NULL when RUNLEDGER_HTTP_PORT is 0 */
-    atomic_int relay_behind; /* set by the relay thread (rl_relay_run) */
+    struct rl_http *http; /* NULL when RUNLEDGER_HTTP_PORT is 0 */
 };
 
 /* Wakes the ledger thread. @locality any thread */
@@ -167,12 +166,9 @@ void *rl_ledger_main(void *arg);
 void *rl_completer_main(void *arg);
 
 /* The relay: runs until *stop is set (relay.c). http (may be NULL)
- * receives delivery latency and, in `runledger relay`, liveness. behind
- * (may be NULL) is set while the relay's last batch took more than half
- * of RUNLEDGER_RELAY_BATCH rows, and cleared by a smaller batch or a
- * failed one. Returns 0, or non-zero after a fatal error. */
+ * receives delivery latency and, in `runledger relay`, liveness.
+ * Returns 0, or non-zero after a fatal error. */
 int rl_relay_run(const struct rl_config *cfg, atomic_int *stop,
-                 struct rl_counters *counters, struct rl_http *http,
-                 atomic_int *behind);
+                 struct rl_counters *counters, struct rl_http *http);
 
 #endif /* RL_PIPELINE_H */

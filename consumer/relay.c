@@ -127,8 +127,7 @@ relay_batch(rd_kafka_t *rk, struct rl_db *db, const struct rl_config *cfg,
 
 int
 rl_relay_run(const struct rl_config *cfg, atomic_int *stop,
-             struct rl_counters *counters, struct rl_http *http,
-             atomic_int *behind)
+             struct rl_counters *counters, struct rl_http *http)
 {
     char errstr[512];
     rd_kafka_conf_t *conf;
@@ -170,11 +169,6 @@ rl_relay_run(const struct rl_config *cfg, atomic_int *stop,
         }
         started = mono_seconds();
         n = relay_batch(rk, db, cfg, errstr, sizeof(errstr));
-        /* Rows came faster than the relay drains them: the ledger holds
-         * its claims until a batch is back below half. A failed batch says
-         * nothing about the rate and never holds claims. */
-        if (behind)
-            atomic_store(behind, n > 0 && n > cfg->relay_batch / 2);
         if (n < 0) {
             rl_log_warn(NULL, "relay: %s", errstr);
             if (n == RL_ERR_DB) {
@@ -261,7 +255,7 @@ rl_cmd_relay(int argc, char **argv)
         return RL_EXIT_FAILURE;
     }
     pthread_create(&tid, NULL, watch_signal, NULL);
-    rc = rl_relay_run(cfg, &relay_stop, &counters, http, NULL);
+    rc = rl_relay_run(cfg, &relay_stop, &counters, http);
     atomic_store(&relay_stop, 1);
     rl_http_stopping(http);
     pthread_join(tid, NULL);

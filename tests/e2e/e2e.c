@@ -951,6 +951,16 @@ e2e_wait_exit(struct e2e *t, int slot, long timeout_ms)
     }
 }
 
+int
+e2e_stop(struct e2e *t, int slot, long timeout_ms)
+{
+    int status;
+
+    e2e_signal(t, slot, SIGTERM, 0);
+    status = e2e_wait_exit(t, slot, timeout_ms);
+    return status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
 struct header_count {
     const char *name;
     const char *value;

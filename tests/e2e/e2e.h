@@ -151,6 +151,10 @@ int e2e_wait_stopped(struct e2e *t, int slot, long timeout_ms);
  * -1 when it still runs after timeout_ms. */
 int e2e_wait_exit(struct e2e *t, int slot, long timeout_ms);
 
+/* Sends SIGTERM to the process in slot and waits up to timeout_ms for it
+ * to exit; returns 1 when it exited with status 0, else 0. */
+int e2e_stop(struct e2e *t, int slot, long timeout_ms);
+
 /* Messages of topic whose header name equals value (value NULL: all). */
 long e2e_count_with_header(struct e2e *t, const char *topic, const char *name,
                            const char *value);
