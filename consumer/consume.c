@@ -287,8 +287,8 @@ intake(struct kstate *ks, rd_kafka_message_t *rkm)
 /* Pauses the partitions once the process holds RL_PIPELINE_HOLD_MAX runs
  * and resumes them when a quarter of that is free again. librdkafka drops
  * a paused partition's prefetched messages and fetches them again on
- * resume; the runs parsed meanwhile keep the ledger busy until the fetch is
- * back, so a pause never leaves a model slot idle. */
+ * resume; with the pause at twice the model-call cap, runs parsed before
+ * it wait in the intake for the slots that free up meanwhile. */
 static void
 flow_control(struct kstate *ks)
 {
