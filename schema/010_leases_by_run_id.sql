@@ -10,7 +10,8 @@
 -- by primary key. A batch then cost more with every run in flight: at
 -- 2,048 model calls of 500 ms a 155-run completion took 70 ms (0.45 ms a
 -- run, against 0.24 with nothing in flight), and one EXPLAIN ANALYZE read
--- 37,828 index entries and 4,335 heap pages to update 155 rows.
+-- 37,828 index entries and 4,335 heap pages to find the 155 runs of one
+-- batch.
 --
 -- The condition says nothing the lease check does not: a run has a lock
 -- owner exactly while it is running (CHECK runs_only_running_is_leased in

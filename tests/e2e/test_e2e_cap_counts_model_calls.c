@@ -34,8 +34,8 @@ stub_saw_requests(struct e2e *t, void *opaque)
            e2e_int(t, "SELECT count(*) FROM attempts");
 }
 
-/* 1 while the consumer holds more than 2 * CAP runs: dispatched more, or
- * stored a raw input (the claim) for more. */
+/* 1 once the consumer took more than 2 * CAP runs: claimed more (a claim
+ * inserts the run's row) or dispatched more. */
 static int
 held_beyond_bound(struct e2e *t, void *opaque)
 {
