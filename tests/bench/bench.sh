@@ -19,8 +19,8 @@
 #            the zero rate) for BENCH_PACED_SECONDS (60): the per-run
 #            overhead when the service is not saturated
 #   trickle  the same at BENCH_TRICKLE_RATE (50) for BENCH_TRICKLE_SECONDS
-#            (30): the overhead of runs that arrive one by one, batches of
-#            one, nothing queued
+#            (30): the overhead of runs that arrive one by one, a run or
+#            two a statement, nothing queued
 #   soak     the same at BENCH_SOAK_RATE (default the zero rate) for
 #            BENCH_SOAK_SECONDS (600): outbox backlog p50/p99/max sampled
 #            every second, notification latency p99, the relay's mean
