@@ -326,15 +326,16 @@ measure_end() {
 # statement (the call is sent once it committed), whatever else it waits
 # for.
 stmt_fields() {
-    local runs=$1
+    local runs=$1 claim_ms disp_ms
     [ "$runs" -gt 0 ] || runs=1
+    claim_ms=$(calc "$claim_t / max($claim_c, 1)")
+    disp_ms=$(calc "$disp_t / max($disp_c, 1)")
     printf 'claim_stmt_ms=%s dispatch_stmt_ms=%s complete_stmt_ms=%s runs_per_claim=%s runs_per_complete=%s floor_ms=%s' \
-        "$(fmt "$(calc "$claim_t / max($claim_c, 1)")" 2)" \
-        "$(fmt "$(calc "$disp_t / max($disp_c, 1)")" 2)" \
+        "$(fmt "$claim_ms" 2)" "$(fmt "$disp_ms" 2)" \
         "$(fmt "$(calc "$comp_t / max($comp_c, 1)")" 2)" \
         "$(fmt "$(calc "$runs / max($claim_c, 1)")" 1)" \
         "$(fmt "$(calc "$runs / max($comp_c, 1)")" 1)" \
-        "$(fmt "$(calc "$claim_t / max($claim_c, 1) + $disp_t / max($disp_c, 1)")" 2)"
+        "$(fmt "$(calc "$claim_ms + $disp_ms")" 2)"
 }
 
 # All transactions committed in DB since measure_begin (read-only ones
