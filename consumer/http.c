@@ -118,6 +118,9 @@ static const struct family_def families[] = {
      "outbox rows this process delivered to the notification topic"},
     {"runledger_outbox_delivery_latency_seconds", RL_METRIC_HISTOGRAM,
      "relay batch latency: rows locked to every row acknowledged"},
+    {"runledger_outbox_vacuum_seconds", RL_METRIC_HISTOGRAM,
+     "VACUUM of the outbox by this process's relay (every "
+     "RUNLEDGER_RELAY_VACUUM_ROWS delivered rows)"},
     {"runledger_outbox_backlog", RL_METRIC_GAUGE,
      "undelivered outbox rows in the ledger (ledger-wide: aggregate with "
      "max; exact up to 100000, then pg_class.reltuples)"},
@@ -144,7 +147,8 @@ define_families(struct rl_metrics *m)
             b = latency_buckets;
             nb = sizeof(latency_buckets) / sizeof(latency_buckets[0]);
         } else if (strcmp(f->name,
-                          "runledger_outbox_delivery_latency_seconds") == 0) {
+                          "runledger_outbox_delivery_latency_seconds") == 0 ||
+                   strcmp(f->name, "runledger_outbox_vacuum_seconds") == 0) {
             b = delivery_buckets;
             nb = sizeof(delivery_buckets) / sizeof(delivery_buckets[0]);
         }
@@ -639,6 +643,14 @@ rl_http_kafka_stats(struct rl_http *h, const char *json, size_t len)
         }
     }
     cJSON_Delete(root);
+}
+
+void
+rl_http_outbox_vacuumed(struct rl_http *h, double seconds)
+{
+    if (h)
+        rl_metrics_observe(h->metrics, "runledger_outbox_vacuum_seconds", NULL,
+                           seconds);
 }
 
 void

@@ -68,4 +68,7 @@ void rl_http_kafka_stats(struct rl_http *h, const char *json, size_t len);
 /* A relay batch of rows was acknowledged seconds after it was locked. */
 void rl_http_relay_batch(struct rl_http *h, size_t rows, double seconds);
 
+/* The relay vacuumed the outbox in seconds. */
+void rl_http_outbox_vacuumed(struct rl_http *h, double seconds);
+
 #endif /* RL_HTTP_H */

@@ -67,6 +67,7 @@ relay_batch(rd_kafka_t *rk, struct rl_db *db, const struct rl_config *cfg,
     struct rl_outbox_row *rows = NULL;
     size_t n = 0;
     struct batch_state bs = {0, 0, RD_KAFKA_RESP_ERR_NO_ERROR};
+    double t0 = mono_seconds(), t_locked, t_acked, t_done;
     int err;
 
     err = rl_db_outbox_lock_batch(db, cfg->relay_batch, &rows, &n, errstr,
@@ -77,6 +78,7 @@ relay_batch(rd_kafka_t *rk, struct rl_db *db, const struct rl_config *cfg,
         rl_db_outbox_finish_batch(db, NULL, 0, 0, errstr, errstr_size);
         return 0;
     }
+    t_locked = mono_seconds();
     for (size_t i = 0; i < n; i++) {
         struct rl_outbox_row *row = &rows[i];
         rd_kafka_headers_t *hdrs = rd_kafka_headers_new(4);
@@ -109,6 +111,7 @@ relay_batch(rd_kafka_t *rk, struct rl_db *db, const struct rl_config *cfg,
     /* Every report must be in before a row may be marked delivered. */
     while (bs.acked + bs.failed < n)
         rd_kafka_poll(rk, 100);
+    t_acked = mono_seconds();
     if (rl_failpoint("relay_after_produce")) {
         bs.failed = n;
         bs.last_err = RD_KAFKA_RESP_ERR__FAIL;
@@ -122,7 +125,52 @@ relay_batch(rd_kafka_t *rk, struct rl_db *db, const struct rl_config *cfg,
     }
     err = rl_db_outbox_finish_batch(db, rows, n, 1, errstr, errstr_size);
     rl_db_outbox_rows_free(rows, n);
+    t_done = mono_seconds();
+    /* Rows queue behind a slow batch; say which step was slow. */
+    if (t_done - t0 >= 1.0)
+        rl_log_warn(NULL,
+                    "relay: a batch of %zu rows took %.1f s (lock %.2f s, "
+                    "broker acks %.2f s, record %.2f s)",
+                    n, t_done - t0, t_locked - t0, t_acked - t_locked,
+                    t_done - t_acked);
     return err ? err : (int)n;
+}
+
+/* Every cfg->relay_vacuum_rows delivered rows, vacuums the outbox (see
+ * rl_db_outbox_vacuum). *since counts the rows delivered since the last
+ * one; *denied_logged keeps the "may not vacuum" line to one per
+ * process. A failed vacuum only costs a warning: delivery goes on. */
+static void
+relay_vacuum(struct rl_db *db, const struct rl_config *cfg,
+             struct rl_http *http, size_t *since, int *denied_logged)
+{
+    char errstr[512];
+    double started;
+    int ran = 0;
+
+    if (cfg->relay_vacuum_rows <= 0 || *since < (size_t)cfg->relay_vacuum_rows)
+        return;
+    *since = 0;
+    started = mono_seconds();
+    if (rl_db_outbox_vacuum(db, &ran, errstr, sizeof(errstr)) != 0) {
+        rl_log_warn(NULL, "relay: %s", errstr);
+        return;
+    }
+    if (ran) {
+        double took = mono_seconds() - started;
+
+        rl_http_outbox_vacuumed(http, took);
+        /* rows queue meanwhile: a slow one is worth an operator's look */
+        if (took >= 1.0)
+            rl_log_warn(NULL, "relay: vacuuming the outbox took %.1f s",
+                        took);
+    } else if (!*denied_logged) {
+        *denied_logged = 1;
+        rl_log_info(NULL, "relay: this role owns neither the outbox nor the "
+                          "database, so it cannot vacuum the outbox; "
+                          "autovacuum alone keeps it (set "
+                          "RUNLEDGER_RELAY_VACUUM_ROWS=0 to say so)");
+    }
 }
 
 int
@@ -134,6 +182,8 @@ rl_relay_run(const struct rl_config *cfg, atomic_int *stop,
     rd_kafka_t *rk;
     struct rl_db *db = NULL;
     long backoff = 100;
+    size_t since_vacuum = 0;
+    int vacuum_denied_logged = 0;
 
     conf = rl_kafka_conf_new(cfg, errstr, sizeof(errstr));
     if (!conf) {
@@ -183,6 +233,8 @@ rl_relay_run(const struct rl_config *cfg, atomic_int *stop,
         if (counters)
             atomic_fetch_add(&counters->relayed, n);
         rl_http_relay_batch(http, (size_t)n, mono_seconds() - started);
+        since_vacuum += (size_t)n;
+        relay_vacuum(db, cfg, http, &since_vacuum, &vacuum_denied_logged);
         /* Nothing pending: sleep until a statement queues rows (the
          * outbox's wake-up) or the interval passes, whichever is first. */
         if (n == 0 && rl_db_outbox_wait(db, cfg->relay_interval_ms, errstr,

@@ -82,6 +82,12 @@ static const struct cfg_row rows[] = {
      600000, 0,
      "longest relay wait when the outbox is empty (queued rows wake it at "
      "once)"},
+    {"RUNLEDGER_RELAY_VACUUM_ROWS", CFG_INT, S(relay_vacuum_rows), "20000", 0,
+     100000000, 0,
+     "the relay vacuums the outbox after delivering this many rows, so "
+     "the pending set stays a few megabytes between autovacuum's visits "
+     "(0: autovacuum only; skipped when the role owns neither the outbox "
+     "nor the database)"},
     {"RUNLEDGER_DB_BATCH", CFG_INT, S(db_batch), "64", 1, 10000, 0,
      "most runs claimed per ledger statement"},
     {"RUNLEDGER_HTTP_PORT", CFG_INT, S(http_port), "9464", 0, 65535, 0,

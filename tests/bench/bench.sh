@@ -56,6 +56,10 @@
 #                            expiry the line says timeout=1 and the rate is
 #                            computed from what completed
 #   BENCH_GRAPHILE_CONCURRENCY  default 32
+#   BENCH_AUTO_EXPLAIN_MS    log the plans of statements slower than that
+#                            (PostgreSQL's log; diagnosis, not figures)
+#   BENCH_WAL_BREAKDOWN      set: zero/slow/slow5s also write where their
+#                            WAL went, by relation, to BENCH_DIR/DB.wal.txt
 # Any RUNLEDGER_* variable set by the caller reaches the consumer.
 set -euo pipefail
 
@@ -278,6 +282,51 @@ measure_begin() {
     q "SELECT pg_stat_statements_reset()" >/dev/null
     xid0=$(q "SELECT pg_snapshot_xmax(pg_current_snapshot())")
     xact0=$(q "SELECT xact_commit FROM pg_stat_database WHERE datname = '$1'")
+    read -r wal0 fpi0 ckpt0 lsn0 < <(wal_now)
+}
+
+# wal_now: WAL bytes and full-page images written so far (pg_stat_wal,
+# the whole server: one scenario runs at a time), checkpoints so far, and
+# the current WAL position.
+wal_now() {
+    q "SELECT w.wal_bytes, w.wal_fpi, b.checkpoints_timed + b.checkpoints_req,
+              pg_current_wal_lsn()
+         FROM pg_stat_wal w, pg_stat_bgwriter b" | tr '|' ' '
+}
+
+# wal_fields RUNS: WAL kilobytes and full-page images per run, and the
+# checkpoints in the window (set by measure_end).
+wal_fields() {
+    local runs=$1
+    [ "$runs" -gt 0 ] || runs=1
+    printf 'wal_kb_per_run=%s fpi_per_run=%s checkpoints=%s' \
+        "$(fmt "$(calc "$wal_bytes / 1024 / $runs")" 2)" \
+        "$(fmt "$(calc "$wal_fpi / $runs")" 2)" "$wal_ckpts"
+}
+
+# wal_breakdown DB: where the window's WAL went, by relation (records,
+# record bytes, full-page-image bytes; pg_walinspect), into DB.wal.txt.
+# Only while the window's WAL is still on disk (checkpoints recycle it),
+# so it is tried and may leave a note in the file instead.
+wal_breakdown() {
+    local lsn1
+    lsn1=$(q "SELECT pg_current_wal_flush_lsn()")
+    DB=$1 q "CREATE EXTENSION IF NOT EXISTS pg_walinspect" >/dev/null 2>&1 || true
+    DB=$1 q "SELECT coalesce(c.relname, r.node) AS rel, count(*) AS blocks,
+                    pg_size_pretty(sum(r.fpi)) AS fpi_bytes
+               FROM (SELECT substring(b FROM 'rel [0-9]+/[0-9]+/([0-9]+)') AS node,
+                            CASE WHEN b ~ 'FPW' THEN 8192 ELSE 0 END AS fpi
+                       FROM pg_get_wal_records_info('$lsn0', '$lsn1') w,
+                            regexp_split_to_table(w.block_ref, 'blkref') AS b
+                      WHERE b ~ 'rel ') r
+               LEFT JOIN pg_class c ON c.relfilenode::text = r.node
+              GROUP BY 1 ORDER BY sum(r.fpi) DESC, count(*) DESC LIMIT 30" \
+        >"$work/$1.wal.txt" 2>&1 || true
+    DB=$1 q "SELECT \"resource_manager/record_type\", count, round(record_size / 1024.0 / 1024, 1) AS mb,
+                    round(fpi_size / 1024.0 / 1024, 1) AS fpi_mb
+               FROM pg_get_wal_stats('$lsn0', '$lsn1', true)
+              WHERE count > 0 ORDER BY record_size + fpi_size DESC LIMIT 20" \
+        >>"$work/$1.wal.txt" 2>&1 || true
 }
 
 # measure_end DB: sets stmts (statements other than transaction control),
@@ -288,6 +337,15 @@ measure_end() {
     local xid1
     xid1=$(q "SELECT pg_snapshot_xmax(pg_current_snapshot())")
     wxacts=$(calc "$xid1 - $xid0")
+    DB=$1 q "SELECT s.relname, s.n_tup_ins, s.n_tup_upd, s.n_tup_hot_upd, s.n_tup_del,
+                    s.autovacuum_count, s.autoanalyze_count,
+                    pg_size_pretty(pg_table_size(s.relid)) AS heap,
+                    pg_size_pretty(pg_indexes_size(s.relid)) AS indexes
+               FROM pg_stat_user_tables s ORDER BY pg_total_relation_size(s.relid) DESC" \
+        >"$work/$1.tables.txt" 2>&1 || true
+    local wal1 fpi1 ckpt1 lsn1
+    read -r wal1 fpi1 ckpt1 lsn1 < <(wal_now)
+    wal_bytes=$(calc "$wal1 - $wal0") wal_fpi=$(calc "$fpi1 - $fpi0") wal_ckpts=$((ckpt1 - ckpt0))
     read -r stmts txctl < <(q "SELECT coalesce(sum(s.calls) FILTER (WHERE NOT s.query ~* '$txctl_re'), 0),
                                       coalesce(sum(s.calls) FILTER (WHERE s.query ~* '$txctl_re'), 0)
                                  FROM pg_stat_statements s
@@ -425,6 +483,20 @@ q "DO \$\$ BEGIN
        CREATE ROLE $role LOGIN;
      END IF;
    END \$\$" >/dev/null
+# BENCH_AUTO_EXPLAIN_MS: the plans (with row counts and buffers) of the
+# bench role's statements slower than that, nested ones included, and its
+# lock waits longer than deadlock_timeout (1 s) go to PostgreSQL's log
+# (build-bench/run/pg/log). Costs CPU: not for figures.
+q "ALTER ROLE $role RESET ALL" >/dev/null
+if [ -n "${BENCH_AUTO_EXPLAIN_MS:-}" ]; then
+    for kv in "session_preload_libraries=auto_explain" \
+        "auto_explain.log_min_duration=${BENCH_AUTO_EXPLAIN_MS}ms" \
+        auto_explain.log_analyze=on auto_explain.log_buffers=on \
+        auto_explain.log_timing=off auto_explain.log_nested_statements=on \
+        log_lock_waits=on; do
+        q "ALTER ROLE $role SET ${kv%%=*} = '${kv#*=}'" >/dev/null
+    done
+fi
 bootstrap=
 if has zero || has slow || has slow5s || has paced || has trickle || has soak || has peer; then
     "$harness/kafka.sh" start "$work/kafka" >&2
@@ -527,6 +599,7 @@ ours() {
     wait_count "$db" "SELECT count(*) FROM outbox_delivered" "$want" "$wait_seconds" || timeout=1
     cpu=$(cpu_end "$pid")
     measure_end "$db"
+    [ -z "${BENCH_WAL_BREAKDOWN:-}" ] || wal_breakdown "$db"
     hwm=$(hwm_kb "$pid")
     inflight=$(stub_stat max_in_flight)
     kill -0 "$pid" 2>/dev/null || die "$name: the consumer died (log: $work/$name.consumer.log)"
@@ -536,7 +609,7 @@ ours() {
 
     line="$name events=$n completed=$done_runs runs_per_s=$(fmt "$rps") seconds=$(fmt "$(calc "$t1 - $t0")" 2)"
     line+=" overhead_p50_ms=${ov% *} overhead_p99_ms=${ov#* } $(stmt_fields "$done_runs")"
-    line+=" $(db_fields "$done_runs")"
+    line+=" $(db_fields "$done_runs") $(wal_fields "$done_runs")"
     line+=" xacts_per_run=$(fmt "$(calc "$(xacts_since "$db") / max($done_runs, 1)")" 3)"
     line+=" rss_peak_mb=$(fmt "$(calc "$hwm / 1024")")"
     if [ "$latency" -gt 0 ]; then
@@ -620,7 +693,10 @@ paced() {
     next_min=60
     while kill -0 "$pace_pid" 2>/dev/null; do
         sleep 1
-        DB=$db q "SELECT count(*) FROM outbox" >>"$backlog_file"
+        # through outbox_pending_by_age_idx, as the service's gauge: a
+        # sequential scan would read every page the churn left since the
+        # last vacuum, each second
+        DB=$db q "SELECT count(*) FROM (SELECT 1 FROM outbox ORDER BY created_at) s" >>"$backlog_file"
         elapsed=$(calc "int($(now) - $t0)")
         if [ "$elapsed" -ge "$next_min" ]; then
             read -r c1 s1 < <(relay_batches "$port")
@@ -659,7 +735,7 @@ PY
     line+=" overhead_p50_ms=${ov% *} overhead_p99_ms=${ov#* } $(stmt_fields "$done_runs")"
     line+=" backlog_p50=$bl_p50 backlog_p99=$bl_p99 backlog_max=$bl_max notify_latency_p99_ms=$lat"
     line+=" relay_batch_ms_per_min=$(paste -sd, "$minutes_file")"
-    line+=" $(db_fields "$done_runs") rss_peak_mb=$(fmt "$(calc "$hwm / 1024")") $cpu load1=$(load1)"
+    line+=" $(db_fields "$done_runs") $(wal_fields "$done_runs") rss_peak_mb=$(fmt "$(calc "$hwm / 1024")") $cpu load1=$(load1)"
     [ "$timeout" -eq 0 ] || line+=" timeout=1"
     out "$line"
 }

@@ -46,6 +46,7 @@ struct rl_config {
     int sweep_interval_ms;
     int relay_batch;
     int relay_interval_ms;
+    int relay_vacuum_rows;
     int db_batch;
     int http_port;
     int shutdown_grace_seconds;

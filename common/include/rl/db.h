@@ -387,6 +387,7 @@ struct rl_outbox_row {
     char *tenant;
     char *payload;      /* JSON text */
     int delivery_count; /* earlier delivery attempts */
+    char ctid[32];      /* the locked row's tuple id, e.g. "(12,3)" */
 };
 
 /* Opens a transaction and locks up to limit of the oldest pending outbox
@@ -414,7 +415,10 @@ void rl_db_outbox_rows_free(struct rl_outbox_row *rows, size_t n);
 
 /* Subscribes the session to the outbox's wake-ups: every statement that
  * queues outbox rows notifies channel runledger_outbox at commit
- * (schema/009_outbox_wakeup.sql). Returns 0 or RL_ERR_DB. */
+ * (schema/009_outbox_wakeup.sql), and makes it a relay session, whose
+ * plans read the outbox by index only (enable_seqscan and enable_sort
+ * off: see db.c). Call it on the relay's own connection before its first
+ * batch. Returns 0 or RL_ERR_DB. */
 int rl_db_outbox_listen(struct rl_db *db, char *errstr, size_t errstr_size);
 
 /* On a listening session outside a transaction: waits up to timeout_ms
@@ -422,6 +426,19 @@ int rl_db_outbox_listen(struct rl_db *db, char *errstr, size_t errstr_size);
  * time passed) or RL_ERR_DB (the connection is gone). */
 int rl_db_outbox_wait(struct rl_db *db, long timeout_ms, char *errstr,
                       size_t errstr_size);
+
+/* Outside a transaction: VACUUM (SKIP_LOCKED) the outbox, whose rows are
+ * all deleted within moments of their insert. Autovacuum visits a
+ * database at most once per autovacuum_naptime (a minute by default);
+ * between visits every insert extends the heap, so at thousands of
+ * notifications a second the pending set of a few hundred rows spreads
+ * over a hundred megabytes that every relay scan and insert walks. The
+ * relay calls this every RUNLEDGER_RELAY_VACUUM_ROWS delivered rows.
+ * Sets *ran to 1 when it ran, 0 when this session's role may not vacuum
+ * the outbox (neither its owner nor the database's; checked once per
+ * session). Returns 0 or RL_ERR_DB. */
+int rl_db_outbox_vacuum(struct rl_db *db, int *ran, char *errstr,
+                        size_t errstr_size);
 
 /* ---- ad hoc --------------------------------------------------------- */
 
