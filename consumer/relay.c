@@ -162,8 +162,7 @@ relay_vacuum(struct rl_db *db, const struct rl_config *cfg,
         rl_http_outbox_vacuumed(http, took);
         /* rows queue meanwhile: a slow one is worth an operator's look */
         if (took >= 1.0)
-            rl_log_warn(NULL, "relay: vacuuming the outbox took %.1f s",
-                        took);
+            rl_log_warn(NULL, "relay: vacuuming the outbox took %.1f s", took);
     } else if (!*denied_logged) {
         *denied_logged = 1;
         rl_log_info(NULL, "relay: this role owns neither the outbox nor the "

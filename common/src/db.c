@@ -2081,8 +2081,8 @@ rl_db_outbox_listen(struct rl_db *db, char *errstr, size_t errstr_size)
     if (!res)
         return err;
     PQclear(res);
-    res = exec_simple(db, relay_session_sql, 0, NULL, &err, errstr,
-                      errstr_size, "set up the relay session");
+    res = exec_simple(db, relay_session_sql, 0, NULL, &err, errstr, errstr_size,
+                      "set up the relay session");
     if (!res)
         return err;
     PQclear(res);
@@ -2124,14 +2124,13 @@ rl_db_outbox_vacuum(struct rl_db *db, int *ran, char *errstr,
         return RL_ERR_INVALID;
     }
     if (db->outbox_vacuum == 0) {
-        res = exec_simple(db, outbox_vacuum_allowed_sql, 0, NULL, &err,
-                          errstr, errstr_size, "check who may vacuum the outbox");
+        res = exec_simple(db, outbox_vacuum_allowed_sql, 0, NULL, &err, errstr,
+                          errstr_size, "check who may vacuum the outbox");
         if (!res)
             return err;
         db->outbox_vacuum =
-            PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "t") == 0
-                ? 1
-                : -1;
+            PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "t") == 0 ? 1
+                                                                           : -1;
         PQclear(res);
     }
     if (db->outbox_vacuum < 0)

@@ -7,8 +7,8 @@
  * itself. Here: a vacuum at one live row, then 20,000 pending rows; one
  * batch of 100 is locked and recorded delivered, and the outbox rows read
  * meanwhile (pg_stat_user_tables: sequential + index fetches; nothing but
- * the relay's session works then) must stay far below the backlog. Also: the batch's rows, and only they, left the
- * outbox for the audit. */
+ * the relay's session works then) must stay far below the backlog. Also: the
+ * batch's rows, and only they, left the outbox for the audit. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
