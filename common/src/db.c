@@ -2066,10 +2066,14 @@ static const char outbox_schema_sql[] =
  * only when the statistics say the outbox is nearly empty, which a queue's
  * statistics often do: a vacuum that met a few live rows, or index entries
  * a long transaction kept from being removed. Off, they cost so much that
- * the index path wins whatever the estimates. */
+ * the index path wins whatever the estimates. That inflated cost (10^10
+ * for the sort of the batch, which every plan keeps) would pass
+ * jit_above_cost and have each batch compiled: 300 ms a statement, so
+ * JIT is off for this session too. */
 static const char relay_session_sql[] =
     "SELECT set_config('enable_seqscan', 'off', false),"
-    "       set_config('enable_sort', 'off', false)";
+    "       set_config('enable_sort', 'off', false),"
+    "       set_config('jit', 'off', false)";
 
 int
 rl_db_outbox_listen(struct rl_db *db, char *errstr, size_t errstr_size)
