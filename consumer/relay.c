@@ -136,39 +136,68 @@ relay_batch(rd_kafka_t *rk, struct rl_db *db, const struct rl_config *cfg,
     return err ? err : (int)n;
 }
 
-/* Every cfg->relay_vacuum_rows delivered rows, vacuums the outbox (see
- * rl_db_outbox_vacuum). *since counts the rows delivered since the last
- * one; *denied_logged keeps the "may not vacuum" line to one per
- * process. A failed vacuum only costs a warning: delivery goes on. */
+/* The relay's vacuums of the outbox (see rl_db_outbox_vacuum_start): one
+ * at a time, on a connection of their own, started every
+ * cfg->relay_vacuum_rows delivered rows and watched at every turn of the
+ * relay loop. A failed one only costs a warning: delivery goes on. */
+struct vacuum_state {
+    struct rl_db *db;
+    size_t since;   /* rows delivered since the last one started */
+    int running;    /* one was sent and has not finished */
+    int denied;     /* this role may not vacuum the outbox */
+    double started; /* mono_seconds() when it was sent */
+};
+
 static void
-relay_vacuum(struct rl_db *db, const struct rl_config *cfg,
-             struct rl_http *http, size_t *since, int *denied_logged)
+relay_vacuum(struct vacuum_state *vs, const struct rl_config *cfg,
+             struct rl_http *http)
 {
     char errstr[512];
-    double started;
-    int ran = 0;
+    int rc;
 
-    if (cfg->relay_vacuum_rows <= 0 || *since < (size_t)cfg->relay_vacuum_rows)
-        return;
-    *since = 0;
-    started = mono_seconds();
-    if (rl_db_outbox_vacuum(db, &ran, errstr, sizeof(errstr)) != 0) {
-        rl_log_warn(NULL, "relay: %s", errstr);
-        return;
+    if (vs->running) {
+        rc = rl_db_outbox_vacuum_poll(vs->db, errstr, sizeof(errstr));
+        if (rc == 1)
+            return;
+        vs->running = 0;
+        if (rc == 0) {
+            double took = mono_seconds() - vs->started;
+
+            rl_http_outbox_vacuumed(http, took);
+            if (took >= 1.0)
+                rl_log_warn(NULL, "relay: vacuuming the outbox took %.1f s",
+                            took);
+        } else {
+            rl_log_warn(NULL, "relay: %s", errstr);
+            rl_db_destroy(vs->db);
+            vs->db = NULL;
+        }
     }
-    if (ran) {
-        double took = mono_seconds() - started;
-
-        rl_http_outbox_vacuumed(http, took);
-        /* rows queue meanwhile: a slow one is worth an operator's look */
-        if (took >= 1.0)
-            rl_log_warn(NULL, "relay: vacuuming the outbox took %.1f s", took);
-    } else if (!*denied_logged) {
-        *denied_logged = 1;
+    if (cfg->relay_vacuum_rows <= 0 || vs->denied ||
+        vs->since < (size_t)cfg->relay_vacuum_rows)
+        return;
+    vs->since = 0;
+    if (!vs->db) {
+        vs->db = rl_db_connect(cfg->database_url, errstr, sizeof(errstr));
+        if (!vs->db) {
+            rl_log_warn(NULL, "relay: vacuum connection: %s", errstr);
+            return;
+        }
+    }
+    rc = rl_db_outbox_vacuum_start(vs->db, errstr, sizeof(errstr));
+    if (rc == 1) {
+        vs->running = 1;
+        vs->started = mono_seconds();
+    } else if (rc == 0) {
+        vs->denied = 1;
         rl_log_info(NULL, "relay: this role owns neither the outbox nor the "
                           "database, so it cannot vacuum the outbox; "
                           "autovacuum alone keeps it (set "
                           "RUNLEDGER_RELAY_VACUUM_ROWS=0 to say so)");
+    } else {
+        rl_log_warn(NULL, "relay: %s", errstr);
+        rl_db_destroy(vs->db);
+        vs->db = NULL;
     }
 }
 
@@ -181,8 +210,7 @@ rl_relay_run(const struct rl_config *cfg, atomic_int *stop,
     rd_kafka_t *rk;
     struct rl_db *db = NULL;
     long backoff = 100;
-    size_t since_vacuum = 0;
-    int vacuum_denied_logged = 0;
+    struct vacuum_state vacuum = {NULL, 0, 0, 0, 0.0};
 
     conf = rl_kafka_conf_new(cfg, errstr, sizeof(errstr));
     if (!conf) {
@@ -232,8 +260,8 @@ rl_relay_run(const struct rl_config *cfg, atomic_int *stop,
         if (counters)
             atomic_fetch_add(&counters->relayed, n);
         rl_http_relay_batch(http, (size_t)n, mono_seconds() - started);
-        since_vacuum += (size_t)n;
-        relay_vacuum(db, cfg, http, &since_vacuum, &vacuum_denied_logged);
+        vacuum.since += (size_t)n;
+        relay_vacuum(&vacuum, cfg, http);
         /* Nothing pending: sleep until a statement queues rows (the
          * outbox's wake-up) or the interval passes, whichever is first. */
         if (n == 0 && rl_db_outbox_wait(db, cfg->relay_interval_ms, errstr,
@@ -246,6 +274,7 @@ rl_relay_run(const struct rl_config *cfg, atomic_int *stop,
     rd_kafka_flush(rk, 5000);
     rd_kafka_destroy(rk);
     rl_db_destroy(db);
+    rl_db_destroy(vacuum.db);
     return 0;
 }
 

@@ -27,7 +27,8 @@ struct rl_db {
     int schema_set;      /* search_path applied on this session */
     int in_tx;           /* a relay transaction is open */
     char *outbox_schema; /* rl_db_outbox_listen: where outbox resolved */
-    int outbox_vacuum;   /* rl_db_outbox_vacuum: 0 unchecked, 1 may, -1 not */
+    int outbox_vacuum;   /* may vacuum the outbox: 0 unchecked, 1 yes, -1 no */
+    int vacuuming;       /* rl_db_outbox_vacuum_start sent, result pending */
 };
 
 /* ---- statements --------------------------------------------------------- */
@@ -2114,17 +2115,21 @@ static const char outbox_vacuum_allowed_sql[] =
     "  FROM pg_class c, pg_database d"
     " WHERE c.oid = 'outbox'::regclass AND d.datname = current_database()";
 
+/* TRUNCATE false: the truncation at the end of a vacuum holds an ACCESS
+ * EXCLUSIVE lock on the outbox, which every completion (its INSERT) would
+ * queue behind; autovacuum still gives back the pages a backlog left. */
+static const char outbox_vacuum_sql[] =
+    "VACUUM (SKIP_LOCKED, TRUNCATE false) outbox";
+
 int
-rl_db_outbox_vacuum(struct rl_db *db, int *ran, char *errstr,
-                    size_t errstr_size)
+rl_db_outbox_vacuum_start(struct rl_db *db, char *errstr, size_t errstr_size)
 {
     int err = RL_ERR_DB;
     PGresult *res;
 
-    *ran = 0;
-    if (db->in_tx) {
+    if (db->in_tx || db->vacuuming) {
         set_err(errstr, errstr_size,
-                "could not vacuum the outbox: a relay transaction is open");
+                "could not vacuum the outbox: the session is busy");
         return RL_ERR_INVALID;
     }
     if (db->outbox_vacuum == 0) {
@@ -2139,15 +2144,38 @@ rl_db_outbox_vacuum(struct rl_db *db, int *ran, char *errstr,
     }
     if (db->outbox_vacuum < 0)
         return 0;
-    /* SKIP_LOCKED: an autovacuum (or another relay's vacuum) at work on
-     * the outbox already does this job; never queue behind it. */
-    res = exec_simple(db, "VACUUM (SKIP_LOCKED) outbox", 0, NULL, &err, errstr,
-                      errstr_size, "vacuum the outbox");
-    if (!res)
-        return err;
-    PQclear(res);
-    *ran = 1;
-    return 0;
+    if (!PQsendQuery(db->conn, outbox_vacuum_sql)) {
+        fail_msg(db, NULL, errstr, errstr_size, "vacuum the outbox");
+        return RL_ERR_DB;
+    }
+    db->vacuuming = 1;
+    return 1;
+}
+
+int
+rl_db_outbox_vacuum_poll(struct rl_db *db, char *errstr, size_t errstr_size)
+{
+    PGresult *res;
+    int failed = 0;
+
+    if (!db->vacuuming)
+        return 0;
+    if (!PQconsumeInput(db->conn)) {
+        db->vacuuming = 0;
+        fail_msg(db, NULL, errstr, errstr_size, "vacuum the outbox");
+        return RL_ERR_DB;
+    }
+    if (PQisBusy(db->conn))
+        return 1;
+    while ((res = PQgetResult(db->conn))) {
+        if (!failed && PQresultStatus(res) != PGRES_COMMAND_OK) {
+            fail_msg(db, res, errstr, errstr_size, "vacuum the outbox");
+            failed = 1;
+        }
+        PQclear(res);
+    }
+    db->vacuuming = 0;
+    return failed ? RL_ERR_DB : 0;
 }
 
 /* Drops the notifications received so far; 1 if one was for this

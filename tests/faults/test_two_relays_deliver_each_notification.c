@@ -2,7 +2,9 @@
  * it was marked delivered (relay_after_produce=crash@1; it runs alone
  * until then, so the crash cannot depend on which relay won the rows),
  * then two `runledger relay` processes drain the rest of the outbox at
- * once (SKIP LOCKED batches of 7). Every outbox row is delivered at
+ * once (SKIP LOCKED batches of 7), each vacuuming the outbox after every
+ * batch (RUNLEDGER_RELAY_VACUUM_ROWS=7, on a connection of its own, while
+ * the other delivers). Every outbox row is delivered at
  * least once, none is left pending, the notification topic holds exactly
  * one distinct idempotency key per outbox row (120 runs x 2 channels),
  * and the redelivered batch repeats keys rather than inventing new ones. */
@@ -67,9 +69,17 @@ main(void)
     status = e2e_wait_exit(&t, crashing, 60000);
     RL_CHECK(status != -1 && WIFSIGNALED(status));
     /* Two relays at once over what is left, the crashed batch included. */
-    fx_spawn(&t, "relay", "RUNLEDGER_RELAY_BATCH=7", NULL);
-    fx_spawn(&t, "relay", "RUNLEDGER_RELAY_BATCH=7", NULL);
+    fx_spawn(&t, "relay", "RUNLEDGER_RELAY_BATCH=7",
+             "RUNLEDGER_RELAY_VACUUM_ROWS=7", NULL);
+    fx_spawn(&t, "relay", "RUNLEDGER_RELAY_BATCH=7",
+             "RUNLEDGER_RELAY_VACUUM_ROWS=7", NULL);
     RL_REQUIRE(fx_settled(&t, 60000));
+    /* they vacuumed the outbox as they went (statistics reach
+     * pg_stat_user_tables within a second or so) */
+    RL_CHECK(e2e_wait_intf(&t, 1, 15000,
+                           "SELECT (vacuum_count > 0)::int"
+                           "  FROM pg_stat_user_tables"
+                           " WHERE relid = 'outbox'::regclass"));
 
     RL_CHECK_INTEQ(e2e_int(&t, "SELECT count(*) FROM runs WHERE "
                                "status='completed'"),

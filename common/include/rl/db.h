@@ -427,18 +427,26 @@ int rl_db_outbox_listen(struct rl_db *db, char *errstr, size_t errstr_size);
 int rl_db_outbox_wait(struct rl_db *db, long timeout_ms, char *errstr,
                       size_t errstr_size);
 
-/* Outside a transaction: VACUUM (SKIP_LOCKED) the outbox, whose rows are
- * all deleted within moments of their insert. Autovacuum visits a
- * database at most once per autovacuum_naptime (a minute by default);
- * between visits every insert extends the heap, so at thousands of
- * notifications a second the pending set of a few hundred rows spreads
- * over a hundred megabytes that every relay scan and insert walks. The
- * relay calls this every RUNLEDGER_RELAY_VACUUM_ROWS delivered rows.
- * Sets *ran to 1 when it ran, 0 when this session's role may not vacuum
- * the outbox (neither its owner nor the database's; checked once per
- * session). Returns 0 or RL_ERR_DB. */
-int rl_db_outbox_vacuum(struct rl_db *db, int *ran, char *errstr,
-                        size_t errstr_size);
+/* The outbox's rows are all deleted within moments of their insert.
+ * Autovacuum visits a database at most once per autovacuum_naptime (a
+ * minute by default); between visits every insert extends the heap, so at
+ * thousands of notifications a second the pending set of a few hundred
+ * rows spreads over a hundred megabytes that every relay scan and insert
+ * walks. The relay therefore vacuums it every RUNLEDGER_RELAY_VACUUM_ROWS
+ * delivered rows, on a connection of its own so delivery goes on
+ * meanwhile.
+ *
+ * rl_db_outbox_vacuum_start sends VACUUM (SKIP_LOCKED, TRUNCATE false)
+ * outbox on db (a connection used for nothing else, outside a
+ * transaction) and returns at once: 1 when sent, 0 when this session's
+ * role may not vacuum the outbox (neither its owner nor the database's;
+ * checked once per session), or RL_ERR_INVALID / RL_ERR_DB.
+ * rl_db_outbox_vacuum_poll then returns 1 while it runs, 0 once it is
+ * done (or none was sent), RL_ERR_DB if it failed. */
+int rl_db_outbox_vacuum_start(struct rl_db *db, char *errstr,
+                              size_t errstr_size);
+int rl_db_outbox_vacuum_poll(struct rl_db *db, char *errstr,
+                             size_t errstr_size);
 
 /* ---- ad hoc --------------------------------------------------------- */
 

@@ -46,22 +46,22 @@ SELECT c.result, c.output, c.outbox_rows, (SELECT count(*) FROM o)
        ARRAY['email','slack']::text[], NULL::jsonb[]) c;
 
 BEGIN;
-SELECT coalesce(array_agg(run_id), '{}') AS orids,
-       coalesce(array_agg(channel), '{}') AS ochs,
-       coalesce(array_agg(true), '{}') AS odel
+SELECT coalesce(array_agg(ctid), '{}') AS otids,
+       coalesce(array_agg(run_id), '{}') AS orids
   FROM (SELECT o.run_id, o.channel, r.job, r.tenant, o.payload,
-               o.delivery_count
-          FROM outbox o JOIN runs r ON r.run_id = o.run_id
-         ORDER BY o.created_at
-         LIMIT 2::int8
-           FOR UPDATE OF o SKIP LOCKED) locked \gset
-WITH f AS (
-  SELECT u.run_id, u.channel, u.delivered
-    FROM unnest(:orids::text[], :ochs::text[], :odel::bool[])
-         AS u(run_id, channel, delivered)
-), moved AS (
-  DELETE FROM outbox o USING f
-   WHERE f.delivered AND o.run_id = f.run_id AND o.channel = f.channel
+               o.delivery_count, o.ctid
+          FROM (SELECT ob.ctid, ob.run_id, ob.channel, ob.payload,
+                       ob.delivery_count, ob.created_at
+                  FROM outbox ob
+                 ORDER BY ob.created_at
+                 LIMIT 2::int8
+                   FOR UPDATE SKIP LOCKED) o
+          JOIN runs r ON r.run_id = o.run_id
+         ORDER BY o.created_at) locked \gset
+WITH moved AS (
+  DELETE FROM outbox o
+   WHERE true AND o.ctid = ANY (:otids::tid[])
+     AND o.run_id = ANY (:orids::text[])
   RETURNING o.run_id, o.channel, o.payload, o.created_at,
             o.delivery_count
 ), audit AS (
@@ -74,9 +74,8 @@ WITH f AS (
   RETURNING 1
 ), retry AS (
   UPDATE outbox o SET delivery_count = o.delivery_count + 1
-    FROM f
-   WHERE NOT f.delivered AND o.run_id = f.run_id
-     AND o.channel = f.channel
+   WHERE NOT true AND o.ctid = ANY (:otids::tid[])
+     AND o.run_id = ANY (:orids::text[])
   RETURNING 1
 )
 SELECT (SELECT count(*) FROM moved), (SELECT count(*) FROM retry);
