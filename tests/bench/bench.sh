@@ -304,8 +304,10 @@ wal_fields() {
         "$(fmt "$(calc "$wal_fpi / $runs")" 2)" "$wal_ckpts"
 }
 
-# wal_breakdown DB: where the window's WAL went, by relation (records,
-# record bytes, full-page-image bytes; pg_walinspect), into DB.wal.txt.
+# wal_breakdown DB: where the window's WAL went (pg_walinspect), into
+# DB.wal.txt: block references and full-page images (counted 8 kB each, an
+# upper bound: a page's hole is left out) by relation, then records,
+# record bytes and image bytes by record type.
 # Only while the window's WAL is still on disk (checkpoints recycle it),
 # so it is tried and may leave a note in the file instead.
 wal_breakdown() {
