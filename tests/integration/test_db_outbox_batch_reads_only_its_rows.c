@@ -4,8 +4,9 @@
  * row; planned on that belief, a join form of the relay's statements read
  * every pending row for each batch (sorted them, or compared each with
  * every row of the batch), so a backlog made every batch slower and fed
- * itself. Here: a vacuum at one live row, then 20,000 pending rows; one
- * batch of 100 is locked and recorded delivered, and the outbox rows read
+ * itself. Here: a vacuum at one live row, then 20,000 pending rows; on a
+ * session set up as the relay's (rl_db_outbox_listen), one batch of 100 is
+ * locked and recorded delivered, and the outbox rows read
  * meanwhile (pg_stat_user_tables: sequential + index fetches; nothing but
  * the relay's session works then) must stay far below the backlog. Also: the
  * batch's rows, and only they, left the outbox for the audit. */
@@ -19,8 +20,9 @@
 #include "test_db_fixture.h"
 
 enum { PENDING_RUNS = 10000, BATCH = 100, READ_BOUND = 10 * BATCH };
-/* CHURN_RUNS (12,500) > PENDING_RUNS: the row the churn leaves, the last
- * one inserted, names a run the backlog does not */
+/* The churn below names runs 1..12,500, more than the backlog's
+ * PENDING_RUNS: the row it leaves, the last one inserted, names a run the
+ * backlog does not. */
 
 static void
 exec_ok(struct rl_db *db, const char *sql)
@@ -66,7 +68,7 @@ main(void)
     size_t n = 0;
     int64_t before, after;
 
-    /* runs 1..CHURN_RUNS, completed, so outbox rows may name them */
+    /* runs 1..12,500, completed, so outbox rows may name them */
     exec_ok(db, "INSERT INTO runs (run_id, job, tenant, scheduled_at,"
                 "                  version, fingerprint, request, status,"
                 "                  output, completed_at)"
