@@ -148,6 +148,16 @@ struct vacuum_state {
     double started; /* mono_seconds() when it was sent */
 };
 
+/* A vacuum that failed: say why and drop its connection (a new one is
+ * made for the next). */
+static void
+vacuum_failed(struct vacuum_state *vs, const char *errstr)
+{
+    rl_log_warn(NULL, "relay: %s", errstr);
+    rl_db_destroy(vs->db);
+    vs->db = NULL;
+}
+
 static void
 relay_vacuum(struct vacuum_state *vs, const struct rl_config *cfg,
              struct rl_http *http)
@@ -168,9 +178,7 @@ relay_vacuum(struct vacuum_state *vs, const struct rl_config *cfg,
                 rl_log_warn(NULL, "relay: vacuuming the outbox took %.1f s",
                             took);
         } else {
-            rl_log_warn(NULL, "relay: %s", errstr);
-            rl_db_destroy(vs->db);
-            vs->db = NULL;
+            vacuum_failed(vs, errstr);
         }
     }
     if (cfg->relay_vacuum_rows <= 0 || vs->denied ||
@@ -195,9 +203,7 @@ relay_vacuum(struct vacuum_state *vs, const struct rl_config *cfg,
                           "autovacuum alone keeps it (set "
                           "RUNLEDGER_RELAY_VACUUM_ROWS=0 to say so)");
     } else {
-        rl_log_warn(NULL, "relay: %s", errstr);
-        rl_db_destroy(vs->db);
-        vs->db = NULL;
+        vacuum_failed(vs, errstr);
     }
 }
 
