@@ -1,17 +1,26 @@
-/* Model client: one libcurl multi handle driven by one thread carries every
- * model call of the process. See rl/model.h for the contract.
+/* Model client: one thread drives every model call of the process, on a
+ * few libcurl multi handles ("shards"). See rl/model.h for the contract.
  *
  * Threads: rl_model_submit() and rl_model_cancel() run anywhere and only
  * touch the queue under m->lock, then wake the model thread through an
- * eventfd; everything curl (easy handles, the multi handle, callbacks)
+ * eventfd; everything curl (easy handles, the multi handles, callbacks)
  * belongs to the model thread.
  *
- * The thread drives the multi handle with curl_multi_socket_action() over
- * an epoll set that libcurl's socket callback keeps, so one wake-up costs
+ * The thread drives the multi handles with curl_multi_socket_action() over
+ * one epoll set that libcurl's socket callbacks keep, so one wake-up costs
  * the sockets that are ready, not every call in flight: with thousands of
  * slow calls open, curl_multi_perform() + curl_multi_poll() polled every
  * socket on every completion and the model thread became the bottleneck
- * (perf: sock_poll/tcp_poll and multi_perform's walk of all handles). */
+ * (perf: sock_poll/tcp_poll and multi_perform's walk of all handles).
+ *
+ * Shards: libcurl 7.88 walks a multi handle's connection cache on every
+ * transfer, twice (ConnectionExists looking for a free connection, and
+ * curl_multi_remove_handle looking for the connection the transfer left,
+ * to close it if it was connect-only), so on one multi handle a call cost
+ * more with every call in flight: at 2,048 calls of 500 ms those two walks
+ * took a sixth of the process's CPU (perf, `make bench` slow). A call goes
+ * to the first shard carrying fewer than SHARD_CALLS calls, so under light
+ * load everything rides shard 0 and its connections, as on one handle. */
 
 #include "rl/model.h"
 
@@ -51,6 +60,25 @@
 /* Socket events taken from epoll per wait. */
 #define EPOLL_EVENTS 256
 #define INPUT_PLACEHOLDER "{{input}}"
+/* Calls one multi handle carries before the next one takes new calls. */
+#define SHARD_CALLS 256
+/* Multi handles at most; beyond SHARDS_MAX * SHARD_CALLS calls the least
+ * loaded one takes the next call. */
+#define SHARDS_MAX 32
+/* epoll data of the wake-up eventfd; sockets carry (shard << 32) | fd. */
+#define WAKE_TAG UINT64_MAX
+
+struct rl_model;
+
+/* One multi handle and its connection cache. @locality model thread (and
+ * rl_model_new/rl_model_destroy while the thread is not running) */
+struct shard {
+    struct rl_model *m;
+    CURLM *multi;
+    uint32_t index;    /* in m->shards */
+    int64_t timer_due; /* libcurl's timer (monotonic ms); -1: none */
+    int calls;         /* transfers in this multi handle */
+};
 
 /* One submitted call while the model owns it. */
 struct xfer {
@@ -64,7 +92,8 @@ struct xfer {
     int cancel; /* rl_model_cancel() asked @locks m->lock */
 
     /* @locality model thread (and the submitter before enqueueing) */
-    int started; /* easy is in the multi handle */
+    int started; /* easy is in shard->multi */
+    struct shard *shard;
     CURL *easy;
     char *body;
     long timeout_ms;
@@ -82,10 +111,12 @@ struct xfer {
 };
 
 struct rl_model {
-    CURLM *multi;
-    int epfd;          /* the sockets libcurl asked to watch, and wakefd */
-    int wakefd;        /* eventfd: submit, cancel and destroy wake the loop */
-    int64_t timer_due; /* libcurl's timer (monotonic ms); -1: none */
+    struct shard shards[SHARDS_MAX]; /* [0, nshards) are set up */
+    int nshards;
+    int shards_max; /* 1 with a connection limit: libcurl enforces it */
+    long max_connections;
+    int epfd;   /* the sockets libcurl asked to watch, and wakefd */
+    int wakefd; /* eventfd: submit, cancel and destroy wake the loop */
     pthread_t thread;
     pthread_mutex_t lock;
     struct xfer *xfers;    /* @locks lock */
@@ -568,8 +599,10 @@ finish(struct rl_model *m, struct xfer *x, CURLcode rc)
     struct rl_model_call *call = x->call;
     int cancelled;
 
-    if (x->started)
-        curl_multi_remove_handle(m->multi, x->easy);
+    if (x->started) {
+        curl_multi_remove_handle(x->shard->multi, x->easy);
+        x->shard->calls--;
+    }
     pthread_mutex_lock(&m->lock);
     unlink_xfer(m, x);
     cancelled = x->cancel;
@@ -598,10 +631,63 @@ finish(struct rl_model *m, struct xfer *x, CURLcode rc)
     atomic_fetch_sub(&m->in_flight, 1);
 }
 
+static int on_socket(CURL *easy, curl_socket_t sock, int what, void *userp,
+                     void *socketp);
+static int on_timer(CURLM *multi, long timeout_ms, void *userp);
+
+/* Sets up m->shards[m->nshards] and counts it. */
+static int
+shard_add(struct rl_model *m)
+{
+    struct shard *s = &m->shards[m->nshards];
+
+    s->m = m;
+    s->index = (uint32_t)m->nshards;
+    s->timer_due = -1;
+    s->calls = 0;
+    s->multi = curl_multi_init();
+    if (!s->multi)
+        return -1;
+    curl_multi_setopt(s->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
+    curl_multi_setopt(s->multi, CURLMOPT_SOCKETDATA, s);
+    curl_multi_setopt(s->multi, CURLMOPT_TIMERFUNCTION, on_timer);
+    curl_multi_setopt(s->multi, CURLMOPT_TIMERDATA, s);
+    /* 0 leaves libcurl's defaults: no limit, cache sized to the calls. */
+    if (m->max_connections > 0) {
+        long max = m->max_connections;
+
+        curl_multi_setopt(s->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, max);
+        curl_multi_setopt(s->multi, CURLMOPT_MAX_HOST_CONNECTIONS, max);
+        curl_multi_setopt(s->multi, CURLMOPT_MAXCONNECTS, max);
+    }
+    m->nshards++;
+    return 0;
+}
+
+/* The shard a new call goes to: the first one with room, a new one while
+ * there may be more, else the least loaded. */
+static struct shard *
+pick_shard(struct rl_model *m)
+{
+    struct shard *least = &m->shards[0];
+
+    for (int i = 0; i < m->nshards; i++) {
+        if (m->shards[i].calls < SHARD_CALLS)
+            return &m->shards[i];
+        if (m->shards[i].calls < least->calls)
+            least = &m->shards[i];
+    }
+    /* A multi handle that cannot be made costs speed, never a call. */
+    if (m->nshards < m->shards_max && shard_add(m) == 0)
+        return &m->shards[m->nshards - 1];
+    return least;
+}
+
 static int
 start(struct rl_model *m, struct xfer *x)
 {
     CURL *easy = curl_easy_init();
+    struct shard *s;
     CURLMcode mc;
     int bad = 0;
 
@@ -650,13 +736,16 @@ start(struct rl_model *m, struct xfer *x)
         return -1;
     }
     x->start_ms = now_ms();
-    mc = curl_multi_add_handle(m->multi, easy);
+    s = pick_shard(m);
+    mc = curl_multi_add_handle(s->multi, easy);
     if (mc != CURLM_OK) {
         snprintf(x->errbuf, sizeof(x->errbuf),
                  "could not add the transfer to the multi handle: %s",
                  curl_multi_strerror(mc));
         return -1;
     }
+    x->shard = s;
+    s->calls++;
     x->started = 1;
     return 0;
 }
@@ -697,46 +786,49 @@ abort_cancelled(struct rl_model *m)
 }
 
 /* CURLMOPT_SOCKETFUNCTION: keeps the epoll set in step with what libcurl
- * wants to know about each socket. socketp marks a socket already added. */
+ * wants to know about each socket of one shard. socketp marks a socket
+ * already added. */
 static int
 on_socket(CURL *easy, curl_socket_t sock, int what, void *userp, void *socketp)
 {
-    struct rl_model *m = userp;
+    struct shard *s = userp;
+    struct rl_model *m = s->m;
     struct epoll_event ev = {0};
 
     (void)easy;
     if (what == CURL_POLL_REMOVE) {
         /* The socket may be closed already; then the kernel dropped it. */
         epoll_ctl(m->epfd, EPOLL_CTL_DEL, sock, NULL);
-        curl_multi_assign(m->multi, sock, NULL);
+        curl_multi_assign(s->multi, sock, NULL);
         return 0;
     }
     ev.events = (what & CURL_POLL_IN ? EPOLLIN : 0u) |
                 (what & CURL_POLL_OUT ? EPOLLOUT : 0u);
-    ev.data.fd = sock;
+    ev.data.u64 = (uint64_t)s->index << 32 | (uint32_t)sock;
     if (socketp) {
         if (epoll_ctl(m->epfd, EPOLL_CTL_MOD, sock, &ev) == 0)
             return 0;
-        /* A new socket reusing a closed one's number. */
+        /* A new socket reusing a closed one's number (maybe another
+         * shard's, whose entry the MOD below takes over). */
     }
     if (epoll_ctl(m->epfd, EPOLL_CTL_ADD, sock, &ev) != 0 &&
         epoll_ctl(m->epfd, EPOLL_CTL_MOD, sock, &ev) != 0) {
         rl_log_error(NULL, "model client: could not watch a socket");
         return -1;
     }
-    curl_multi_assign(m->multi, sock, m);
+    curl_multi_assign(s->multi, sock, s);
     return 0;
 }
 
-/* CURLMOPT_TIMERFUNCTION: when libcurl wants to be called without socket
- * activity (timeouts, new transfers). */
+/* CURLMOPT_TIMERFUNCTION: when libcurl wants one shard to be called
+ * without socket activity (timeouts, new transfers). */
 static int
 on_timer(CURLM *multi, long timeout_ms, void *userp)
 {
-    struct rl_model *m = userp;
+    struct shard *s = userp;
 
     (void)multi;
-    m->timer_due = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+    s->timer_due = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
     return 0;
 }
 
@@ -750,7 +842,7 @@ wake(struct rl_model *m)
         return;
 }
 
-/* Waits for sockets, a wake-up or libcurl's timer, and lets libcurl act
+/* Waits for sockets, a wake-up or libcurl's timers, and lets libcurl act
  * on what happened. */
 static void
 drive(struct rl_model *m)
@@ -760,16 +852,20 @@ drive(struct rl_model *m)
     long wait_ms = POLL_TIMEOUT_MS;
     int running, n;
 
-    if (m->timer_due >= 0)
-        wait_ms = m->timer_due <= now            ? 0
-                  : m->timer_due - now < wait_ms ? (long)(m->timer_due - now)
-                                                 : wait_ms;
+    for (int i = 0; i < m->nshards; i++) {
+        int64_t due = m->shards[i].timer_due;
+
+        if (due >= 0 && due - now < wait_ms)
+            wait_ms = due <= now ? 0 : (long)(due - now);
+    }
     n = epoll_wait(m->epfd, events, EPOLL_EVENTS, (int)wait_ms);
     for (int i = 0; i < n; i++) {
-        int fd = events[i].data.fd;
+        uint64_t tag = events[i].data.u64;
+        uint32_t shard = (uint32_t)(tag >> 32);
+        int fd = (int)(uint32_t)tag;
         int flags = 0;
 
-        if (fd == m->wakefd) {
+        if (tag == WAKE_TAG) {
             uint64_t count;
 
             /* Drains the wake-ups; EAGAIN when there were none left. */
@@ -777,17 +873,25 @@ drive(struct rl_model *m)
                 count = 0;
             continue;
         }
+        if (shard >= (uint32_t)m->nshards)
+            continue;
         if (events[i].events & EPOLLIN)
             flags |= CURL_CSELECT_IN;
         if (events[i].events & EPOLLOUT)
             flags |= CURL_CSELECT_OUT;
         if (events[i].events & (EPOLLERR | EPOLLHUP))
             flags |= CURL_CSELECT_ERR;
-        curl_multi_socket_action(m->multi, fd, flags, &running);
+        curl_multi_socket_action(m->shards[shard].multi, fd, flags, &running);
     }
-    if (m->timer_due >= 0 && now_ms() >= m->timer_due) {
-        m->timer_due = -1;
-        curl_multi_socket_action(m->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+    now = now_ms();
+    for (int i = 0; i < m->nshards; i++) {
+        struct shard *s = &m->shards[i];
+
+        if (s->timer_due >= 0 && now >= s->timer_due) {
+            s->timer_due = -1;
+            curl_multi_socket_action(s->multi, CURL_SOCKET_TIMEOUT, 0,
+                                     &running);
+        }
     }
 }
 
@@ -819,15 +923,17 @@ model_thread(void *arg)
         abort_cancelled(m);
 
         drive(m);
-        while ((msg = curl_multi_info_read(m->multi, &left))) {
-            CURLcode rc;
-            char *priv = NULL;
+        for (int i = 0; i < m->nshards; i++) {
+            while ((msg = curl_multi_info_read(m->shards[i].multi, &left))) {
+                CURLcode rc;
+                char *priv = NULL;
 
-            if (msg->msg != CURLMSG_DONE)
-                continue;
-            rc = msg->data.result;
-            curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &priv);
-            finish(m, (struct xfer *)(void *)priv, rc);
+                if (msg->msg != CURLMSG_DONE)
+                    continue;
+                rc = msg->data.result;
+                curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &priv);
+                finish(m, (struct xfer *)(void *)priv, rc);
+            }
         }
     }
 
@@ -984,7 +1090,8 @@ rl_model_new(const struct rl_model_config *cfg,
     m->done = done;
     m->opaque = opaque;
     m->epfd = m->wakefd = -1;
-    m->timer_due = -1;
+    m->max_connections = cfg->max_connections;
+    m->shards_max = cfg->max_connections > 0 ? 1 : SHARDS_MAX;
     atomic_init(&m->in_flight, 0);
     m->connect_timeout_ms = cfg->connect_timeout_ms > 0
                                 ? cfg->connect_timeout_ms
@@ -1011,8 +1118,7 @@ rl_model_new(const struct rl_model_config *cfg,
         set_err(errstr, errstr_size, "out of memory");
         goto fail;
     }
-    m->multi = curl_multi_init();
-    if (!m->multi) {
+    if (shard_add(m) != 0) {
         set_err(errstr, errstr_size, "could not create curl multi handle");
         goto fail;
     }
@@ -1024,7 +1130,7 @@ rl_model_new(const struct rl_model_config *cfg,
         goto fail;
     }
     {
-        struct epoll_event ev = {.events = EPOLLIN, .data.fd = m->wakefd};
+        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = WAKE_TAG};
 
         if (epoll_ctl(m->epfd, EPOLL_CTL_ADD, m->wakefd, &ev) != 0) {
             set_err(errstr, errstr_size,
@@ -1032,18 +1138,6 @@ rl_model_new(const struct rl_model_config *cfg,
                     strerror(errno));
             goto fail;
         }
-    }
-    curl_multi_setopt(m->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
-    curl_multi_setopt(m->multi, CURLMOPT_SOCKETDATA, m);
-    curl_multi_setopt(m->multi, CURLMOPT_TIMERFUNCTION, on_timer);
-    curl_multi_setopt(m->multi, CURLMOPT_TIMERDATA, m);
-    /* 0 leaves libcurl's defaults: no limit, cache sized to the calls. */
-    if (cfg->max_connections > 0) {
-        long max = cfg->max_connections;
-
-        curl_multi_setopt(m->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, max);
-        curl_multi_setopt(m->multi, CURLMOPT_MAX_HOST_CONNECTIONS, max);
-        curl_multi_setopt(m->multi, CURLMOPT_MAXCONNECTS, max);
     }
     rc = pthread_mutex_init(&m->lock, NULL);
     if (rc != 0) {
@@ -1068,8 +1162,8 @@ rl_model_new(const struct rl_model_config *cfg,
 fail:
     if (mutex_ok)
         pthread_mutex_destroy(&m->lock);
-    if (m->multi)
-        curl_multi_cleanup(m->multi);
+    for (int i = 0; i < m->nshards; i++)
+        curl_multi_cleanup(m->shards[i].multi);
     if (m->epfd >= 0)
         close(m->epfd);
     if (m->wakefd >= 0)
@@ -1190,7 +1284,8 @@ rl_model_destroy(struct rl_model *m)
     wake(m);
     pthread_join(m->thread, NULL);
 
-    curl_multi_cleanup(m->multi);
+    for (int i = 0; i < m->nshards; i++)
+        curl_multi_cleanup(m->shards[i].multi);
     close(m->epfd);
     close(m->wakefd);
     curl_slist_free_all(m->headers);

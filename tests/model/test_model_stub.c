@@ -500,6 +500,72 @@ test_500_concurrent_calls_complete_in_parallel(struct rl_model *m)
             N, (long long)elapsed, peak, max_in_flight);
 }
 
+/* More calls than one multi handle carries (model.c's SHARD_CALLS, 256):
+ * answers, timeouts and cancels spread over every shard, each delivered on
+ * time by its own shard's sockets and timers. The answers take 4 s, so a
+ * timer or a cancel that only fired with its shard's next socket activity
+ * would show up as a 4 s call. */
+static void
+test_calls_on_every_multi_handle_answer_time_out_and_cancel(
+    struct rl_model *m)
+{
+    enum { N = 800, EVERY = 8 };
+    static struct tcall tcs[N];
+    static char ids[N][160];
+    int before = done_count(), got, ok = 0, timed_out = 0, cancelled = 0;
+    int64_t t0, t_cancel, slowest_timeout = 0, slowest_cancel = 0;
+
+    for (int i = 0; i < N; i++) {
+        char name[32];
+        const char *content = "Work slowly. [[fault:latency ms=4000]]";
+
+        snprintf(name, sizeof(name), "shards-%d", i);
+        if (i % EVERY == 1 || i % EVERY == 5)
+            content = "[[fault:hang]]";
+        prepare(&tcs[i], ids[i], sizeof(ids[i]), name, content);
+        /* 1 s for the hanging calls that time out, a minute for the ones
+         * cancelled, and for the answers. */
+        tcs[i].call.timeout_ms = i % EVERY == 1 ? 1000 : 60000;
+    }
+    t0 = rltest_now_ms();
+    for (int i = 0; i < N; i++)
+        RL_REQUIRE(rl_model_submit(m, &tcs[i].call) == 0);
+    /* Every call sent (the stub holds them) before the cancels. */
+    sleep_ms(500);
+    t_cancel = rltest_now_ms();
+    for (int i = 5; i < N; i += EVERY)
+        RL_CHECK_INTEQ(rl_model_cancel(m, &tcs[i].call), 0);
+    got = wait_done(before + N, 60000);
+    RL_CHECK_INTEQ(got - before, N);
+    for (int i = 0; i < N; i++) {
+        struct rl_model_call *call = &tcs[i].call;
+
+        remember_error(call->error);
+        if (i % EVERY == 1) {
+            timed_out += call->outcome == RL_MODEL_AMBIGUOUS;
+            if (tcs[i].done_ms - t0 > slowest_timeout)
+                slowest_timeout = tcs[i].done_ms - t0;
+        } else if (i % EVERY == 5) {
+            cancelled += call->outcome == RL_MODEL_CANCELLED;
+            if (tcs[i].done_ms - t_cancel > slowest_cancel)
+                slowest_cancel = tcs[i].done_ms - t_cancel;
+        } else {
+            ok += call->outcome == RL_MODEL_OK;
+        }
+        rl_model_call_clear(call);
+    }
+    fprintf(stderr,
+            "  figure: %d calls: slowest 1 s timeout delivered at %lld ms, "
+            "slowest cancel %lld ms after it was asked\n",
+            N, (long long)slowest_timeout, (long long)slowest_cancel);
+    RL_CHECK_INTEQ(ok, N - 2 * (N / EVERY));
+    RL_CHECK_INTEQ(timed_out, N / EVERY);
+    RL_CHECK_INTEQ(cancelled, N / EVERY);
+    RL_CHECK(slowest_timeout < 3000);
+    RL_CHECK(slowest_cancel < 2000);
+    RL_CHECK_INTEQ(rl_model_in_flight(m), 0);
+}
+
 static void
 test_429_with_retry_after_is_transient(struct rl_model *m)
 {
@@ -809,6 +875,7 @@ main(void)
 
     test_normal_call_is_ok_with_text_tokens_request_id_and_key(m);
     test_500_concurrent_calls_complete_in_parallel(m);
+    test_calls_on_every_multi_handle_answer_time_out_and_cancel(m);
     test_429_with_retry_after_is_transient(m);
     test_status_classes(m);
     test_hang_past_timeout_is_ambiguous_after_send(m);
