@@ -506,8 +506,7 @@ test_500_concurrent_calls_complete_in_parallel(struct rl_model *m)
  * timer or a cancel that only fired with its shard's next socket activity
  * would show up as a 4 s call. */
 static void
-test_calls_on_every_multi_handle_answer_time_out_and_cancel(
-    struct rl_model *m)
+test_calls_on_every_multi_handle_answer_time_out_and_cancel(struct rl_model *m)
 {
     enum { N = 800, EVERY = 8 };
     static struct tcall tcs[N];
