@@ -60,6 +60,10 @@
 #                            (PostgreSQL's log; diagnosis, not figures)
 #   BENCH_WAL_BREAKDOWN      set: zero/slow/slow5s also write where their
 #                            WAL went, by relation, to BENCH_DIR/DB.wal.txt
+#   BENCH_TIMELINE           set: zero/slow/slow5s also write, per 250 ms
+#                            since the first event, the runs claimed,
+#                            dispatched, completed and notifications
+#                            delivered, to BENCH_DIR/NAME.timeline.txt
 # Any RUNLEDGER_* variable set by the caller reaches the consumer.
 set -euo pipefail
 
@@ -583,6 +587,25 @@ run_figures() {
                            GROUP BY r.run_id, r.completed_at, r.created_at) s")
 }
 
+# timeline NAME T0: per 250 ms since T0 (epoch seconds), how many runs were
+# claimed (created_at), dispatched, completed and notifications delivered:
+# where a burst's seconds went (diagnosis, not figures).
+timeline() {
+    local name=$1 t0=$2 db=bench_$1
+    DB=$db q "WITH e AS (
+                SELECT 'claimed' AS what, created_at AS at FROM runs WHERE job = 'bench-$name'
+                UNION ALL SELECT 'dispatched', a.dispatched_at FROM attempts a
+                UNION ALL SELECT 'completed', completed_at FROM runs
+                           WHERE job = 'bench-$name' AND completed_at IS NOT NULL
+                UNION ALL SELECT 'delivered', delivered_at FROM outbox_delivered)
+              SELECT floor((extract(epoch FROM at) - $t0) * 4) / 4 AS s,
+                     count(*) FILTER (WHERE what = 'claimed') AS claimed,
+                     count(*) FILTER (WHERE what = 'dispatched') AS dispatched,
+                     count(*) FILTER (WHERE what = 'completed') AS completed,
+                     count(*) FILTER (WHERE what = 'delivered') AS delivered
+                FROM e GROUP BY 1 ORDER BY 1" | tr '|' ' ' >"$work/$name.timeline.txt"
+}
+
 # ours NAME LATENCY_MS EVENTS MAX_IN_FLIGHT: one consumer process.
 ours() {
     local name=$1 latency=$2 n=$3 cap=$4
@@ -606,6 +629,7 @@ ours() {
     inflight=$(stub_stat max_in_flight)
     kill -0 "$pid" 2>/dev/null || die "$name: the consumer died (log: $work/$name.consumer.log)"
     run_figures "$name" "$t0"
+    [ -z "${BENCH_TIMELINE:-}" ] || timeline "$name" "$t0"
     stop_pid "$pid" 40
     stop_pid "$stub_pid" 10
 
