@@ -31,7 +31,7 @@ is_documented_reason(const char *reason)
         "too_large",       "invalid_utf8",      "nul_byte",
         "too_deep",        "invalid_json",      "not_object",
         "naive_timestamp", "invalid_timestamp", "invalid_window",
-        "invalid_notify",  "invalid_request"};
+        "invalid_notify",  "invalid_request",   "invalid_approval"};
     static const struct {
         const char *prefix;
         const char *fields[6];
