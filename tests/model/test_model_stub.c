@@ -562,7 +562,6 @@ test_calls_on_every_multi_handle_answer_time_out_and_cancel(struct rl_model *m)
     RL_CHECK_INTEQ(cancelled, N / EVERY);
     RL_CHECK(slowest_timeout < 3000);
     RL_CHECK(slowest_cancel < 2000);
-    RL_CHECK_INTEQ(rl_model_in_flight(m), 0);
 }
 
 static void
