@@ -572,7 +572,8 @@ consumer_start() {
 
 # run_figures NAME T0: after a scenario, sets done_runs, rps (completed
 # runs / (last delivery - T0)), t1 and ov ("p50 p99" per-run overhead in
-# ms: completed_at - created_at - the model's latency).
+# ms: completed_at - created_at - the model's latency) and split (its two
+# parts, see below).
 run_figures() {
     local name=$1 t0=$2 db=bench_$1
     t1=$(DB=$db q "SELECT extract(epoch FROM max(delivered_at)) FROM outbox_delivered")
@@ -585,6 +586,27 @@ run_figures() {
                             FROM runs r JOIN attempts a USING (run_id)
                            WHERE r.status = 'completed' AND r.job = 'bench-$name'
                            GROUP BY r.run_id, r.completed_at, r.created_at) s")
+    # the overhead in two parts, for runs done in one attempt: claim start
+    # -> dispatch recorded (dispatched_at is the dispatch statement's
+    # now()), and dispatch recorded -> completion start minus the call
+    # (the dispatch's commit, the hand-overs to the model thread and back,
+    # the wait for the completer)
+    split=$(DB=$db q "SELECT round(percentile_cont(0.5) WITHIN GROUP (ORDER BY a)::numeric, 2) || ' ' ||
+                            round(percentile_cont(0.99) WITHIN GROUP (ORDER BY a)::numeric, 2) || ' ' ||
+                            round(percentile_cont(0.5) WITHIN GROUP (ORDER BY b)::numeric, 2) || ' ' ||
+                            round(percentile_cont(0.99) WITHIN GROUP (ORDER BY b)::numeric, 2)
+                       FROM (SELECT extract(epoch FROM a.dispatched_at - r.created_at) * 1000 AS a,
+                                    extract(epoch FROM r.completed_at - a.dispatched_at) * 1000
+                                    - coalesce(a.latency_ms, 0) AS b
+                               FROM runs r JOIN attempts a USING (run_id)
+                              WHERE r.status = 'completed' AND r.job = 'bench-$name'
+                                AND r.attempts = 1) s")
+}
+
+# split_fields: the overhead's two parts from run_figures, as key=value.
+split_fields() {
+    set -- $split
+    echo "to_dispatch_p50_ms=$1 to_dispatch_p99_ms=$2 after_dispatch_p50_ms=$3 after_dispatch_p99_ms=$4"
 }
 
 # timeline NAME T0: per 250 ms since T0 (epoch seconds), how many runs were
@@ -610,7 +632,7 @@ timeline() {
 ours() {
     local name=$1 latency=$2 n=$3 cap=$4
     local db=bench_$name topic=bench.$name.schedules
-    local want t0 t1 tprod pid hwm done_runs timeout=0 rps ov inflight line bound cpu
+    local want t0 t1 tprod pid hwm done_runs timeout=0 rps ov split inflight line bound cpu
 
     log "$name: $n events, stub latency ${latency} ms, RUNLEDGER_MAX_IN_FLIGHT=$cap"
     consumer_start "$name" "$n" "$latency" "$cap" 0
@@ -634,7 +656,7 @@ ours() {
     stop_pid "$stub_pid" 10
 
     line="$name events=$n completed=$done_runs runs_per_s=$(fmt "$rps") seconds=$(fmt "$(calc "$t1 - $t0")" 2)"
-    line+=" overhead_p50_ms=${ov% *} overhead_p99_ms=${ov#* } $(stmt_fields "$done_runs")"
+    line+=" overhead_p50_ms=${ov% *} overhead_p99_ms=${ov#* } $(split_fields) $(stmt_fields "$done_runs")"
     line+=" $(db_fields "$done_runs") $(wal_fields "$done_runs")"
     line+=" xacts_per_run=$(fmt "$(calc "$(xacts_since "$db") / max($done_runs, 1)")" 3)"
     line+=" rss_peak_mb=$(fmt "$(calc "$hwm / 1024")")"
@@ -697,7 +719,7 @@ PY
 paced() {
     local name=$1 rate=$2 secs=$3
     local db=bench_$name topic=bench.$name.schedules
-    local n port pid pace_pid t0 t1 hwm done_runs timeout=0 rps ov line
+    local n port pid pace_pid t0 t1 hwm done_runs timeout=0 rps ov split line
     local backlog_file=$work/$name.backlog.txt minutes_file=$work/$name.relay_minutes.txt
     local next_min c0 s0 c1 s1 elapsed stats lat bl_p50 bl_p99 bl_max cpu
 
@@ -758,7 +780,7 @@ PY
     stop_pid "$stub_pid" 10
     read -r bl_p50 bl_p99 bl_max <<<"$stats"
     line="$name rate=$rate seconds=$secs events=$n completed=$done_runs runs_per_s=$(fmt "$rps")"
-    line+=" overhead_p50_ms=${ov% *} overhead_p99_ms=${ov#* } $(stmt_fields "$done_runs")"
+    line+=" overhead_p50_ms=${ov% *} overhead_p99_ms=${ov#* } $(split_fields) $(stmt_fields "$done_runs")"
     line+=" backlog_p50=$bl_p50 backlog_p99=$bl_p99 backlog_max=$bl_max notify_latency_p99_ms=$lat"
     line+=" relay_batch_ms_per_min=$(paste -sd, "$minutes_file")"
     line+=" $(db_fields "$done_runs") $(wal_fields "$done_runs") rss_peak_mb=$(fmt "$(calc "$hwm / 1024")") $cpu load1=$(load1)"
