@@ -294,9 +294,11 @@ intake(struct kstate *ks, rd_kafka_message_t *rkm)
  * partition's position changes nothing else: the position is the offset
  * after the last message polled, which is where the resumed fetch starts,
  * and nothing is polled between the resume and the seek (both happen on
- * this thread, the seek queued after the resume). A partition with no
- * position yet (nothing polled since its assignment) is skipped; its
- * resume looks its offset up, which wakes the thread anyway. */
+ * this thread, the seek queued after the resume on the partition's op
+ * queue). A partition with no position yet (nothing polled since its
+ * assignment) is skipped, having no offset to seek to: the seek of any
+ * other partition on its broker wakes the thread that fetches both, and
+ * with none to seek the resume is as slow as it was. */
 static void
 wake_fetcher(struct kstate *ks)
 {
