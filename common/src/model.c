@@ -118,7 +118,6 @@ struct xfer {
 struct rl_model {
     struct shard shards[SHARDS_MAX]; /* [0, nshards) are set up */
     int nshards;
-    int shards_max; /* 1 with a connection limit: libcurl enforces it */
     long max_connections;
     CURL *spare[SPARE_EASY]; /* reset, ready for a call; model thread */
     int nspare;
@@ -689,8 +688,10 @@ pick_shard(struct rl_model *m)
         if (m->shards[i].calls < least->calls)
             least = &m->shards[i];
     }
-    /* A multi handle that cannot be made costs speed, never a call. */
-    if (m->nshards < m->shards_max && shard_add(m) == 0)
+    /* A multi handle that cannot be made costs speed, never a call. With
+     * a connection limit there is one: libcurl enforces it per handle. */
+    if (m->nshards < (m->max_connections > 0 ? 1 : SHARDS_MAX) &&
+        shard_add(m) == 0)
         return &m->shards[m->nshards - 1];
     return least;
 }
@@ -1103,7 +1104,6 @@ rl_model_new(const struct rl_model_config *cfg,
     m->opaque = opaque;
     m->epfd = m->wakefd = -1;
     m->max_connections = cfg->max_connections;
-    m->shards_max = cfg->max_connections > 0 ? 1 : SHARDS_MAX;
     atomic_init(&m->in_flight, 0);
     m->connect_timeout_ms = cfg->connect_timeout_ms > 0
                                 ? cfg->connect_timeout_ms
