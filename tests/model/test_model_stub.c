@@ -529,8 +529,19 @@ test_calls_on_every_multi_handle_answer_time_out_and_cancel(struct rl_model *m)
     t0 = rltest_now_ms();
     for (int i = 0; i < N; i++)
         RL_REQUIRE(rl_model_submit(m, &tcs[i].call) == 0);
-    /* Every call sent (the stub holds them) before the cancels. */
-    sleep_ms(500);
+    /* The calls to cancel have all reached the stub (it holds them)
+     * before the cancels, so each one aborts a transfer on its shard. */
+    for (int i = 5; i < N; i += EVERY) {
+        int64_t end = rltest_now_ms() + 20000;
+        long long requests, generations;
+
+        key_stats(ids[i], &requests, &generations);
+        while (requests < 1 && rltest_now_ms() < end) {
+            sleep_ms(20);
+            key_stats(ids[i], &requests, &generations);
+        }
+        RL_REQUIRE(requests == 1);
+    }
     t_cancel = rltest_now_ms();
     for (int i = 5; i < N; i += EVERY)
         RL_CHECK_INTEQ(rl_model_cancel(m, &tcs[i].call), 0);
