@@ -579,28 +579,30 @@ run_figures() {
     t1=$(DB=$db q "SELECT extract(epoch FROM max(delivered_at)) FROM outbox_delivered")
     done_runs=$(DB=$db q "SELECT count(*) FROM runs WHERE status = 'completed' AND job = 'bench-$name'")
     rps=$(calc "$done_runs / ($t1 - $t0)")
-    ov=$(DB=$db q "SELECT round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ov)::numeric, 2) || ' ' ||
-                         round(percentile_cont(0.99) WITHIN GROUP (ORDER BY ov)::numeric, 2)
-                    FROM (SELECT extract(epoch FROM r.completed_at - r.created_at) * 1000
-                                 - coalesce(sum(a.latency_ms), 0) AS ov
-                            FROM runs r JOIN attempts a USING (run_id)
-                           WHERE r.status = 'completed' AND r.job = 'bench-$name'
-                           GROUP BY r.run_id, r.completed_at, r.created_at) s")
-    # the overhead in two parts, for runs done in one attempt: claim start
-    # -> dispatch recorded (dispatched_at is the dispatch statement's
-    # now()), and dispatch recorded -> completion start minus the call
-    # (the dispatch's commit, the hand-overs to the model thread and back,
-    # the wait for the completer)
-    split=$(DB=$db q "SELECT round(percentile_cont(0.5) WITHIN GROUP (ORDER BY a)::numeric, 2) || ' ' ||
-                            round(percentile_cont(0.99) WITHIN GROUP (ORDER BY a)::numeric, 2) || ' ' ||
-                            round(percentile_cont(0.5) WITHIN GROUP (ORDER BY b)::numeric, 2) || ' ' ||
-                            round(percentile_cont(0.99) WITHIN GROUP (ORDER BY b)::numeric, 2)
-                       FROM (SELECT extract(epoch FROM a.dispatched_at - r.created_at) * 1000 AS a,
-                                    extract(epoch FROM r.completed_at - a.dispatched_at) * 1000
-                                    - coalesce(a.latency_ms, 0) AS b
-                               FROM runs r JOIN attempts a USING (run_id)
-                              WHERE r.status = 'completed' AND r.job = 'bench-$name'
-                                AND r.attempts = 1) s")
+    # ov, and the overhead in two parts (split), for runs done in one
+    # attempt: claim start -> dispatch recorded (dispatched_at is the
+    # dispatch statement's now()), and dispatch recorded -> completion start
+    # minus the call (the dispatch's commit, the hand-overs to the model
+    # thread and back, the wait for the completer)
+    local o50 o99 a50 a99 b50 b99
+    IFS='|' read -r o50 o99 a50 a99 b50 b99 < <(DB=$db q "
+        SELECT round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ov)::numeric, 2),
+               round(percentile_cont(0.99) WITHIN GROUP (ORDER BY ov)::numeric, 2),
+               round((percentile_cont(0.5) WITHIN GROUP (ORDER BY a) FILTER (WHERE one))::numeric, 2),
+               round((percentile_cont(0.99) WITHIN GROUP (ORDER BY a) FILTER (WHERE one))::numeric, 2),
+               round((percentile_cont(0.5) WITHIN GROUP (ORDER BY b) FILTER (WHERE one))::numeric, 2),
+               round((percentile_cont(0.99) WITHIN GROUP (ORDER BY b) FILTER (WHERE one))::numeric, 2)
+          FROM (SELECT extract(epoch FROM r.completed_at - r.created_at) * 1000
+                       - coalesce(sum(a.latency_ms), 0) AS ov,
+                       extract(epoch FROM min(a.dispatched_at) - r.created_at) * 1000 AS a,
+                       extract(epoch FROM r.completed_at - min(a.dispatched_at)) * 1000
+                       - coalesce(sum(a.latency_ms), 0) AS b,
+                       r.attempts = 1 AS one
+                  FROM runs r JOIN attempts a USING (run_id)
+                 WHERE r.status = 'completed' AND r.job = 'bench-$name'
+                 GROUP BY r.run_id, r.completed_at, r.created_at, r.attempts) s")
+    ov="$o50 $o99"
+    split="$a50 $a99 $b50 $b99"
 }
 
 # split_fields: the overhead's two parts from run_figures, as key=value.
