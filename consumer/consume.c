@@ -14,6 +14,7 @@
 #include "commands.h"
 #include "http.h"
 #include "pipeline.h"
+#include "rl/clock.h"
 #include "rl/err.h"
 #include "rl/failpoint.h"
 #include "rl/kafka.h"
@@ -415,15 +416,6 @@ relay_main(void *arg)
     return NULL;
 }
 
-static int64_t
-now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Thousands of model calls in flight are thousands of sockets: take the
  * whole hard limit rather than fail at the soft one (often 1024). */
 static void
@@ -567,13 +559,13 @@ rl_cmd_consume(int argc, char **argv)
                         (int)got_signal, atomic_load(&pl.in_flight));
             atomic_store(&pl.stopping, 1);
             rl_http_stopping(pl.http);
-            stop_at = now_ms() + pl.cfg->shutdown_grace_seconds * 1000LL;
+            stop_at = rl_clock_ms() + pl.cfg->shutdown_grace_seconds * 1000LL;
             rl_pipeline_wake(&pl);
         }
         if (atomic_load(&pl.stopping)) {
             if (atomic_load(&pl.in_flight) == 0)
                 break;
-            if (!atomic_load(&pl.abandon) && now_ms() >= stop_at) {
+            if (!atomic_load(&pl.abandon) && rl_clock_ms() >= stop_at) {
                 rl_log_warn(NULL,
                             "grace period over: abandoning %ld runs in "
                             "flight",

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "rl/clock.h"
 #include "rl/db.h"
 #include "rl/log.h"
 #include "rl/metrics.h"
@@ -44,15 +45,6 @@ static const double latency_buckets[] = {0.05, 0.1, 0.25, 0.5, 1,  2.5,
                                          5,    10,  20,   30,  60, 120};
 static const double delivery_buckets[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
                                           0.5,   1,    2.5,   5,    10};
-
-static int64_t
-mono_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* ---- metric families ---------------------------------------------------- */
 
@@ -291,7 +283,7 @@ handle(void *cls, struct MHD_Connection *conn, const char *url,
                      strlen(text), 0);
     }
     if (strcmp(url, "/healthz") == 0) {
-        int64_t idle = mono_ms() - atomic_load(&h->heartbeat_ms);
+        int64_t idle = rl_clock_ms() - atomic_load(&h->heartbeat_ms);
         int ok = idle <= (int64_t)h->cfg->liveness_seconds * 1000;
 
         snprintf(text, sizeof(text),
@@ -419,7 +411,7 @@ rl_http_start(const struct rl_config *cfg, const char *role,
     h->consumer = strcmp(role, "consume") == 0;
     h->counters = counters;
     h->in_flight = in_flight;
-    atomic_store(&h->heartbeat_ms, mono_ms());
+    atomic_store(&h->heartbeat_ms, rl_clock_ms());
     pthread_mutex_init(&h->reason_lock, NULL);
     pthread_mutex_init(&h->health_lock, NULL);
     pthread_cond_init(&h->health_wake, NULL);
@@ -501,14 +493,14 @@ void
 rl_http_heartbeat(struct rl_http *h)
 {
     if (h)
-        atomic_store(&h->heartbeat_ms, mono_ms());
+        atomic_store(&h->heartbeat_ms, rl_clock_ms());
 }
 
 void
 rl_http_relay_turned(struct rl_http *h)
 {
     if (h && !h->consumer)
-        atomic_store(&h->heartbeat_ms, mono_ms());
+        atomic_store(&h->heartbeat_ms, rl_clock_ms());
 }
 
 void

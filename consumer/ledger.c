@@ -15,6 +15,7 @@
 
 #include "pipeline.h"
 #include "rl/approval.h"
+#include "rl/clock.h"
 #include "rl/db.h"
 #include "rl/err.h"
 #include "rl/failpoint.h"
@@ -48,15 +49,6 @@ count(const struct rl_item *list)
     for (; list; list = list->next)
         n++;
     return n;
-}
-
-static int64_t
-now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static void
@@ -793,7 +785,7 @@ claim_chunk(struct ledger *lg, struct rl_item *batch)
      * claimed in parts; none of it may be dropped. */
     rest = items[n - 1]->next;
     items[n - 1]->next = NULL;
-    leased_at = now_ms(); /* before the statement: the lease runs from its
+    leased_at = rl_clock_ms(); /* before the statement: the lease runs from its
                              own start */
     err = rl_db_register_claim(lg->db, regs, n, lg->cfg->worker_id,
                                lg->cfg->lease_seconds, claims, errstr,
@@ -929,7 +921,7 @@ sweep(struct ledger *lg)
         return;
     if (room > 256)
         room = 256;
-    leased_at = now_ms();
+    leased_at = rl_clock_ms();
     err = rl_db_claim_due(lg->db, lg->cfg->worker_id, lg->cfg->lease_seconds,
                           (size_t)room, claims, &n, errstr, sizeof(errstr));
     if (err) {
@@ -981,7 +973,7 @@ heartbeat(struct ledger *lg)
     int64_t *epochs;
     int *held;
     struct rl_item **items;
-    int64_t now = now_ms();
+    int64_t now = rl_clock_ms();
     int64_t due = now - lg->cfg->lease_seconds * 1000LL / 3;
     size_t n = 0;
     char errstr[512];
@@ -1044,12 +1036,12 @@ ensure_db(struct ledger *lg)
 
     if (lg->db)
         return 1;
-    if (now_ms() < lg->next_connect)
+    if (rl_clock_ms() < lg->next_connect)
         return 0;
     lg->db = rl_db_connect(lg->cfg->database_url, errstr, sizeof(errstr));
     if (!lg->db) {
         rl_log_warn(NULL, "ledger: %s", errstr);
-        lg->next_connect = now_ms() + lg->connect_backoff;
+        lg->next_connect = rl_clock_ms() + lg->connect_backoff;
         lg->connect_backoff =
             lg->connect_backoff < 5000 ? lg->connect_backoff * 2 : 5000;
         return 0;
@@ -1117,7 +1109,7 @@ rl_ledger_main(void *arg)
     lg.pl = pl;
     lg.cfg = pl->cfg;
     lg.connect_backoff = 100;
-    lg.seed = (unsigned int)now_ms();
+    lg.seed = (unsigned int)rl_clock_ms();
 
     for (;;) {
         int64_t now;
@@ -1170,7 +1162,7 @@ rl_ledger_main(void *arg)
          * backlog keeps the intake busy: a lease left to expire under load
          * would let another worker's sweeper take a run whose call is still
          * in flight. */
-        now = now_ms();
+        now = rl_clock_ms();
         if (lg.db && now >= lg.next_heartbeat) {
             heartbeat(&lg);
             lg.next_heartbeat = now + lg.cfg->lease_seconds * 1000LL / 6;

@@ -14,6 +14,7 @@
 #include "commands.h"
 #include "http.h"
 #include "pipeline.h"
+#include "rl/clock.h"
 #include "rl/db.h"
 #include "rl/err.h"
 #include "rl/failpoint.h"
@@ -42,15 +43,6 @@ relay_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *rkm, void *opaque)
     }
 }
 
-static double
-mono_seconds(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static void
 nap_ms(long ms)
 {
@@ -67,7 +59,7 @@ relay_batch(rd_kafka_t *rk, struct rl_db *db, const struct rl_config *cfg,
     struct rl_outbox_row *rows = NULL;
     size_t n = 0;
     struct batch_state bs = {0, 0, RD_KAFKA_RESP_ERR_NO_ERROR};
-    double t0 = mono_seconds(), t_locked, t_acked, t_done;
+    double t0 = rl_clock_seconds(), t_locked, t_acked, t_done;
     int err;
 
     err = rl_db_outbox_lock_batch(db, cfg->relay_batch, &rows, &n, errstr,
@@ -78,7 +70,7 @@ relay_batch(rd_kafka_t *rk, struct rl_db *db, const struct rl_config *cfg,
         rl_db_outbox_finish_batch(db, NULL, 0, 0, errstr, errstr_size);
         return 0;
     }
-    t_locked = mono_seconds();
+    t_locked = rl_clock_seconds();
     for (size_t i = 0; i < n; i++) {
         struct rl_outbox_row *row = &rows[i];
         rd_kafka_headers_t *hdrs = rd_kafka_headers_new(4);
@@ -111,7 +103,7 @@ relay_batch(rd_kafka_t *rk, struct rl_db *db, const struct rl_config *cfg,
     /* Every report must be in before a row may be marked delivered. */
     while (bs.acked + bs.failed < n)
         rd_kafka_poll(rk, 100);
-    t_acked = mono_seconds();
+    t_acked = rl_clock_seconds();
     if (rl_failpoint("relay_after_produce")) {
         bs.failed = n;
         bs.last_err = RD_KAFKA_RESP_ERR__FAIL;
@@ -125,7 +117,7 @@ relay_batch(rd_kafka_t *rk, struct rl_db *db, const struct rl_config *cfg,
     }
     err = rl_db_outbox_finish_batch(db, rows, n, 1, errstr, errstr_size);
     rl_db_outbox_rows_free(rows, n);
-    t_done = mono_seconds();
+    t_done = rl_clock_seconds();
     /* Rows queue behind a slow batch; say which step was slow. */
     if (t_done - t0 >= 1.0)
         rl_log_warn(NULL,
@@ -145,7 +137,7 @@ struct vacuum_state {
     size_t since;   /* rows delivered since the last one started */
     int running;    /* one was sent and has not finished */
     int denied;     /* this role may not vacuum the outbox */
-    double started; /* mono_seconds() when it was sent */
+    double started; /* rl_clock_seconds() when it was sent */
 };
 
 /* A vacuum that failed: say why and drop its connection (a new one is
@@ -171,7 +163,7 @@ relay_vacuum(struct vacuum_state *vs, const struct rl_config *cfg,
             return;
         vs->running = 0;
         if (rc == 0) {
-            double took = mono_seconds() - vs->started;
+            double took = rl_clock_seconds() - vs->started;
 
             rl_http_outbox_vacuumed(http, took);
             if (took >= 1.0)
@@ -195,7 +187,7 @@ relay_vacuum(struct vacuum_state *vs, const struct rl_config *cfg,
     rc = rl_db_outbox_vacuum_start(vs->db, errstr, sizeof(errstr));
     if (rc == 1) {
         vs->running = 1;
-        vs->started = mono_seconds();
+        vs->started = rl_clock_seconds();
     } else if (rc == 0) {
         vs->denied = 1;
         rl_log_info(NULL, "relay: this role owns neither the outbox nor the "
@@ -250,7 +242,7 @@ rl_relay_run(const struct rl_config *cfg, atomic_int *stop,
             }
             backoff = 100;
         }
-        started = mono_seconds();
+        started = rl_clock_seconds();
         n = relay_batch(rk, db, cfg, errstr, sizeof(errstr));
         if (n < 0) {
             rl_log_warn(NULL, "relay: %s", errstr);
@@ -265,7 +257,7 @@ rl_relay_run(const struct rl_config *cfg, atomic_int *stop,
         backoff = 100;
         if (counters)
             atomic_fetch_add(&counters->relayed, n);
-        rl_http_relay_batch(http, (size_t)n, mono_seconds() - started);
+        rl_http_relay_batch(http, (size_t)n, rl_clock_seconds() - started);
         vacuum.since += (size_t)n;
         relay_vacuum(&vacuum, cfg, http);
         /* Nothing pending: sleep until a statement queues rows (the

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rl/buf.h"
 #include "rl/err.h"
 #include "rl/log.h"
 #include "rl/migrations.h"
@@ -416,21 +417,6 @@ fail_msg(struct rl_db *db, const PGresult *res, char *errstr,
     snprintf(errstr, errstr_size, "could not %s: %s", what, msg);
 }
 
-static void set_err(char *errstr, size_t errstr_size, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void
-set_err(char *errstr, size_t errstr_size, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (!errstr || errstr_size == 0)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(errstr, errstr_size, fmt, ap);
-    va_end(ap);
-}
-
 /* Data exceptions (class 22) and integrity violations (23) are the
  * caller's input: retrying as is cannot help. Everything else may be
  * transient. */
@@ -446,73 +432,34 @@ err_from_result(const PGresult *res)
 
 /* ---- text helpers ------------------------------------------------------- */
 
-/* A growable string for array literals; failed sticks after an OOM. */
-struct sbuf {
-    char *data;
-    size_t len;
-    size_t cap;
-    int failed;
-};
-
-static void
-sbuf_put(struct sbuf *b, const char *s, size_t n)
-{
-    if (b->failed)
-        return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        char *data;
-
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        data = realloc(b->data, cap);
-        if (!data) {
-            b->failed = 1;
-            return;
-        }
-        b->data = data;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, s, n);
-    b->len += n;
-    b->data[b->len] = '\0';
-}
-
-static void
-sbuf_free(struct sbuf *b)
-{
-    free(b->data);
-    memset(b, 0, sizeof(*b));
-}
-
 /* Appends one element to a PostgreSQL array literal being built in b
  * ("{" first, "}" after the last): quoted, with '"' and '\' escaped, or
  * NULL. */
 static void
-array_add(struct sbuf *b, const char *elem)
+array_add(struct rl_buf *b, const char *elem)
 {
     const char *p;
     const char *run;
 
-    sbuf_put(b, b->len > 1 ? "," : "", b->len > 1 ? 1 : 0);
+    rl_buf_put(b, b->len > 1 ? "," : "", b->len > 1 ? 1 : 0);
     if (!elem) {
-        sbuf_put(b, "NULL", 4);
+        rl_buf_put(b, "NULL", 4);
         return;
     }
-    sbuf_put(b, "\"", 1);
+    rl_buf_put(b, "\"", 1);
     for (p = run = elem; *p; p++) {
         if (*p == '"' || *p == '\\') {
-            sbuf_put(b, run, (size_t)(p - run));
-            sbuf_put(b, "\\", 1);
+            rl_buf_put(b, run, (size_t)(p - run));
+            rl_buf_put(b, "\\", 1);
             run = p;
         }
     }
-    sbuf_put(b, run, (size_t)(p - run));
-    sbuf_put(b, "\"", 1);
+    rl_buf_put(b, run, (size_t)(p - run));
+    rl_buf_put(b, "\"", 1);
 }
 
 static void
-array_add_int(struct sbuf *b, int64_t value, int null_if_negative)
+array_add_int(struct rl_buf *b, int64_t value, int null_if_negative)
 {
     char num[32];
 
@@ -659,10 +606,10 @@ rl_db_connect_schema(const char *conninfo, const char *schema, char *errstr,
     char *parse_err = NULL;
 
     if (schema && !valid_schema_name(schema)) {
-        set_err(errstr, errstr_size,
-                "could not connect to postgresql: schema name must be 1 to "
-                "%d of [a-z0-9_], not starting with a digit",
-                RL_DB_SCHEMA_MAX);
+        rl_set_err(errstr, errstr_size,
+                   "could not connect to postgresql: schema name must be 1 to "
+                   "%d of [a-z0-9_], not starting with a digit",
+                   RL_DB_SCHEMA_MAX);
         return NULL;
     }
     if (!conninfo) {
@@ -676,9 +623,9 @@ rl_db_connect_schema(const char *conninfo, const char *schema, char *errstr,
         opts = PQconninfoParse(conninfo, &parse_err);
         if (!opts) {
             PQfreemem(parse_err);
-            set_err(errstr, errstr_size,
-                    "could not connect to postgresql: the connection string "
-                    "is malformed (not shown: it may hold a password)");
+            rl_set_err(errstr, errstr_size,
+                       "could not connect to postgresql: the connection string "
+                       "is malformed (not shown: it may hold a password)");
             return NULL;
         }
         PQconninfoFree(opts);
@@ -710,8 +657,8 @@ rl_db_connect_schema(const char *conninfo, const char *schema, char *errstr,
 
 oom:
     rl_db_destroy(db);
-    set_err(errstr, errstr_size,
-            "could not connect to postgresql: out of memory");
+    rl_set_err(errstr, errstr_size,
+               "could not connect to postgresql: out of memory");
     return NULL;
 }
 
@@ -864,7 +811,7 @@ rl_db_migrate(struct rl_db *db, int *applied, char *errstr, size_t errstr_size)
     checksums = calloc(rl_migrations_count + 1, sizeof(*checksums));
     applied_flags = calloc(rl_migrations_count + 1, 1);
     if (!checksums || !applied_flags) {
-        set_err(errstr, errstr_size, "could not migrate: out of memory");
+        rl_set_err(errstr, errstr_size, "could not migrate: out of memory");
         err = RL_ERR_NOMEM;
         goto done;
     }
@@ -872,8 +819,8 @@ rl_db_migrate(struct rl_db *db, int *applied, char *errstr, size_t errstr_size)
         const struct rl_migration *m = &rl_migrations[i];
 
         if (rl_sha256_hex(m->sql, strlen(m->sql), checksums[i]) != 0) {
-            set_err(errstr, errstr_size, "could not migrate: could not hash %s",
-                    m->name);
+            rl_set_err(errstr, errstr_size,
+                       "could not migrate: could not hash %s", m->name);
             err = RL_ERR_NOMEM;
             goto done;
         }
@@ -937,11 +884,11 @@ rl_db_migrate(struct rl_db *db, int *applied, char *errstr, size_t errstr_size)
             continue;
         }
         if (strcmp(checksums[i], sum) != 0) {
-            set_err(errstr, errstr_size,
-                    "migration %s was changed after it was applied: "
-                    "checksum %s in the database, %s in this build; add a "
-                    "new migration instead",
-                    name, sum, checksums[i]);
+            rl_set_err(errstr, errstr_size,
+                       "migration %s was changed after it was applied: "
+                       "checksum %s in the database, %s in this build; add a "
+                       "new migration instead",
+                       name, sum, checksums[i]);
             err = RL_ERR_CHECKSUM;
             goto done;
         }
@@ -1104,7 +1051,7 @@ rl_db_register_claim(struct rl_db *db, const struct rl_run_reg *regs, size_t n,
         A_OFFSET,
         A_COUNT
     };
-    struct sbuf arrays[A_COUNT];
+    struct rl_buf arrays[A_COUNT];
     const char *params[14];
     char lease[32];
     const char *subject = n == 1 ? regs[0].run_id : NULL;
@@ -1118,24 +1065,24 @@ rl_db_register_claim(struct rl_db *db, const struct rl_run_reg *regs, size_t n,
         memset(claims, 0, n * sizeof(*claims));
     if (n == 0 || !regs || !claims || !worker || !*worker ||
         lease_seconds <= 0) {
-        set_err(errstr, errstr_size,
-                "could not claim runs: need at least one run, a worker and "
-                "a positive lease");
+        rl_set_err(errstr, errstr_size,
+                   "could not claim runs: need at least one run, a worker and "
+                   "a positive lease");
         return RL_ERR_INVALID;
     }
     for (size_t i = 0; i < n; i++) {
         if (!valid_reg(&regs[i])) {
-            set_err(errstr, errstr_size,
-                    "could not claim run %s: run_id, job, tenant, "
-                    "scheduled_at, version, fingerprint and request are "
-                    "required",
-                    regs[i].run_id ? regs[i].run_id : "(null)");
+            rl_set_err(errstr, errstr_size,
+                       "could not claim run %s: run_id, job, tenant, "
+                       "scheduled_at, version, fingerprint and request are "
+                       "required",
+                       regs[i].run_id ? regs[i].run_id : "(null)");
             return RL_ERR_INVALID;
         }
     }
 
     for (a = 0; a < A_COUNT; a++)
-        sbuf_put(&arrays[a], "{", 1);
+        rl_buf_put(&arrays[a], "{", 1);
     for (size_t i = 0; i < n; i++) {
         const struct rl_run_reg *reg = &regs[i];
 
@@ -1154,9 +1101,10 @@ rl_db_register_claim(struct rl_db *db, const struct rl_run_reg *regs, size_t n,
         array_add_int(&arrays[A_OFFSET], reg->source_offset, 1);
     }
     for (a = 0; a < A_COUNT; a++) {
-        sbuf_put(&arrays[a], "}", 1);
+        rl_buf_put(&arrays[a], "}", 1);
         if (arrays[a].failed) {
-            set_err(errstr, errstr_size, "could not claim runs: out of memory");
+            rl_set_err(errstr, errstr_size,
+                       "could not claim runs: out of memory");
             err = RL_ERR_NOMEM;
             goto done;
         }
@@ -1171,10 +1119,10 @@ rl_db_register_claim(struct rl_db *db, const struct rl_run_reg *regs, size_t n,
     if (!res)
         goto done;
     if ((size_t)PQntuples(res) != n || PQnfields(res) != CC_COUNT) {
-        set_err(errstr, errstr_size,
-                "could not claim runs: expected %zu rows of %d columns, got "
-                "%d of %d (is the schema migrated?)",
-                n, CC_COUNT, PQntuples(res), PQnfields(res));
+        rl_set_err(errstr, errstr_size,
+                   "could not claim runs: expected %zu rows of %d columns, got "
+                   "%d of %d (is the schema migrated?)",
+                   n, CC_COUNT, PQntuples(res), PQnfields(res));
         err = RL_ERR_DB;
         goto done;
     }
@@ -1182,17 +1130,17 @@ rl_db_register_claim(struct rl_db *db, const struct rl_run_reg *regs, size_t n,
         int64_t ord = int_value(res, row, CC_ORD, 0);
 
         if (ord < 1 || (size_t)ord > n || claims[ord - 1].run_id[0]) {
-            set_err(errstr, errstr_size,
-                    "could not claim runs: bad row order in the result");
+            rl_set_err(errstr, errstr_size,
+                       "could not claim runs: bad row order in the result");
             err = RL_ERR_DB;
             goto done;
         }
         err = claim_from_row(res, row, &claims[ord - 1]);
         if (err != 0) {
-            set_err(errstr, errstr_size, "could not claim run %s: %s",
-                    PQgetvalue(res, row, CC_RUN_ID),
-                    err == RL_ERR_NOMEM ? "out of memory"
-                                        : "unknown claim result");
+            rl_set_err(errstr, errstr_size, "could not claim run %s: %s",
+                       PQgetvalue(res, row, CC_RUN_ID),
+                       err == RL_ERR_NOMEM ? "out of memory"
+                                           : "unknown claim result");
             goto done;
         }
     }
@@ -1205,7 +1153,7 @@ done:
     }
     PQclear(res);
     for (a = 0; a < A_COUNT; a++)
-        sbuf_free(&arrays[a]);
+        rl_buf_free(&arrays[a]);
     return err;
 }
 
@@ -1232,9 +1180,9 @@ rl_db_claim_due(struct rl_db *db, const char *worker, int lease_seconds,
 
     *n_claimed = 0;
     if (!worker || !*worker || lease_seconds <= 0 || limit == 0 || !claims) {
-        set_err(errstr, errstr_size,
-                "could not claim due runs: need a worker, a positive lease "
-                "and a positive limit");
+        rl_set_err(errstr, errstr_size,
+                   "could not claim due runs: need a worker, a positive lease "
+                   "and a positive limit");
         return RL_ERR_INVALID;
     }
     snprintf(lease, sizeof(lease), "%d", lease_seconds);
@@ -1245,8 +1193,8 @@ rl_db_claim_due(struct rl_db *db, const char *worker, int lease_seconds,
         return err;
     rows = PQntuples(res);
     if ((size_t)rows > limit || PQnfields(res) != CC_COUNT) {
-        set_err(errstr, errstr_size,
-                "could not claim due runs: unexpected result shape");
+        rl_set_err(errstr, errstr_size,
+                   "could not claim due runs: unexpected result shape");
         PQclear(res);
         return RL_ERR_DB;
     }
@@ -1255,9 +1203,9 @@ rl_db_claim_due(struct rl_db *db, const char *worker, int lease_seconds,
         if (err != 0) {
             /* The leases are taken but unreported: they expire and the
              * next sweep reclaims them. */
-            set_err(errstr, errstr_size,
-                    "could not claim due run %s: out of memory",
-                    PQgetvalue(res, row, CC_RUN_ID));
+            rl_set_err(errstr, errstr_size,
+                       "could not claim due run %s: out of memory",
+                       PQgetvalue(res, row, CC_RUN_ID));
             for (int k = 0; k < row; k++)
                 rl_claim_clear(&claims[k]);
             PQclear(res);
@@ -1275,10 +1223,10 @@ static void
 stale_msg(char *errstr, size_t errstr_size, const char *what,
           const char *run_id, int64_t epoch)
 {
-    set_err(errstr, errstr_size,
-            "could not %s %s: lease lost (another worker owns the run, or "
-            "lease epoch %" PRId64 " is no longer current)",
-            what, run_id, epoch);
+    rl_set_err(errstr, errstr_size,
+               "could not %s %s: lease lost (another worker owns the run, or "
+               "lease epoch %" PRId64 " is no longer current)",
+               what, run_id, epoch);
 }
 
 int
@@ -1309,8 +1257,9 @@ rl_db_store_raw_input(struct rl_db *db, const char *run_id, const char *worker,
     *stored = dup_value(res, 0, 0, &oom);
     PQclear(res);
     if (oom) {
-        set_err(errstr, errstr_size,
-                "could not store raw input of run %s: out of memory", run_id);
+        rl_set_err(errstr, errstr_size,
+                   "could not store raw input of run %s: out of memory",
+                   run_id);
         return RL_ERR_NOMEM;
     }
     return 0;
@@ -1328,9 +1277,9 @@ rl_db_record_dispatch(struct rl_db *db, const char *run_id, const char *worker,
 
     *attempt_no = 0;
     if (!idempotency_key) {
-        set_err(errstr, errstr_size,
-                "could not record dispatch of run %s: no idempotency key",
-                run_id);
+        rl_set_err(errstr, errstr_size,
+                   "could not record dispatch of run %s: no idempotency key",
+                   run_id);
         return RL_ERR_INVALID;
     }
     snprintf(epoch, sizeof(epoch), "%" PRId64, lease_epoch);
@@ -1376,8 +1325,8 @@ rl_db_record_outcome(struct rl_db *db, const char *run_id, int attempt_no,
     int rows;
 
     if (!outcome || !*outcome) {
-        set_err(errstr, errstr_size,
-                "could not record outcome of run %s: no outcome", run_id);
+        rl_set_err(errstr, errstr_size,
+                   "could not record outcome of run %s: no outcome", run_id);
         return RL_ERR_INVALID;
     }
     snprintf(attempt, sizeof(attempt), "%d", attempt_no);
@@ -1398,10 +1347,10 @@ rl_db_record_outcome(struct rl_db *db, const char *run_id, int attempt_no,
     rows = atoi(PQcmdTuples(res));
     PQclear(res);
     if (rows != 1) {
-        set_err(errstr, errstr_size,
-                "could not record outcome of run %s: attempt %d does not "
-                "exist or already has an outcome",
-                run_id, attempt_no);
+        rl_set_err(errstr, errstr_size,
+                   "could not record outcome of run %s: attempt %d does not "
+                   "exist or already has an outcome",
+                   run_id, attempt_no);
         return RL_ERR_NOTFOUND;
     }
     return 0;
@@ -1412,7 +1361,7 @@ rl_db_renew_leases(struct rl_db *db, const char *worker, int lease_seconds,
                    const char *const *run_ids, const int64_t *epochs, size_t n,
                    int *held, char *errstr, size_t errstr_size)
 {
-    struct sbuf ids = {0}, eps = {0};
+    struct rl_buf ids = {0}, eps = {0};
     char lease[32];
     const char *params[4];
     PGresult *res = NULL;
@@ -1423,20 +1372,22 @@ rl_db_renew_leases(struct rl_db *db, const char *worker, int lease_seconds,
         return 0;
     memset(held, 0, n * sizeof(*held));
     if (!worker || !*worker || lease_seconds <= 0) {
-        set_err(errstr, errstr_size,
-                "could not renew leases: need a worker and a positive lease");
+        rl_set_err(
+            errstr, errstr_size,
+            "could not renew leases: need a worker and a positive lease");
         return RL_ERR_INVALID;
     }
-    sbuf_put(&ids, "{", 1);
-    sbuf_put(&eps, "{", 1);
+    rl_buf_put(&ids, "{", 1);
+    rl_buf_put(&eps, "{", 1);
     for (size_t i = 0; i < n; i++) {
         array_add(&ids, run_ids[i]);
         array_add_int(&eps, epochs[i], 0);
     }
-    sbuf_put(&ids, "}", 1);
-    sbuf_put(&eps, "}", 1);
+    rl_buf_put(&ids, "}", 1);
+    rl_buf_put(&eps, "}", 1);
     if (ids.failed || eps.failed) {
-        set_err(errstr, errstr_size, "could not renew leases: out of memory");
+        rl_set_err(errstr, errstr_size,
+                   "could not renew leases: out of memory");
         err = RL_ERR_NOMEM;
         goto done;
     }
@@ -1462,8 +1413,8 @@ rl_db_renew_leases(struct rl_db *db, const char *worker, int lease_seconds,
 
 done:
     PQclear(res);
-    sbuf_free(&ids);
-    sbuf_free(&eps);
+    rl_buf_free(&ids);
+    rl_buf_free(&eps);
     return err;
 }
 
@@ -1514,9 +1465,9 @@ rl_db_fail(struct rl_db *db, const char *run_id, const char *worker,
 
     if (!status ||
         (strcmp(status, "failed") != 0 && strcmp(status, "unknown") != 0)) {
-        set_err(errstr, errstr_size,
-                "could not park run %s: status must be failed or unknown",
-                run_id);
+        rl_set_err(errstr, errstr_size,
+                   "could not park run %s: status must be failed or unknown",
+                   run_id);
         return RL_ERR_INVALID;
     }
     snprintf(epoch, sizeof(epoch), "%" PRId64, lease_epoch);
@@ -1541,7 +1492,7 @@ rl_db_complete_run(struct rl_db *db, const char *run_id, const char *worker,
                    const struct rl_outbox_msg *msgs, size_t n_msgs,
                    struct rl_completion *out, char *errstr, size_t errstr_size)
 {
-    struct sbuf channels = {0}, payloads = {0};
+    struct rl_buf channels = {0}, payloads = {0};
     char epoch[32];
     const char *params[6];
     PGresult *res = NULL;
@@ -1551,29 +1502,29 @@ rl_db_complete_run(struct rl_db *db, const char *run_id, const char *worker,
 
     memset(out, 0, sizeof(*out));
     if (is_json_null(output_json)) {
-        set_err(errstr, errstr_size, "could not complete run %s: no output",
-                run_id);
+        rl_set_err(errstr, errstr_size, "could not complete run %s: no output",
+                   run_id);
         return RL_ERR_INVALID;
     }
-    sbuf_put(&channels, "{", 1);
-    sbuf_put(&payloads, "{", 1);
+    rl_buf_put(&channels, "{", 1);
+    rl_buf_put(&payloads, "{", 1);
     for (size_t i = 0; i < n_msgs; i++) {
         if (!msgs[i].channel) {
-            set_err(errstr, errstr_size,
-                    "could not complete run %s: an outbox message has no "
-                    "channel",
-                    run_id);
+            rl_set_err(errstr, errstr_size,
+                       "could not complete run %s: an outbox message has no "
+                       "channel",
+                       run_id);
             err = RL_ERR_INVALID;
             goto done;
         }
         array_add(&channels, msgs[i].channel);
         array_add(&payloads, msgs[i].payload_json);
     }
-    sbuf_put(&channels, "}", 1);
-    sbuf_put(&payloads, "}", 1);
+    rl_buf_put(&channels, "}", 1);
+    rl_buf_put(&payloads, "}", 1);
     if (channels.failed || payloads.failed) {
-        set_err(errstr, errstr_size, "could not complete run %s: out of memory",
-                run_id);
+        rl_set_err(errstr, errstr_size,
+                   "could not complete run %s: out of memory", run_id);
         err = RL_ERR_NOMEM;
         goto done;
     }
@@ -1589,8 +1540,8 @@ rl_db_complete_run(struct rl_db *db, const char *run_id, const char *worker,
     if (!res)
         goto done;
     if (PQntuples(res) != 1) {
-        set_err(errstr, errstr_size,
-                "could not complete run %s: unexpected result", run_id);
+        rl_set_err(errstr, errstr_size,
+                   "could not complete run %s: unexpected result", run_id);
         err = RL_ERR_DB;
         goto done;
     }
@@ -1601,8 +1552,8 @@ rl_db_complete_run(struct rl_db *db, const char *run_id, const char *worker,
         goto done;
     }
     if (strcmp(result, "not_found") == 0) {
-        set_err(errstr, errstr_size, "could not complete run %s: no such run",
-                run_id);
+        rl_set_err(errstr, errstr_size,
+                   "could not complete run %s: no such run", run_id);
         err = RL_ERR_NOTFOUND;
         goto done;
     }
@@ -1612,8 +1563,8 @@ rl_db_complete_run(struct rl_db *db, const char *run_id, const char *worker,
     out->outbox_rows = (int)int_value(res, 0, 2, 0);
     if (oom) {
         /* The run is completed either way; only the copy failed. */
-        set_err(errstr, errstr_size, "could not complete run %s: out of memory",
-                run_id);
+        rl_set_err(errstr, errstr_size,
+                   "could not complete run %s: out of memory", run_id);
         err = RL_ERR_NOMEM;
         goto done;
     }
@@ -1623,8 +1574,8 @@ done:
     if (err != 0)
         rl_completion_clear(out);
     PQclear(res);
-    sbuf_free(&channels);
-    sbuf_free(&payloads);
+    rl_buf_free(&channels);
+    rl_buf_free(&payloads);
     return err;
 }
 
@@ -1643,8 +1594,8 @@ rl_db_complete(struct rl_db *db, const char *run_id, const char *worker,
     if (n_channels > 0) {
         msgs = calloc(n_channels, sizeof(*msgs));
         if (!msgs) {
-            set_err(errstr, errstr_size,
-                    "could not complete run %s: out of memory", run_id);
+            rl_set_err(errstr, errstr_size,
+                       "could not complete run %s: out of memory", run_id);
             return RL_ERR_NOMEM;
         }
         for (size_t i = 0; i < n_channels; i++)
@@ -1691,8 +1642,8 @@ rl_db_complete_attempt(struct rl_db *db, const char *run_id, const char *worker,
         return RL_ERR_STALE;
     }
     if (res.err == RL_ERR_NOTFOUND) {
-        set_err(errstr, errstr_size, "could not complete run %s: no such run",
-                run_id);
+        rl_set_err(errstr, errstr_size,
+                   "could not complete run %s: no such run", run_id);
         return RL_ERR_NOTFOUND;
     }
     if (completed)
@@ -1700,23 +1651,23 @@ rl_db_complete_attempt(struct rl_db *db, const char *run_id, const char *worker,
     return 0;
 }
 
-/* The text arrays of a batch statement, built in step: one sbuf per
+/* The text arrays of a batch statement, built in step: one buffer per
  * parameter, each an array literal. */
 static void
-arrays_open(struct sbuf *arrays, size_t n)
+arrays_open(struct rl_buf *arrays, size_t n)
 {
     for (size_t a = 0; a < n; a++)
-        sbuf_put(&arrays[a], "{", 1);
+        rl_buf_put(&arrays[a], "{", 1);
 }
 
 /* Closes every array and points params[a] at it; 0, or RL_ERR_NOMEM. */
 static int
-arrays_close(struct sbuf *arrays, size_t n, const char **params)
+arrays_close(struct rl_buf *arrays, size_t n, const char **params)
 {
     int err = 0;
 
     for (size_t a = 0; a < n; a++) {
-        sbuf_put(&arrays[a], "}", 1);
+        rl_buf_put(&arrays[a], "}", 1);
         if (arrays[a].failed)
             err = RL_ERR_NOMEM;
         params[a] = arrays[a].data;
@@ -1725,10 +1676,10 @@ arrays_close(struct sbuf *arrays, size_t n, const char **params)
 }
 
 static void
-arrays_free(struct sbuf *arrays, size_t n)
+arrays_free(struct rl_buf *arrays, size_t n)
 {
     for (size_t a = 0; a < n; a++)
-        sbuf_free(&arrays[a]);
+        rl_buf_free(&arrays[a]);
 }
 
 /* Checks that res has one row of ncols columns per input element, the
@@ -1742,23 +1693,24 @@ batch_rows(const PGresult *res, size_t n, int ncols, long *index,
     unsigned char *seen;
 
     if ((size_t)PQntuples(res) != n || PQnfields(res) != ncols) {
-        set_err(errstr, errstr_size,
-                "could not %s: expected %zu rows of %d columns, got %d of %d "
-                "(is the schema migrated?)",
-                what, n, ncols, PQntuples(res), PQnfields(res));
+        rl_set_err(
+            errstr, errstr_size,
+            "could not %s: expected %zu rows of %d columns, got %d of %d "
+            "(is the schema migrated?)",
+            what, n, ncols, PQntuples(res), PQnfields(res));
         return RL_ERR_DB;
     }
     seen = calloc(n, 1);
     if (!seen) {
-        set_err(errstr, errstr_size, "could not %s: out of memory", what);
+        rl_set_err(errstr, errstr_size, "could not %s: out of memory", what);
         return RL_ERR_NOMEM;
     }
     for (int row = 0; row < PQntuples(res); row++) {
         int64_t ord = int_value(res, row, 0, 0);
 
         if (ord < 1 || (size_t)ord > n || seen[ord - 1]) {
-            set_err(errstr, errstr_size,
-                    "could not %s: bad row order in the result", what);
+            rl_set_err(errstr, errstr_size,
+                       "could not %s: bad row order in the result", what);
             free(seen);
             return RL_ERR_DB;
         }
@@ -1790,7 +1742,7 @@ rl_db_complete_runs(struct rl_db *db, const struct rl_complete_req *reqs,
         A_LATENCY,
         A_COUNT
     };
-    struct sbuf arrays[A_COUNT];
+    struct rl_buf arrays[A_COUNT];
     const char *params[A_COUNT];
     long *index = NULL;
     const char *subject;
@@ -1799,16 +1751,17 @@ rl_db_complete_runs(struct rl_db *db, const struct rl_complete_req *reqs,
 
     memset(arrays, 0, sizeof(arrays));
     if (n == 0 || !reqs || !out || !worker || !*worker) {
-        set_err(errstr, errstr_size,
-                "could not complete runs: need at least one run and a "
-                "worker");
+        rl_set_err(errstr, errstr_size,
+                   "could not complete runs: need at least one run and a "
+                   "worker");
         return RL_ERR_INVALID;
     }
     memset(out, 0, n * sizeof(*out));
     for (size_t i = 0; i < n; i++) {
         if (!reqs[i].run_id || is_json_null(reqs[i].output_json)) {
-            set_err(errstr, errstr_size, "could not complete run %s: no output",
-                    reqs[i].run_id ? reqs[i].run_id : "(null)");
+            rl_set_err(errstr, errstr_size,
+                       "could not complete run %s: no output",
+                       reqs[i].run_id ? reqs[i].run_id : "(null)");
             return RL_ERR_INVALID;
         }
     }
@@ -1840,7 +1793,8 @@ rl_db_complete_runs(struct rl_db *db, const struct rl_complete_req *reqs,
     }
     index = calloc(n, sizeof(*index));
     if (arrays_close(arrays, A_COUNT, params) != 0 || !index) {
-        set_err(errstr, errstr_size, "could not complete runs: out of memory");
+        rl_set_err(errstr, errstr_size,
+                   "could not complete runs: out of memory");
         err = RL_ERR_NOMEM;
         goto done;
     }
@@ -1880,7 +1834,7 @@ rl_db_dispatch_runs(struct rl_db *db, const struct rl_dispatch_req *reqs,
                     size_t errstr_size)
 {
     enum { A_RUN_ID, A_EPOCH, A_KEY, A_ESTIMATE, A_COUNT };
-    struct sbuf arrays[A_COUNT];
+    struct rl_buf arrays[A_COUNT];
     const char *params[A_COUNT + 2];
     char wait[32];
     long *index = NULL;
@@ -1890,17 +1844,18 @@ rl_db_dispatch_runs(struct rl_db *db, const struct rl_dispatch_req *reqs,
 
     memset(arrays, 0, sizeof(arrays));
     if (n == 0 || !reqs || !out || !worker || !*worker) {
-        set_err(errstr, errstr_size,
-                "could not record dispatches: need at least one run and a "
-                "worker");
+        rl_set_err(errstr, errstr_size,
+                   "could not record dispatches: need at least one run and a "
+                   "worker");
         return RL_ERR_INVALID;
     }
     memset(out, 0, n * sizeof(*out));
     for (size_t i = 0; i < n; i++) {
         if (!reqs[i].run_id || !reqs[i].idempotency_key) {
-            set_err(errstr, errstr_size,
-                    "could not record dispatch of run %s: no idempotency key",
-                    reqs[i].run_id ? reqs[i].run_id : "(null)");
+            rl_set_err(
+                errstr, errstr_size,
+                "could not record dispatch of run %s: no idempotency key",
+                reqs[i].run_id ? reqs[i].run_id : "(null)");
             return RL_ERR_INVALID;
         }
     }
@@ -1915,8 +1870,8 @@ rl_db_dispatch_runs(struct rl_db *db, const struct rl_dispatch_req *reqs,
     }
     index = calloc(n, sizeof(*index));
     if (arrays_close(arrays, A_COUNT, params) != 0 || !index) {
-        set_err(errstr, errstr_size,
-                "could not record dispatches: out of memory");
+        rl_set_err(errstr, errstr_size,
+                   "could not record dispatches: out of memory");
         err = RL_ERR_NOMEM;
         goto done;
     }
@@ -1998,8 +1953,8 @@ rl_db_get_run(struct rl_db *db, const char *run_id, struct rl_run *run,
         return err;
     if (PQntuples(res) != 1) {
         PQclear(res);
-        set_err(errstr, errstr_size, "could not read run %s: no such run",
-                run_id);
+        rl_set_err(errstr, errstr_size, "could not read run %s: no such run",
+                   run_id);
         return RL_ERR_NOTFOUND;
     }
     copy_value(res, 0, c++, run->run_id, sizeof(run->run_id));
@@ -2030,8 +1985,8 @@ rl_db_get_run(struct rl_db *db, const char *run_id, struct rl_run *run,
     PQclear(res);
     if (oom) {
         rl_run_clear(run);
-        set_err(errstr, errstr_size, "could not read run %s: out of memory",
-                run_id);
+        rl_set_err(errstr, errstr_size, "could not read run %s: out of memory",
+                   run_id);
         return RL_ERR_NOMEM;
     }
     return 0;
@@ -2100,8 +2055,8 @@ rl_db_outbox_listen(struct rl_db *db, char *errstr, size_t errstr_size)
         PQntuples(res) == 1 ? strdup(PQgetvalue(res, 0, 0)) : NULL;
     PQclear(res);
     if (!db->outbox_schema) {
-        set_err(errstr, errstr_size,
-                "could not find the outbox: no outbox table on the path");
+        rl_set_err(errstr, errstr_size,
+                   "could not find the outbox: no outbox table on the path");
         return RL_ERR_DB;
     }
     return 0;
@@ -2128,8 +2083,8 @@ rl_db_outbox_vacuum_start(struct rl_db *db, char *errstr, size_t errstr_size)
     PGresult *res;
 
     if (db->in_tx || db->vacuuming) {
-        set_err(errstr, errstr_size,
-                "could not vacuum the outbox: the session is busy");
+        rl_set_err(errstr, errstr_size,
+                   "could not vacuum the outbox: the session is busy");
         return RL_ERR_INVALID;
     }
     if (db->outbox_vacuum == 0) {
@@ -2209,8 +2164,8 @@ rl_db_outbox_wait(struct rl_db *db, long timeout_ms, char *errstr,
         return 1;
     ready = poll(&pfd, 1, timeout_ms < 0 ? 0 : (int)timeout_ms);
     if (ready < 0 && errno != EINTR) {
-        set_err(errstr, errstr_size, "could not wait for the outbox: %s",
-                strerror(errno));
+        rl_set_err(errstr, errstr_size, "could not wait for the outbox: %s",
+                   strerror(errno));
         return RL_ERR_DB;
     }
     if (ready <= 0)
@@ -2245,8 +2200,8 @@ rl_db_outbox_lock_batch(struct rl_db *db, int limit,
     *rows = NULL;
     *n_rows = 0;
     if (limit <= 0) {
-        set_err(errstr, errstr_size,
-                "could not lock outbox rows: limit must be positive");
+        rl_set_err(errstr, errstr_size,
+                   "could not lock outbox rows: limit must be positive");
         return RL_ERR_INVALID;
     }
     if (db->in_tx)
@@ -2286,8 +2241,8 @@ rl_db_outbox_lock_batch(struct rl_db *db, int limit,
     if (oom) {
         rl_db_outbox_rows_free(out, (size_t)n);
         end_tx(db, "ROLLBACK");
-        set_err(errstr, errstr_size,
-                "could not lock outbox rows: out of memory");
+        rl_set_err(errstr, errstr_size,
+                   "could not lock outbox rows: out of memory");
         return RL_ERR_NOMEM;
     }
     *rows = out;
@@ -2300,7 +2255,7 @@ rl_db_outbox_finish_batch(struct rl_db *db, const struct rl_outbox_row *rows,
                           size_t n, int delivered, char *errstr,
                           size_t errstr_size)
 {
-    struct sbuf ids = {0}, tids = {0};
+    struct rl_buf ids = {0}, tids = {0};
     const char *params[3];
     PGresult *res = NULL;
     int err = RL_ERR_DB;
@@ -2316,17 +2271,17 @@ rl_db_outbox_finish_batch(struct rl_db *db, const struct rl_outbox_row *rows,
         PQclear(res);
         return 0;
     }
-    sbuf_put(&ids, "{", 1);
-    sbuf_put(&tids, "{", 1);
+    rl_buf_put(&ids, "{", 1);
+    rl_buf_put(&tids, "{", 1);
     for (size_t i = 0; i < n; i++) {
         array_add(&ids, rows[i].run_id);
         array_add(&tids, rows[i].ctid);
     }
-    sbuf_put(&ids, "}", 1);
-    sbuf_put(&tids, "}", 1);
+    rl_buf_put(&ids, "}", 1);
+    rl_buf_put(&tids, "}", 1);
     if (ids.failed || tids.failed) {
-        set_err(errstr, errstr_size,
-                "could not finish outbox batch: out of memory");
+        rl_set_err(errstr, errstr_size,
+                   "could not finish outbox batch: out of memory");
         err = RL_ERR_NOMEM;
         goto done;
     }
@@ -2349,8 +2304,8 @@ done:
     if (err != 0 && db->in_tx)
         end_tx(db, "ROLLBACK");
     PQclear(res);
-    sbuf_free(&ids);
-    sbuf_free(&tids);
+    rl_buf_free(&ids);
+    rl_buf_free(&tids);
     return err;
 }
 
@@ -2702,7 +2657,7 @@ ops_one_text(struct rl_db *db, const char *sql, int nparams,
         return err;
     if (PQntuples(res) == 0) {
         PQclear(res);
-        set_err(errstr, errstr_size, "could not %s: no such run", what);
+        rl_set_err(errstr, errstr_size, "could not %s: no such run", what);
         return RL_ERR_NOTFOUND;
     }
     *out = dup_value(res, 0, 0, &oom);
@@ -2710,7 +2665,7 @@ ops_one_text(struct rl_db *db, const char *sql, int nparams,
     if (oom || !*out) {
         free(*out);
         *out = NULL;
-        set_err(errstr, errstr_size, "could not %s: out of memory", what);
+        rl_set_err(errstr, errstr_size, "could not %s: out of memory", what);
         return RL_ERR_NOMEM;
     }
     return 0;
@@ -2764,8 +2719,8 @@ ops_decide(struct rl_db *db, const char *sql, const char *what,
         return err;
     if (PQntuples(res) == 0) {
         PQclear(res);
-        set_err(errstr, errstr_size, "could not %s %s: no such run", what,
-                run_id);
+        rl_set_err(errstr, errstr_size, "could not %s %s: no such run", what,
+                   run_id);
         return RL_ERR_NOTFOUND;
     }
     copy_value(res, 0, 0, out->prior_status, sizeof(out->prior_status));
@@ -2773,9 +2728,9 @@ ops_decide(struct rl_db *db, const char *sql, const char *what,
     out->attempts_closed = (int)int_value(res, 0, 4, 0);
     if (int_value(res, 0, 2, 0) != 1 || int_value(res, 0, 3, 0) != 1) {
         PQclear(res);
-        set_err(errstr, errstr_size,
-                "refused to %s %s: it is %s, only %s runs qualify", what,
-                run_id, out->prior_status, allowed);
+        rl_set_err(errstr, errstr_size,
+                   "refused to %s %s: it is %s, only %s runs qualify", what,
+                   run_id, out->prior_status, allowed);
         return RL_ERR_CONFLICT;
     }
     PQclear(res);
@@ -2837,15 +2792,15 @@ rl_db_run_resolve_completed(struct rl_db *db, const char *run_id,
         if (!res)
             goto done;
         if (PQntuples(res) == 0) {
-            set_err(errstr, errstr_size, "could not resolve %s: no such run",
-                    run_id);
+            rl_set_err(errstr, errstr_size, "could not resolve %s: no such run",
+                       run_id);
             err = RL_ERR_NOTFOUND;
         } else {
             copy_value(res, 0, 0, out->prior_status, sizeof(out->prior_status));
-            set_err(errstr, errstr_size,
-                    "refused to resolve %s: it is %s, only unknown runs "
-                    "qualify",
-                    run_id, out->prior_status);
+            rl_set_err(errstr, errstr_size,
+                       "refused to resolve %s: it is %s, only unknown runs "
+                       "qualify",
+                       run_id, out->prior_status);
             err = RL_ERR_CONFLICT;
         }
         goto done;
@@ -2863,10 +2818,10 @@ rl_db_run_resolve_completed(struct rl_db *db, const char *run_id,
     if (!res)
         goto done;
     if (PQntuples(res) != 1 || strcmp(PQgetvalue(res, 0, 0), "completed")) {
-        set_err(errstr, errstr_size,
-                "could not resolve %s: completion "
-                "returned %s",
-                run_id, PQntuples(res) ? PQgetvalue(res, 0, 0) : "nothing");
+        rl_set_err(errstr, errstr_size,
+                   "could not resolve %s: completion "
+                   "returned %s",
+                   run_id, PQntuples(res) ? PQgetvalue(res, 0, 0) : "nothing");
         err = RL_ERR_CONFLICT;
         goto done;
     }
@@ -3025,13 +2980,14 @@ rl_db_dispatch_within_budget(struct rl_db *db, const char *run_id,
     *status = res.status;
     *attempt_no = res.attempt_no;
     if (res.status == RL_DISPATCH_DEADLINE) {
-        set_err(errstr, errstr_size,
-                "could not record dispatch of run %s: its deadline has passed",
-                run_id);
+        rl_set_err(
+            errstr, errstr_size,
+            "could not record dispatch of run %s: its deadline has passed",
+            run_id);
     } else if (res.status != RL_DISPATCH_RECORDED) {
         if (next_window)
             snprintf(next_window, RL_TIME_UTC_SIZE, "%s", res.next_window);
-        set_err(errstr, errstr_size, "%s", res.detail);
+        rl_set_err(errstr, errstr_size, "%s", res.detail);
     }
     return 0;
 }
@@ -3084,9 +3040,9 @@ rl_db_budget_remove(struct rl_db *db, const char *tenant, const char *job,
     if (err)
         return err;
     if (rows == 0) {
-        set_err(errstr, errstr_size,
-                "could not remove the budget of %s%s%s: there is none", tenant,
-                job && *job ? " job " : "", job && *job ? job : "");
+        rl_set_err(errstr, errstr_size,
+                   "could not remove the budget of %s%s%s: there is none",
+                   tenant, job && *job ? " job " : "", job && *job ? job : "");
         return RL_ERR_NOTFOUND;
     }
     return 0;
@@ -3207,8 +3163,9 @@ rl_db_propose_attempt(struct rl_db *db, const char *run_id, const char *worker,
 
     *status = RL_PROPOSE_WAITING;
     if (!proposal_json || !digest) {
-        set_err(errstr, errstr_size,
-                "could not store the proposal of run %s: no proposal", run_id);
+        rl_set_err(errstr, errstr_size,
+                   "could not store the proposal of run %s: no proposal",
+                   run_id);
         return RL_ERR_INVALID;
     }
     snprintf(epoch, sizeof(epoch), "%" PRId64, lease_epoch);
@@ -3246,10 +3203,10 @@ rl_db_propose_attempt(struct rl_db *db, const char *run_id, const char *worker,
         *status = RL_PROPOSE_COMPLETED;
     else if (strcmp(result, "superseded") == 0) {
         *status = RL_PROPOSE_SUPERSEDED;
-        set_err(errstr, errstr_size,
-                "could not store the proposal of run %s: it already holds "
-                "proposal %s and proposals are write-once",
-                run_id, PQgetvalue(res, 0, 1));
+        rl_set_err(errstr, errstr_size,
+                   "could not store the proposal of run %s: it already holds "
+                   "proposal %s and proposals are write-once",
+                   run_id, PQgetvalue(res, 0, 1));
     } else {
         PQclear(res);
         stale_msg(errstr, errstr_size, "store the proposal of run", run_id,
@@ -3282,8 +3239,8 @@ rl_db_decide_run(struct rl_db *db, const char *run_id, const char *digest,
         return err;
     if (PQntuples(res) != 1) {
         PQclear(res);
-        set_err(errstr, errstr_size, "could not %s run %s: unexpected result",
-                what, run_id);
+        rl_set_err(errstr, errstr_size,
+                   "could not %s run %s: unexpected result", what, run_id);
         return RL_ERR_DB;
     }
     result = PQgetvalue(res, 0, 0);
@@ -3294,29 +3251,29 @@ rl_db_decide_run(struct rl_db *db, const char *run_id, const char *digest,
     if (strcmp(result, "approved") == 0 || strcmp(result, "rejected") == 0)
         err = 0;
     else if (strcmp(result, "not_found") == 0) {
-        set_err(errstr, errstr_size, "could not %s run %s: no such run", what,
-                run_id);
+        rl_set_err(errstr, errstr_size, "could not %s run %s: no such run",
+                   what, run_id);
         err = RL_ERR_NOTFOUND;
     } else if (strcmp(result, "not_waiting") == 0)
-        set_err(errstr, errstr_size,
-                "could not %s run %s: it is %s, not awaiting approval%s", what,
-                run_id, out->status,
-                strcmp(out->status, "awaiting_approval") == 0
-                    ? " (already decided)"
-                    : "");
+        rl_set_err(errstr, errstr_size,
+                   "could not %s run %s: it is %s, not awaiting approval%s",
+                   what, run_id, out->status,
+                   strcmp(out->status, "awaiting_approval") == 0
+                       ? " (already decided)"
+                       : "");
     else if (strcmp(result, "digest_mismatch") == 0)
-        set_err(errstr, errstr_size,
-                "could not %s run %s: digest %s is not the digest of its "
-                "proposal (%s); review the proposal again",
-                what, run_id, digest ? digest : "(none)", out->digest);
+        rl_set_err(errstr, errstr_size,
+                   "could not %s run %s: digest %s is not the digest of its "
+                   "proposal (%s); review the proposal again",
+                   what, run_id, digest ? digest : "(none)", out->digest);
     else if (strcmp(result, "not_approver") == 0)
-        set_err(errstr, errstr_size,
-                "could not %s run %s: %s is not an approver of its tenant",
-                what, run_id, actor ? actor : "(none)");
+        rl_set_err(errstr, errstr_size,
+                   "could not %s run %s: %s is not an approver of its tenant",
+                   what, run_id, actor ? actor : "(none)");
     else
-        set_err(errstr, errstr_size,
-                "could not %s run %s: unexpected result %s", what, run_id,
-                result);
+        rl_set_err(errstr, errstr_size,
+                   "could not %s run %s: unexpected result %s", what, run_id,
+                   result);
     PQclear(res);
     return err;
 }
@@ -3353,8 +3310,8 @@ rl_db_run_proposal(struct rl_db *db, const char *run_id,
         return err;
     if (PQntuples(res) != 1) {
         PQclear(res);
-        set_err(errstr, errstr_size, "could not read run %s: no such run",
-                run_id);
+        rl_set_err(errstr, errstr_size, "could not read run %s: no such run",
+                   run_id);
         return RL_ERR_NOTFOUND;
     }
     copy_value(res, 0, 0, out->status, sizeof(out->status));
@@ -3369,8 +3326,8 @@ rl_db_run_proposal(struct rl_db *db, const char *run_id,
     PQclear(res);
     if (oom) {
         rl_run_proposal_clear(out);
-        set_err(errstr, errstr_size, "could not read run %s: out of memory",
-                run_id);
+        rl_set_err(errstr, errstr_size, "could not read run %s: out of memory",
+                   run_id);
         return RL_ERR_NOMEM;
     }
     return 0;
@@ -3401,9 +3358,9 @@ rl_db_approver_remove(struct rl_db *db, const char *tenant, const char *actor,
     if (err)
         return err;
     if (rows == 0) {
-        set_err(errstr, errstr_size,
-                "could not remove approver %s of tenant %s: there is none",
-                actor, tenant);
+        rl_set_err(errstr, errstr_size,
+                   "could not remove approver %s of tenant %s: there is none",
+                   actor, tenant);
         return RL_ERR_NOTFOUND;
     }
     return 0;

@@ -1,5 +1,8 @@
 #include "rl/err.h"
 
+#include <stdarg.h>
+#include <stdio.h>
+
 const char *
 rl_err_name(int err)
 {
@@ -28,4 +31,16 @@ rl_err_name(int err)
         return "checksum";
     }
     return "unknown";
+}
+
+void
+rl_set_err(char *errstr, size_t errstr_size, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (!errstr || errstr_size == 0)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(errstr, errstr_size, fmt, ap);
+    va_end(ap);
 }

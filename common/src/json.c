@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rl/buf.h"
 #include "rl/err.h"
 #include "rl/runid.h"
 
@@ -21,9 +22,7 @@
 #define MAX_EXACT_INT 9007199254740992.0
 
 struct buf {
-    char *data;
-    size_t len;
-    size_t cap;
+    struct rl_buf out;
     int err;      /* first rl_err met; the text is then abandoned */
     char *errstr; /* caller's */
     size_t errstr_size;
@@ -52,23 +51,9 @@ buf_append(struct buf *b, const char *s, size_t n)
 {
     if (b->err)
         return;
-    if (b->cap - b->len <= n) {
-        size_t cap = b->cap ? b->cap : 256;
-        char *data;
-
-        while (cap - b->len <= n)
-            cap *= 2;
-        data = realloc(b->data, cap);
-        if (!data) {
-            buf_fail(b, RL_ERR_NOMEM, "could not allocate canonical json");
-            return;
-        }
-        b->data = data;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, s, n);
-    b->len += n;
-    b->data[b->len] = '\0';
+    rl_buf_put(&b->out, s, n);
+    if (b->out.failed)
+        buf_fail(b, RL_ERR_NOMEM, "could not allocate canonical json");
 }
 
 static void
@@ -286,7 +271,7 @@ write_value(struct buf *b, const cJSON *item, int depth)
 static char *
 canonical(const cJSON *item, int *err, char *errstr, size_t errstr_size)
 {
-    struct buf b = {NULL, 0, 0, 0, errstr, errstr_size};
+    struct buf b = {{0}, 0, errstr, errstr_size};
 
     if (!item)
         buf_fail(&b, RL_ERR_INVALID, "no json value");
@@ -294,10 +279,10 @@ canonical(const cJSON *item, int *err, char *errstr, size_t errstr_size)
         write_value(&b, item, 1);
     *err = b.err;
     if (b.err) {
-        free(b.data);
+        rl_buf_free(&b.out);
         return NULL;
     }
-    return b.data;
+    return rl_buf_take(&b.out);
 }
 
 char *

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rl/buf.h"
 #include "rl/err.h"
 
 struct series {
@@ -31,55 +32,6 @@ struct rl_metrics {
     struct family families[RL_METRICS_MAX_FAMILIES];
     size_t n_families;
 };
-
-/* A growable output buffer; failed sticks after an allocation failure. */
-struct obuf {
-    char *data;
-    size_t len, cap;
-    int failed;
-};
-
-static void obuf_printf(struct obuf *b, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void
-obuf_printf(struct obuf *b, const char *fmt, ...)
-{
-    va_list ap;
-    int n;
-
-    if (b->failed)
-        return;
-    for (;;) {
-        size_t room = b->cap - b->len;
-
-        va_start(ap, fmt);
-        n = vsnprintf(b->data ? b->data + b->len : NULL, room, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->failed = 1;
-            return;
-        }
-        if ((size_t)n < room) {
-            b->len += (size_t)n;
-            return;
-        }
-        {
-            size_t cap = b->cap ? b->cap * 2 : 4096;
-            char *data;
-
-            while (cap < b->len + (size_t)n + 1)
-                cap *= 2;
-            data = realloc(b->data, cap);
-            if (!data) {
-                b->failed = 1;
-                return;
-            }
-            b->data = data;
-            b->cap = cap;
-        }
-    }
-}
 
 static int
 valid_name(const char *name)
@@ -403,24 +355,24 @@ format_value(double v, char *out, size_t size)
 }
 
 static void
-put_help(struct obuf *b, const struct family *f)
+put_help(struct rl_buf *b, const struct family *f)
 {
     static const char *const types[] = {"counter", "gauge", "histogram"};
 
-    obuf_printf(b, "# HELP %s ", f->name);
+    rl_buf_printf(b, "# HELP %s ", f->name);
     for (const char *p = f->help; *p; p++) {
         if (*p == '\\')
-            obuf_printf(b, "\\\\");
+            rl_buf_printf(b, "\\\\");
         else if (*p == '\n')
-            obuf_printf(b, "\\n");
+            rl_buf_printf(b, "\\n");
         else
-            obuf_printf(b, "%c", *p);
+            rl_buf_printf(b, "%c", *p);
     }
-    obuf_printf(b, "\n# TYPE %s %s\n", f->name, types[f->type]);
+    rl_buf_printf(b, "\n# TYPE %s %s\n", f->name, types[f->type]);
 }
 
 static void
-put_histogram(struct obuf *b, const struct family *f, const struct series *s)
+put_histogram(struct rl_buf *b, const struct family *f, const struct series *s)
 {
     const char *sep = s->labels[0] ? "," : "";
     double cum = 0;
@@ -430,33 +382,33 @@ put_histogram(struct obuf *b, const struct family *f, const struct series *s)
         cum += s->counts[i];
         format_value(f->buckets[i], le, sizeof(le));
         format_value(cum, v, sizeof(v));
-        obuf_printf(b, "%s_bucket{%s%sle=\"%s\"} %s\n", f->name, s->labels, sep,
-                    le, v);
+        rl_buf_printf(b, "%s_bucket{%s%sle=\"%s\"} %s\n", f->name, s->labels,
+                      sep, le, v);
     }
     format_value(s->count, v, sizeof(v));
-    obuf_printf(b, "%s_bucket{%s%sle=\"+Inf\"} %s\n", f->name, s->labels, sep,
-                v);
+    rl_buf_printf(b, "%s_bucket{%s%sle=\"+Inf\"} %s\n", f->name, s->labels, sep,
+                  v);
     format_value(s->value, v, sizeof(v));
     if (s->labels[0])
-        obuf_printf(b, "%s_sum{%s} %s\n", f->name, s->labels, v);
+        rl_buf_printf(b, "%s_sum{%s} %s\n", f->name, s->labels, v);
     else
-        obuf_printf(b, "%s_sum %s\n", f->name, v);
+        rl_buf_printf(b, "%s_sum %s\n", f->name, v);
     format_value(s->count, v, sizeof(v));
     if (s->labels[0])
-        obuf_printf(b, "%s_count{%s} %s\n", f->name, s->labels, v);
+        rl_buf_printf(b, "%s_count{%s} %s\n", f->name, s->labels, v);
     else
-        obuf_printf(b, "%s_count %s\n", f->name, v);
+        rl_buf_printf(b, "%s_count %s\n", f->name, v);
 }
 
 char *
 rl_metrics_render(struct rl_metrics *m, size_t *len)
 {
-    struct obuf b = {NULL, 0, 0, 0};
+    struct rl_buf b = {0};
     char v[64];
 
     if (!m)
         return NULL;
-    obuf_printf(&b, "%s", "");
+    rl_buf_printf(&b, "%s", "");
     pthread_mutex_lock(&m->lock);
     for (size_t i = 0; i < m->n_families; i++) {
         const struct family *f = &m->families[i];
@@ -469,9 +421,9 @@ rl_metrics_render(struct rl_metrics *m, size_t *len)
             }
             format_value(s->value, v, sizeof(v));
             if (s->labels[0])
-                obuf_printf(&b, "%s{%s} %s\n", f->name, s->labels, v);
+                rl_buf_printf(&b, "%s{%s} %s\n", f->name, s->labels, v);
             else
-                obuf_printf(&b, "%s %s\n", f->name, v);
+                rl_buf_printf(&b, "%s %s\n", f->name, v);
         }
     }
     pthread_mutex_unlock(&m->lock);

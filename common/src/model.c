@@ -24,6 +24,7 @@
 
 #include "rl/model.h"
 
+#include "rl/clock.h"
 #include "rl/err.h"
 #include "rl/log.h"
 
@@ -173,30 +174,6 @@ rl_model_outcome_name(enum rl_model_outcome outcome)
         return "cancelled";
     }
     return "unknown";
-}
-
-static int64_t
-now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void set_err(char *errstr, size_t errstr_size, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void
-set_err(char *errstr, size_t errstr_size, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (!errstr || errstr_size == 0)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(errstr, errstr_size, fmt, ap);
-    va_end(ap);
 }
 
 /* Copies src into dst (size dst_size) as printable ASCII, with every
@@ -620,7 +597,7 @@ finish(struct rl_model *m, struct xfer *x, CURLcode rc)
         curl_easy_getinfo(x->easy, CURLINFO_REQUEST_SIZE, &request_size);
         call->request_sent = request_size > 0;
         call->http_status = response_code(x);
-        call->latency_ms = now_ms() - x->start_ms;
+        call->latency_ms = rl_clock_ms() - x->start_ms;
         call->retry_after_ms = x->retry_after_ms;
         snprintf(call->upstream_request_id, sizeof(call->upstream_request_id),
                  "%s", x->request_id);
@@ -748,7 +725,7 @@ start(struct rl_model *m, struct xfer *x)
         snprintf(x->errbuf, sizeof(x->errbuf), "could not set up the transfer");
         return -1;
     }
-    x->start_ms = now_ms();
+    x->start_ms = rl_clock_ms();
     s = pick_shard(m);
     mc = curl_multi_add_handle(s->multi, easy);
     if (mc != CURLM_OK) {
@@ -841,7 +818,7 @@ on_timer(CURLM *multi, long timeout_ms, void *userp)
     struct shard *s = userp;
 
     (void)multi;
-    s->timer_due = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+    s->timer_due = timeout_ms < 0 ? -1 : rl_clock_ms() + timeout_ms;
     return 0;
 }
 
@@ -861,7 +838,7 @@ static void
 drive(struct rl_model *m)
 {
     struct epoll_event events[EPOLL_EVENTS];
-    int64_t now = now_ms();
+    int64_t now = rl_clock_ms();
     long wait_ms = POLL_TIMEOUT_MS;
     int running, n;
 
@@ -896,7 +873,7 @@ drive(struct rl_model *m)
             flags |= CURL_CSELECT_ERR;
         curl_multi_socket_action(m->shards[shard].multi, fd, flags, &running);
     }
-    now = now_ms();
+    now = rl_clock_ms();
     for (int i = 0; i < m->nshards; i++) {
         struct shard *s = &m->shards[i];
 
@@ -980,7 +957,7 @@ build_url(const char *base_url, char *errstr, size_t errstr_size)
         len--;
     url = malloc(len + sizeof(path));
     if (!url) {
-        set_err(errstr, errstr_size, "out of memory");
+        rl_set_err(errstr, errstr_size, "out of memory");
         return NULL;
     }
     memcpy(url, base_url, len);
@@ -989,16 +966,16 @@ build_url(const char *base_url, char *errstr, size_t errstr_size)
     u = curl_url();
     if (!u) {
         free(url);
-        set_err(errstr, errstr_size, "out of memory");
+        rl_set_err(errstr, errstr_size, "out of memory");
         return NULL;
     }
     uc = curl_url_set(u, CURLUPART_URL, url, 0);
     curl_url_cleanup(u);
     if (uc != CURLUE_OK ||
         (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0)) {
-        set_err(errstr, errstr_size, "invalid model base_url: %s",
-                uc != CURLUE_OK ? curl_url_strerror(uc)
-                                : "scheme must be http or https");
+        rl_set_err(errstr, errstr_size, "invalid model base_url: %s",
+                   uc != CURLUE_OK ? curl_url_strerror(uc)
+                                   : "scheme must be http or https");
         free(url);
         return NULL;
     }
@@ -1065,39 +1042,39 @@ rl_model_new(const struct rl_model_config *cfg,
     int rc, mutex_ok = 0;
 
     if (!cfg || !cfg->base_url || !*cfg->base_url) {
-        set_err(errstr, errstr_size, "model base_url is not set");
+        rl_set_err(errstr, errstr_size, "model base_url is not set");
         return NULL;
     }
     if (!done) {
-        set_err(errstr, errstr_size, "model completion callback is not set");
+        rl_set_err(errstr, errstr_size, "model completion callback is not set");
         return NULL;
     }
     if (cfg->connect_timeout_ms < 0 || cfg->timeout_ms < 0 ||
         cfg->max_connections < 0) {
-        set_err(errstr, errstr_size,
-                "model timeouts and max_connections must not be negative");
+        rl_set_err(errstr, errstr_size,
+                   "model timeouts and max_connections must not be negative");
         return NULL;
     }
     if (cfg->api_key) {
         for (const char *p = cfg->api_key; *p; p++) {
             if ((unsigned char)*p < 0x20 || *p == 0x7f) {
                 /* Never print the key itself, not even in part. */
-                set_err(errstr, errstr_size,
-                        "model api_key contains control characters");
+                rl_set_err(errstr, errstr_size,
+                           "model api_key contains control characters");
                 return NULL;
             }
         }
     }
     pthread_once(&curl_once, curl_global_once);
     if (curl_init_rc != CURLE_OK) {
-        set_err(errstr, errstr_size, "could not initialize libcurl: %s",
-                curl_easy_strerror(curl_init_rc));
+        rl_set_err(errstr, errstr_size, "could not initialize libcurl: %s",
+                   curl_easy_strerror(curl_init_rc));
         return NULL;
     }
 
     m = calloc(1, sizeof(*m));
     if (!m) {
-        set_err(errstr, errstr_size, "out of memory");
+        rl_set_err(errstr, errstr_size, "out of memory");
         return NULL;
     }
     m->done = done;
@@ -1120,41 +1097,42 @@ rl_model_new(const struct rl_model_config *cfg,
     if (cfg->api_key && *cfg->api_key) {
         m->api_key = strdup(cfg->api_key);
         if (!m->api_key) {
-            set_err(errstr, errstr_size, "out of memory");
+            rl_set_err(errstr, errstr_size, "out of memory");
             goto fail;
         }
         m->api_key_len = strlen(m->api_key);
     }
     m->headers = build_headers(cfg->api_key);
     if (!m->headers) {
-        set_err(errstr, errstr_size, "out of memory");
+        rl_set_err(errstr, errstr_size, "out of memory");
         goto fail;
     }
     if (shard_add(m) != 0) {
-        set_err(errstr, errstr_size, "could not create curl multi handle");
+        rl_set_err(errstr, errstr_size, "could not create curl multi handle");
         goto fail;
     }
     m->epfd = epoll_create1(EPOLL_CLOEXEC);
     m->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (m->epfd < 0 || m->wakefd < 0) {
-        set_err(errstr, errstr_size,
-                "could not create the model's event loop: %s", strerror(errno));
+        rl_set_err(errstr, errstr_size,
+                   "could not create the model's event loop: %s",
+                   strerror(errno));
         goto fail;
     }
     {
         struct epoll_event ev = {.events = EPOLLIN, .data.u64 = WAKE_TAG};
 
         if (epoll_ctl(m->epfd, EPOLL_CTL_ADD, m->wakefd, &ev) != 0) {
-            set_err(errstr, errstr_size,
-                    "could not create the model's event loop: %s",
-                    strerror(errno));
+            rl_set_err(errstr, errstr_size,
+                       "could not create the model's event loop: %s",
+                       strerror(errno));
             goto fail;
         }
     }
     rc = pthread_mutex_init(&m->lock, NULL);
     if (rc != 0) {
-        set_err(errstr, errstr_size, "could not create model lock: %s",
-                strerror(rc));
+        rl_set_err(errstr, errstr_size, "could not create model lock: %s",
+                   strerror(rc));
         goto fail;
     }
     mutex_ok = 1;
@@ -1165,8 +1143,8 @@ rl_model_new(const struct rl_model_config *cfg,
     rc = pthread_create(&m->thread, NULL, model_thread, m);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
-        set_err(errstr, errstr_size, "could not start model thread: %s",
-                strerror(rc));
+        rl_set_err(errstr, errstr_size, "could not start model thread: %s",
+                   strerror(rc));
         goto fail;
     }
     return m;
@@ -1462,30 +1440,30 @@ rl_model_build_body(const char *request_json, const char *raw_input_json,
     int found = 0;
 
     if (!request_json) {
-        set_err(errstr, errstr_size, "effective request is missing");
+        rl_set_err(errstr, errstr_size, "effective request is missing");
         goto done;
     }
     root = cJSON_Parse(request_json);
     if (!root) {
-        set_err(errstr, errstr_size, "effective request is not valid json");
+        rl_set_err(errstr, errstr_size, "effective request is not valid json");
         goto done;
     }
     req = cJSON_GetObjectItemCaseSensitive(root, "request");
     if (!cJSON_IsObject(req)) {
-        set_err(errstr, errstr_size,
-                "effective request has no \"request\" object");
+        rl_set_err(errstr, errstr_size,
+                   "effective request has no \"request\" object");
         goto done;
     }
     model = cJSON_GetObjectItemCaseSensitive(req, "model");
     if (!cJSON_IsString(model) || !model->valuestring || !*model->valuestring) {
-        set_err(errstr, errstr_size,
-                "effective request has no \"model\" string");
+        rl_set_err(errstr, errstr_size,
+                   "effective request has no \"model\" string");
         goto done;
     }
     messages = cJSON_GetObjectItemCaseSensitive(req, "messages");
     if (!cJSON_IsArray(messages) || cJSON_GetArraySize(messages) == 0) {
-        set_err(errstr, errstr_size,
-                "effective request has no non-empty \"messages\" array");
+        rl_set_err(errstr, errstr_size,
+                   "effective request has no non-empty \"messages\" array");
         goto done;
     }
 
@@ -1494,8 +1472,8 @@ rl_model_build_body(const char *request_json, const char *raw_input_json,
         cJSON *content, *part;
 
         if (!cJSON_IsObject(msg)) {
-            set_err(errstr, errstr_size,
-                    "effective request has a message that is not an object");
+            rl_set_err(errstr, errstr_size,
+                       "effective request has a message that is not an object");
             goto done;
         }
         content = cJSON_GetObjectItemCaseSensitive(msg, "content");
@@ -1543,7 +1521,7 @@ rl_model_build_body(const char *request_json, const char *raw_input_json,
     goto done;
 
 nomem:
-    set_err(errstr, errstr_size, "out of memory building model request");
+    rl_set_err(errstr, errstr_size, "out of memory building model request");
 done:
     cJSON_Delete(root);
     return body;

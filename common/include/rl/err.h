@@ -1,6 +1,8 @@
 #ifndef RL_ERR_H
 #define RL_ERR_H
 
+#include <stddef.h>
+
 /* Return codes shared by every module: 0 is success, failures are negative.
  * A function that fails also fills the caller's errstr with a lowercase
  * message that says what failed and why. */
@@ -20,5 +22,11 @@ enum rl_err {
 
 /* Short stable name of an rl_err value ("invalid", "stale", ...). */
 const char *rl_err_name(int err);
+
+/* Writes a printf-formatted message into the caller's errstr (of
+ * errstr_size bytes), truncating; does nothing when errstr is NULL or
+ * errstr_size is 0. */
+void rl_set_err(char *errstr, size_t errstr_size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 #endif /* RL_ERR_H */
