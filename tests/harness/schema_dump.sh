@@ -11,7 +11,8 @@
 #
 # PostgreSQL: DATABASE_URL when set (the harness's build/services.env, or any
 # database the role may create a schema in); otherwise a throwaway cluster
-# from tests/harness/pg.sh, stopped again on every way out.
+# from tests/harness/pg.sh under the build folder, stopped and removed again
+# on every way out.
 #
 # Environment: RUNLEDGER_BIN (default $BUILD_DIR/consumer/runledger, i.e.
 # build/consumer/runledger), PG_BINDIR (pg_dump's folder; default the
@@ -74,6 +75,7 @@ cleanup() {
     fi
     if [ -n "$own_pg" ]; then
         "$root/tests/harness/pg.sh" stop "$own_pg" >/dev/null 2>&1 || true
+        rm -rf "$own_pg"
     fi
     rm -rf "$work"
 }
@@ -81,7 +83,9 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 if [ -z "$url" ]; then
-    own_pg=$work/pg
+    # Under the build folder, like the harness's services: as root pg.sh runs
+    # PostgreSQL as the postgres user, who cannot enter mktemp's 0700 folder.
+    own_pg=$root/${BUILD_DIR:-build}/schema-pg-$$
     "$root/tests/harness/pg.sh" start "$own_pg" >/dev/null ||
         die "could not start a throwaway PostgreSQL"
     url=$(sed -n 's/^DATABASE_URL=//p' "$own_pg/env")
