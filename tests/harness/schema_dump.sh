@@ -35,7 +35,7 @@ while [ $# -gt 0 ]; do
     case $1 in
     --check) check=1 ;;
     -h | --help)
-        sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+        sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}"
         exit 0
         ;;
     -*)
