@@ -41,7 +41,7 @@ export RL_SERVICES_ENV := $(abspath $(SERVICES_ENV))
 .NOTPARALLEL:
 
 .PHONY: all deps build build-asan services-up services-down format-check \
-	test demo bench image image-smoke clean distclean
+	test demo bench image image-smoke schema clean distclean
 
 all: build
 
@@ -98,6 +98,13 @@ image:
 	tests/image/build.sh
 image-smoke:
 	tests/image/smoke.sh
+
+# `make schema`: regenerates schema/generated/current.sql, the schema all
+# migrations build, from a fresh schema in build/services.env's PostgreSQL
+# when that file exists, else in a throwaway one (schema/README.md).
+schema: build
+	@if [ -f $(SERVICES_ENV) ]; then . $(abspath $(SERVICES_ENV)); export DATABASE_URL; fi; \
+	RUNLEDGER_BIN=$(BUILD_DIR)/consumer/runledger $(HARNESS)/schema_dump.sh
 
 clean: services-down
 	rm -rf $(BUILD_DIR) $(ASAN_BUILD_DIR)
