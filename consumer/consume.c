@@ -515,11 +515,24 @@ rl_cmd_consume(int argc, char **argv)
     mcfg.connect_timeout_ms = pl.cfg->model_connect_timeout_ms;
     mcfg.timeout_ms = pl.cfg->model_timeout_ms;
     mcfg.max_response_bytes = (size_t)pl.cfg->max_response_bytes;
+    mcfg.auth_header = pl.cfg->model_auth_header;
+    mcfg.query = pl.cfg->model_query;
+    mcfg.headers = pl.cfg->model_headers;
     pl.model = rl_model_new(&mcfg, model_done, &pl, errstr, sizeof(errstr));
     if (!pl.model) {
         rl_log_error(NULL, "could not start model client: %s", errstr);
         goto done;
     }
+    /* dedupe trusts the endpoint with every retry of a timed-out call; a
+     * gateway in between may drop the key and generate each time. */
+    if (pl.cfg->ambiguous_policy == RL_AMBIGUOUS_DEDUPE)
+        rl_log_warn(NULL,
+                    "RUNLEDGER_AMBIGUOUS_POLICY=dedupe: a call that timed "
+                    "out is retried with the same Idempotency-Key, which "
+                    "prevents a second generation only if the model "
+                    "endpoint deduplicates by that header; a gateway in "
+                    "between must forward it (LiteLLM forwards no client "
+                    "headers by default), see docs/gateways.md");
 
     /* The completer first: the ledger hands it answers from the start. */
     if (pthread_create(&completer_tid, NULL, rl_completer_main, &pl) != 0) {

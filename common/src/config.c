@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "rl/err.h"
+#include "rl/model.h"
 
 enum cfg_type { CFG_STR, CFG_INT, CFG_BOOL };
 
@@ -45,6 +46,16 @@ static const struct cfg_row rows[] = {
      "bearer token for the model endpoint (never logged)"},
     {"MODEL_API_KEY_FILE", CFG_STR, S(model_api_key_file), NULL, 0, 0, 0,
      "file holding the bearer token (a mounted Secret); read at start"},
+    {"RUNLEDGER_MODEL_AUTH_HEADER", CFG_STR, S(model_auth_header),
+     "Authorization", 0, 0, 0,
+     "header that carries the model API key: Authorization sends "
+     "`Bearer <key>`, any other name the bare key (Azure OpenAI: api-key)"},
+    {"RUNLEDGER_MODEL_QUERY", CFG_STR, S(model_query), NULL, 0, 0, 0,
+     "query parameters added to {base}/chat/completions, unescaped "
+     "name=value pairs joined by & (Azure OpenAI: api-version=2024-10-21)"},
+    {"RUNLEDGER_MODEL_HEADERS", CFG_STR, S(model_headers), NULL, 0, 0, 1,
+     "extra headers on every model call, `Name: value` pairs separated by "
+     "commas (a value cannot hold one); values are never logged"},
     {"RUNLEDGER_WORKER_ID", CFG_STR, S(worker_id), NULL, 0, 0, 0,
      "lease owner name; default hostname:pid"},
     {"RUNLEDGER_LOG_LEVEL", CFG_STR, S(log_level), "info", 0, 0, 0,
@@ -266,6 +277,41 @@ read_key_file(struct rl_config *cfg, char *errstr, size_t errstr_size)
     return cfg->model_api_key ? 0 : RL_ERR_NOMEM;
 }
 
+/* The model client's gateway settings are refused here, at start (exit
+ * 2), not at the first model call; the message names the setting but
+ * never a header's value. */
+static int
+check_model(const struct rl_config *cfg, char *errstr, size_t errstr_size)
+{
+    struct rl_model_config mcfg;
+    char why[256];
+    const char *setting;
+
+    /* One setting more per step, so a refusal names the one at fault. */
+    memset(&mcfg, 0, sizeof(mcfg));
+    setting = "MODEL_API_KEY";
+    mcfg.api_key = cfg->model_api_key;
+    if (rl_model_config_check(&mcfg, why, sizeof(why)) != 0)
+        goto bad;
+    setting = "RUNLEDGER_MODEL_AUTH_HEADER";
+    mcfg.auth_header = cfg->model_auth_header;
+    if (rl_model_config_check(&mcfg, why, sizeof(why)) != 0)
+        goto bad;
+    setting = "RUNLEDGER_MODEL_QUERY";
+    mcfg.query = cfg->model_query;
+    if (rl_model_config_check(&mcfg, why, sizeof(why)) != 0)
+        goto bad;
+    setting = "RUNLEDGER_MODEL_HEADERS";
+    mcfg.headers = cfg->model_headers;
+    if (rl_model_config_check(&mcfg, why, sizeof(why)) != 0)
+        goto bad;
+    return 0;
+
+bad:
+    snprintf(errstr, errstr_size, "%s is invalid: %s", setting, why);
+    return RL_ERR_INVALID;
+}
+
 /* RUNLEDGER_KAFKA_SASL_USERNAME -> sasl.username */
 static int
 collect_kafka_props(struct rl_config *cfg, const struct file_kv *file)
@@ -407,6 +453,9 @@ rl_config_load(char *errstr, size_t errstr_size)
         cfg->worker_id = strdup(id);
     }
     err = read_key_file(cfg, errstr, errstr_size);
+    if (err)
+        goto done;
+    err = check_model(cfg, errstr, errstr_size);
     if (err)
         goto done;
     if (collect_kafka_props(cfg, &file) != 0) {

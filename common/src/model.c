@@ -24,6 +24,7 @@
 
 #include "rl/model.h"
 
+#include "rl/buf.h"
 #include "rl/clock.h"
 #include "rl/err.h"
 #include "rl/log.h"
@@ -61,6 +62,18 @@
 /* Socket events taken from epoll per wait. */
 #define EPOLL_EVENTS 256
 #define INPUT_PLACEHOLDER "{{input}}"
+/* Extra headers at most (RUNLEDGER_MODEL_HEADERS). */
+#define EXTRA_HEADERS_MAX 32
+/* Secrets redacted from errors: the API key and the extra headers' values
+ * of at least SECRET_MIN bytes (shorter ones, "a" or "prod", would blank
+ * out ordinary words and are no credential). */
+#define SECRETS_MAX (1 + EXTRA_HEADERS_MAX)
+#define SECRET_MIN 8
+/* A cut error ending in this many bytes of a secret's start is redacted
+ * there (fewer say nothing: "sk-" is every key's start). */
+#define SECRET_TAIL_MIN 4
+/* Longest request id kept from a header (more is cut). */
+#define REQUEST_ID_SIZE 128
 /* Calls one multi handle carries before the next one takes new calls. */
 #define SHARD_CALLS 256
 /* Multi handles at most; beyond SHARDS_MAX * SHARD_CALLS calls the least
@@ -109,7 +122,8 @@ struct xfer {
     size_t resp_len, resp_cap;
     int oversize; /* 2xx body over the cap: aborted on purpose */
     int nomem;    /* could not grow resp: aborted on purpose */
-    char request_id[128];
+    /* The request id headers, in request_id_headers' order. */
+    char request_ids[4][REQUEST_ID_SIZE];
     long retry_after_ms;
     int retry_after_ms_seen; /* retry-after-ms beats Retry-After */
     int64_t start_ms;
@@ -137,12 +151,24 @@ struct rl_model {
     void *opaque;
 
     char *url;
-    char *api_key; /* kept only to redact echoes of it */
-    size_t api_key_len;
+    /* Kept only to redact echoes of them; wiped when freed. */
+    char *secrets[SECRETS_MAX];
+    size_t secret_lens[SECRETS_MAX];
+    size_t nsecrets;
     struct curl_slist *headers; /* shared by every call, read-only */
     long connect_timeout_ms;
     long timeout_ms;
     size_t max_response_bytes;
+};
+
+/* Response headers naming the upstream request, most trusted first:
+ * OpenAI's own, Azure's and Anthropic-style, LiteLLM's call id, then Azure
+ * API Management's. */
+static const char *const request_id_headers[] = {
+    "x-request-id",
+    "request-id",
+    "x-litellm-call-id",
+    "apim-request-id",
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -176,51 +202,178 @@ rl_model_outcome_name(enum rl_model_outcome outcome)
     return "unknown";
 }
 
-/* Copies src into dst (size dst_size) as printable ASCII, with every
- * occurrence of the API key replaced: an endpoint may echo the key in an
- * error message, and errors end up in logs and the attempts table. */
+/* Where in text (length len) the first echo of any secret starts; sets
+ * *secret_len. len when there is none. */
+static size_t
+find_secret(const struct rl_model *m, const char *text, size_t len,
+            size_t *secret_len)
+{
+    size_t best = len;
+
+    for (size_t k = 0; k < m->nsecrets; k++) {
+        size_t n = m->secret_lens[k];
+
+        for (size_t i = 0; n <= len && i <= len - n && i < best; i++) {
+            if (text[i] == m->secrets[k][0] &&
+                memcmp(text + i, m->secrets[k], n) == 0) {
+                best = i;
+                *secret_len = n;
+                break;
+            }
+        }
+    }
+    return best;
+}
+
+/* Length of the valid UTF-8 sequence at p (at most n bytes), 0 if none:
+ * PostgreSQL refuses invalid UTF-8 in the attempts table. */
+static size_t
+utf8_len(const unsigned char *p, size_t n)
+{
+    size_t len;
+    unsigned int cp;
+
+    if (p[0] >= 0xc2 && p[0] <= 0xdf)
+        len = 2, cp = p[0] & 0x1fu;
+    else if (p[0] >= 0xe0 && p[0] <= 0xef)
+        len = 3, cp = p[0] & 0x0fu;
+    else if (p[0] >= 0xf0 && p[0] <= 0xf4)
+        len = 4, cp = p[0] & 0x07u;
+    else
+        return 0;
+    if (len > n)
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+        cp = cp << 6 | (p[i] & 0x3fu);
+    }
+    if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+        cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return len;
+}
+
+/* Copies src into dst (size dst_size), every echo of a secret (the API
+ * key, the extra headers' values) replaced and control bytes escaped
+ * (\n, \r, \t, \\, else \xNN; so are bytes that are not UTF-8): an
+ * endpoint may echo the key in an error message, and errors end up in logs
+ * and the attempts table. The whole of src is scanned before anything is
+ * cut, so an echo that straddles the cut is caught; a tail of dst that
+ * could be the start of a secret is redacted too. */
 static void
 copy_redacted(const struct rl_model *m, char *dst, size_t dst_size,
               const char *src)
 {
     static const char mark[] = "[redacted]";
-    size_t o = 0;
+    size_t len = strlen(src), o = 0, i = 0;
+    size_t secret_len = 0, next;
 
     if (dst_size == 0)
         return;
-    while (*src && o + 1 < dst_size) {
-        if (m->api_key_len > 0 &&
-            strncmp(src, m->api_key, m->api_key_len) == 0) {
-            size_t n = sizeof(mark) - 1;
+    next = find_secret(m, src, len, &secret_len);
+    while (i < len && o + 1 < dst_size) {
+        const unsigned char c = (unsigned char)src[i];
+        char esc[8];
+        size_t n = 1, adv = 1;
+        const char *out = esc;
 
-            if (n > dst_size - 1 - o)
-                n = dst_size - 1 - o;
-            memcpy(dst + o, mark, n);
-            o += n;
-            src += m->api_key_len;
-            continue;
+        if (i == next) {
+            out = mark;
+            n = sizeof(mark) - 1;
+            adv = secret_len;
+        } else if (c == '\n' || c == '\r' || c == '\t' || c == '\\') {
+            esc[0] = '\\';
+            esc[1] = c == '\n' ? 'n' : c == '\r' ? 'r' : c == '\t' ? 't' : '\\';
+            n = 2;
+        } else if (c >= 0x20 && c < 0x7f) {
+            esc[0] = (char)c;
+        } else {
+            size_t u = c >= 0x80
+                           ? utf8_len((const unsigned char *)src + i, len - i)
+                           : 0;
+
+            /* Never step over the start of a secret. */
+            if (u > 0 && i + u <= next) {
+                out = src + i;
+                n = adv = u;
+            } else {
+                snprintf(esc, sizeof(esc), "\\x%02x", c);
+                n = 4;
+            }
         }
-        dst[o++] = (*src >= 0x20 && *src < 0x7f) ? *src : '?';
-        src++;
+        /* An escape or a character is never cut in half; the mark is. */
+        if (n > dst_size - 1 - o) {
+            if (out != mark)
+                break;
+            n = dst_size - 1 - o;
+        }
+        memcpy(dst + o, out, n);
+        o += n;
+        i += adv;
+        if (i > next)
+            next = i + find_secret(m, src + i, len - i, &secret_len);
     }
     dst[o] = '\0';
+    if (i == len)
+        return;
+    /* Cut short: a secret whose start is all that fits must not show. */
+    for (size_t k = 0; k < m->nsecrets; k++) {
+        for (size_t p = o > m->secret_lens[k] ? o - m->secret_lens[k] : 0;
+             p < o; p++) {
+            size_t tail = o - p;
+
+            if (tail < SECRET_TAIL_MIN && tail < m->secret_lens[k])
+                break;
+            if (memcmp(dst + p, m->secrets[k], tail) == 0) {
+                size_t n = sizeof(mark) - 1;
+
+                if (n > dst_size - 1 - p)
+                    n = dst_size - 1 - p;
+                memcpy(dst + p, mark, n);
+                o = p + n;
+                dst[o] = '\0';
+                break;
+            }
+        }
+    }
 }
 
 static void call_error(const struct rl_model *m, struct rl_model_call *call,
                        const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Formats the whole message before copy_redacted() cuts it to the size of
+ * call->error: cutting first could split an echoed key and keep its
+ * start. */
 static void
 call_error(const struct rl_model *m, struct rl_model_call *call,
            const char *fmt, ...)
 {
-    char raw[sizeof(call->error)];
+    char small[sizeof(call->error)];
+    char *raw = small;
     va_list ap;
+    int n;
 
     va_start(ap, fmt);
-    vsnprintf(raw, sizeof(raw), fmt, ap);
+    n = vsnprintf(small, sizeof(small), fmt, ap);
     va_end(ap);
+    if (n >= (int)sizeof(small)) {
+        raw = malloc((size_t)n + 1);
+        if (!raw) {
+            /* What was kept may end in the start of an echoed key. */
+            snprintf(call->error, sizeof(call->error),
+                     "model call failed (out of memory formatting its "
+                     "error)");
+            return;
+        }
+        va_start(ap, fmt);
+        vsnprintf(raw, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+    }
     copy_redacted(m, call->error, sizeof(call->error), raw);
+    if (raw != small)
+        free(raw);
 }
 
 /* Header values: printable ASCII without surrounding blanks, truncated. */
@@ -288,7 +441,9 @@ on_header(char *buf, size_t size, size_t nitems, void *userdata)
 
     /* A new status line (after a 1xx) starts a new header block. */
     if (n >= 5 && memcmp(buf, "HTTP/", 5) == 0) {
-        x->request_id[0] = '\0';
+        for (size_t i = 0;
+             i < sizeof(x->request_ids) / sizeof(x->request_ids[0]); i++)
+            x->request_ids[i][0] = '\0';
         x->retry_after_ms = -1;
         x->retry_after_ms_seen = 0;
         return n;
@@ -303,10 +458,15 @@ on_header(char *buf, size_t size, size_t nitems, void *userdata)
     name[name_len] = '\0';
     copy_header_value(value, sizeof(value), colon + 1, n - name_len - 1);
 
-    if (strcasecmp(name, "x-request-id") == 0) {
-        copy_header_value(x->request_id, sizeof(x->request_id), colon + 1,
-                          n - name_len - 1);
-    } else if (strcasecmp(name, "retry-after-ms") == 0) {
+    for (size_t i = 0;
+         i < sizeof(request_id_headers) / sizeof(request_id_headers[0]); i++) {
+        if (strcasecmp(name, request_id_headers[i]) == 0) {
+            copy_header_value(x->request_ids[i], sizeof(x->request_ids[i]),
+                              colon + 1, n - name_len - 1);
+            return n;
+        }
+    }
+    if (strcasecmp(name, "retry-after-ms") == 0) {
         char *end;
         double ms = strtod(value, &end);
 
@@ -450,6 +610,8 @@ usage_number(const cJSON *obj, const char *name)
     return (long long)item->valuedouble;
 }
 
+static char *print_json(const cJSON *item);
+
 /* Reads a 2xx chat completion into call. Usage is kept even when the
  * content is unusable: those tokens were billed. */
 static void
@@ -457,7 +619,8 @@ parse_completion(const struct rl_model *m, const struct xfer *x,
                  struct rl_model_call *call)
 {
     cJSON *root;
-    const cJSON *choices, *message, *content, *model, *id, *usage;
+    const cJSON *choices, *message, *content, *tool_calls, *model, *id, *usage;
+    int has_text, has_calls;
 
     root = x->resp ? cJSON_ParseWithLength(x->resp, x->resp_len) : NULL;
     if (!cJSON_IsObject(root)) {
@@ -467,9 +630,9 @@ parse_completion(const struct rl_model *m, const struct xfer *x,
         goto done;
     }
 
+    /* The answer names itself better than any gateway's header. */
     id = cJSON_GetObjectItemCaseSensitive(root, "id");
-    if (call->upstream_request_id[0] == '\0' && cJSON_IsString(id) &&
-        id->valuestring)
+    if (cJSON_IsString(id) && id->valuestring && id->valuestring[0])
         copy_header_value(call->upstream_request_id,
                           sizeof(call->upstream_request_id), id->valuestring,
                           strlen(id->valuestring));
@@ -491,20 +654,35 @@ parse_completion(const struct rl_model *m, const struct xfer *x,
     message = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(choices, 0),
                                                "message");
     content = cJSON_GetObjectItemCaseSensitive(message, "content");
-    if (!cJSON_IsArray(choices) || !cJSON_IsObject(message) ||
-        !cJSON_IsString(content) || !content->valuestring) {
+    tool_calls = cJSON_GetObjectItemCaseSensitive(message, "tool_calls");
+    if (!cJSON_IsArray(choices) || !cJSON_IsObject(message)) {
         call->outcome = RL_MODEL_INVALID_OUTPUT;
-        call_error(m, call,
-                   "model response has no choices[0].message.content string");
+        call_error(m, call, "model response has no choices[0].message object");
         goto done;
     }
-    if (content->valuestring[0] == '\0') {
+    /* A message that calls tools is an answer: its content is null (or
+     * empty, or a preamble) and the caller acts on the calls. */
+    has_text = cJSON_IsString(content) && content->valuestring &&
+               content->valuestring[0] != '\0';
+    has_calls = cJSON_IsArray(tool_calls) && cJSON_GetArraySize(tool_calls) > 0;
+    if (!has_text && !has_calls) {
         call->outcome = RL_MODEL_INVALID_OUTPUT;
-        call_error(m, call, "model response content is empty");
+        if (cJSON_IsString(content) && content->valuestring)
+            call_error(m, call, "model response content is empty");
+        else
+            call_error(m, call,
+                       "model response has neither a "
+                       "choices[0].message.content string nor tool_calls");
         goto done;
     }
-    call->text = strdup(content->valuestring);
-    if (!call->text) {
+    if (has_text)
+        call->text = strdup(content->valuestring);
+    if (has_calls)
+        call->tool_calls = print_json(tool_calls);
+    if ((has_text && !call->text) || (has_calls && !call->tool_calls)) {
+        free(call->text);
+        free(call->tool_calls);
+        call->text = call->tool_calls = NULL;
         /* The generation happened; only this process failed to keep it. */
         call->outcome = RL_MODEL_AMBIGUOUS;
         call_error(m, call, "out of memory copying model response");
@@ -526,7 +704,8 @@ static void
 classify_status(const struct rl_model *m, const struct xfer *x,
                 struct rl_model_call *call)
 {
-    char msg[200];
+    /* All of it: the key is redacted before the message is cut. */
+    char msg[ERROR_BODY_KEEP + 1];
 
     call->outcome = status_is_transient(call->http_status) ? RL_MODEL_TRANSIENT
                                                            : RL_MODEL_PERMANENT;
@@ -599,8 +778,16 @@ finish(struct rl_model *m, struct xfer *x, CURLcode rc)
         call->http_status = response_code(x);
         call->latency_ms = rl_clock_ms() - x->start_ms;
         call->retry_after_ms = x->retry_after_ms;
-        snprintf(call->upstream_request_id, sizeof(call->upstream_request_id),
-                 "%s", x->request_id);
+        /* A 2xx answer's "id" replaces it (parse_completion). */
+        for (size_t i = 0;
+             i < sizeof(x->request_ids) / sizeof(x->request_ids[0]); i++) {
+            if (x->request_ids[i][0]) {
+                snprintf(call->upstream_request_id,
+                         sizeof(call->upstream_request_id), "%s",
+                         x->request_ids[i]);
+                break;
+            }
+        }
     }
     if (cancelled) {
         call->outcome = RL_MODEL_CANCELLED;
@@ -944,24 +1131,292 @@ model_thread(void *arg)
     return NULL;
 }
 
+/* One "Name: value" of the extra headers, pointing into the setting. */
+struct header_entry {
+    const char *name, *value;
+    size_t name_len, value_len;
+};
+
+/* Headers the client sets itself: a second copy would confuse endpoints
+ * (or, for Idempotency-Key, break deduplication). */
+static const char *const own_headers[] = {
+    "Content-Type",      "Accept",         "Expect",
+    "Idempotency-Key",   "Content-Length", "Host",
+    "Transfer-Encoding", "Connection",     "User-Agent",
+};
+
+/* RFC 9110 token: what a header name may be made of. */
+static int
+is_token(const char *s, size_t len)
+{
+    if (len == 0)
+        return 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+              (c >= '0' && c <= '9') || strchr("!#$%&'*+-.^_`|~", c)))
+            return 0;
+    }
+    return 1;
+}
+
+static int
+name_is(const char *name, size_t len, const char *other)
+{
+    return strlen(other) == len && strncasecmp(name, other, len) == 0;
+}
+
+static int
+is_own_header(const char *name, size_t len)
+{
+    for (size_t i = 0; i < sizeof(own_headers) / sizeof(own_headers[0]); i++) {
+        if (name_is(name, len, own_headers[i]))
+            return 1;
+    }
+    return 0;
+}
+
+/* The name the API key goes in; "Authorization" (with "Bearer ") when
+ * unset. */
+static const char *
+auth_header_name(const struct rl_model_config *cfg)
+{
+    return cfg->auth_header && *cfg->auth_header ? cfg->auth_header
+                                                 : "Authorization";
+}
+
+/* Splits cfg->headers into out (EXTRA_HEADERS_MAX entries); sets *n.
+ * Returns 0 or RL_ERR_INVALID with errstr naming the entry by position
+ * (and by name once the name is known to be one), never by its value: a
+ * value may be a credential. */
+static int
+parse_headers(const struct rl_model_config *cfg, struct header_entry *out,
+              size_t *n, char *errstr, size_t errstr_size)
+{
+    const char *p = cfg->headers ? cfg->headers : "";
+    const char *auth = auth_header_name(cfg);
+    int has_key = cfg->api_key && *cfg->api_key;
+    int pos = 0;
+
+    *n = 0;
+    while (*p) {
+        const char *end = p + strcspn(p, ",\n");
+        const char *colon;
+        struct header_entry e;
+
+        pos++;
+        while (p < end && (*p == ' ' || *p == '\t' || *p == '\r'))
+            p++;
+        if (p == end) { /* empty entry: "a: b," */
+            p = *end ? end + 1 : end;
+            continue;
+        }
+        colon = memchr(p, ':', (size_t)(end - p));
+        if (!colon) {
+            rl_set_err(errstr, errstr_size, "entry %d is not \"Name: value\"",
+                       pos);
+            return RL_ERR_INVALID;
+        }
+        e.name = p;
+        e.name_len = (size_t)(colon - p);
+        while (e.name_len > 0 &&
+               (p[e.name_len - 1] == ' ' || p[e.name_len - 1] == '\t'))
+            e.name_len--;
+        if (!is_token(e.name, e.name_len)) {
+            rl_set_err(errstr, errstr_size, "entry %d has no valid header name",
+                       pos);
+            return RL_ERR_INVALID;
+        }
+        e.value = colon + 1;
+        e.value_len = (size_t)(end - e.value);
+        while (e.value_len > 0 && (*e.value == ' ' || *e.value == '\t')) {
+            e.value++;
+            e.value_len--;
+        }
+        while (e.value_len > 0 && (e.value[e.value_len - 1] == ' ' ||
+                                   e.value[e.value_len - 1] == '\t' ||
+                                   e.value[e.value_len - 1] == '\r'))
+            e.value_len--;
+        if (e.value_len == 0) {
+            rl_set_err(errstr, errstr_size, "header %.*s has an empty value",
+                       (int)e.name_len, e.name);
+            return RL_ERR_INVALID;
+        }
+        for (size_t i = 0; i < e.value_len; i++) {
+            unsigned char c = (unsigned char)e.value[i];
+
+            if ((c < 0x20 && c != '\t') || c >= 0x7f) {
+                rl_set_err(errstr, errstr_size,
+                           "header %.*s has a value that is not printable "
+                           "ascii",
+                           (int)e.name_len, e.name);
+                return RL_ERR_INVALID;
+            }
+        }
+        if (is_own_header(e.name, e.name_len) ||
+            (has_key && name_is(e.name, e.name_len, auth))) {
+            rl_set_err(errstr, errstr_size,
+                       "header %.*s is one runledger sets itself",
+                       (int)e.name_len, e.name);
+            return RL_ERR_INVALID;
+        }
+        for (size_t k = 0; k < *n; k++) {
+            if (out[k].name_len == e.name_len &&
+                strncasecmp(out[k].name, e.name, e.name_len) == 0) {
+                rl_set_err(errstr, errstr_size, "header %.*s is given twice",
+                           (int)e.name_len, e.name);
+                return RL_ERR_INVALID;
+            }
+        }
+        if (*n == EXTRA_HEADERS_MAX) {
+            rl_set_err(errstr, errstr_size, "more than %d headers",
+                       EXTRA_HEADERS_MAX);
+            return RL_ERR_INVALID;
+        }
+        out[(*n)++] = e;
+        p = *end ? end + 1 : end;
+    }
+    return 0;
+}
+
+/* Checks cfg->query: name=value pairs joined by '&', each name non-empty,
+ * no control characters (they are percent-encoded, never sent raw). */
+static int
+check_query(const char *query, char *errstr, size_t errstr_size)
+{
+    const char *p = query ? query : "";
+    int pos = 0;
+
+    while (*p) {
+        size_t len = strcspn(p, "&");
+        const char *eq = memchr(p, '=', len);
+
+        pos++;
+        if (!eq || eq == p) {
+            rl_set_err(errstr, errstr_size, "parameter %d is not name=value",
+                       pos);
+            return RL_ERR_INVALID;
+        }
+        for (size_t i = 0; i < len; i++) {
+            if ((unsigned char)p[i] < 0x20 || p[i] == 0x7f) {
+                rl_set_err(errstr, errstr_size,
+                           "parameter %d has a control character", pos);
+                return RL_ERR_INVALID;
+            }
+        }
+        p += len;
+        if (*p == '&')
+            p++;
+    }
+    return 0;
+}
+
+int
+rl_model_config_check(const struct rl_model_config *cfg, char *errstr,
+                      size_t errstr_size)
+{
+    struct header_entry entries[EXTRA_HEADERS_MAX];
+    char why[200];
+    size_t n;
+    const char *auth;
+
+    if (!cfg) {
+        rl_set_err(errstr, errstr_size, "model config is not set");
+        return RL_ERR_INVALID;
+    }
+    if (cfg->api_key) {
+        for (const char *p = cfg->api_key; *p; p++) {
+            if ((unsigned char)*p < 0x20 || *p == 0x7f) {
+                /* Never print the key itself, not even in part. */
+                rl_set_err(errstr, errstr_size,
+                           "model api_key contains control characters");
+                return RL_ERR_INVALID;
+            }
+        }
+    }
+    auth = auth_header_name(cfg);
+    if (!is_token(auth, strlen(auth)) || is_own_header(auth, strlen(auth))) {
+        rl_set_err(errstr, errstr_size,
+                   "model auth header \"%s\" is not a header name runledger "
+                   "can send the key in",
+                   auth);
+        return RL_ERR_INVALID;
+    }
+    if (check_query(cfg->query, why, sizeof(why)) != 0) {
+        rl_set_err(errstr, errstr_size, "model query: %s", why);
+        return RL_ERR_INVALID;
+    }
+    if (parse_headers(cfg, entries, &n, why, sizeof(why)) != 0) {
+        rl_set_err(errstr, errstr_size, "model headers: %s", why);
+        return RL_ERR_INVALID;
+    }
+    return 0;
+}
+
+/* Appends s[0..len) to b percent-encoded: everything but RFC 3986's
+ * unreserved characters, so '&', '=', '#' and spaces in a value cannot
+ * change the query's meaning. */
+static void
+put_escaped(struct rl_buf *b, const char *s, size_t len)
+{
+    static const char hex[] = "0123456789ABCDEF";
+
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+            (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' ||
+            c == '~') {
+            rl_buf_put(b, (const char *)&s[i], 1);
+        } else {
+            char pct[3] = {'%', hex[c >> 4], hex[c & 15]};
+
+            rl_buf_put(b, pct, 3);
+        }
+    }
+}
+
 static char *
-build_url(const char *base_url, char *errstr, size_t errstr_size)
+build_url(const char *base_url, const char *query, char *errstr,
+          size_t errstr_size)
 {
     static const char path[] = "/chat/completions";
     size_t len = strlen(base_url);
+    struct rl_buf b = {0};
+    const char *p = query ? query : "";
     CURLU *u;
     CURLUcode uc;
     char *url;
 
+    if (strpbrk(base_url, "?#")) {
+        rl_set_err(errstr, errstr_size,
+                   "invalid model base_url: it must not carry a query or "
+                   "fragment (query parameters go in the model query "
+                   "setting)");
+        return NULL;
+    }
     while (len > 0 && base_url[len - 1] == '/')
         len--;
-    url = malloc(len + sizeof(path));
+    rl_buf_put(&b, base_url, len);
+    rl_buf_put(&b, path, sizeof(path) - 1);
+    while (*p) {
+        size_t n = strcspn(p, "&");
+        const char *eq = memchr(p, '=', n);
+
+        rl_buf_put(&b, p == query ? "?" : "&", 1);
+        put_escaped(&b, p, (size_t)(eq - p));
+        rl_buf_put(&b, "=", 1);
+        put_escaped(&b, eq + 1, n - (size_t)(eq - p) - 1);
+        p += n;
+        if (*p == '&')
+            p++;
+    }
+    url = rl_buf_take(&b);
     if (!url) {
         rl_set_err(errstr, errstr_size, "out of memory");
         return NULL;
     }
-    memcpy(url, base_url, len);
-    memcpy(url + len, path, sizeof(path));
 
     u = curl_url();
     if (!u) {
@@ -982,8 +1437,30 @@ build_url(const char *base_url, char *errstr, size_t errstr_size)
     return url;
 }
 
+/* Appends "<name>: <value>" to list, wiping the temporary copy (the value
+ * may be a credential). Returns the new list, or NULL (list untouched). */
 static struct curl_slist *
-build_headers(const char *api_key)
+append_header(struct curl_slist *list, const char *name, size_t name_len,
+              const char *prefix, const char *value, size_t value_len)
+{
+    size_t len = name_len + 2 + strlen(prefix) + value_len + 1;
+    struct curl_slist *tmp;
+    char *h = malloc(len);
+
+    if (!h)
+        return NULL;
+    snprintf(h, len, "%.*s: %s%.*s", (int)name_len, name, prefix,
+             (int)value_len, value);
+    tmp = curl_slist_append(list, h);
+    for (volatile char *v = h; *v; v++)
+        *v = '\0';
+    free(h);
+    return tmp;
+}
+
+static struct curl_slist *
+build_headers(const struct rl_model_config *cfg,
+              const struct header_entry *extra, size_t n_extra)
 {
     static const char *const fixed[] = {
         "Content-Type: application/json",
@@ -999,17 +1476,19 @@ build_headers(const char *api_key)
             goto fail;
         list = tmp;
     }
-    if (api_key && *api_key) {
-        static const char prefix[] = "Authorization: Bearer ";
-        size_t len = sizeof(prefix) + strlen(api_key);
-        char *h = malloc(len);
+    if (cfg->api_key && *cfg->api_key) {
+        const char *name = auth_header_name(cfg);
+        int bearer = strcasecmp(name, "Authorization") == 0;
 
-        if (!h)
+        tmp = append_header(list, name, strlen(name), bearer ? "Bearer " : "",
+                            cfg->api_key, strlen(cfg->api_key));
+        if (!tmp)
             goto fail;
-        snprintf(h, len, "%s%s", prefix, api_key);
-        tmp = curl_slist_append(list, h);
-        memset(h, 0, len);
-        free(h);
+        list = tmp;
+    }
+    for (size_t i = 0; i < n_extra; i++) {
+        tmp = append_header(list, extra[i].name, extra[i].name_len, "",
+                            extra[i].value, extra[i].value_len);
         if (!tmp)
             goto fail;
         list = tmp;
@@ -1019,6 +1498,21 @@ build_headers(const char *api_key)
 fail:
     curl_slist_free_all(list);
     return NULL;
+}
+
+/* Keeps a copy of s[0..len) to redact from errors. */
+static int
+add_secret(struct rl_model *m, const char *s, size_t len)
+{
+    char *copy = malloc(len + 1);
+
+    if (!copy)
+        return -1;
+    memcpy(copy, s, len);
+    copy[len] = '\0';
+    m->secrets[m->nsecrets] = copy;
+    m->secret_lens[m->nsecrets++] = len;
+    return 0;
 }
 
 static void
@@ -1038,6 +1532,8 @@ rl_model_new(const struct rl_model_config *cfg,
              void *opaque, char *errstr, size_t errstr_size)
 {
     struct rl_model *m = NULL;
+    struct header_entry extra[EXTRA_HEADERS_MAX];
+    size_t n_extra = 0;
     sigset_t all, old;
     int rc, mutex_ok = 0;
 
@@ -1055,16 +1551,8 @@ rl_model_new(const struct rl_model_config *cfg,
                    "model timeouts and max_connections must not be negative");
         return NULL;
     }
-    if (cfg->api_key) {
-        for (const char *p = cfg->api_key; *p; p++) {
-            if ((unsigned char)*p < 0x20 || *p == 0x7f) {
-                /* Never print the key itself, not even in part. */
-                rl_set_err(errstr, errstr_size,
-                           "model api_key contains control characters");
-                return NULL;
-            }
-        }
-    }
+    if (rl_model_config_check(cfg, errstr, errstr_size) != 0)
+        return NULL;
     pthread_once(&curl_once, curl_global_once);
     if (curl_init_rc != CURLE_OK) {
         rl_set_err(errstr, errstr_size, "could not initialize libcurl: %s",
@@ -1091,18 +1579,24 @@ rl_model_new(const struct rl_model_config *cfg,
                                 ? cfg->max_response_bytes
                                 : RL_MODEL_DEFAULT_MAX_RESPONSE_BYTES;
 
-    m->url = build_url(cfg->base_url, errstr, errstr_size);
+    m->url = build_url(cfg->base_url, cfg->query, errstr, errstr_size);
     if (!m->url)
         goto fail;
-    if (cfg->api_key && *cfg->api_key) {
-        m->api_key = strdup(cfg->api_key);
-        if (!m->api_key) {
+    /* Checked above: cannot fail. */
+    parse_headers(cfg, extra, &n_extra, errstr, errstr_size);
+    if (cfg->api_key && *cfg->api_key &&
+        add_secret(m, cfg->api_key, strlen(cfg->api_key)) != 0) {
+        rl_set_err(errstr, errstr_size, "out of memory");
+        goto fail;
+    }
+    for (size_t i = 0; i < n_extra; i++) {
+        if (extra[i].value_len >= SECRET_MIN &&
+            add_secret(m, extra[i].value, extra[i].value_len) != 0) {
             rl_set_err(errstr, errstr_size, "out of memory");
             goto fail;
         }
-        m->api_key_len = strlen(m->api_key);
     }
-    m->headers = build_headers(cfg->api_key);
+    m->headers = build_headers(cfg, extra, n_extra);
     if (!m->headers) {
         rl_set_err(errstr, errstr_size, "out of memory");
         goto fail;
@@ -1159,7 +1653,8 @@ fail:
     if (m->wakefd >= 0)
         close(m->wakefd);
     curl_slist_free_all(m->headers);
-    wipe_free(m->api_key);
+    for (size_t i = 0; i < m->nsecrets; i++)
+        wipe_free(m->secrets[i]);
     free(m->url);
     free(m);
     return NULL;
@@ -1172,7 +1667,7 @@ rl_model_submit(struct rl_model *m, struct rl_model_call *call)
     size_t len;
 
     if (!m || !call || !call->run_id || !call->body || call->text ||
-        call->model_name)
+        call->tool_calls || call->model_name)
         return RL_ERR_INVALID;
     len = strlen(call->run_id);
     if (len == 0 || len > RL_MODEL_RUN_ID_MAX)
@@ -1281,7 +1776,8 @@ rl_model_destroy(struct rl_model *m)
     close(m->epfd);
     close(m->wakefd);
     curl_slist_free_all(m->headers);
-    wipe_free(m->api_key);
+    for (size_t i = 0; i < m->nsecrets; i++)
+        wipe_free(m->secrets[i]);
     free(m->url);
     pthread_mutex_destroy(&m->lock);
     free(m);
@@ -1294,8 +1790,9 @@ rl_model_call_clear(struct rl_model_call *call)
         return;
     free(call->body);
     free(call->text);
+    free(call->tool_calls);
     free(call->model_name);
-    call->body = call->text = call->model_name = NULL;
+    call->body = call->text = call->tool_calls = call->model_name = NULL;
     call->outcome = RL_MODEL_OK;
     call->http_status = 0;
     call->upstream_request_id[0] = '\0';
@@ -1534,12 +2031,24 @@ rl_model_output_json(const struct rl_model_call *call)
     char *json = NULL;
     int bad = 0;
 
-    if (!call || call->outcome != RL_MODEL_OK || !call->text)
+    if (!call || call->outcome != RL_MODEL_OK ||
+        (!call->text && !call->tool_calls))
         return NULL;
     out = cJSON_CreateObject();
     if (!out)
         return NULL;
-    bad |= !cJSON_AddStringToObject(out, "text", call->text);
+    if (call->text)
+        bad |= !cJSON_AddStringToObject(out, "text", call->text);
+    else
+        bad |= !cJSON_AddNullToObject(out, "text");
+    if (call->tool_calls) {
+        cJSON *calls = cJSON_Parse(call->tool_calls);
+
+        if (!calls || !cJSON_AddItemToObject(out, "tool_calls", calls)) {
+            cJSON_Delete(calls);
+            bad = 1;
+        }
+    }
     if (call->model_name)
         bad |= !cJSON_AddStringToObject(out, "model", call->model_name);
     else

@@ -426,7 +426,8 @@ test_normal_call_is_ok_with_text_tokens_request_id_and_key(struct rl_model *m)
     RL_CHECK(call->prompt_tokens > 0);
     RL_CHECK(call->completion_tokens > 0);
     RL_CHECK_INTEQ(call->cached_tokens, 0);
-    RL_CHECK(strncmp(call->upstream_request_id, "req-", 4) == 0);
+    /* The answer's own id, not the x-request-id header beside it. */
+    RL_CHECK(strncmp(call->upstream_request_id, "chatcmpl-", 9) == 0);
     RL_CHECK_INTEQ(call->request_sent, 1);
     RL_CHECK_INTEQ(call->retry_after_ms, -1);
     RL_CHECK(call->latency_ms >= 0 && call->latency_ms < 5000);
@@ -714,6 +715,156 @@ test_bad_2xx_bodies_are_invalid_output(struct rl_model *m)
 }
 
 static void
+test_tool_call_answer_is_ok_and_no_content_is_invalid(struct rl_model *m)
+{
+    char run_id[160];
+    struct tcall tc;
+    struct rl_model_call *call;
+    cJSON *out, *calls;
+    char *output;
+
+    prepare(&tc, run_id, sizeof(run_id), "toolcall",
+            "Look it up. [[fault:tool_call]]");
+    call = run_one(m, &tc, 10000);
+    RL_CHECK_INTEQ(call->outcome, RL_MODEL_OK);
+    RL_CHECK(call->text == NULL);
+    RL_CHECK(call->tool_calls && strstr(call->tool_calls, "\"lookup\""));
+    RL_CHECK_STREQ(call->model_name, "gpt-test");
+    RL_CHECK(call->completion_tokens > 0);
+    output = rl_model_output_json(call);
+    out = output ? cJSON_Parse(output) : NULL;
+    RL_REQUIRE(out);
+    RL_CHECK(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(out, "text")));
+    calls = cJSON_GetObjectItemCaseSensitive(out, "tool_calls");
+    RL_CHECK(cJSON_IsArray(calls) && cJSON_GetArraySize(calls) == 1);
+    RL_CHECK_STREQ(cJSON_GetObjectItemCaseSensitive(
+                       cJSON_GetObjectItemCaseSensitive(
+                           cJSON_GetArrayItem(calls, 0), "function"),
+                       "name")
+                       ->valuestring,
+                   "lookup");
+    cJSON_Delete(out);
+    free(output);
+    rl_model_call_clear(call);
+
+    prepare(&tc, run_id, sizeof(run_id), "nocontent", "[[fault:no_content]]");
+    call = run_one(m, &tc, 10000);
+    RL_CHECK_INTEQ(call->outcome, RL_MODEL_INVALID_OUTPUT);
+    RL_CHECK(call->text == NULL && call->tool_calls == NULL);
+    RL_CHECK(strstr(call->error, "neither") != NULL);
+    RL_CHECK(rl_model_output_json(call) == NULL);
+    rl_model_call_clear(call);
+}
+
+/* A gateway's or Azure's request id is kept on a failed attempt too, in
+ * the documented order; a 2xx answer's own "id" beats every header. */
+static void
+test_request_id_from_answer_else_headers_in_order(struct canned *canned)
+{
+    static const struct {
+        const char *head, *body, *want;
+    } cases[] = {
+        {"HTTP/1.1 503 Service Unavailable\r\n"
+         "apim-request-id: apim-1\r\nx-litellm-call-id: lite-1\r\n",
+         "", "lite-1"},
+        {"HTTP/1.1 502 Bad Gateway\r\napim-request-id: apim-2\r\n"
+         "Request-Id: rid-2\r\n",
+         "{}", "rid-2"},
+        {"HTTP/1.1 400 Bad Request\r\napim-request-id: apim-3\r\n",
+         "{\"error\":{\"message\":\"bad\"}}", "apim-3"},
+        {"HTTP/1.1 200 OK\r\nx-request-id: hdr-4\r\n"
+         "x-litellm-call-id: lite-4\r\n",
+         "{\"id\":\"chatcmpl-4\",\"choices\":[{\"message\":{\"content\":"
+         "\"hi\"}}]}",
+         "chatcmpl-4"},
+        {"HTTP/1.1 200 OK\r\napim-request-id: apim-5\r\n",
+         "{\"choices\":[{\"message\":{\"content\":\"hi\"}}]}", "apim-5"},
+        {"HTTP/1.1 200 OK\r\nx-litellm-call-id: lite-6\r\n",
+         "{\"id\":\"chatcmpl-6\",\"choices\":[{\"message\":{\"content\":"
+         "null}}]}",
+         "chatcmpl-6"},
+    };
+    char url[64], run_id[160];
+    struct rl_model *m;
+
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1", canned->port);
+    m = model_new(url, 10000, 0);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct tcall tc;
+        struct rl_model_call *call;
+
+        canned_set_body(canned, cases[i].head, cases[i].body);
+        prepare(&tc, run_id, sizeof(run_id), "reqid", "Hello");
+        call = run_one(m, &tc, 10000);
+        RL_CHECK(call->outcome != RL_MODEL_CANCELLED);
+        RL_CHECK_STREQ(call->upstream_request_id, cases[i].want);
+        rl_model_call_clear(call);
+    }
+    rl_model_destroy(m);
+}
+
+/* An endpoint's multi-line error stays readable (escaped, not "??"), and
+ * the key it echoes right where call->error is cut leaks no prefix. */
+static void
+test_error_text_escaped_and_key_redacted_across_the_cut(struct canned *canned)
+{
+    char url[64], run_id[160], body[900], pad[300];
+    struct rl_model *m;
+    struct tcall tc;
+    struct rl_model_call *call;
+    size_t prefix = strlen("model endpoint returned http 401: ");
+
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1", canned->port);
+    m = model_new(url, 10000, 0);
+
+    canned_set_body(canned, "HTTP/1.1 400 Bad Request\r\n",
+                    "{\"error\":{\"message\":\"line one\\nline two\\r\\n"
+                    "\\ttabbed \\u0001 \\u00e9t\u00e9 back\\\\slash\"}}");
+    prepare(&tc, run_id, sizeof(run_id), "escaped", "Hello");
+    call = run_one(m, &tc, 10000);
+    RL_CHECK_INTEQ(call->outcome, RL_MODEL_PERMANENT);
+    RL_CHECK_STREQ(call->error, "model endpoint returned http 400: line "
+                                "one\\nline two\\r\\n\\ttabbed \\x01 "
+                                "\u00e9t\u00e9 back\\\\slash");
+    RL_CHECK(strchr(call->error, '?') == NULL);
+    rl_model_call_clear(call);
+
+    /* The key starts 6 bytes before the last byte call->error can hold:
+     * cut first, "sk-can" would survive. */
+    for (size_t cut = 6; cut <= 12; cut += 6) {
+        size_t n = sizeof(call->error) - 1 - prefix - cut;
+
+        memset(pad, 'p', n);
+        pad[n] = '\0';
+        snprintf(body, sizeof(body),
+                 "{\"error\":{\"message\":\"%s%s is not a valid key\"}}", pad,
+                 canary_key);
+        canned_set_body(canned, "HTTP/1.1 401 Unauthorized\r\n", body);
+        prepare(&tc, run_id, sizeof(run_id), "cutkey", "Hello");
+        call = run_one(m, &tc, 10000);
+        RL_CHECK_INTEQ(call->outcome, RL_MODEL_PERMANENT);
+        RL_CHECK_INTEQ(strlen(call->error), sizeof(call->error) - 1);
+        RL_CHECK(strstr(call->error, "sk-can") == NULL);
+        RL_CHECK(strstr(call->error, "[redac") != NULL);
+        rl_model_call_clear(call);
+    }
+
+    /* The endpoint masked the key ("sk-cana****") right at the cut: what
+     * is kept ends in the key's start. */
+    memset(pad, 'q', 280);
+    pad[280] = '\0';
+    snprintf(body, sizeof(body),
+             "{\"error\":{\"message\":\"%.*s%.*s**** is not valid\"}}",
+             (int)(sizeof(call->error) - 1 - prefix - 7), pad, 7, canary_key);
+    canned_set_body(canned, "HTTP/1.1 401 Unauthorized\r\n", body);
+    prepare(&tc, run_id, sizeof(run_id), "endkey", "Hello");
+    call = run_one(m, &tc, 10000);
+    RL_CHECK(strstr(call->error, "sk-cana") == NULL);
+    rl_model_call_clear(call);
+    rl_model_destroy(m);
+}
+
+static void
 test_oversize_is_invalid_output_without_memory_growth(struct canned *canned)
 {
     const size_t cap = 1024 * 1024;
@@ -894,6 +1045,9 @@ main(void)
     test_cancel_of_hanging_call_is_prompt(m);
     test_oversize_is_invalid_output_without_memory_growth(&canned);
     test_key_is_sent_but_never_echoed_into_errors(&canned);
+    test_tool_call_answer_is_ok_and_no_content_is_invalid(m);
+    test_request_id_from_answer_else_headers_in_order(&canned);
+    test_error_text_escaped_and_key_redacted_across_the_cut(&canned);
 
     RL_CHECK_INTEQ(rl_model_in_flight(m), 0);
     rl_model_destroy(m);

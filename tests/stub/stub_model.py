@@ -27,7 +27,7 @@ import struct
 import sys
 import time
 import traceback
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, unquote_plus
 
 MAX_HEADER_BYTES = 256 * 1024
 DEFAULT_OVERSIZE_BYTES = 10 * 1024 * 1024
@@ -35,7 +35,7 @@ DEFAULT_OVERSIZE_BYTES = 10 * 1024 * 1024
 # Kinds a directive or /admin/fault may name besides a 3-digit HTTP status.
 ACTION_KINDS = frozenset((
     "hang", "close_mid_body", "close", "reset", "oversize", "empty",
-    "invalid_json", "latency",
+    "invalid_json", "latency", "tool_call", "no_content",
 ))
 
 DIRECTIVE_RE = re.compile(r"\[\[fault:\s*([A-Za-z0-9_]+)([^\]]*)\]\]")
@@ -73,6 +73,19 @@ SERVER_HDR = b"Server: runledger-stub\r\n"
 CT_JSON = b"application/json"
 CT_TEXT = b"text/plain; charset=utf-8"
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+
+# An answer that calls a tool: content null, the call in tool_calls.
+TOOL_CALL_TMPL = (
+    '{"id":"chatcmpl-%d","object":"chat.completion","created":%d,'
+    '"model":%s,"system_fingerprint":"fp_runledger_stub","choices":[{'
+    '"index":0,"message":{"role":"assistant","content":null,'
+    '"tool_calls":[{"id":"call_%d","type":"function","function":{'
+    '"name":"lookup","arguments":%s}}],"refusal":null},'
+    '"logprobs":null,"finish_reason":"tool_calls"}],"usage":{'
+    '"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d,'
+    '"prompt_tokens_details":{"cached_tokens":0},'
+    '"completion_tokens_details":{"reasoning_tokens":0}}}'
+)
 
 COMPLETION_TMPL = (
     '{"id":"chatcmpl-%d","object":"chat.completion","created":%d,'
@@ -233,8 +246,34 @@ class Reply:
         self.ctype = ctype
 
 
+def parse_pairs(values, flag):
+    """["name=value", ...] from the command line as [(name, value)]."""
+    pairs = []
+    for v in values or ():
+        name, sep, value = v.partition("=")
+        if not sep or not name:
+            sys.exit("stub_model: %s wants NAME=VALUE, got %r" % (flag, v))
+        pairs.append((name, value))
+    return pairs
+
+
+def is_chat_path(path):
+    """/v1/chat/completions, or Azure OpenAI's per-deployment path."""
+    if path == "/v1/chat/completions":
+        return True
+    parts = path.split("/")
+    return (len(parts) == 6 and parts[1] == "openai" and
+            parts[2] == "deployments" and parts[3] != "" and
+            parts[4:] == ["chat", "completions"])
+
+
 class Stub:
-    def __init__(self):
+    def __init__(self, require_headers=(), require_query=()):
+        # What a gateway or Azure OpenAI insists on: a missing or wrong
+        # header is 401, a missing or wrong query parameter 404.
+        self.require_headers = [(n.lower(), v.encode("latin-1"))
+                                for n, v in require_headers]
+        self.require_query = list(require_query)
         self.latency_ms = env_int("STUB_LATENCY_MS", 0)
         self.jitter_ms = env_int("STUB_LATENCY_JITTER_MS", 0)
         self.dedupe = env_flag("STUB_DEDUPE")
@@ -258,6 +297,7 @@ class Stub:
 
     def reset(self):
         self.requests = 0
+        self.refused = 0             # refused for a required header/query
         self.generations = 0
         self.by_key = {}
         self.req_by_key = {}
@@ -380,7 +420,7 @@ class Stub:
                 body = await reader.readexactly(n) if n else b""
 
             path, _, query = target.partition("?")
-            if path == "/v1/chat/completions":
+            if is_chat_path(path):
                 if method != "POST":
                     writer.write(build_response(
                         405, error_body(405, "use POST"),
@@ -390,7 +430,7 @@ class Stub:
                         return
                     continue
                 done = await self.completions(headers, body, writer, reader,
-                                              keep)
+                                              keep, query)
                 if not done or not keep:
                     return
                 continue
@@ -423,7 +463,8 @@ class Stub:
 
     # ---- /v1/chat/completions ---------------------------------------------
 
-    async def completions(self, headers, body, writer, reader, keep):
+    async def completions(self, headers, body, writer, reader, keep,
+                          query=""):
         """Serve one completion request; False means close the connection."""
         t0 = time.monotonic()
         self.requests += 1
@@ -437,8 +478,10 @@ class Stub:
         try:
             if key is not None:
                 self.req_by_key[key] = self.req_by_key.get(key, 0) + 1
-            reply, action, fault_kind, replay = await self.complete(
-                headers, body, key)
+            reply = self.refuse(headers, query)
+            if reply is None:
+                reply, action, fault_kind, replay = await self.complete(
+                    headers, body, key)
         except BadDirective as e:
             reply = Reply(400, error_body(400, "stub: %s" % e))
         except Exception:
@@ -492,6 +535,27 @@ class Stub:
                     "fault=%s replay=%d %.1fms\n" % (
                         action or reply.status, key or "-", fault_kind or "-",
                         replay, (time.monotonic() - t0) * 1000.0))
+
+    def refuse(self, headers, query):
+        """The 401 or 404 for a missing required header or parameter."""
+        for name, want in self.require_headers:
+            got = headers.get(name, "").encode("latin-1")
+            if not hmac.compare_digest(got, want):
+                self.refused += 1
+                # Names only: a required value may be a credential.
+                return Reply(401, error_body(
+                    401, "missing or wrong header %s" % name))
+        got = {}
+        for pair in query.split("&") if query else ():
+            n, _, v = pair.partition("=")
+            got.setdefault(unquote_plus(n), unquote_plus(v))
+        for name, want in self.require_query:
+            if got.get(name) != want:
+                self.refused += 1
+                return Reply(404, error_body(
+                    404, "Resource not found: query parameter %s missing "
+                    "or unsupported" % name, code="404"))
+        return None
 
     async def complete(self, headers, body, key):
         """Returns (reply, action, fault_kind, replayed)."""
@@ -650,6 +714,21 @@ class Stub:
                     '"content":"truncated' % n).encode()
             return Reply(200, body, b"x-request-id: req-%d\r\n"
                          b"x-stub-fault: invalid_json\r\n" % n)
+        if kind == "tool_call":
+            args = json.dumps({"query": last_user[-40:], "generation": n})
+            completion_tokens = (len(args) + 3) // 4 + 8
+            body = (TOOL_CALL_TMPL % (
+                n, int(time.time()), json.dumps(model), n, json.dumps(args),
+                prompt_tokens, completion_tokens,
+                prompt_tokens + completion_tokens)).encode()
+            return Reply(200, body, b"x-request-id: req-%d\r\n"
+                         b"x-stub-fault: tool_call\r\n" % n)
+        if kind == "no_content":
+            body = (COMPLETION_TMPL % (
+                n, int(time.time()), json.dumps(model), "null",
+                prompt_tokens, 0, prompt_tokens)).encode()
+            return Reply(200, body, b"x-request-id: req-%d\r\n"
+                         b"x-stub-fault: no_content\r\n" % n)
         if kind == "empty":
             content = ""
         elif kind == "oversize":
@@ -741,6 +820,7 @@ class Stub:
                     "stored": k in self.store}
         return {
             "requests": self.requests,
+            "refused": self.refused,
             "generations": self.generations,
             "by_key": self.by_key,
             "in_flight": self.in_flight,
@@ -810,7 +890,8 @@ def write_port_file(path, port):
 
 
 async def main_async(args):
-    stub = Stub()
+    stub = Stub(parse_pairs(args.require_header, "--require-header"),
+                parse_pairs(args.require_query, "--require-query"))
     server = await asyncio.start_server(
         stub.handle_conn, args.host, args.port, limit=MAX_HEADER_BYTES,
         backlog=args.backlog, reuse_address=True)
@@ -839,6 +920,12 @@ def main():
                     help="0 picks a free port (printed on stdout)")
     ap.add_argument("--port-file", help="write the bound port here")
     ap.add_argument("--backlog", type=int, default=4096)
+    ap.add_argument("--require-header", action="append", metavar="NAME=VALUE",
+                    help="answer 401 to a completion request without this "
+                    "header (repeatable; the value is never printed)")
+    ap.add_argument("--require-query", action="append", metavar="NAME=VALUE",
+                    help="answer 404 to a completion request without this "
+                    "query parameter (repeatable)")
     args = ap.parse_args()
     raise_nofile()
     try:

@@ -40,7 +40,7 @@ def raise_nofile():
 class StubProcess:
     """The stub in a subprocess on a free port; env overrides STUB_*."""
 
-    def __init__(self, cpu=None, **env):
+    def __init__(self, cpu=None, args=(), **env):
         self.tmp = tempfile.TemporaryDirectory(prefix="rl-stub-")
         self.port_file = os.path.join(self.tmp.name, "port")
         child_env = {k: v for k, v in os.environ.items()
@@ -48,7 +48,7 @@ class StubProcess:
         child_env.update({k: str(v) for k, v in env.items()})
         self.proc = subprocess.Popen(
             [sys.executable, STUB, "--host", "127.0.0.1", "--port", "0",
-             "--port-file", self.port_file],
+             "--port-file", self.port_file] + list(args),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env)
         if cpu is not None and hasattr(os, "sched_setaffinity"):
             os.sched_setaffinity(self.proc.pid, {cpu})
@@ -410,6 +410,23 @@ class StubTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             json.loads(data)
 
+    def test_tool_call_and_no_content(self):
+        status, hdrs, data = post(self.port, chat("[[fault:tool_call]] x"))
+        self.assertEqual(status, 200)
+        msg = json.loads(data)["choices"][0]["message"]
+        self.assertIsNone(msg["content"])
+        self.assertEqual(msg["tool_calls"][0]["type"], "function")
+        self.assertEqual(msg["tool_calls"][0]["function"]["name"], "lookup")
+        json.loads(msg["tool_calls"][0]["function"]["arguments"])
+        self.assertEqual(json.loads(data)["choices"][0]["finish_reason"],
+                         "tool_calls")
+        self.assertEqual(hdrs["x-stub-fault"], "tool_call")
+        status, _, data = post(self.port, chat("[[fault:no_content]]"))
+        self.assertEqual(status, 200)
+        msg = json.loads(data)["choices"][0]["message"]
+        self.assertIsNone(msg["content"])
+        self.assertNotIn("tool_calls", msg)
+
     def test_latency_fault(self):
         t0 = time.monotonic()
         self.assertEqual(
@@ -478,8 +495,8 @@ class StubTest(unittest.TestCase):
 class IsolatedStubTest(unittest.TestCase):
     """Tests that need their own stub (start-time knobs or a reset)."""
 
-    def start(self, **env):
-        stub = StubProcess(**env)
+    def start(self, args=(), **env):
+        stub = StubProcess(args=args, **env)
         self.addCleanup(stub.stop)
         return stub
 
@@ -501,6 +518,35 @@ class IsolatedStubTest(unittest.TestCase):
         _, _, d4 = post(stub.port, chat("r"), key=key)
         self.assertNotIn(d4, (d1, d3))  # ids stay unique across resets
         self.assertEqual(stats(stub.port, key)["generations"], 1)
+
+    def test_required_header_and_query_refuse_until_sent(self):
+        secret = "azure-" + uuid.uuid4().hex
+        stub = self.start(args=["--require-header", "api-key=" + secret,
+                                "--require-header", "X-Team=a",
+                                "--require-query", "api-version=2024-10-21"],
+                          STUB_VERBOSE="1")
+        azure = "/openai/deployments/gpt4o/chat/completions"
+        good_q = "?api-version=2024-10-21"
+        hdrs = {"api-key": secret, "X-Team": "a"}
+        body = json.dumps(chat("a")).encode()
+
+        def call(path, headers):
+            return request(stub.port, "POST", path, body, headers)[0]
+
+        self.assertEqual(call(PATH + good_q, {"X-Team": "a"}), 401)
+        self.assertEqual(call(PATH + good_q, {"api-key": "wrong",
+                                              "X-Team": "a"}), 401)
+        self.assertEqual(call(PATH + good_q, {"api-key": secret}), 401)
+        self.assertEqual(call(PATH, hdrs), 404)
+        self.assertEqual(call(PATH + "?api-version=2023-01-01", hdrs), 404)
+        self.assertEqual(call(PATH + good_q, hdrs), 200)
+        self.assertEqual(call(azure + good_q + "&x=%20y", hdrs), 200)
+        self.assertEqual(call("/openai/deployments//chat/completions" +
+                              good_q, hdrs), 404)
+        doc = stats(stub.port)
+        self.assertEqual((doc["refused"], doc["generations"]), (5, 2))
+        stub.stop()
+        self.assertNotIn(secret.encode(), stub.stdout + stub.stderr)
 
     def test_sigterm_exits_promptly_with_a_hung_connection(self):
         stub = self.start()

@@ -29,7 +29,10 @@ struct rl_config {
     char *model_base_url;
     char *model_api_key; /* secret: never logged or printed */
     char *model_api_key_file;
-    char *worker_id; /* default: hostname:pid */
+    char *model_auth_header; /* header the key goes in (Azure: api-key) */
+    char *model_query;       /* name=value&... added to the chat URL */
+    char *model_headers;     /* secret: "Name: value, ..." on every call */
+    char *worker_id;         /* default: hostname:pid */
     char *log_level;
     char *ambiguous_policy_name;
     enum rl_ambiguous_policy ambiguous_policy;

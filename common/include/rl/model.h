@@ -12,19 +12,25 @@
  * callback, on the model thread, with its outcome classified before anyone
  * decides what to do with it (DESIGN.md, "Failure classes").
  *
- * POST <base_url>/chat/completions carries:
- *   Authorization: Bearer <api_key>   (when api_key is set)
+ * POST <base_url>/chat/completions[?<query>] carries:
+ *   Authorization: Bearer <api_key>   (when api_key is set; with
+ *                                      auth_header set, <auth_header>:
+ *                                      <api_key> instead, e.g. Azure's
+ *                                      api-key)
  *   Idempotency-Key: <run_id>         (the same for every retry of a run)
  *   Content-Type: application/json
+ *   <headers>                         (static extra headers, if any)
  *
- * The API key never appears in a log line, an errstr or a call's error:
- * CURLOPT_VERBOSE is never set (it prints Authorization) and any echo of
- * the key in an endpoint's error message is redacted. */
+ * The API key and the values of the extra headers never appear in a log
+ * line, an errstr or a call's error: CURLOPT_VERBOSE is never set (it
+ * prints every header) and any echo of them in an endpoint's error message
+ * is redacted. */
 
 /* How a call ended, decided at the boundary so callers never look at curl
  * codes. */
 enum rl_model_outcome {
-    RL_MODEL_OK = 0,         /* 2xx with non-empty assistant content */
+    RL_MODEL_OK = 0,         /* 2xx with non-empty assistant content, or
+                                with tool calls */
     RL_MODEL_TRANSIENT,      /* 408, 429 or 5xx: retry with backoff,
                                 honouring retry_after_ms */
     RL_MODEL_PERMANENT,      /* any other 4xx (400, 401, 403, 404, 422, ...)
@@ -34,8 +40,9 @@ enum rl_model_outcome {
     RL_MODEL_AMBIGUOUS,      /* timeout, reset or truncated response after
                                 the request was sent: the endpoint may have
                                 generated */
-    RL_MODEL_INVALID_OUTPUT, /* 2xx but not JSON, no or empty content, or
-                                a body over max_response_bytes */
+    RL_MODEL_INVALID_OUTPUT, /* 2xx but not JSON, neither content nor
+                                tool calls, or a body over
+                                max_response_bytes */
     RL_MODEL_CANCELLED       /* rl_model_cancel() or rl_model_destroy()
                                 before the call completed; request_sent
                                 says whether the endpoint may have
@@ -58,7 +65,27 @@ struct rl_model_config {
     int max_connections;       /* connections to the endpoint at once and
                                   size of the connection cache; 0 (default)
                                   is unlimited: one per call in flight */
+    const char *auth_header;   /* header carrying api_key: NULL, "" or
+                                  "Authorization" sends "Authorization:
+                                  Bearer <key>"; any other name (Azure:
+                                  "api-key") sends "<name>: <key>" */
+    const char *query;         /* NULL or "": none; else name=value pairs
+                                  joined by '&', unescaped (e.g.
+                                  "api-version=2024-10-21"); each name and
+                                  value is percent-encoded onto the URL */
+    const char *headers;       /* NULL or "": none; else "Name: value"
+                                  entries separated by ',' or newlines (a
+                                  value cannot hold a comma), sent on every
+                                  call; values are treated as secrets */
 };
+
+/* Checks the settings rl_model_new() would refuse in auth_header, query,
+ * headers and api_key, without starting anything (configuration loading
+ * calls it so a bad value stops the process at once). Returns 0, or
+ * RL_ERR_INVALID with errstr saying which entry is wrong and why; errstr
+ * never holds the key nor a header's value. base_url is not checked. */
+int rl_model_config_check(const struct rl_model_config *cfg, char *errstr,
+                          size_t errstr_size);
 
 #define RL_MODEL_DEFAULT_CONNECT_TIMEOUT_MS 5000L
 #define RL_MODEL_DEFAULT_TIMEOUT_MS 120000L
@@ -73,7 +100,7 @@ struct rl_model_config {
  * done() is called for it the call belongs to the model: the caller must
  * neither change nor free it (rl_model_cancel() is the only thing it may do
  * with it). When done() runs the call is the caller's again, results set;
- * release text and model_name with rl_model_call_clear(). */
+ * release text, tool_calls and model_name with rl_model_call_clear(). */
 struct rl_model_call {
     /* Inputs. */
     const char *run_id; /* sent as Idempotency-Key; copied at submit, so
@@ -89,13 +116,24 @@ struct rl_model_call {
     /* Results, valid when done() runs. */
     enum rl_model_outcome outcome;
     long http_status;              /* 0 when no response arrived */
-    char upstream_request_id[128]; /* x-request-id header, else the
-                                      response "id"; "" if neither */
+    char upstream_request_id[128]; /* the 2xx answer's "id", else the
+                                      first of the response headers
+                                      x-request-id, request-id,
+                                      x-litellm-call-id,
+                                      apim-request-id (also on 4xx,
+                                      5xx and timeouts once headers
+                                      arrived); "" if none */
     long retry_after_ms;           /* Retry-After (seconds or
                                       HTTP-date) or retry-after-ms;
                                       -1 when absent */
     char *text;                    /* assistant content (malloc'd)
-                                      when RL_MODEL_OK, else NULL */
+                                      when RL_MODEL_OK and non-empty,
+                                      else NULL */
+    char *tool_calls;              /* the message's non-empty
+                                      "tool_calls" array as JSON text
+                                      (malloc'd) when RL_MODEL_OK, else
+                                      NULL; an OK call has text,
+                                      tool_calls or both */
     char *model_name;              /* response "model" (malloc'd) or
                                       NULL */
     long long prompt_tokens;       /* usage, 0 when absent */
@@ -108,13 +146,16 @@ struct rl_model_call {
                                 the line between NOT_SENT and
                                 AMBIGUOUS */
     char error[256];         /* why it was not RL_MODEL_OK
-                                (lowercase, never the key);
+                                (lowercase, never the key nor
+                                a header value; the endpoint's
+                                message with control bytes
+                                escaped as \n, \r, \t, \xNN);
                                 "" when OK */
 };
 
-/* Frees text, model_name and body (if still set) and zeroes the results so
- * the struct can be submitted again; run_id, timeout_ms and opaque stay.
- * Accepts NULL. Never call it on a call the model owns. */
+/* Frees text, tool_calls, model_name and body (if still set) and zeroes the
+ * results so the struct can be submitted again; run_id, timeout_ms and opaque
+ * stay. Accepts NULL. Never call it on a call the model owns. */
 void rl_model_call_clear(struct rl_model_call *call);
 
 struct rl_model;
@@ -135,8 +176,8 @@ struct rl_model *rl_model_new(const struct rl_model_config *cfg,
 
 /* Hands call to the model thread. Returns 0, after which done() will run
  * for it exactly once; or RL_ERR_INVALID (no run_id, a run_id with control
- * characters or longer than RL_MODEL_RUN_ID_MAX, no body, text or
- * model_name still set from an earlier use, model shutting down), in which
+ * characters or longer than RL_MODEL_RUN_ID_MAX, no body, text, tool_calls
+ * or model_name still set from an earlier use, model shutting down), in which
  * case nothing changed and the caller still owns call and body.
  * @locality any thread
  * @locks m's queue lock, briefly */
@@ -188,13 +229,17 @@ void rl_model_destroy(struct rl_model *m);
 char *rl_model_build_body(const char *request_json, const char *raw_input_json,
                           char *errstr, size_t errstr_size);
 
-/* The accepted result of an RL_MODEL_OK call, as stored in runs.output:
- *   {"text": "...", "model": "..." | null,
+/* The accepted result of an RL_MODEL_OK call, as stored in runs.output and
+ * carried by the default notification envelope:
+ *   {"text": "..." | null,
+ *    "tool_calls": [...],          (only when the answer called tools)
+ *    "model": "..." | null,        (the model that answered, as the
+ *                                   endpoint or gateway named it)
  *    "upstream_request_id": "..." | null,
  *    "usage": {"prompt_tokens": N, "completion_tokens": N,
  *              "cached_tokens": N}}
  * Returns it (malloc'd, free with free()), or NULL when call is not OK or
- * has no text, or on allocation failure. */
+ * has neither text nor tool calls, or on allocation failure. */
 char *rl_model_output_json(const struct rl_model_call *call);
 
 #endif /* RL_MODEL_H */
