@@ -1084,9 +1084,12 @@ wait_for_work(struct ledger *lg, long ms, int claiming)
     struct rl_pipeline *pl = lg->pl;
     struct timespec ts;
 
+    /* The queues are read under their own locks, inside wake_lock: a push
+     * after these reads is followed by rl_pipeline_wake(), which waits for
+     * wake_lock and so cannot signal before the wait below begins. */
     pthread_mutex_lock(&pl->wake_lock);
-    if ((!claiming || !pl->intake.head) && !pl->results.head &&
-        !pl->landed.head) {
+    if ((!claiming || rl_queue_empty(&pl->intake)) &&
+        rl_queue_empty(&pl->results) && rl_queue_empty(&pl->landed)) {
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_sec += ms / 1000;
         ts.tv_nsec += (ms % 1000) * 1000000L;
@@ -1182,7 +1185,8 @@ rl_ledger_main(void *arg)
          * when no model call is outstanding: runs whose writes still wait
          * for PostgreSQL keep their lease until it expires, and then the
          * sweeper of another worker takes them over. */
-        if (stopping && !pl->results.head && !pl->intake.head &&
+        if (stopping && rl_queue_empty(&pl->results) &&
+            rl_queue_empty(&pl->intake) &&
             lg.in_model == 0 &&
             (lg.live_count == 0 ||
              (atomic_load(&pl->abandon) && lg.live_count == count(lg.retry))))
