@@ -1186,8 +1186,7 @@ rl_ledger_main(void *arg)
          * for PostgreSQL keep their lease until it expires, and then the
          * sweeper of another worker takes them over. */
         if (stopping && rl_queue_empty(&pl->results) &&
-            rl_queue_empty(&pl->intake) &&
-            lg.in_model == 0 &&
+            rl_queue_empty(&pl->intake) && lg.in_model == 0 &&
             (lg.live_count == 0 ||
              (atomic_load(&pl->abandon) && lg.live_count == count(lg.retry))))
             break;
