@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "rl/err.h"
+#include "rl/kafka.h"
 
 enum cfg_type { CFG_STR, CFG_INT, CFG_BOOL };
 
@@ -412,7 +413,9 @@ rl_config_load(char *errstr, size_t errstr_size)
     if (collect_kafka_props(cfg, &file) != 0) {
         err = RL_ERR_NOMEM;
         snprintf(errstr, errstr_size, "out of memory");
+        goto done;
     }
+    err = rl_kafka_props_check(cfg, errstr, errstr_size);
 
 done:
     kv_free(file.kv, file.count);
