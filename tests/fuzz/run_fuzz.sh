@@ -41,8 +41,8 @@ dep_cflags=$(pkg-config --cflags libcjson libcrypto) ||
 dep_libs=$(pkg-config --libs libcjson libcrypto)
 
 # The parsers under test and only what they need (event.c uses json, runid,
-# timefmt and err; none of them logs).
-lib_sources="event runid timefmt json err"
+# timefmt, err and buf; none of them logs).
+lib_sources="event runid timefmt json err buf"
 targets="fuzz_event fuzz_time fuzz_canonical_json"
 san="-fsanitize=address,undefined -fno-sanitize-recover=all"
 cflags="-std=c11 -D_POSIX_C_SOURCE=200809L -g -O1 -fno-omit-frame-pointer
