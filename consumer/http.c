@@ -1,5 +1,5 @@
 /* Health and metrics endpoint of `runledger consume` and `runledger relay`
- * (http.h). The HTTP side is libmicrohttpd's internal polling thread; a
+ * (http.h). The HTTP side is libmicrohttpd's internal epoll thread; a
  * health thread of ours checks PostgreSQL on a connection of its own and
  * reads the ledger-wide gauges, so a slow database never blocks a probe:
  * probes only read flags. */
@@ -18,6 +18,18 @@
 #include "rl/db.h"
 #include "rl/log.h"
 #include "rl/metrics.h"
+
+/* The HTTP server's limits. epoll, never select(): with a thousand model
+ * calls in flight every new descriptor is above FD_SETSIZE (1024), and
+ * select() cannot watch it, so probes went unanswered at peak load. Idle
+ * connections are shed after a few seconds, so a client that opens many
+ * and sends nothing holds them briefly; one address may hold a quarter of
+ * the total, so it cannot take the slots kubelet and Prometheus need,
+ * while a few hundred idle connections from one address (a node's kubelet
+ * and a leaky sidecar share it) still leave room for the probes. */
+#define HTTP_CONNECTION_LIMIT 4096
+#define HTTP_PER_IP_CONNECTION_LIMIT 1024
+#define HTTP_CONNECTION_TIMEOUT_SECONDS 5
 
 struct rl_http {
     const struct rl_config *cfg;
@@ -336,6 +348,44 @@ mhd_log(void *cls, const char *fmt, va_list ap)
 /* ---- health thread --------------------------------------------------------
  */
 
+/* What is wrong with PostgreSQL, without the host, port, user or database
+ * that libpq's messages name. connected: the connection was made and the
+ * health query failed. */
+static const char *
+db_failure_class(const char *errstr, int connected)
+{
+    static const struct {
+        const char *needle;
+        const char *what;
+    } classes[] = {
+        {"password authentication failed", "could not connect: "
+                                           "authentication failed"},
+        {"no password supplied", "could not connect: authentication failed"},
+        {"no pg_hba.conf entry", "could not connect: authentication failed"},
+        {"authentication", "could not connect: authentication failed"},
+        {"role \"", "could not connect: authentication failed"},
+        {"database \"", "could not connect: the database does not exist"},
+        {"Connection refused", "could not connect: connection refused"},
+        {"timeout expired", "could not connect: timed out"},
+        {"timed out", "could not connect: timed out"},
+        {"could not translate host name", "could not connect: "
+                                          "host name not resolved"},
+        {"SSL", "could not connect: tls failed"},
+        {"too many clients", "could not connect: too many connections"},
+        {"shutting down", "could not connect: the server is shutting down"},
+        {"starting up", "could not connect: the server is starting up"},
+        {"recovery", "could not connect: the server is in recovery"},
+    };
+
+    if (connected)
+        return "health query failed (details in the log)";
+    for (size_t i = 0; i < sizeof(classes) / sizeof(classes[0]); i++) {
+        if (strstr(errstr, classes[i].needle))
+            return classes[i].what;
+    }
+    return "could not connect (details in the log)";
+}
+
 static void *
 health_main(void *arg)
 {
@@ -364,9 +414,11 @@ health_main(void *arg)
             if (!atomic_exchange(&h->db_ok, 1))
                 rl_log_info(NULL, "health: postgresql reachable");
         } else {
-            /* errstr comes from db.c, which never carries the password. */
+            /* The full text goes to the log; /readyz, which anyone who
+             * reaches the port can read, gets only its class. */
             pthread_mutex_lock(&h->reason_lock);
-            snprintf(h->db_reason, sizeof(h->db_reason), "%.250s", errstr);
+            snprintf(h->db_reason, sizeof(h->db_reason), "postgresql: %s",
+                     db_failure_class(errstr, db != NULL));
             pthread_mutex_unlock(&h->reason_lock);
             if (atomic_exchange(&h->db_ok, 0) || !db)
                 rl_log_warn(NULL, "health: %s", errstr);
@@ -447,10 +499,12 @@ rl_http_start(const struct rl_config *cfg, const char *role,
     }
     h->health_started = 1;
     h->daemon = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG,
+        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG,
         (uint16_t)cfg->http_port, NULL, NULL, handle, h,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_EXTERNAL_LOGGER,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONNECTION_LIMIT,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        (unsigned)HTTP_PER_IP_CONNECTION_LIMIT, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)HTTP_CONNECTION_TIMEOUT_SECONDS, MHD_OPTION_EXTERNAL_LOGGER,
         mhd_log, NULL, MHD_OPTION_END);
     if (!h->daemon) {
         snprintf(errstr, errstr_size,

@@ -2,14 +2,19 @@
 #define RL_HTTP_H
 
 /* Health and metrics of one process on RUNLEDGER_HTTP_PORT
- * (libmicrohttpd, its own polling thread):
+ * (libmicrohttpd, its own epoll thread: descriptors above 1024 are served;
+ * up to 4096 connections, 1024 from one address, idle ones closed after
+ * 5 s):
  *
  *   /healthz  200 while the main loop turned within
  *             RUNLEDGER_LIVENESS_SECONDS, else 503
  *   /readyz   200 when PostgreSQL answers (checked every
  *             RUNLEDGER_HEALTH_INTERVAL_SECONDS on a connection of its
  *             own) and, for `consume`, the process is in the consumer
- *             group; else 503 with the reason; 503 once stopping
+ *             group; else 503 with the reason (a class such as
+ *             "postgresql: could not connect: connection refused", never
+ *             a host, user or database name: those go to the log); 503
+ *             once stopping
  *   /metrics  Prometheus text format 0.0.4 (names in docs/operations.md)
  *
  * Every function accepts h == NULL and then does nothing, so the callers

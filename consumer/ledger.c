@@ -355,6 +355,19 @@ send_call(struct ledger *lg, struct rl_item *item)
     struct rl_log_ctx ctx;
 
     log_ctx(item, &ctx);
+    /* The gate fails closed: a run whose approval cannot be read is not
+     * sent, or its answer could reach the relay without a human. */
+    if (rl_approval_required(item->request_json) < 0) {
+        char dberr[512];
+
+        rl_db_record_outcome(lg->db, item->run_id, item->attempt_no,
+                             "permanent", 0, NULL, 0, 0, 0, 0,
+                             "approval gate unreadable", dberr, sizeof(dberr));
+        give_up(lg, item, "failed", "invalid_approval",
+                "the approval of the effective request cannot be read: not "
+                "dispatched");
+        return;
+    }
     item->call.body = rl_model_build_body(item->request_json, item->raw_input,
                                           errstr, sizeof(errstr));
     if (!item->call.body) {
@@ -495,6 +508,19 @@ propose(struct ledger *lg, struct rl_item *item, const struct rl_log_ctx *ctx)
     rl_failpoint("after_model_response");
     if (!output) {
         defer(lg, item, REDO_RESULT, "store the proposal", "out of memory");
+        return;
+    }
+    if (rl_approval_required(item->request_json) < 0) {
+        free(output);
+        rl_db_record_outcome(lg->db, item->run_id, item->attempt_no,
+                             "permanent", (int)call->http_status,
+                             call->upstream_request_id, call->prompt_tokens,
+                             call->completion_tokens, call->cached_tokens,
+                             call->latency_ms, "approval gate unreadable",
+                             errstr, sizeof(errstr));
+        give_up(lg, item, "failed", "invalid_approval",
+                "the approval of the effective request cannot be read: "
+                "output not published");
         return;
     }
     err = rl_approval_proposal(item->request_json, output, &proposal, digest,
@@ -683,8 +709,10 @@ handle_results(struct ledger *lg, struct rl_item *list)
 
         list = item->next;
         item->next = NULL;
+        /* Only a request that says "no gate" skips the proposal; an
+         * unreadable one is failed by propose (fail closed). */
         if (item->call.outcome == RL_MODEL_OK &&
-            !rl_approval_required(item->request_json)) {
+            rl_approval_required(item->request_json) == 0) {
             result_arrived(lg, item);
             to_completer(lg, item);
         } else {
@@ -1084,9 +1112,12 @@ wait_for_work(struct ledger *lg, long ms, int claiming)
     struct rl_pipeline *pl = lg->pl;
     struct timespec ts;
 
+    /* The queues are read under their own locks, inside wake_lock: a push
+     * after these reads is followed by rl_pipeline_wake(), which waits for
+     * wake_lock and so cannot signal before the wait below begins. */
     pthread_mutex_lock(&pl->wake_lock);
-    if ((!claiming || !pl->intake.head) && !pl->results.head &&
-        !pl->landed.head) {
+    if ((!claiming || rl_queue_empty(&pl->intake)) &&
+        rl_queue_empty(&pl->results) && rl_queue_empty(&pl->landed)) {
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_sec += ms / 1000;
         ts.tv_nsec += (ms % 1000) * 1000000L;
@@ -1182,8 +1213,8 @@ rl_ledger_main(void *arg)
          * when no model call is outstanding: runs whose writes still wait
          * for PostgreSQL keep their lease until it expires, and then the
          * sweeper of another worker takes them over. */
-        if (stopping && !pl->results.head && !pl->intake.head &&
-            lg.in_model == 0 &&
+        if (stopping && rl_queue_empty(&pl->results) &&
+            rl_queue_empty(&pl->intake) && lg.in_model == 0 &&
             (lg.live_count == 0 ||
              (atomic_load(&pl->abandon) && lg.live_count == count(lg.retry))))
             break;

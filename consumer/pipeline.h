@@ -81,12 +81,14 @@ enum {
     RL_LANDED_DEFERRED, /* no connection and the grace period is over */
 };
 
-/* A mutex+condvar FIFO of items. */
+/* A mutex+condvar FIFO of items. Every member but the two primitives is
+ * @locks lock: another thread pushes while this one reads, so a reader
+ * that wants to know whether anything waits asks rl_queue_empty(). */
 struct rl_queue {
     pthread_mutex_t lock;
     pthread_cond_t cond;
-    struct rl_item *head, *tail;
-    size_t len;
+    struct rl_item *head, *tail; /* @locks lock */
+    size_t len;                  /* @locks lock */
 };
 
 void rl_queue_init(struct rl_queue *q);
@@ -94,6 +96,10 @@ void rl_queue_destroy(struct rl_queue *q);
 void rl_queue_push(struct rl_queue *q, struct rl_item *item);
 /* Takes up to max items (all when max is 0) as a list; NULL when empty. */
 struct rl_item *rl_queue_take(struct rl_queue *q, size_t max);
+/* 1 when q holds no item at this instant, else 0. Takes q->lock, so it
+ * may be called with another mutex held (the ledger's wake_lock) as long
+ * as nobody takes that mutex while holding q->lock. @locality any thread */
+int rl_queue_empty(struct rl_queue *q);
 
 /* Frees item and what it owns; NULL is accepted. */
 void rl_item_destroy(struct rl_item *item);

@@ -68,6 +68,17 @@ rl_queue_take(struct rl_queue *q, size_t max)
     return head;
 }
 
+int
+rl_queue_empty(struct rl_queue *q)
+{
+    int empty;
+
+    pthread_mutex_lock(&q->lock);
+    empty = q->head == NULL;
+    pthread_mutex_unlock(&q->lock);
+    return empty;
+}
+
 void
 rl_item_destroy(struct rl_item *item)
 {

@@ -17,11 +17,22 @@ rl_approval_required(const char *request_json)
 {
     cJSON *root = request_json ? cJSON_Parse(request_json) : NULL;
     const cJSON *approval = cJSON_GetObjectItemCaseSensitive(root, "approval");
-    int required =
-        cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(approval, "required"));
+    const cJSON *required =
+        cJSON_GetObjectItemCaseSensitive(approval, "required");
+    int ret;
 
+    /* Fails closed: a request that cannot be read, or a gate of another
+     * shape than the event parser writes, is not "no gate". */
+    if (!cJSON_IsObject(root))
+        ret = RL_ERR_INVALID;
+    else if (!approval || cJSON_IsNull(approval))
+        ret = 0;
+    else if (!cJSON_IsObject(approval) || !cJSON_IsBool(required))
+        ret = RL_ERR_INVALID;
+    else
+        ret = cJSON_IsTrue(required) ? 1 : 0;
     cJSON_Delete(root);
-    return required;
+    return ret;
 }
 
 /* Canonical text of item and its digest into the caller's buffers. */

@@ -8,12 +8,13 @@
 #include <unistd.h>
 
 #include "rl/err.h"
+#include "rl/kafka.h"
 #include "rl/model.h"
 
 enum cfg_type { CFG_STR, CFG_INT, CFG_BOOL };
 
 /* One setting. Adding a setting is adding a row: the loader, `runledger
- * config` and the README table all come from here. */
+ * config` and docs/configuration.md's table all come from here. */
 struct cfg_row {
     const char *name;
     enum cfg_type type;
@@ -461,7 +462,9 @@ rl_config_load(char *errstr, size_t errstr_size)
     if (collect_kafka_props(cfg, &file) != 0) {
         err = RL_ERR_NOMEM;
         snprintf(errstr, errstr_size, "out of memory");
+        goto done;
     }
+    err = rl_kafka_props_check(cfg, errstr, errstr_size);
 
 done:
     kv_free(file.kv, file.count);

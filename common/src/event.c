@@ -193,18 +193,16 @@ compare_members(const void *a, const void *b)
     return strcmp(x->string, y->string);
 }
 
-/* cJSON keeps both members of a repeated key and lookups find the first;
- * another reader may take the last. An envelope that means different
- * things to different readers is refused. */
+/* Refuses obj when two of its members share a key. */
 static int
-check_duplicate_keys(const cJSON *root, const struct verdict *v)
+check_object_keys(const cJSON *obj, const struct verdict *v)
 {
     const cJSON **members;
     const cJSON *child;
     size_t n = 0, i;
     int err = RL_OK;
 
-    for (child = root->child; child; child = child->next)
+    for (child = obj->child; child; child = child->next)
         n++;
     if (n < 2)
         return RL_OK;
@@ -212,7 +210,7 @@ check_duplicate_keys(const cJSON *root, const struct verdict *v)
     if (!members)
         return reject(v, "out_of_memory", NULL,
                       "could not allocate while checking the event");
-    for (i = 0, child = root->child; child; child = child->next)
+    for (i = 0, child = obj->child; child; child = child->next)
         members[i++] = child;
     qsort(members, n, sizeof(*members), compare_members);
     for (i = 1; i < n; i++) {
@@ -237,6 +235,27 @@ check_duplicate_keys(const cJSON *root, const struct verdict *v)
     }
     free(members);
     return err;
+}
+
+/* cJSON keeps both members of a repeated key and lookups find the first;
+ * another reader may take the last. An envelope that means different
+ * things to different readers is refused, at every depth: a repeated
+ * "required" inside "approval" decides whether a human sees the output.
+ * The recursion is bounded by check_structure's depth limit. */
+static int
+check_duplicate_keys(const cJSON *item, const struct verdict *v)
+{
+    const cJSON *child;
+
+    if (cJSON_IsObject(item) && check_object_keys(item, v) != RL_OK)
+        return RL_ERR_INVALID;
+    if (!cJSON_IsObject(item) && !cJSON_IsArray(item))
+        return RL_OK;
+    for (child = item->child; child; child = child->next) {
+        if (check_duplicate_keys(child, v) != RL_OK)
+            return RL_ERR_INVALID;
+    }
+    return RL_OK;
 }
 
 /* Looks up a string member and strips it (unless raw).

@@ -19,6 +19,60 @@ log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
     rl_log(lvl, NULL, "librdkafka %s %s: %s", rd_kafka_name(rk), fac, buf);
 }
 
+/* Properties Runledger sets itself and whose values its guarantees rest
+ * on; an operator's RUNLEDGER_KAFKA_* must not change them. Aliases
+ * librdkafka accepts for the same setting are listed too. */
+static const struct {
+    const char *name;
+    const char *why;
+} own_props[] = {
+    {"enable.auto.offset.store",
+     "offsets are stored only once a run is durable"},
+    {"enable.auto.commit", "the stored durable prefix is committed by the "
+                           "auto commit between rebalances"},
+    {"auto.commit.enable", "the stored durable prefix is committed by the "
+                           "auto commit between rebalances"},
+    {"partition.assignment.strategy",
+     "the rebalance callback is written for the eager range assignor"},
+    {"auto.offset.reset",
+     "a partition without a committed offset starts at its earliest event"},
+    {"enable.idempotence", "dead letters and notifications are produced "
+                           "idempotently, without duplicates or gaps"},
+    {"acks", "a dead letter or notification counts as sent once every "
+             "in-sync replica has it"},
+    {"request.required.acks", "a dead letter or notification counts as "
+                              "sent once every in-sync replica has it"},
+};
+
+const char *
+rl_kafka_own_property(const char *name)
+{
+    for (size_t i = 0; i < sizeof(own_props) / sizeof(own_props[0]); i++) {
+        if (strcmp(name, own_props[i].name) == 0)
+            return own_props[i].why;
+    }
+    return NULL;
+}
+
+int
+rl_kafka_props_check(const struct rl_config *cfg, char *errstr,
+                     size_t errstr_size)
+{
+    for (size_t i = 0; i + 1 < cfg->kafka_props_count; i += 2) {
+        const char *name = cfg->kafka_props[i];
+        const char *why = rl_kafka_own_property(name);
+
+        if (why) {
+            snprintf(errstr, errstr_size,
+                     "kafka property %s is set by runledger and cannot be "
+                     "overridden: %s",
+                     name, why);
+            return RL_ERR_INVALID;
+        }
+    }
+    return 0;
+}
+
 int
 rl_kafka_conf_set(rd_kafka_conf_t *conf, const char *name, const char *value,
                   char *errstr, size_t errstr_size)
@@ -108,6 +162,8 @@ rl_kafka_consumer_new(const struct rl_config *cfg, rd_kafka_conf_t *conf,
     rd_kafka_resp_err_t err;
     rd_kafka_t *rk;
 
+    /* Applied last so the operator's statistics.interval.ms and the like
+     * win; none of them is one of ours (rl_kafka_props_check). */
     for (size_t i = 0; i + 1 < cfg->kafka_props_count; i += 2) {
         if (rl_kafka_conf_set(conf, cfg->kafka_props[i],
                               cfg->kafka_props[i + 1], errstr,

@@ -60,7 +60,18 @@ test_event_approval(void)
     RL_CHECK_STREQ(yes->run_id, plain->run_id);
     RL_CHECK_INTEQ(rl_approval_required(yes->request_json), 1);
     RL_CHECK_INTEQ(rl_approval_required(plain->request_json), 0);
-    RL_CHECK_INTEQ(rl_approval_required("not json"), 0);
+    /* The gate fails closed: what cannot be read is not "no gate". */
+    RL_CHECK(rl_approval_required("not json") < 0);
+    RL_CHECK(rl_approval_required(NULL) < 0);
+    RL_CHECK(rl_approval_required("") < 0);
+    RL_CHECK(rl_approval_required("[]") < 0);
+    RL_CHECK(rl_approval_required("{\"approval\":{\"required\":true}") < 0);
+    RL_CHECK(rl_approval_required("{\"approval\":true}") < 0);
+    RL_CHECK(rl_approval_required("{\"approval\":{\"required\":\"yes\"}}") < 0);
+    RL_CHECK(rl_approval_required("{\"approval\":{}}") < 0);
+    RL_CHECK_INTEQ(rl_approval_required("{\"approval\":null}"), 0);
+    RL_CHECK_INTEQ(rl_approval_required("{\"approval\":{\"required\":false}}"),
+                   0);
     rl_event_destroy(plain);
     rl_event_destroy(no);
     rl_event_destroy(nul);

@@ -107,6 +107,40 @@ check_canonical(const char *text)
     cJSON_Delete(root);
 }
 
+/* 1 when any object at any depth of item repeats a key. */
+static int
+has_duplicate_key(const cJSON *item)
+{
+    const cJSON *a, *b;
+
+    if (!cJSON_IsObject(item) && !cJSON_IsArray(item))
+        return 0;
+    for (a = item->child; a; a = a->next) {
+        if (cJSON_IsObject(item)) {
+            for (b = a->next; b; b = b->next) {
+                if (strcmp(a->string, b->string) == 0)
+                    return 1;
+            }
+        }
+        if (has_duplicate_key(a))
+            return 1;
+    }
+    return 0;
+}
+
+/* An accepted envelope means one thing to every reader: no object in it,
+ * at any depth, repeats a key (a reader that takes the last member of
+ * "approval" must not see another gate than the parser). */
+static void
+check_no_duplicate_key(const uint8_t *data, size_t size)
+{
+    cJSON *root = cJSON_ParseWithLength((const char *)data, size);
+
+    FUZZ_CHECK(root != NULL);
+    FUZZ_CHECK(!has_duplicate_key(root));
+    cJSON_Delete(root);
+}
+
 static void
 check_event(const struct rl_event *ev, const struct rl_event_limits *limits)
 {
@@ -172,7 +206,7 @@ check_event(const struct rl_event *ev, const struct rl_event_limits *limits)
     /* request_json is {"notify":[the same channels],"request":{...}}. */
     request = cJSON_Parse(ev->request_json);
     FUZZ_CHECK(cJSON_IsObject(request));
-    FUZZ_CHECK(cJSON_GetArraySize(request) == 2);
+    FUZZ_CHECK(cJSON_GetArraySize(request) == 2 + !!ev->approval_required);
     FUZZ_CHECK(
         cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(request, "request")));
     notify = cJSON_GetObjectItemCaseSensitive(request, "notify");
@@ -217,6 +251,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     check_event(ev, &limits);
+    check_no_duplicate_key(data, size);
     FUZZ_CHECK(again != NULL);
     FUZZ_CHECK(strcmp(ev->run_id, again->run_id) == 0);
     FUZZ_CHECK(strcmp(ev->fingerprint, again->fingerprint) == 0);

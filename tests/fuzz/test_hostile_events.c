@@ -840,14 +840,26 @@ test_duplicate_keys_are_invalid_json(void)
                    0);
         free(d.data);
     }
+    /* Every object at every depth: the first reader and the last may not
+     * disagree anywhere in the envelope. */
     expect_in("duplicate key in request", SLOT_KEY, AS_STRING, "model", 5,
-              "invalid_request", 0);
+              "invalid_json", 0);
     expect_in("duplicate key in input", SLOT_INPUT, AS_VALUE,
               "{\"a\":1,\"b\":{\"c\":1,\"c\":1}}",
               strlen("{\"a\":1,\"b\":{\"c\":1,\"c\":1}}"), "invalid_json", 0);
-    /* Unknown members are not read, duplicates in them included. */
+    expect_in(
+        "duplicate key in a message", SLOT_MESSAGES, AS_VALUE,
+        "[{\"role\":\"user\",\"content\":\"a\",\"content\":\"b\"}]",
+        strlen("[{\"role\":\"user\",\"content\":\"a\",\"content\":\"b\"}]"),
+        "invalid_json", 0);
+    expect_in("duplicate key in input, inside an array", SLOT_INPUT, AS_VALUE,
+              "[[{\"a\":1}],[{\"b\":1,\"b\":1}]]",
+              strlen("[[{\"a\":1}],[{\"b\":1,\"b\":1}]]"), "invalid_json", 0);
+    /* Unknown members are not read, but a repeated key in them still
+     * makes the envelope mean two things. */
     expect_in("duplicate key in an unknown member", SLOT_EXTRA, AS_VALUE,
-              "{\"c\":1,\"c\":2}", strlen("{\"c\":1,\"c\":2}"), NULL, 0);
+              "{\"c\":1,\"c\":2}", strlen("{\"c\":1,\"c\":2}"), "invalid_json",
+              0);
 }
 
 /* Only whitespace may follow the object; nothing else is one event. */

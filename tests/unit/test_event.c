@@ -144,7 +144,7 @@ test_tolerated_shapes(void)
 
     /* Unknown members are ignored; null optionals mean absent. */
     ev = parse(EVENT(",\"priority\":7,\"window\":null,\"notify\":null,"
-                     "\"input\":null,\"x\":{\"a\":1,\"a\":2}," REQUEST));
+                     "\"input\":null,\"x\":{\"a\":1,\"b\":2}," REQUEST));
     if (ev) {
         RL_CHECK_STREQ(ev->run_id, SEED_ID);
         RL_CHECK(ev->window == NULL);
@@ -408,14 +408,46 @@ test_rejected_values(void)
                    "invalid_request");
     check_rejected(EVENT(",\"request\":{\"model\":\"m\",\"messages\":{}}"),
                    "invalid_request");
-    /* Nested duplicates and non-finite numbers cannot be fingerprinted. */
+    /* A repeated key at any depth is invalid_json, before the request is
+     * read; non-finite numbers cannot be fingerprinted. */
     check_rejected(EVENT(",\"request\":{\"model\":\"m\",\"messages\":[{\"a\":1,"
                          "\"a\":2}]}"),
-                   "invalid_request");
+                   "invalid_json");
     check_rejected(EVENT(",\"request\":{\"model\":\"m\",\"messages\":[1e999]}"),
                    "invalid_request");
     check_rejected(EVENT(",\"input\":{\"a\":1,\"a\":2}," REQUEST),
                    "invalid_json");
+}
+
+/* The first reader and the last must not disagree anywhere: a repeated
+ * key in any object at any depth is refused, whichever member it is in. */
+static void
+test_duplicate_keys_at_every_depth(void)
+{
+    static const char *const events[] = {
+        /* "last wins" would turn the gate off */
+        EVENT(",\"approval\":{\"required\":true,\"required\":false}," REQUEST),
+        EVENT(",\"approval\":{\"required\":false,\"required\":true}," REQUEST),
+        EVENT(",\"input\":{\"docs\":[{\"title\":\"a\",\"title\":\"b\"}]}"
+              "," REQUEST),
+        EVENT(",\"input\":[[[{\"k\":{\"x\":1,\"y\":2,\"x\":3}}]]]," REQUEST),
+        EVENT(",\"notify\":[\"email\"],\"x\":{\"a\":1,\"a\":1}," REQUEST),
+        EVENT(",\"window\":\"PT1H\",\"meta\":[{\"w\":{\"p\":1,\"p\":2}}]"
+              "," REQUEST),
+        EVENT(",\"request\":{\"model\":\"m\",\"messages\":[{\"role\":\"user\","
+              "\"content\":\"hi\",\"role\":\"system\"}]}"),
+        EVENT(",\"request\":{\"model\":\"m\",\"response_format\":{\"type\":"
+              "\"a\",\"type\":\"b\"},\"messages\":[{\"role\":\"user\","
+              "\"content\":\"hi\"}]}"),
+    };
+
+    for (size_t i = 0; i < sizeof(events) / sizeof(events[0]); i++)
+        check_rejected(events[i], "invalid_json");
+    /* The same keys once each are accepted. */
+    rl_event_destroy(
+        parse(EVENT(",\"approval\":{\"required\":true}," REQUEST)));
+    rl_event_destroy(parse(EVENT(
+        ",\"input\":[[[{\"k\":{\"x\":1,\"y\":2}}]],{\"x\":1}]," REQUEST)));
 }
 
 static void
@@ -443,6 +475,7 @@ main(void)
     test_rejected_before_parsing();
     test_rejected_envelopes();
     test_rejected_values();
+    test_duplicate_keys_at_every_depth();
     test_reason_buffer_is_bounded();
     RL_TEST_END();
 }

@@ -10,7 +10,10 @@
 #include <stddef.h>
 
 /* 1 when the canonical effective request request_json carries
- * "approval": {"required": true}, else 0 (also for unparsable text). */
+ * "approval": {"required": true}, 0 when it carries no approval (absent,
+ * null or required false), RL_ERR_INVALID (negative) when it cannot be
+ * read (NULL, not JSON, not an object) or its approval has another shape:
+ * the gate fails closed, so a caller treats anything but 0 as gated. */
 int rl_approval_required(const char *request_json);
 
 /* Builds the proposal of a run from its effective request (destinations

@@ -44,8 +44,9 @@ struct rl_event {
  * Returns a new event (free with rl_event_destroy), or NULL with reason set
  * to a stable machine-readable code and errstr to a human sentence:
  *   too_large, invalid_utf8, nul_byte, too_deep, invalid_json (also a
- *   byte order mark, or a raw control character inside a string or between
- *   tokens other than space, tab, CR, LF), not_object,
+ *   byte order mark, a raw control character inside a string or between
+ *   tokens other than space, tab, CR, LF, or a key repeated in any object
+ *   at any depth, unknown members included), not_object,
  *   missing_field:<name>, wrong_type:<name>, field_too_long:<name> (bytes),
  *   empty_field:<name>, invalid_field:<name> ('|' in job, tenant or
  *   version: it separates the run-ID fields), naive_timestamp,

@@ -17,6 +17,19 @@
 rd_kafka_conf_t *rl_kafka_conf_new(const struct rl_config *cfg, char *errstr,
                                    size_t errstr_size);
 
+/* The reason Runledger sets the librdkafka property name itself (a
+ * static string), or NULL when an operator may set it. The list:
+ * enable.auto.offset.store, enable.auto.commit (and its alias
+ * auto.commit.enable), partition.assignment.strategy, auto.offset.reset,
+ * enable.idempotence, acks (and request.required.acks). */
+const char *rl_kafka_own_property(const char *name);
+
+/* Refuses cfg when a RUNLEDGER_KAFKA_* property names one of Runledger's
+ * own (rl_kafka_own_property): 0, or RL_ERR_INVALID with errstr naming
+ * the property (never its value). rl_config_load calls it. */
+int rl_kafka_props_check(const struct rl_config *cfg, char *errstr,
+                         size_t errstr_size);
+
 /* Sets name=value on conf; errstr names the property on failure. */
 int rl_kafka_conf_set(rd_kafka_conf_t *conf, const char *name,
                       const char *value, char *errstr, size_t errstr_size);
@@ -39,7 +52,9 @@ rd_kafka_conf_t *rl_kafka_consumer_conf_new(const struct rl_config *cfg,
 /* A consumer on conf (ownership passes to it, also on failure) subscribed
  * to topic, its poll queue redirected to rd_kafka_consumer_poll(). The
  * operator's RUNLEDGER_KAFKA_* properties are applied last, so they win
- * over the defaults above. NULL with errstr on failure. */
+ * over callers' settings such as statistics.interval.ms; they cannot name
+ * the settings above (rl_config_load refuses them). NULL with errstr on
+ * failure. */
 rd_kafka_t *rl_kafka_consumer_new(const struct rl_config *cfg,
                                   rd_kafka_conf_t *conf, const char *topic,
                                   char *errstr, size_t errstr_size);
