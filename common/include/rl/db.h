@@ -69,9 +69,12 @@ int rl_db_ping(struct rl_db *db, char *errstr, size_t errstr_size);
  * RL_DB_MIGRATE_LOCK_KEY for the whole call, and applies each pending file
  * in its own transaction. Running it again is a no-op.
  * Sets *applied (may be NULL) to the number applied by this call.
- * Returns 0, RL_ERR_CHECKSUM when an applied migration's SHA-256 differs
- * from the text in this build (errstr names the file; nothing is applied),
- * or RL_ERR_DB. */
+ * An applied migration whose stored SHA-256 is a superseded one of its
+ * file (an earlier text that differs in comments only, listed in
+ * common/src/db/migrate.c) gets this build's checksum, logged at info.
+ * Returns 0, RL_ERR_CHECKSUM when an applied migration's SHA-256 is
+ * neither this build's nor a superseded one (errstr names the file;
+ * nothing is changed or applied), or RL_ERR_DB. */
 int rl_db_migrate(struct rl_db *db, int *applied, char *errstr,
                   size_t errstr_size);
 

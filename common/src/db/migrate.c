@@ -23,6 +23,95 @@ static const char list_applied_migrations[] =
     "SELECT name, checksum FROM schema_migrations ORDER BY name";
 static const char record_migration[] =
     "INSERT INTO schema_migrations (name, checksum) VALUES ($1, $2)";
+static const char restamp_migration[] =
+    "UPDATE schema_migrations SET checksum = $3"
+    " WHERE name = $1 AND checksum = $2";
+
+/* Checksums an applied migration may hold from an earlier text of its file
+ * that differs from the current one in comments only: the database holds
+ * what the current text would create, so it needs nothing but the new
+ * checksum, which migrate records in place of the old one. A file whose
+ * statements changed never belongs here; that change is a new migration. */
+static const struct superseded_checksum {
+    const char *name;
+    const char *checksum;
+} superseded_checksums[] = {
+    /* Header comments that cited files outside the repository and ticket
+     * numbers. */
+    {"001_init.sql",
+     "812a088b84f5b8dc4c7a7e123dc7c785fc0c7882e913ef24189d5db54f2d0b3a"},
+    {"004_budgets.sql",
+     "8e608a9b94b133d7c4513cf3cf210b9b38c68391c74c5bba16ffadd4b0e8b40a"},
+    {"006_approval.sql",
+     "e62373f8ae7d3229bcc7c7ae3829f45af2b91865ea648019207f3a18c301c5cf"},
+};
+
+/* What schema_migrations says of a migration of this build. */
+enum applied_state {
+    NOT_APPLIED,
+    APPLIED,           /* with this build's checksum */
+    APPLIED_SUPERSEDED /* with a superseded checksum of its file */
+};
+
+static int
+is_superseded(const char *name, const char *checksum)
+{
+    for (size_t k = 0;
+         k < sizeof(superseded_checksums) / sizeof(superseded_checksums[0]);
+         k++) {
+        if (strcmp(superseded_checksums[k].name, name) == 0 &&
+            strcmp(superseded_checksums[k].checksum, checksum) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* Replaces each superseded checksum by this build's, in one transaction
+ * (the caller holds the migration lock). Each UPDATE names the checksum it
+ * replaces, so a row another build changed meanwhile is left alone. */
+static int
+restamp_migrations(struct rl_db *db, const char *states,
+                   char (*stored)[RL_HEX_SIZE], char (*checksums)[RL_HEX_SIZE],
+                   char *errstr, size_t errstr_size)
+{
+    PGresult *res;
+    int err = RL_ERR_DB;
+
+    res = db_exec_simple(db, "BEGIN", 0, NULL, &err, errstr, errstr_size,
+                         "record superseded checksums");
+    if (!res)
+        return err;
+    PQclear(res);
+    for (size_t i = 0; i < rl_migrations_count; i++) {
+        const char *params[3] = {rl_migrations[i].name, stored[i],
+                                 checksums[i]};
+
+        if (states[i] != APPLIED_SUPERSEDED)
+            continue;
+        res = db_exec_simple(db, restamp_migration, 3, params, &err, errstr,
+                             errstr_size, "record superseded checksums");
+        if (!res)
+            goto rollback;
+        PQclear(res);
+    }
+    res = db_exec_simple(db, "COMMIT", 0, NULL, &err, errstr, errstr_size,
+                         "record superseded checksums");
+    if (!res)
+        return err;
+    PQclear(res);
+    for (size_t i = 0; i < rl_migrations_count; i++) {
+        if (states[i] == APPLIED_SUPERSEDED)
+            rl_log_info(NULL,
+                        "migration %s: checksum %s superseded by %s (its "
+                        "file changed in comments only)",
+                        rl_migrations[i].name, stored[i], checksums[i]);
+    }
+    return 0;
+
+rollback:
+    PQclear(PQexecParams(db->conn, "ROLLBACK", 0, NULL, NULL, NULL, NULL, 0));
+    return err;
+}
 
 static int
 apply_migration(struct rl_db *db, const struct rl_migration *m,
@@ -74,7 +163,9 @@ rl_db_migrate(struct rl_db *db, int *applied, char *errstr, size_t errstr_size)
     char key[32];
     const char *key_param[1] = {key};
     char(*checksums)[RL_HEX_SIZE] = NULL;
-    char *applied_flags = NULL;
+    char(*stored)[RL_HEX_SIZE] = NULL;
+    char *states = NULL;
+    int restamp = 0;
     PGresult *res = NULL;
     int locked = 0;
     int count = 0;
@@ -85,8 +176,9 @@ rl_db_migrate(struct rl_db *db, int *applied, char *errstr, size_t errstr_size)
     snprintf(key, sizeof(key), "%" PRId64, RL_DB_MIGRATE_LOCK_KEY);
 
     checksums = calloc(rl_migrations_count + 1, sizeof(*checksums));
-    applied_flags = calloc(rl_migrations_count + 1, 1);
-    if (!checksums || !applied_flags) {
+    stored = calloc(rl_migrations_count + 1, sizeof(*stored));
+    states = calloc(rl_migrations_count + 1, 1);
+    if (!checksums || !stored || !states) {
         rl_set_err(errstr, errstr_size, "could not migrate: out of memory");
         err = RL_ERR_NOMEM;
         goto done;
@@ -159,6 +251,12 @@ rl_db_migrate(struct rl_db *db, int *applied, char *errstr, size_t errstr_size)
                         name);
             continue;
         }
+        snprintf(stored[i], sizeof(stored[i]), "%s", sum);
+        if (strcmp(checksums[i], sum) != 0 && is_superseded(name, sum)) {
+            states[i] = APPLIED_SUPERSEDED;
+            restamp = 1;
+            continue;
+        }
         if (strcmp(checksums[i], sum) != 0) {
             rl_set_err(errstr, errstr_size,
                        "migration %s was changed after it was applied: "
@@ -168,13 +266,21 @@ rl_db_migrate(struct rl_db *db, int *applied, char *errstr, size_t errstr_size)
             err = RL_ERR_CHECKSUM;
             goto done;
         }
-        applied_flags[i] = 1;
+        states[i] = APPLIED;
     }
     PQclear(res);
     res = NULL;
 
+    /* Only once every applied migration checked out: a refusal changes
+     * nothing. */
+    if (restamp) {
+        err = restamp_migrations(db, states, stored, checksums, errstr,
+                                 errstr_size);
+        if (err != 0)
+            goto done;
+    }
     for (size_t i = 0; i < rl_migrations_count; i++) {
-        if (applied_flags[i])
+        if (states[i] != NOT_APPLIED)
             continue;
         err = apply_migration(db, &rl_migrations[i], checksums[i], errstr,
                               errstr_size);
@@ -192,7 +298,8 @@ done:
                              NULL, NULL, 0));
     }
     free(checksums);
-    free(applied_flags);
+    free(stored);
+    free(states);
     if (applied)
         *applied = count;
     return err;
