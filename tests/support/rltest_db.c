@@ -1,21 +1,19 @@
 #include "rltest_db.h"
 
 #include <cjson/cJSON.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "rl/err.h"
 
-static void
-stale_msg(char *errstr, size_t errstr_size, const char *what,
-          const char *run_id, int64_t epoch)
+/* The batch reports a lost lease per run, without a message. */
+static int
+stale(char *errstr, size_t errstr_size, const char *what, const char *run_id)
 {
-    rl_set_err(errstr, errstr_size,
-               "could not %s %s: lease lost (another worker owns the run, or "
-               "lease epoch %" PRId64 " is no longer current)",
-               what, run_id, epoch);
+    rl_set_err(errstr, errstr_size, "could not %s %s: lease lost", what,
+               run_id);
+    return RL_ERR_STALE;
 }
 
 int
@@ -52,11 +50,8 @@ rltest_db_dispatch_budget(struct rl_db *db, const char *run_id,
                               errstr_size);
     if (err)
         return err;
-    if (res.err == RL_ERR_STALE) {
-        stale_msg(errstr, errstr_size, "record dispatch of run", run_id,
-                  lease_epoch);
-        return RL_ERR_STALE;
-    }
+    if (res.err == RL_ERR_STALE)
+        return stale(errstr, errstr_size, "record dispatch of run", run_id);
     *status = res.status;
     *attempt_no = res.attempt_no;
     if (res.status == RL_DISPATCH_DEADLINE) {
@@ -113,10 +108,8 @@ rltest_db_complete(struct rl_db *db, const char *run_id, const char *worker,
     err = rl_db_complete_runs(db, &req, 1, worker, &res, errstr, errstr_size);
     if (err)
         return err;
-    if (res.err == RL_ERR_STALE) {
-        stale_msg(errstr, errstr_size, "complete run", run_id, lease_epoch);
-        return RL_ERR_STALE;
-    }
+    if (res.err == RL_ERR_STALE)
+        return stale(errstr, errstr_size, "complete run", run_id);
     if (res.err == RL_ERR_NOTFOUND) {
         rl_set_err(errstr, errstr_size,
                    "could not complete run %s: no such run", run_id);
