@@ -11,7 +11,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "rl/config.h"
-#include "rl/db.h"
+#include "rl/db_ops.h"
 #include "rl/err.h"
 
 static void

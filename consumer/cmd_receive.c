@@ -13,7 +13,7 @@
 
 #include "commands.h"
 #include "rl/config.h"
-#include "rl/db.h"
+#include "rl/db_ops.h"
 #include "rl/err.h"
 #include "rl/kafka.h"
 #include "rl/log.h"

@@ -14,7 +14,7 @@
 #include "commands.h"
 #include "rl/approval.h"
 #include "rl/config.h"
-#include "rl/db.h"
+#include "rl/db_ops.h"
 #include "rl/err.h"
 #include "rl/runid.h"
 #include "rl/timefmt.h"

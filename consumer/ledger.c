@@ -634,7 +634,7 @@ handle_result(struct ledger *lg, struct rl_item *item)
                   : call->request_sent ? "ambiguous"
                                        : "not_sent";
     /* An answer's outcome is recorded by the statement that stores it
-     * (rl_db_complete_attempt): dying in between must leave the attempt
+     * (rl_db_complete_runs): dying in between must leave the attempt
      * without an outcome, which the next claimer treats as ambiguous. */
     if (call->outcome != RL_MODEL_OK) {
         err = rl_db_record_outcome(

@@ -1,4 +1,4 @@
--- 001_init.sql: the run ledger (DESIGN.md "State of a run").
+-- 001_init.sql: the run ledger (docs/design.md, State of a run).
 --
 -- Forward-only. `runledger migrate` applies this file in one transaction and
 -- records its SHA-256 in schema_migrations (created by the migrate code, not

@@ -1,5 +1,5 @@
 -- 004_budgets.sql: token budgets per tenant (optionally per job) and UTC
--- day, enforced before every model dispatch (issue 6).
+-- day, enforced before every model dispatch.
 --
 -- A dispatch first reserves its estimated tokens (prompt estimate +
 -- max_tokens) against every budget that covers the run, with a guarded

@@ -1,4 +1,4 @@
--- 006_approval.sql: approval gates (issue 6, seed 004).
+-- 006_approval.sql: approval gates: a run whose answer waits for a person.
 --
 -- A run whose effective request carries "approval": {"required": true}
 -- does not complete when the model answers. Its answer becomes an

@@ -17,6 +17,7 @@
 #include "rl/db.h"
 #include "rl/err.h"
 #include "rltest.h"
+#include "rltest_db.h"
 #include "test_db_fixture.h"
 
 enum { THREADS = 8, PER_THREAD = 8, LIMIT = 10000, ESTIMATE = 1000 };
@@ -42,7 +43,7 @@ claim(struct rl_db *db, const struct rl_run_reg *reg, const char *worker)
 
     memset(&c, 0, sizeof(c));
     RL_REQUIRE(
-        rl_db_claim_run(db, reg, worker, 60, &c, errstr, sizeof(errstr)) == 0);
+        rltest_db_claim(db, reg, worker, 60, &c, errstr, sizeof(errstr)) == 0);
     RL_REQUIRE(c.status == RL_CLAIM_WON);
     epoch = c.lease_epoch;
     rl_claim_clear(&c);
@@ -67,7 +68,7 @@ work(void *arg)
         for (;;) {
             struct timespec ts = {0, 2000000L};
 
-            err = rl_db_dispatch_within_budget(
+            err = rltest_db_dispatch_budget(
                 db, w->runs[i].run_id, w->name, epochs[i], w->runs[i].run_id,
                 ESTIMATE, 1, &st, &attempt, NULL, w->errstr, sizeof(w->errstr));
             if (err || st != RL_DISPATCH_WAIT)
@@ -122,7 +123,7 @@ main(void)
                                 errstr, sizeof(errstr)) == 0);
     fixture_run_init(&solo, "solo", request, "{\"n\":1}");
     epoch = claim(db, &solo.reg, "w-solo");
-    RL_CHECK_INTEQ(rl_db_dispatch_within_budget(
+    RL_CHECK_INTEQ(rltest_db_dispatch_budget(
                        db, solo.run_id, "w-solo", epoch, solo.run_id, ESTIMATE,
                        100000, &st, &attempt, next, errstr, sizeof(errstr)),
                    0);
@@ -138,9 +139,9 @@ main(void)
     /* An ambiguous outcome may have generated: the reservation is spent. */
     fixture_run_init(&amb, "amb", request, "{\"n\":1}");
     epoch = claim(db, &amb.reg, "w-amb");
-    RL_REQUIRE(rl_db_dispatch_within_budget(
-                   db, amb.run_id, "w-amb", epoch, amb.run_id, 700, 100000, &st,
-                   &attempt, NULL, errstr, sizeof(errstr)) == 0);
+    RL_REQUIRE(rltest_db_dispatch_budget(db, amb.run_id, "w-amb", epoch,
+                                         amb.run_id, 700, 100000, &st, &attempt,
+                                         NULL, errstr, sizeof(errstr)) == 0);
     RL_CHECK_INTEQ(st, RL_DISPATCH_RECORDED);
     RL_CHECK_INTEQ(fixture_int(db,
                                "SELECT reserved FROM budget_usage "
@@ -161,11 +162,11 @@ main(void)
     free_reg = free_run.reg;
     free_reg.tenant = "tenant-without-budget";
     epoch = claim(db, &free_reg, "w-free");
-    RL_CHECK_INTEQ(
-        rl_db_dispatch_within_budget(db, free_run.run_id, "w-free", epoch,
-                                     free_run.run_id, 1000000000, 100000, &st,
-                                     &attempt, NULL, errstr, sizeof(errstr)),
-        0);
+    RL_CHECK_INTEQ(rltest_db_dispatch_budget(db, free_run.run_id, "w-free",
+                                             epoch, free_run.run_id, 1000000000,
+                                             100000, &st, &attempt, NULL,
+                                             errstr, sizeof(errstr)),
+                   0);
     RL_CHECK_INTEQ(st, RL_DISPATCH_RECORDED);
     RL_CHECK_INTEQ(attempt, 1);
     RL_CHECK_INTEQ(fixture_int(db,

@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "rl/db.h"
+#include "rl/db_ops.h"
 
 #define E2E_MAX_PROCS 64
 #define E2E_MAX_PARAMS 8

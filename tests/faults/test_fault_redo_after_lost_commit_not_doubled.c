@@ -1,7 +1,7 @@
 /* The ledger steps a worker redoes after a connection lost around COMMIT
  * (it cannot know whether the COMMIT happened) are idempotent, so the redo
  * resolves the doubt by re-reading instead of writing twice:
- * - record_dispatch under the same lease returns the attempt already
+ * - a dispatch under the same lease returns the attempt already
  *   recorded (no phantom attempt without an outcome, which the next
  *   claimer would count as ambiguous);
  * - completing with the outcome again returns "already completed", keeps
@@ -14,6 +14,7 @@
 #include "faults.h"
 #include "rl/err.h"
 #include "rltest.h"
+#include "rltest_db.h"
 
 static const char request[] =
     "{\"notify\":[\"email\",\"slack\"],\"request\":{\"model\":\"m\","
@@ -44,17 +45,15 @@ main(void)
     reg.input_json = "{\"doc\":1}";
     reg.source_partition = -1;
     reg.source_offset = -1;
-    RL_REQUIRE(rl_db_claim_run(t.db, &reg, "w1", 30, &claim, errstr,
+    RL_REQUIRE(rltest_db_claim(t.db, &reg, "w1", 30, &claim, errstr,
                                sizeof(errstr)) == 0);
     RL_REQUIRE(claim.status == RL_CLAIM_WON);
 
-    RL_CHECK_INTEQ(rl_db_record_dispatch(t.db, run_id, "w1", claim.lease_epoch,
-                                         run_id, &first, errstr,
-                                         sizeof(errstr)),
+    RL_CHECK_INTEQ(rltest_db_dispatch(t.db, run_id, "w1", claim.lease_epoch,
+                                      run_id, &first, errstr, sizeof(errstr)),
                    0);
-    RL_CHECK_INTEQ(rl_db_record_dispatch(t.db, run_id, "w1", claim.lease_epoch,
-                                         run_id, &again, errstr,
-                                         sizeof(errstr)),
+    RL_CHECK_INTEQ(rltest_db_dispatch(t.db, run_id, "w1", claim.lease_epoch,
+                                      run_id, &again, errstr, sizeof(errstr)),
                    0);
     RL_CHECK_INTEQ(first, 1);
     RL_CHECK_INTEQ(again, first);
@@ -62,26 +61,23 @@ main(void)
     RL_CHECK_INTEQ(
         e2e_intf(&t, "SELECT attempts FROM runs WHERE run_id='%s'", run_id), 1);
     /* Another worker, or another epoch, never borrows that attempt. */
-    RL_CHECK_INTEQ(rl_db_record_dispatch(t.db, run_id, "w2", claim.lease_epoch,
-                                         run_id, &again, errstr,
-                                         sizeof(errstr)),
+    RL_CHECK_INTEQ(rltest_db_dispatch(t.db, run_id, "w2", claim.lease_epoch,
+                                      run_id, &again, errstr, sizeof(errstr)),
                    RL_ERR_STALE);
 
     /* No completion yet: the attempt is the ambiguity evidence. */
     RL_CHECK_INTEQ(fx_attempts(&t, run_id, NULL), 1);
 
     oc.attempt_no = first;
-    RL_CHECK_INTEQ(rl_db_complete_attempt(t.db, run_id, "w1", claim.lease_epoch,
-                                          &oc, "{\"text\":\"first\"}", channels,
-                                          2, &completed, errstr,
-                                          sizeof(errstr)),
+    RL_CHECK_INTEQ(rltest_db_complete(t.db, run_id, "w1", claim.lease_epoch,
+                                      &oc, "{\"text\":\"first\"}", channels, 2,
+                                      &completed, errstr, sizeof(errstr)),
                    0);
     RL_CHECK_INTEQ(completed, 1);
     oc.upstream_request_id = "req-2";
-    RL_CHECK_INTEQ(rl_db_complete_attempt(t.db, run_id, "w1", claim.lease_epoch,
-                                          &oc, "{\"text\":\"second\"}",
-                                          channels, 2, &completed, errstr,
-                                          sizeof(errstr)),
+    RL_CHECK_INTEQ(rltest_db_complete(t.db, run_id, "w1", claim.lease_epoch,
+                                      &oc, "{\"text\":\"second\"}", channels, 2,
+                                      &completed, errstr, sizeof(errstr)),
                    0);
     RL_CHECK_INTEQ(completed, 0);
     RL_CHECK_STREQ(e2e_textf(&t,
@@ -98,9 +94,8 @@ main(void)
         e2e_intf(&t, "SELECT count(*) FROM outbox WHERE run_id='%s'", run_id),
         2);
     /* After completion no dispatch can be recorded at all. */
-    RL_CHECK_INTEQ(rl_db_record_dispatch(t.db, run_id, "w1", claim.lease_epoch,
-                                         run_id, &again, errstr,
-                                         sizeof(errstr)),
+    RL_CHECK_INTEQ(rltest_db_dispatch(t.db, run_id, "w1", claim.lease_epoch,
+                                      run_id, &again, errstr, sizeof(errstr)),
                    RL_ERR_STALE);
     rl_claim_clear(&claim);
     e2e_teardown(&t);

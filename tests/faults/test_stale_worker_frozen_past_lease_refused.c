@@ -17,6 +17,7 @@
 #include "faults.h"
 #include "rl/err.h"
 #include "rltest.h"
+#include "rltest_db.h"
 
 int
 main(void)
@@ -72,9 +73,9 @@ main(void)
     RL_CHECK_INTEQ(rl_db_fail(t.db, victim, stale_worker, stale_epoch, "failed",
                               "x", "x", errstr, sizeof(errstr)),
                    RL_ERR_STALE);
-    RL_CHECK_INTEQ(rl_db_complete(t.db, victim, stale_worker, stale_epoch,
-                                  "{\"text\":\"stale\"}", channels, 1,
-                                  &completed, errstr, sizeof(errstr)),
+    RL_CHECK_INTEQ(rltest_db_complete(t.db, victim, stale_worker, stale_epoch,
+                                      NULL, "{\"text\":\"stale\"}", channels, 1,
+                                      &completed, errstr, sizeof(errstr)),
                    0);
     RL_CHECK_INTEQ(completed, 0);
 

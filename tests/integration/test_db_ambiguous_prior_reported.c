@@ -7,6 +7,7 @@
 #include "rl/db.h"
 #include "rl/err.h"
 #include "rltest.h"
+#include "rltest_db.h"
 #include "test_db_fixture.h"
 
 static const char request[] =
@@ -19,26 +20,26 @@ main(void)
     struct rl_db *db = fixture_ledger(schema);
     struct fixture_run run;
     struct rl_claim claim, due[2];
-    struct rl_run row;
+    struct rltest_run row;
     char errstr[512];
     int attempt_no = 0;
     size_t n = 0;
 
     fixture_run_init(&run, "ambiguous", request, NULL);
-    RL_REQUIRE(rl_db_claim_run(db, &run.reg, "w1", 1, &claim, errstr,
+    RL_REQUIRE(rltest_db_claim(db, &run.reg, "w1", 1, &claim, errstr,
                                sizeof(errstr)) == 0);
     RL_REQUIRE(claim.status == RL_CLAIM_WON);
     RL_CHECK_INTEQ(claim.ambiguous_prior, 0);
-    RL_CHECK_INTEQ(rl_db_record_dispatch(db, run.run_id, "w1",
-                                         claim.lease_epoch, run.run_id,
-                                         &attempt_no, errstr, sizeof(errstr)),
+    RL_CHECK_INTEQ(rltest_db_dispatch(db, run.run_id, "w1", claim.lease_epoch,
+                                      run.run_id, &attempt_no, errstr,
+                                      sizeof(errstr)),
                    0);
     RL_CHECK_INTEQ(attempt_no, 1);
     rl_claim_clear(&claim);
 
     /* w1 "dies" after sending: its lease runs out, a duplicate claims */
     fixture_wait_lease_expired(db, run.run_id);
-    RL_REQUIRE(rl_db_claim_run(db, &run.reg, "w2", 1, &claim, errstr,
+    RL_REQUIRE(rltest_db_claim(db, &run.reg, "w2", 1, &claim, errstr,
                                sizeof(errstr)) == 0);
     RL_CHECK_INTEQ(claim.status, RL_CLAIM_WON);
     RL_CHECK_INTEQ(claim.ambiguous_prior, 1);
@@ -54,10 +55,10 @@ main(void)
     RL_REQUIRE(n == 1);
     RL_CHECK_INTEQ(due[0].ambiguous_prior, 1);
     RL_CHECK_INTEQ(due[0].ambiguous_count, 1);
-    RL_REQUIRE(rl_db_get_run(db, run.run_id, &row, errstr, sizeof(errstr)) ==
-               0);
+    RL_REQUIRE(
+        rltest_db_get_run(db, run.run_id, &row, errstr, sizeof(errstr)) == 0);
     RL_CHECK_INTEQ(row.ambiguous_prior, 1);
-    rl_run_clear(&row);
+    rltest_run_clear(&row);
 
     /* the late outcome arrives (the stale worker tells the truth) */
     RL_CHECK_INTEQ(rl_db_record_outcome(db, run.run_id, 1, "ok", 200, "req-1",
@@ -83,17 +84,17 @@ main(void)
                                "AND idempotency_key = run_id",
                                NULL),
                    1);
-    RL_REQUIRE(rl_db_get_run(db, run.run_id, &row, errstr, sizeof(errstr)) ==
-               0);
+    RL_REQUIRE(
+        rltest_db_get_run(db, run.run_id, &row, errstr, sizeof(errstr)) == 0);
     RL_CHECK_INTEQ(row.ambiguous_prior, 0);
     RL_CHECK_INTEQ(row.ambiguous_count, 0);
-    rl_run_clear(&row);
+    rltest_run_clear(&row);
 
     /* a new dispatch by the sweeper's lease, ended ambiguous: counted,
      * but not "prior without outcome" */
-    RL_CHECK_INTEQ(rl_db_record_dispatch(db, run.run_id, "sweeper",
-                                         due[0].lease_epoch, run.run_id,
-                                         &attempt_no, errstr, sizeof(errstr)),
+    RL_CHECK_INTEQ(rltest_db_dispatch(db, run.run_id, "sweeper",
+                                      due[0].lease_epoch, run.run_id,
+                                      &attempt_no, errstr, sizeof(errstr)),
                    0);
     RL_CHECK_INTEQ(attempt_no, 2);
     RL_CHECK_INTEQ(rl_db_record_outcome(db, run.run_id, 2, "bogus", 200, NULL,
@@ -108,7 +109,7 @@ main(void)
                                  0, "ambiguous", "timeout", errstr,
                                  sizeof(errstr)),
                    0);
-    RL_REQUIRE(rl_db_claim_run(db, &run.reg, "w3", 30, &claim, errstr,
+    RL_REQUIRE(rltest_db_claim(db, &run.reg, "w3", 30, &claim, errstr,
                                sizeof(errstr)) == 0);
     RL_CHECK_INTEQ(claim.status, RL_CLAIM_WON);
     RL_CHECK_INTEQ(claim.ambiguous_prior, 0);

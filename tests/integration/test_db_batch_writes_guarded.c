@@ -12,6 +12,7 @@
 #include "rl/db.h"
 #include "rl/err.h"
 #include "rltest.h"
+#include "rltest_db.h"
 #include "test_db_fixture.h"
 
 #define BATCH 6
@@ -200,7 +201,7 @@ complete_guards_each_run_and_never_rewrites(struct rl_db *db,
     enum { N = 5, WRONG = 3 };
     struct rl_complete_req reqs[N];
     struct rl_complete_res out[N];
-    struct rl_run row;
+    struct rltest_run row;
     char errstr[512];
     char before[2048], after[2048];
 
@@ -281,13 +282,13 @@ complete_guards_each_run_and_never_rewrites(struct rl_db *db,
                                "WHERE run_id = $1",
                                runs[picked[WRONG]].run_id),
                    0);
-    RL_REQUIRE(rl_db_get_run(db, runs[picked[WRONG]].run_id, &row, errstr,
-                             sizeof(errstr)) == 0);
+    RL_REQUIRE(rltest_db_get_run(db, runs[picked[WRONG]].run_id, &row, errstr,
+                                 sizeof(errstr)) == 0);
     RL_CHECK_STREQ(row.status, "running");
     RL_CHECK_STREQ(row.lock_owner, "w1");
     RL_CHECK_INTEQ(row.lease_epoch, epochs[picked[WRONG]]);
     RL_CHECK(row.output_json == NULL);
-    rl_run_clear(&row);
+    rltest_run_clear(&row);
 
     /* check 4: the four completed runs again, with another output */
     completed_outputs(db, "guard-%", before, sizeof(before));

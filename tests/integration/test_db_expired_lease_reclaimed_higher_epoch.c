@@ -6,6 +6,7 @@
 #include "rl/db.h"
 #include "rl/err.h"
 #include "rltest.h"
+#include "rltest_db.h"
 #include "test_db_fixture.h"
 
 static const char request[] =
@@ -27,7 +28,7 @@ main(void)
 
     fixture_run_init(&run, "expiring", request, NULL);
     RL_CHECK_INTEQ(
-        rl_db_claim_run(db, &run.reg, "w1", 1, &claim, errstr, sizeof(errstr)),
+        rltest_db_claim(db, &run.reg, "w1", 1, &claim, errstr, sizeof(errstr)),
         0);
     RL_CHECK_INTEQ(claim.status, RL_CLAIM_WON);
     RL_CHECK_INTEQ(claim.lease_epoch, 1);
@@ -43,7 +44,7 @@ main(void)
 
     /* live: nobody else gets it, the sweeper neither */
     RL_CHECK_INTEQ(
-        rl_db_claim_run(db2, &run.reg, "w2", 1, &claim, errstr, sizeof(errstr)),
+        rltest_db_claim(db2, &run.reg, "w2", 1, &claim, errstr, sizeof(errstr)),
         0);
     if (claim.status == RL_CLAIM_LEASED) {
         RL_CHECK_INTEQ(claim.lease_epoch, 1);
@@ -61,7 +62,7 @@ main(void)
     /* expired: a duplicate event's claim wins with a higher epoch */
     fixture_wait_lease_expired(db, run.run_id);
     RL_CHECK_INTEQ(
-        rl_db_claim_run(db2, &run.reg, "w2", 1, &claim, errstr, sizeof(errstr)),
+        rltest_db_claim(db2, &run.reg, "w2", 1, &claim, errstr, sizeof(errstr)),
         0);
     if (claim.status == RL_CLAIM_WON) {
         RL_CHECK(claim.lease_epoch >= 2);

@@ -7,6 +7,7 @@
 #include "rl/db.h"
 #include "rl/err.h"
 #include "rltest.h"
+#include "rltest_db.h"
 #include "test_db_fixture.h"
 
 static const char request_v1[] =
@@ -40,7 +41,7 @@ conflict_leaves_row_untouched(struct rl_db *db, struct fixture_run *stored,
     RL_REQUIRE(strcmp(other.run_id, stored->run_id) == 0);
     RL_REQUIRE(strcmp(other.fingerprint, stored->fingerprint) != 0);
     row_digest(db, stored->run_id, before, sizeof(before));
-    RL_CHECK_INTEQ(rl_db_claim_run(db, &other.reg, "intruder", 30, &claim,
+    RL_CHECK_INTEQ(rltest_db_claim(db, &other.reg, "intruder", 30, &claim,
                                    errstr, sizeof(errstr)),
                    0);
     RL_CHECK_INTEQ(claim.status, RL_CLAIM_CONFLICT);
@@ -67,7 +68,7 @@ main(void)
 
     /* running under a live lease */
     fixture_run_init(&run, "conflicted", request_v1, "{\"mine\":1}");
-    RL_REQUIRE(rl_db_claim_run(db, &run.reg, "owner", 30, &claim, errstr,
+    RL_REQUIRE(rltest_db_claim(db, &run.reg, "owner", 30, &claim, errstr,
                                sizeof(errstr)) == 0);
     RL_REQUIRE(claim.status == RL_CLAIM_WON);
     conflict_leaves_row_untouched(db, &run, "running");
@@ -80,12 +81,12 @@ main(void)
     rl_claim_clear(&claim);
 
     /* completed: the old answer is never returned to the new request */
-    RL_REQUIRE(rl_db_claim_run(db, &run.reg, "owner", 30, &claim, errstr,
+    RL_REQUIRE(rltest_db_claim(db, &run.reg, "owner", 30, &claim, errstr,
                                sizeof(errstr)) == 0);
     RL_REQUIRE(claim.status == RL_CLAIM_WON);
-    RL_REQUIRE(rl_db_complete(db, run.run_id, "owner", claim.lease_epoch,
-                              "{\"text\":\"v1 answer\"}", NULL, 0, &completed,
-                              errstr, sizeof(errstr)) == 0);
+    RL_REQUIRE(rltest_db_complete(db, run.run_id, "owner", claim.lease_epoch,
+                                  NULL, "{\"text\":\"v1 answer\"}", NULL, 0,
+                                  &completed, errstr, sizeof(errstr)) == 0);
     RL_CHECK_INTEQ(completed, 1);
     conflict_leaves_row_untouched(db, &run, "completed");
     rl_claim_clear(&claim);

@@ -4,7 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "rl/db.h"
+#include "rl/db_ops.h"
 
 /* Shared setup of the PostgreSQL integration tests. Every test process
  * works in a schema of its own (rl_test_<pid>_<n>_<ms>) in the database

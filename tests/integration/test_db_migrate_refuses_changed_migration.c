@@ -1,7 +1,7 @@
-/* Invariant: a migration whose applied checksum differs from the text in
- * this build is refused with RL_ERR_CHECKSUM, the message names the file,
- * and nothing else is applied; `runledger migrate` exits 3 for it, 0 when
- * applying or up to date. */
+/* Invariant: a migration whose applied checksum is neither this build's
+ * nor a superseded one of its file is refused with RL_ERR_CHECKSUM, the
+ * message names the file, and nothing else is applied; `runledger migrate`
+ * exits 3 for it, 0 when applying or up to date. */
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>

@@ -7,6 +7,7 @@
 #include "rl/db.h"
 #include "rl/err.h"
 #include "rltest.h"
+#include "rltest_db.h"
 #include "test_db_fixture.h"
 
 enum { RUNS = 5 };
@@ -34,11 +35,12 @@ main(void)
 
         snprintf(job, sizeof(job), "notify-%d", i);
         fixture_run_init(&runs[i], job, request, NULL);
-        RL_REQUIRE(rl_db_claim_run(db, &runs[i].reg, "w1", 30, &claim, errstr,
+        RL_REQUIRE(rltest_db_claim(db, &runs[i].reg, "w1", 30, &claim, errstr,
                                    sizeof(errstr)) == 0);
-        RL_REQUIRE(rl_db_complete(db, runs[i].run_id, "w1", claim.lease_epoch,
-                                  "{\"text\":\"t\"}", channels, 2, &completed,
-                                  errstr, sizeof(errstr)) == 0);
+        RL_REQUIRE(rltest_db_complete(db, runs[i].run_id, "w1",
+                                      claim.lease_epoch, NULL,
+                                      "{\"text\":\"t\"}", channels, 2,
+                                      &completed, errstr, sizeof(errstr)) == 0);
         rl_claim_clear(&claim);
     }
     RL_CHECK_INTEQ(fixture_int(db, "SELECT count(*) FROM outbox", NULL),
@@ -122,13 +124,13 @@ main(void)
     {
         struct rl_claim claim;
 
-        RL_REQUIRE(rl_db_claim_run(db, &runs[0].reg, "w9", 30, &claim, errstr,
+        RL_REQUIRE(rltest_db_claim(db, &runs[0].reg, "w9", 30, &claim, errstr,
                                    sizeof(errstr)) == 0);
         RL_CHECK_INTEQ(claim.status, RL_CLAIM_COMPLETED);
-        RL_CHECK_INTEQ(rl_db_complete(db, runs[0].run_id, "w1",
-                                      claim.lease_epoch, "{\"text\":\"u\"}",
-                                      channels, 2, &completed, errstr,
-                                      sizeof(errstr)),
+        RL_CHECK_INTEQ(rltest_db_complete(db, runs[0].run_id, "w1",
+                                          claim.lease_epoch, NULL,
+                                          "{\"text\":\"u\"}", channels, 2,
+                                          &completed, errstr, sizeof(errstr)),
                        0);
         RL_CHECK_INTEQ(completed, 0);
         rl_claim_clear(&claim);

@@ -7,6 +7,7 @@
 #include "rl/db.h"
 #include "rl/err.h"
 #include "rltest.h"
+#include "rltest_db.h"
 #include "test_db_fixture.h"
 
 static const char request[] = "{\"notify\":[\"email\",\"slack\"],"
@@ -23,12 +24,12 @@ complete_one(struct rl_db *db, const char *job, const char *const *channels,
     int completed = 0;
 
     fixture_run_init(&run, job, request, NULL);
-    RL_REQUIRE(rl_db_claim_run(db, &run.reg, "w1", 30, &claim, errstr,
+    RL_REQUIRE(rltest_db_claim(db, &run.reg, "w1", 30, &claim, errstr,
                                sizeof(errstr)) == 0);
     RL_REQUIRE(claim.status == RL_CLAIM_WON);
-    RL_REQUIRE(rl_db_complete(db, run.run_id, "w1", claim.lease_epoch,
-                              "{\"text\":\"t\"}", channels, n, &completed,
-                              errstr, sizeof(errstr)) == 0);
+    RL_REQUIRE(rltest_db_complete(db, run.run_id, "w1", claim.lease_epoch, NULL,
+                                  "{\"text\":\"t\"}", channels, n, &completed,
+                                  errstr, sizeof(errstr)) == 0);
     RL_REQUIRE(completed == 1);
     rl_claim_clear(&claim);
 }

@@ -7,6 +7,7 @@
 #include "rl/db.h"
 #include "rl/err.h"
 #include "rltest.h"
+#include "rltest_db.h"
 #include "test_db_fixture.h"
 
 static const char request[] =
@@ -21,7 +22,7 @@ same_run_twice_is_one_row(struct rl_db *db)
 
     fixture_run_init(&run, "register-twice", request, "{\"docs\":[1]}");
     RL_CHECK_INTEQ(
-        rl_db_claim_run(db, &run.reg, "w1", 30, &first, errstr, sizeof(errstr)),
+        rltest_db_claim(db, &run.reg, "w1", 30, &first, errstr, sizeof(errstr)),
         0);
     RL_CHECK_INTEQ(first.status, RL_CLAIM_WON);
     RL_CHECK_INTEQ(first.lease_epoch, 1);
@@ -38,7 +39,7 @@ same_run_twice_is_one_row(struct rl_db *db)
     /* The duplicate event, from another worker, with other input. */
     run.reg.input_json = "{\"docs\":[2]}";
     run.reg.source_offset = 43;
-    RL_CHECK_INTEQ(rl_db_claim_run(db, &run.reg, "w2", 30, &second, errstr,
+    RL_CHECK_INTEQ(rltest_db_claim(db, &run.reg, "w2", 30, &second, errstr,
                                    sizeof(errstr)),
                    0);
     RL_CHECK_INTEQ(second.status, RL_CLAIM_LEASED);
@@ -148,19 +149,19 @@ invalid_registrations_are_refused(struct rl_db *db)
     fixture_run_init(&run, "invalid", request, NULL);
     run.reg.run_id = "not-hex";
     RL_CHECK_INTEQ(
-        rl_db_claim_run(db, &run.reg, "w1", 30, &claim, errstr, sizeof(errstr)),
+        rltest_db_claim(db, &run.reg, "w1", 30, &claim, errstr, sizeof(errstr)),
         RL_ERR_INVALID);
     RL_CHECK(strstr(errstr, "could not claim run not-hex") == errstr);
     fixture_run_init(&run, "invalid", "{not json", NULL);
     RL_CHECK_INTEQ(
-        rl_db_claim_run(db, &run.reg, "w1", 30, &claim, errstr, sizeof(errstr)),
+        rltest_db_claim(db, &run.reg, "w1", 30, &claim, errstr, sizeof(errstr)),
         RL_ERR_INVALID);
     fixture_run_init(&run, "invalid", request, NULL);
     RL_CHECK_INTEQ(
-        rl_db_claim_run(db, &run.reg, "", 30, &claim, errstr, sizeof(errstr)),
+        rltest_db_claim(db, &run.reg, "", 30, &claim, errstr, sizeof(errstr)),
         RL_ERR_INVALID);
     RL_CHECK_INTEQ(
-        rl_db_claim_run(db, &run.reg, "w1", 0, &claim, errstr, sizeof(errstr)),
+        rltest_db_claim(db, &run.reg, "w1", 0, &claim, errstr, sizeof(errstr)),
         RL_ERR_INVALID);
     RL_CHECK_INTEQ(fixture_int(db,
                                "SELECT count(*) FROM runs "

@@ -1,12 +1,15 @@
 /* Invariant: no write by a stale lease owner succeeds. Once another worker
- * has reclaimed the run, the old owner's renew, record_dispatch,
- * store_raw_input, complete, release and fail are all refused with
- * RL_ERR_STALE and change nothing, while the new owner's writes work. */
+ * has reclaimed the run, the old owner's renew, dispatch, store_raw_input,
+ * complete, release and fail are all refused with RL_ERR_STALE and change
+ * nothing, while the new owner's writes work. Each write goes through the
+ * statement the service runs (the batched dispatch and completion in a
+ * batch of one). */
 #include <string.h>
 
 #include "rl/db.h"
 #include "rl/err.h"
 #include "rltest.h"
+#include "rltest_db.h"
 #include "test_db_fixture.h"
 
 static const char request[] =
@@ -19,9 +22,10 @@ main(void)
     struct rl_db *db = fixture_ledger(schema);
     struct fixture_run run;
     struct rl_claim old_claim, new_claim;
-    struct rl_outbox_msg msg = {"email", NULL};
-    struct rl_completion done;
-    struct rl_run before, after;
+    const char *channels[1] = {"email"};
+    struct rl_attempt_ok oc = {1, 200, "req-1", 10, 5, 0, 40};
+    int completed = -1;
+    struct rltest_run before, after;
     char errstr[512];
     char *stored = NULL;
     const char *ids[1];
@@ -31,20 +35,20 @@ main(void)
     int64_t old_epoch, new_epoch;
 
     fixture_run_init(&run, "stale", request, NULL);
-    RL_CHECK_INTEQ(rl_db_claim_run(db, &run.reg, "old", 1, &old_claim, errstr,
+    RL_CHECK_INTEQ(rltest_db_claim(db, &run.reg, "old", 1, &old_claim, errstr,
                                    sizeof(errstr)),
                    0);
     RL_REQUIRE(old_claim.status == RL_CLAIM_WON);
     old_epoch = old_claim.lease_epoch;
     fixture_wait_lease_expired(db, run.run_id);
-    RL_CHECK_INTEQ(rl_db_claim_run(db, &run.reg, "new", 300, &new_claim, errstr,
+    RL_CHECK_INTEQ(rltest_db_claim(db, &run.reg, "new", 300, &new_claim, errstr,
                                    sizeof(errstr)),
                    0);
     RL_REQUIRE(new_claim.status == RL_CLAIM_WON);
     new_epoch = new_claim.lease_epoch;
     RL_CHECK(new_epoch > old_epoch);
-    RL_REQUIRE(rl_db_get_run(db, run.run_id, &before, errstr, sizeof(errstr)) ==
-               0);
+    RL_REQUIRE(rltest_db_get_run(db, run.run_id, &before, errstr,
+                                 sizeof(errstr)) == 0);
 
     ids[0] = run.run_id;
     epochs[0] = old_epoch;
@@ -58,9 +62,9 @@ main(void)
                                       errstr, sizeof(errstr)),
                    0);
 
-    RL_CHECK_INTEQ(rl_db_record_dispatch(db, run.run_id, "old", old_epoch,
-                                         run.run_id, &attempt_no, errstr,
-                                         sizeof(errstr)),
+    RL_CHECK_INTEQ(rltest_db_dispatch(db, run.run_id, "old", old_epoch,
+                                      run.run_id, &attempt_no, errstr,
+                                      sizeof(errstr)),
                    RL_ERR_STALE);
     RL_CHECK(strstr(errstr, "lease lost") != NULL);
     RL_CHECK_INTEQ(rl_db_store_raw_input(db, run.run_id, "old", old_epoch,
@@ -68,9 +72,9 @@ main(void)
                                          sizeof(errstr)),
                    RL_ERR_STALE);
     RL_CHECK(stored == NULL);
-    RL_CHECK_INTEQ(rl_db_complete_run(db, run.run_id, "old", old_epoch,
-                                      "{\"text\":\"stale\"}", &msg, 1, &done,
-                                      errstr, sizeof(errstr)),
+    RL_CHECK_INTEQ(rltest_db_complete(db, run.run_id, "old", old_epoch, NULL,
+                                      "{\"text\":\"stale\"}", channels, 1,
+                                      &completed, errstr, sizeof(errstr)),
                    RL_ERR_STALE);
     RL_CHECK(strstr(errstr, "could not complete run") == errstr);
     RL_CHECK_INTEQ(rl_db_release(db, run.run_id, "old", old_epoch, 0,
@@ -91,8 +95,8 @@ main(void)
                    RL_ERR_STALE);
 
     /* nothing changed */
-    RL_REQUIRE(rl_db_get_run(db, run.run_id, &after, errstr, sizeof(errstr)) ==
-               0);
+    RL_REQUIRE(
+        rltest_db_get_run(db, run.run_id, &after, errstr, sizeof(errstr)) == 0);
     RL_CHECK_STREQ(after.status, "running");
     RL_CHECK_STREQ(after.lock_owner, "new");
     RL_CHECK_INTEQ(after.lease_epoch, new_epoch);
@@ -103,8 +107,8 @@ main(void)
     RL_CHECK_STREQ(after.lock_expires_at, before.lock_expires_at);
     RL_CHECK_INTEQ(fixture_int(db, "SELECT count(*) FROM attempts", NULL), 0);
     RL_CHECK_INTEQ(fixture_int(db, "SELECT count(*) FROM outbox", NULL), 0);
-    rl_run_clear(&before);
-    rl_run_clear(&after);
+    rltest_run_clear(&before);
+    rltest_run_clear(&after);
 
     /* the current owner's writes work */
     epochs[0] = new_epoch;
@@ -117,26 +121,29 @@ main(void)
                    0);
     RL_CHECK_STREQ(stored, "{\"fresh\": true}");
     free(stored);
-    RL_CHECK_INTEQ(rl_db_record_dispatch(db, run.run_id, "new", new_epoch,
-                                         run.run_id, &attempt_no, errstr,
-                                         sizeof(errstr)),
+    RL_CHECK_INTEQ(rltest_db_dispatch(db, run.run_id, "new", new_epoch,
+                                      run.run_id, &attempt_no, errstr,
+                                      sizeof(errstr)),
                    0);
     RL_CHECK_INTEQ(attempt_no, 1);
-    RL_CHECK_INTEQ(rl_db_complete_run(db, run.run_id, "new", new_epoch,
-                                      "{\"text\":\"fresh\"}", &msg, 1, &done,
-                                      errstr, sizeof(errstr)),
+    oc.attempt_no = attempt_no;
+    RL_CHECK_INTEQ(rltest_db_complete(db, run.run_id, "new", new_epoch, &oc,
+                                      "{\"text\":\"fresh\"}", channels, 1,
+                                      &completed, errstr, sizeof(errstr)),
                    0);
-    RL_CHECK_INTEQ(done.status, RL_COMPLETE_DONE);
-    rl_completion_clear(&done);
-    /* after completion, the stale owner learns the stored answer but
-     * still writes nothing */
-    RL_CHECK_INTEQ(rl_db_complete_run(db, run.run_id, "old", old_epoch,
-                                      "{\"text\":\"stale\"}", &msg, 1, &done,
-                                      errstr, sizeof(errstr)),
+    RL_CHECK_INTEQ(completed, 1);
+    /* after completion, the stale owner learns the run is done but still
+     * writes nothing: not the output, not a second outbox row */
+    RL_CHECK_INTEQ(rltest_db_complete(db, run.run_id, "old", old_epoch, NULL,
+                                      "{\"text\":\"stale\"}", channels, 1,
+                                      &completed, errstr, sizeof(errstr)),
                    0);
-    RL_CHECK_INTEQ(done.status, RL_COMPLETE_ALREADY);
-    RL_CHECK_STREQ(done.output_json, "{\"text\": \"fresh\"}");
-    rl_completion_clear(&done);
+    RL_CHECK_INTEQ(completed, 0);
+    RL_REQUIRE(
+        rltest_db_get_run(db, run.run_id, &after, errstr, sizeof(errstr)) == 0);
+    RL_CHECK_STREQ(after.output_json, "{\"text\": \"fresh\"}");
+    rltest_run_clear(&after);
+    RL_CHECK_INTEQ(fixture_int(db, "SELECT count(*) FROM outbox", NULL), 1);
     RL_CHECK_INTEQ(rl_db_release(db, run.run_id, "new", new_epoch, 0,
                                  "transient", "after completion", errstr,
                                  sizeof(errstr)),

@@ -8,6 +8,7 @@
 #include "rl/db.h"
 #include "rl/err.h"
 #include "rltest.h"
+#include "rltest_db.h"
 #include "test_db_fixture.h"
 
 enum { SWEEPERS = 6, DUE_RUNS = 30 };
@@ -62,7 +63,7 @@ main(void)
 
     /* one run released for an hour, one parked */
     fixture_run_init(&later, "later", request, NULL);
-    RL_REQUIRE(rl_db_claim_run(db, &later.reg, "w1", 30, &claim, errstr,
+    RL_REQUIRE(rltest_db_claim(db, &later.reg, "w1", 30, &claim, errstr,
                                sizeof(errstr)) == 0);
     RL_CHECK_INTEQ(rl_db_release(db, later.run_id, "w1", claim.lease_epoch,
                                  3600 * 1000, "transient", "HTTP 503", errstr,
@@ -75,7 +76,7 @@ main(void)
                                "WHERE run_id = $1",
                                later.run_id),
                    1);
-    RL_CHECK_INTEQ(rl_db_claim_run(db, &later.reg, "w2", 30, &claim, errstr,
+    RL_CHECK_INTEQ(rltest_db_claim(db, &later.reg, "w2", 30, &claim, errstr,
                                    sizeof(errstr)),
                    0);
     RL_CHECK_INTEQ(claim.status, RL_CLAIM_NOT_DUE);
@@ -83,7 +84,7 @@ main(void)
     rl_claim_clear(&claim);
 
     fixture_run_init(&parked, "parked", request, NULL);
-    RL_REQUIRE(rl_db_claim_run(db, &parked.reg, "w1", 30, &claim, errstr,
+    RL_REQUIRE(rltest_db_claim(db, &parked.reg, "w1", 30, &claim, errstr,
                                sizeof(errstr)) == 0);
     RL_CHECK_INTEQ(rl_db_fail(db, parked.run_id, "w1", claim.lease_epoch,
                               "unknown", "ambiguous", "timeout after send",
@@ -93,7 +94,7 @@ main(void)
                               "completed", "x", "y", errstr, sizeof(errstr)),
                    RL_ERR_INVALID);
     rl_claim_clear(&claim);
-    RL_CHECK_INTEQ(rl_db_claim_run(db, &parked.reg, "w2", 30, &claim, errstr,
+    RL_CHECK_INTEQ(rltest_db_claim(db, &parked.reg, "w2", 30, &claim, errstr,
                                    sizeof(errstr)),
                    0);
     RL_CHECK_INTEQ(claim.status, RL_CLAIM_PARKED);

@@ -6,6 +6,7 @@
 #include "rl/db.h"
 #include "rl/err.h"
 #include "rltest.h"
+#include "rltest_db.h"
 #include "test_db_fixture.h"
 
 static const char request[] =
@@ -27,13 +28,13 @@ main(void)
     struct rl_db *db = fixture_ledger(schema);
     struct fixture_run run;
     struct rl_claim claim;
-    struct rl_run row;
+    struct rltest_run row;
     char errstr[512];
     char *stored = NULL;
     int completed = 0;
 
     fixture_run_init(&run, "write-once", request, NULL);
-    RL_REQUIRE(rl_db_claim_run(db, &run.reg, "w1", 30, &claim, errstr,
+    RL_REQUIRE(rltest_db_claim(db, &run.reg, "w1", 30, &claim, errstr,
                                sizeof(errstr)) == 0);
     RL_REQUIRE(claim.status == RL_CLAIM_WON);
     RL_CHECK(claim.raw_input == NULL);
@@ -64,9 +65,9 @@ main(void)
                          run.run_id, errstr, sizeof(errstr)),
                    1);
 
-    RL_REQUIRE(rl_db_complete(db, run.run_id, "w1", claim.lease_epoch,
-                              "{\"text\":\"accepted\"}", NULL, 0, &completed,
-                              errstr, sizeof(errstr)) == 0);
+    RL_REQUIRE(rltest_db_complete(db, run.run_id, "w1", claim.lease_epoch, NULL,
+                                  "{\"text\":\"accepted\"}", NULL, 0,
+                                  &completed, errstr, sizeof(errstr)) == 0);
     RL_CHECK_INTEQ(completed, 1);
 
     RL_CHECK_INTEQ(exec1(db,
@@ -98,12 +99,12 @@ main(void)
                          run.run_id, errstr, sizeof(errstr)),
                    RL_ERR_INVALID);
 
-    RL_REQUIRE(rl_db_get_run(db, run.run_id, &row, errstr, sizeof(errstr)) ==
-               0);
+    RL_REQUIRE(
+        rltest_db_get_run(db, run.run_id, &row, errstr, sizeof(errstr)) == 0);
     RL_CHECK_STREQ(row.status, "completed");
     RL_CHECK_STREQ(row.output_json, "{\"text\": \"accepted\"}");
     RL_CHECK_STREQ(row.raw_input, "{\"v\": 1}");
-    rl_run_clear(&row);
+    rltest_run_clear(&row);
     rl_claim_clear(&claim);
     fixture_drop(db, schema);
     RL_TEST_END();

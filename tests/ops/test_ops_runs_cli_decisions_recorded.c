@@ -13,6 +13,7 @@
 #include "ops.h"
 #include "rl/runid.h"
 #include "rltest.h"
+#include "rltest_db.h"
 
 #define WORKER "ops-test-worker"
 #define REQUEST                                                                \
@@ -49,7 +50,7 @@ new_run(struct e2e *t, const char *job, char *run_id)
     reg.source_partition = -1;
     reg.source_offset = -1;
     memset(&claim, 0, sizeof(claim));
-    RL_REQUIRE(rl_db_claim_run(t->db, &reg, WORKER, 60, &claim, errstr,
+    RL_REQUIRE(rltest_db_claim(t->db, &reg, WORKER, 60, &claim, errstr,
                                sizeof(errstr)) == 0);
     RL_REQUIRE(claim.status == RL_CLAIM_WON);
     epoch = claim.lease_epoch;
@@ -63,8 +64,8 @@ dispatch(struct e2e *t, const char *run_id, int64_t epoch)
     char errstr[512];
     int attempt = 0;
 
-    RL_REQUIRE(rl_db_record_dispatch(t->db, run_id, WORKER, epoch, run_id,
-                                     &attempt, errstr, sizeof(errstr)) == 0);
+    RL_REQUIRE(rltest_db_dispatch(t->db, run_id, WORKER, epoch, run_id,
+                                  &attempt, errstr, sizeof(errstr)) == 0);
     return attempt;
 }
 
@@ -126,9 +127,9 @@ main(void)
         const char *ch[] = {"email", "slack"};
         int completed = 0;
 
-        RL_REQUIRE(rl_db_complete(t.db, done_id, WORKER, epoch,
-                                  "{\"text\":\"model answer\"}", ch, 2,
-                                  &completed, errstr, sizeof(errstr)) == 0);
+        RL_REQUIRE(rltest_db_complete(t.db, done_id, WORKER, epoch, NULL,
+                                      "{\"text\":\"model answer\"}", ch, 2,
+                                      &completed, errstr, sizeof(errstr)) == 0);
     }
     new_run(&t, "ops-running", running_id);
 

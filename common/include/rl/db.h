@@ -7,9 +7,11 @@
 #include "rl/runid.h"
 #include "rl/timefmt.h"
 
-/* The ledger in PostgreSQL: connections, migrations, and every statement the
- * process runs against the runs, attempts and outbox tables
- * (schema/NNN_<what>.sql).
+/* The ledger in PostgreSQL as the service runs it: connections,
+ * migrations, claims, the writes under a lease, completion, the outbox
+ * relay and the health thread's gauges, against the runs, attempts and
+ * outbox tables (schema/NNN_<what>.sql). The operator's statements
+ * (`runledger runs`, `budgets`, `report`, ...) are in rl/db_ops.h.
  *
  * Rules every write follows:
  * - the database clock decides lease expiry: callers pass durations;
@@ -67,9 +69,12 @@ int rl_db_ping(struct rl_db *db, char *errstr, size_t errstr_size);
  * RL_DB_MIGRATE_LOCK_KEY for the whole call, and applies each pending file
  * in its own transaction. Running it again is a no-op.
  * Sets *applied (may be NULL) to the number applied by this call.
- * Returns 0, RL_ERR_CHECKSUM when an applied migration's SHA-256 differs
- * from the text in this build (errstr names the file; nothing is applied),
- * or RL_ERR_DB. */
+ * An applied migration whose stored SHA-256 is a superseded one of its
+ * file (an earlier text that differs in comments only, listed in
+ * common/src/db/migrate.c) gets this build's checksum, logged at info.
+ * Returns 0, RL_ERR_CHECKSUM when an applied migration's SHA-256 is
+ * neither this build's nor a superseded one (errstr names the file;
+ * nothing is changed or applied), or RL_ERR_DB. */
 int rl_db_migrate(struct rl_db *db, int *applied, char *errstr,
                   size_t errstr_size);
 
@@ -153,11 +158,6 @@ int rl_db_register_claim(struct rl_db *db, const struct rl_run_reg *regs,
                          struct rl_claim *claims, char *errstr,
                          size_t errstr_size);
 
-/* rl_db_register_claim for one run. */
-int rl_db_claim_run(struct rl_db *db, const struct rl_run_reg *reg,
-                    const char *worker, int lease_seconds,
-                    struct rl_claim *claim, char *errstr, size_t errstr_size);
-
 /* Sweeper: claims up to limit runs that are pending and due, or running
  * with an expired lease, skipping rows other transactions hold (FOR UPDATE
  * SKIP LOCKED), so several sweepers share the work. Every returned claim
@@ -180,18 +180,53 @@ int rl_db_store_raw_input(struct rl_db *db, const char *run_id,
                           const char *input_json, char **stored, char *errstr,
                           size_t errstr_size);
 
-/* Records a model dispatch BEFORE the request is sent: increments
+/* What a dispatch under a budget did. */
+enum rl_dispatch_status {
+    RL_DISPATCH_RECORDED, /* the attempt is recorded: send the request */
+    RL_DISPATCH_DEFERRED, /* a budget is spent for today: no attempt was
+                             recorded and the run is already pending until
+                             the next UTC day (error_class "budget") */
+    RL_DISPATCH_WAIT,     /* only reservations of calls in flight stand in
+                             the way: as DEFERRED, due again after wait_ms */
+    RL_DISPATCH_DEADLINE  /* the run's deadline has passed: nothing was
+                             recorded; fail the run (error_class deadline) */
+};
+
+/* One run of a dispatch batch. */
+struct rl_dispatch_req {
+    const char *run_id;
+    int64_t lease_epoch;
+    const char *idempotency_key;
+    int64_t estimate;
+};
+
+/* What a dispatch batch did for one run. */
+struct rl_dispatch_res {
+    int err; /* 0 or RL_ERR_STALE (nothing written for this run) */
+    enum rl_dispatch_status status;
+    int attempt_no;                     /* RECORDED */
+    char next_window[RL_TIME_UTC_SIZE]; /* DEFERRED, WAIT: when due again */
+    char detail[320];                   /* DEFERRED, WAIT: why */
+};
+
+/* Records the model dispatches of n runs BEFORE their requests are sent
+ * (plpgsql rl_dispatch_runs in schema/007_batches.sql and 010), in one
+ * statement and one transaction, each run under its own lease; out[k]
+ * tells what happened to reqs[k]. For each run, estimate tokens are first
+ * reserved against every budget of its tenant (and job) for today's UTC
+ * date (rl_dispatch_within_budget of schema/004_budgets.sql); the attempt's
+ * outcome settles the reservation. A recorded dispatch increments
  * runs.attempts and inserts attempts(run_id, attempt_no, lease_epoch,
- * worker, idempotency_key, dispatched_at = now()), only while worker and
- * lease_epoch still hold the run. Sets *attempt_no (1-based). Idempotent
- * per lease: when this worker already recorded a dispatch under
- * lease_epoch that has no outcome yet (the first call's COMMIT went through
- * but its answer was lost), that attempt is returned and nothing is added.
- * Returns 0, RL_ERR_STALE or RL_ERR_DB. */
-int rl_db_record_dispatch(struct rl_db *db, const char *run_id,
-                          const char *worker, int64_t lease_epoch,
-                          const char *idempotency_key, int *attempt_no,
-                          char *errstr, size_t errstr_size);
+ * worker, idempotency_key, dispatched_at = now()). Idempotent per lease:
+ * when this worker already recorded a dispatch under lease_epoch that has
+ * no outcome yet (the first call's COMMIT went through but its answer was
+ * lost), that attempt is returned and nothing is added. No two reqs may
+ * name the same run. Returns 0, RL_ERR_INVALID, RL_ERR_NOMEM or RL_ERR_DB
+ * (nothing known; safe to redo: a lease dispatches at most once). */
+int rl_db_dispatch_runs(struct rl_db *db, const struct rl_dispatch_req *reqs,
+                        size_t n, const char *worker, int64_t wait_ms,
+                        struct rl_dispatch_res *out, char *errstr,
+                        size_t errstr_size);
 
 /* Sets the outcome of attempt attempt_no of run_id, once. outcome is one of
  * "ok", "transient", "permanent", "ambiguous", "invalid_output",
@@ -231,52 +266,6 @@ int rl_db_fail(struct rl_db *db, const char *run_id, const char *worker,
                int64_t lease_epoch, const char *status, const char *error_class,
                const char *error, char *errstr, size_t errstr_size);
 
-/* One notification to queue when a run completes. Borrowed. */
-struct rl_outbox_msg {
-    const char *channel;
-    const char *payload_json; /* NULL: the default envelope {"run_id",
-                                 "job", "tenant", "scheduled_at",
-                                 "version", "channel", "output"} */
-};
-
-enum rl_complete_status {
-    RL_COMPLETE_DONE,   /* this call completed the run */
-    RL_COMPLETE_ALREADY /* it was completed before: nothing changed */
-};
-
-/* What a completion did. output_json is owned (rl_completion_clear). */
-struct rl_completion {
-    enum rl_complete_status status;
-    char *output_json; /* the stored output: use it, not the local one */
-    int outbox_rows;   /* outbox rows this call inserted */
-};
-
-/* Frees the strings of completion and zeroes it; NULL is accepted. */
-void rl_completion_clear(struct rl_completion *completion);
-
-/* In one transaction (one round trip, plpgsql rl_complete_run): sets
- * status completed, output (write-once), completed_at, clears the lease,
- * and inserts one outbox row per distinct channel of msgs (ON CONFLICT DO
- * NOTHING). Outbox rows are only written by the call that completes the
- * run, so a run never has two rows for one channel, delivered or not.
- * Returns 0 with *out filled (DONE, or ALREADY with the stored output; a
- * caller holding a stale lease also gets ALREADY once the run is
- * completed), RL_ERR_STALE (lease lost; nothing written), RL_ERR_NOTFOUND,
- * RL_ERR_INVALID (output not JSON, or JSON null) or RL_ERR_DB. */
-int rl_db_complete_run(struct rl_db *db, const char *run_id, const char *worker,
-                       int64_t lease_epoch, const char *output_json,
-                       const struct rl_outbox_msg *msgs, size_t n_msgs,
-                       struct rl_completion *out, char *errstr,
-                       size_t errstr_size);
-
-/* rl_db_complete_run with the default envelope for each of n_channels
- * channels. *completed (may be NULL) is 1 when this call completed the
- * run, 0 when it was completed before. Same returns. */
-int rl_db_complete(struct rl_db *db, const char *run_id, const char *worker,
-                   int64_t lease_epoch, const char *output_json,
-                   const char *const *channels, size_t n_channels,
-                   int *completed, char *errstr, size_t errstr_size);
-
 /* What an attempt that produced the output returned (outcome "ok").
  * Negative numbers and NULL or "" strings are stored as NULL. */
 struct rl_attempt_ok {
@@ -289,26 +278,21 @@ struct rl_attempt_ok {
     int64_t latency_ms;
 };
 
-/* rl_db_complete, and in the same statement (so the same transaction)
- * records outcome "ok" for attempt oc->attempt_no of the run, once (an
- * attempt that already has an outcome keeps it). A worker that dies
- * before this commits leaves the attempt without an outcome, which the
- * next claimer treats as ambiguous; it never leaves an "ok" attempt whose
- * answer nobody stored. The outcome is recorded even when the lease is
- * stale (the call's truth); the completion is not. oc NULL is
- * rl_db_complete. Same returns as rl_db_complete. */
-int rl_db_complete_attempt(struct rl_db *db, const char *run_id,
-                           const char *worker, int64_t lease_epoch,
-                           const struct rl_attempt_ok *oc,
-                           const char *output_json, const char *const *channels,
-                           size_t n_channels, int *completed, char *errstr,
-                           size_t errstr_size);
-
-/* One run of a completion batch: rl_db_complete_attempt's arguments. */
+/* One run of a completion batch. Under the lease (worker, lease_epoch):
+ * status completed, output (write-once), completed_at, the lease cleared,
+ * and one outbox row per distinct channel with the envelope {"run_id",
+ * "job", "tenant", "scheduled_at", "version", "channel", "output"} (ON
+ * CONFLICT DO NOTHING). Outbox rows are only written by the call that
+ * completes the run, so a run never has two rows for one channel. In the
+ * same transaction, outcome "ok" for attempt oc.attempt_no, once (an
+ * attempt that already has an outcome keeps it), even when the lease is
+ * stale: it is the call's truth. A worker that dies before this commits
+ * leaves the attempt without an outcome, which the next claimer treats as
+ * ambiguous; it never leaves an "ok" attempt whose answer nobody stored. */
 struct rl_complete_req {
     const char *run_id;
     int64_t lease_epoch;
-    const char *output_json;
+    const char *output_json; /* JSON, not null */
     const char *const *channels;
     size_t n_channels;
     struct rl_attempt_ok oc;
@@ -316,18 +300,21 @@ struct rl_complete_req {
 
 /* What a completion batch did to one run. */
 struct rl_complete_res {
-    int err;         /* 0, RL_ERR_STALE or RL_ERR_NOTFOUND */
-    int completed;   /* 1: this call completed the run; 0: done before */
+    int err;         /* 0, RL_ERR_STALE (nothing of the run written but the
+                        outcome) or RL_ERR_NOTFOUND */
+    int completed;   /* 1: this call completed the run; 0: done before (a
+                        caller holding a stale lease also gets 0 and err 0
+                        once the run is completed) */
     int outbox_rows; /* outbox rows this call queued */
     int outcome_set; /* 1: this call recorded the attempt's outcome */
 };
 
-/* rl_db_complete_attempt for n runs (plpgsql rl_complete_runs in
- * schema/007_batches.sql) in one statement and one transaction, each run
- * under its own lease; out[k] tells what happened to reqs[k]. No two reqs
- * may name the same run. Returns 0 (every run has its result, a stale one
- * never holds up the others), RL_ERR_INVALID (the database refused a value
- * of some run, e.g. an output jsonb rejects: nothing was written; complete
+/* Completes n runs (plpgsql rl_complete_runs in schema/007_batches.sql and
+ * 010) in one statement and one transaction, each run under its own lease;
+ * out[k] tells what happened to reqs[k]. No two reqs may name the same
+ * run. Returns 0 (every run has its result, a stale one never holds up the
+ * others), RL_ERR_INVALID (no output, or the database refused a value of
+ * some run, e.g. an output jsonb rejects: nothing was written; complete
  * the runs one by one to find it), RL_ERR_NOMEM or RL_ERR_DB (nothing
  * known; every step is safe to redo). */
 int rl_db_complete_runs(struct rl_db *db, const struct rl_complete_req *reqs,
@@ -335,47 +322,28 @@ int rl_db_complete_runs(struct rl_db *db, const struct rl_complete_req *reqs,
                         struct rl_complete_res *out, char *errstr,
                         size_t errstr_size);
 
-/* ---- reading ---------------------------------------------------------- */
-
-/* Length of "YYYY-MM-DDTHH:MM:SS.ffffff+00:00" plus NUL. */
-#define RL_DB_TIME_SIZE 33
-
-/* One runs row, for tests and the CLI. Strings owned (rl_run_clear); NULL
- * or "" (fixed arrays) for SQL NULL. */
-struct rl_run {
-    char run_id[RL_HEX_SIZE];
-    char *job;
-    char *tenant;
-    char scheduled_at[RL_TIME_UTC_SIZE];
-    char *version;
-    char fingerprint[RL_HEX_SIZE];
-    char status[24];
-    char *lock_owner;
-    int lease_live; /* lock_expires_at is in the future (db clock) */
-    int64_t lease_epoch;
-    int attempts;
-    int ambiguous_prior;
-    int ambiguous_count;
-    char *request_json;
-    char *raw_input;
-    char *output_json;
-    char *last_error;
-    char *error_class;
-    char next_attempt_at[RL_DB_TIME_SIZE];
-    char lock_expires_at[RL_DB_TIME_SIZE];
-    char deadline_at[RL_DB_TIME_SIZE];
-    char completed_at[RL_DB_TIME_SIZE];
-    char *source_topic;
-    int32_t source_partition;
-    int64_t source_offset;
+/* What storing a proposal did. */
+enum rl_propose_status {
+    RL_PROPOSE_WAITING,    /* stored: the run is awaiting_approval */
+    RL_PROPOSE_ALREADY,    /* the same proposal was stored before (a redo) */
+    RL_PROPOSE_SUPERSEDED, /* the run already held another proposal: the new
+                              answer is refused and the run failed with
+                              error_class "proposal_immutable" (errstr) */
+    RL_PROPOSE_COMPLETED   /* the run is already completed: nothing changed */
 };
 
-/* Frees the strings of run and zeroes it; NULL is accepted. */
-void rl_run_clear(struct rl_run *run);
-
-/* Reads one run. Returns 0, RL_ERR_NOTFOUND or RL_ERR_DB. */
-int rl_db_get_run(struct rl_db *db, const char *run_id, struct rl_run *run,
-                  char *errstr, size_t errstr_size);
+/* For an approval-required run, in place of its completion: records
+ * outcome "ok" for attempt oc->attempt_no and, under the lease (worker,
+ * lease_epoch), stores proposal_json (write-once) with its digest and
+ * moves the run to awaiting_approval, releasing the lease, in one
+ * statement. No outbox row is written. Returns 0 with *status set,
+ * RL_ERR_STALE (lease gone, or no such run), RL_ERR_INVALID or RL_ERR_DB. */
+int rl_db_propose_attempt(struct rl_db *db, const char *run_id,
+                          const char *worker, int64_t lease_epoch,
+                          const struct rl_attempt_ok *oc,
+                          const char *proposal_json, const char *digest,
+                          enum rl_propose_status *status, char *errstr,
+                          size_t errstr_size);
 
 /* ---- outbox relay ----------------------------------------------------- */
 
@@ -417,8 +385,8 @@ void rl_db_outbox_rows_free(struct rl_outbox_row *rows, size_t n);
  * queues outbox rows notifies channel runledger_outbox at commit
  * (schema/009_outbox_wakeup.sql), and makes it a relay session, whose
  * plans read the outbox by index only (enable_seqscan and enable_sort
- * off: see db.c). Call it on the relay's own connection before its first
- * batch. Returns 0 or RL_ERR_DB. */
+ * off: see common/src/db/outbox.c). Call it on the relay's own connection
+ * before its first batch. Returns 0 or RL_ERR_DB. */
 int rl_db_outbox_listen(struct rl_db *db, char *errstr, size_t errstr_size);
 
 /* On a listening session outside a transaction: waits up to timeout_ms
@@ -448,19 +416,12 @@ int rl_db_outbox_vacuum_start(struct rl_db *db, char *errstr,
 int rl_db_outbox_vacuum_poll(struct rl_db *db, char *errstr,
                              size_t errstr_size);
 
-/* ---- ad hoc --------------------------------------------------------- */
+/* ---- health --------------------------------------------------------- */
 
-/* Runs one parameterised statement (tests and operator tools only; the
- * process's own statements live in db.c). params are nparams text values
- * (NULL: SQL NULL). If value is not NULL, copies the first column of the
- * first row into it ("" when there is none or it is NULL).
- * Returns the number of rows returned or affected (>= 0), RL_ERR_INVALID
- * (data or constraint error, e.g. a write-once violation) or RL_ERR_DB. */
-int rl_db_exec(struct rl_db *db, const char *sql, int nparams,
-               const char *const *params, char *value, size_t value_size,
-               char *errstr, size_t errstr_size);
-
-/* ==== operations: health, metrics and the operator CLI ================= */
+/* The health thread's reading, declared here rather than in rl/db_ops.h
+ * because the service process itself runs it (every /metrics scrape); it
+ * reads what an operator reads, so it lives with the operator's statements
+ * in common/src/db/ops.c. */
 
 /* Ledger-wide gauges for /metrics (every replica reports the same values:
  * aggregate them with max, not sum). */
@@ -475,261 +436,5 @@ struct rl_db_gauges {
  * Returns 0 or RL_ERR_DB. */
 int rl_db_ops_gauges(struct rl_db *db, struct rl_db_gauges *g, char *errstr,
                      size_t errstr_size);
-
-/* Filters of `runledger runs list`; NULL members match everything. */
-struct rl_runs_filter {
-    const char *status;
-    const char *tenant;
-    const char *job;
-    const char *since; /* RFC 3339: scheduled at or after */
-    int limit;         /* <= 0: 50 */
-};
-
-/* Runs matching filter, newest scheduled first, as a JSON array of
- * objects (run_id, job, tenant, scheduled_at, version, status, attempts,
- * lease_epoch, lock_owner, error_class, last_error, created_at,
- * completed_at). *json is malloc'd (free with free()).
- * Returns 0, RL_ERR_INVALID (e.g. since is not a timestamp) or RL_ERR_DB. */
-int rl_db_runs_list_json(struct rl_db *db, const struct rl_runs_filter *filter,
-                         char **json, char *errstr, size_t errstr_size);
-
-/* One run as a JSON object {"run":{...}, "attempts":[...], "outbox":[...
- * with "delivered"], "decisions":[...]}. *json is malloc'd.
- * Returns 0, RL_ERR_NOTFOUND or RL_ERR_DB. */
-int rl_db_run_report_json(struct rl_db *db, const char *run_id, char **json,
-                          char *errstr, size_t errstr_size);
-
-/* What an operator decision found and did. */
-struct rl_decision {
-    char prior_status[24]; /* the run's status before ("" if not found) */
-    int attempts;          /* runs.attempts at the decision */
-    int attempts_closed;   /* retry: outcome-less attempts closed as
-                              ambiguous */
-    int outbox_rows;       /* resolve --completed: outbox rows written */
-};
-
-/* `runs retry`: re-opens a failed or unknown run for a new attempt under
- * the same run ID (status pending, next_attempt_at now(), a spent deadline
- * extended by its original length; attempts without an outcome are closed
- * as ambiguous) and records the decision (actor, reason) in
- * run_decisions, in one statement. The attempt count is not reset: a run
- * that spent RUNLEDGER_MAX_ATTEMPTS fails again at its next claim.
- * Returns 0, RL_ERR_NOTFOUND, RL_ERR_CONFLICT (any other status; nothing
- * changed; errstr names the status) or RL_ERR_DB. */
-int rl_db_run_retry(struct rl_db *db, const char *run_id, const char *actor,
-                    const char *reason, struct rl_decision *out, char *errstr,
-                    size_t errstr_size);
-
-/* `runs resolve --failed`: an unknown run becomes failed (error_class
- * "operator"), decision recorded. Same returns as rl_db_run_retry. */
-int rl_db_run_resolve_failed(struct rl_db *db, const char *run_id,
-                             const char *actor, const char *reason,
-                             struct rl_decision *out, char *errstr,
-                             size_t errstr_size);
-
-/* `runs resolve --completed-from`: an unknown run completes with
- * output_json (write-once) and the outbox rows of its notify channels,
- * through rl_complete_run under an operator lease ("operator:<actor>",
- * lease_epoch + 1), decision recorded, all in one transaction.
- * Returns 0, RL_ERR_NOTFOUND, RL_ERR_CONFLICT (not unknown),
- * RL_ERR_INVALID (output is not JSON or is null; nothing changed) or
- * RL_ERR_DB. */
-int rl_db_run_resolve_completed(struct rl_db *db, const char *run_id,
-                                const char *actor, const char *reason,
-                                const char *output_json,
-                                struct rl_decision *out, char *errstr,
-                                size_t errstr_size);
-
-/* ==== budgets, cost report, reference receiver (issue 6) ================
- *
- * Statements of schema/004_budgets.sql and 005_receiver.sql. */
-
-/* What a dispatch under a budget did. */
-enum rl_dispatch_status {
-    RL_DISPATCH_RECORDED, /* the attempt is recorded: send the request */
-    RL_DISPATCH_DEFERRED, /* a budget is spent for today: no attempt was
-                             recorded and the run is already pending until
-                             the next UTC day (error_class "budget") */
-    RL_DISPATCH_WAIT,     /* only reservations of calls in flight stand in
-                             the way: as DEFERRED, due again after wait_ms */
-    RL_DISPATCH_DEADLINE  /* the run's deadline has passed: nothing was
-                             recorded; fail the run (error_class deadline) */
-};
-
-/* rl_db_record_dispatch, reserving estimate tokens first against every
- * budget of the run's tenant (and job) for today's UTC date, in the same
- * transaction (plpgsql rl_dispatch_within_budget). The reservation is
- * settled by the attempt's outcome. With no budget for the tenant it is
- * rl_db_record_dispatch. On DEFERRED (and WAIT: the settled spend
- * leaves room, calls in flight hold it; due again after wait_ms), next_window
- * (RL_TIME_UTC_SIZE bytes, may be NULL) receives the start of the next window
- * and errstr the reason. Returns 0 with *status and (RECORDED) *attempt_no set,
- * RL_ERR_STALE or RL_ERR_DB. */
-int rl_db_dispatch_within_budget(struct rl_db *db, const char *run_id,
-                                 const char *worker, int64_t lease_epoch,
-                                 const char *idempotency_key, int64_t estimate,
-                                 int64_t wait_ms,
-                                 enum rl_dispatch_status *status,
-                                 int *attempt_no, char *next_window,
-                                 char *errstr, size_t errstr_size);
-
-/* One run of a dispatch batch. */
-struct rl_dispatch_req {
-    const char *run_id;
-    int64_t lease_epoch;
-    const char *idempotency_key;
-    int64_t estimate;
-};
-
-/* What a dispatch batch did for one run. */
-struct rl_dispatch_res {
-    int err; /* 0 or RL_ERR_STALE (nothing written for this run) */
-    enum rl_dispatch_status status;
-    int attempt_no;                     /* RECORDED */
-    char next_window[RL_TIME_UTC_SIZE]; /* DEFERRED, WAIT: when due again */
-    char detail[320];                   /* DEFERRED, WAIT: why */
-};
-
-/* rl_db_dispatch_within_budget for n runs (plpgsql rl_dispatch_runs in
- * schema/007_batches.sql) in one statement and one transaction, each run
- * under its own lease; out[k] tells what happened to reqs[k]. No two reqs
- * may name the same run. Returns 0, RL_ERR_INVALID, RL_ERR_NOMEM or
- * RL_ERR_DB (nothing known; safe to redo: a lease dispatches at most
- * once). */
-int rl_db_dispatch_runs(struct rl_db *db, const struct rl_dispatch_req *reqs,
-                        size_t n, const char *worker, int64_t wait_ms,
-                        struct rl_dispatch_res *out, char *errstr,
-                        size_t errstr_size);
-
-/* `budgets set`: the daily token budget of tenant (job NULL or "": the
- * whole tenant). Returns 0, RL_ERR_INVALID or RL_ERR_DB. */
-int rl_db_budget_set(struct rl_db *db, const char *tenant, const char *job,
-                     int64_t daily_tokens, const char *actor, char *errstr,
-                     size_t errstr_size);
-
-/* `budgets remove`. Returns 0, RL_ERR_NOTFOUND or RL_ERR_DB. */
-int rl_db_budget_remove(struct rl_db *db, const char *tenant, const char *job,
-                        char *errstr, size_t errstr_size);
-
-/* `budgets show`: every budget (of tenant when not NULL) with today's
- * (UTC) reserved, spent, left and deferrals, as a JSON array. *json is
- * malloc'd. Returns 0 or RL_ERR_DB. */
-int rl_db_budgets_json(struct rl_db *db, const char *tenant, char **json,
-                       char *errstr, size_t errstr_size);
-
-/* `report`: runs scheduled at or after since, grouped by "tenant", "job"
- * (tenant and job) or NULL (one total row), as a JSON array of objects:
- * tenant, job, runs, completed, generations (attempts with outcome ok),
- * extra_generations (per run, attempts that may have generated - ok,
- * ambiguous, lease_lost, or no outcome - beyond the first), dispatches,
- * budget_deferred (runs waiting for the next budget window),
- * prompt_tokens, completion_tokens, cached_tokens. *json is malloc'd.
- * Returns 0, RL_ERR_INVALID (since is not a timestamp) or RL_ERR_DB. */
-int rl_db_report_json(struct rl_db *db, const char *since, const char *by,
-                      char **json, char *errstr, size_t errstr_size);
-
-/* What the receiver did with one notification. */
-enum rl_receive_status {
-    RL_RECEIVE_APPLIED,   /* first time this key was seen: row inserted */
-    RL_RECEIVE_DUPLICATE, /* the key is known with the same payload */
-    RL_RECEIVE_CONFLICT   /* the key is known with another payload: refused,
-                             recorded in receiver_conflicts */
-};
-
-/* `runledger receive`: applies one notification keyed by idempotency_key
- * (INSERT ... ON CONFLICT DO NOTHING into received_notifications); a known
- * key with another payload (compared as jsonb) is never overwritten.
- * Returns 0 with *status set, RL_ERR_INVALID (payload not JSON) or
- * RL_ERR_DB. */
-int rl_db_receive(struct rl_db *db, const char *idempotency_key,
-                  const char *payload_json, const char *topic,
-                  int32_t partition, int64_t offset,
-                  enum rl_receive_status *status, char *errstr,
-                  size_t errstr_size);
-
-/* ==== approval gates (issue 6) ==========================================
- *
- * Statements of schema/006_approval.sql. The proposal's canonical text and
- * digest come from rl/approval.h. */
-
-/* What storing a proposal did. */
-enum rl_propose_status {
-    RL_PROPOSE_WAITING,    /* stored: the run is awaiting_approval */
-    RL_PROPOSE_ALREADY,    /* the same proposal was stored before (a redo) */
-    RL_PROPOSE_SUPERSEDED, /* the run already held another proposal: the new
-                              answer is refused and the run failed with
-                              error_class "proposal_immutable" (errstr) */
-    RL_PROPOSE_COMPLETED   /* the run is already completed: nothing changed */
-};
-
-/* For an approval-required run, in place of rl_db_complete_attempt: records
- * outcome "ok" for attempt oc->attempt_no and, under the lease (worker,
- * lease_epoch), stores proposal_json (write-once) with its digest and
- * moves the run to awaiting_approval, releasing the lease, in one
- * statement. No outbox row is written. Returns 0 with *status set,
- * RL_ERR_STALE (lease gone, or no such run), RL_ERR_INVALID or RL_ERR_DB. */
-int rl_db_propose_attempt(struct rl_db *db, const char *run_id,
-                          const char *worker, int64_t lease_epoch,
-                          const struct rl_attempt_ok *oc,
-                          const char *proposal_json, const char *digest,
-                          enum rl_propose_status *status, char *errstr,
-                          size_t errstr_size);
-
-/* What a decision on a proposal found or did. */
-struct rl_approval_decision {
-    char status[24];          /* the run's status after the call */
-    char digest[RL_HEX_SIZE]; /* the stored proposal's digest ("" if none) */
-    int outbox_rows;          /* notifications queued by an approval */
-};
-
-/* `runs approve` (approve 1) or `runs reject` (approve 0), in one
- * transaction (plpgsql rl_decide_run): the run must be awaiting_approval
- * and undecided, digest must be its proposal's digest and actor an approver
- * of its tenant. Approval records the decision bound to the digest,
- * completes the run with the proposal's content and queues one outbox row
- * per destination channel (the envelope of rl_db_complete). Rejection
- * fails the run with error_class "rejected". Of concurrent decisions
- * exactly one succeeds. Returns 0, RL_ERR_NOTFOUND, RL_ERR_CONFLICT
- * (refused: errstr says why; nothing changed) or RL_ERR_DB. */
-int rl_db_decide_run(struct rl_db *db, const char *run_id, const char *digest,
-                     const char *actor, int approve, const char *reason,
-                     struct rl_approval_decision *out, char *errstr,
-                     size_t errstr_size);
-
-/* The proposal of a run and the decision on it, for `runs show`. Strings
- * owned (rl_run_proposal_clear); NULL or "" for SQL NULL. */
-struct rl_run_proposal {
-    char status[24];
-    char *tenant;
-    char *proposal_json; /* as PostgreSQL prints the jsonb */
-    char digest[RL_HEX_SIZE];
-    char *decision; /* "approve", "reject" or NULL */
-    char *actor;
-    char *reason;
-    char approved_digest[RL_HEX_SIZE];
-    char decided_at[RL_DB_TIME_SIZE];
-};
-
-/* Frees what p owns and zeroes it; NULL is accepted. */
-void rl_run_proposal_clear(struct rl_run_proposal *p);
-
-/* Reads the proposal of run_id. Returns 0, RL_ERR_NOTFOUND or RL_ERR_DB. */
-int rl_db_run_proposal(struct rl_db *db, const char *run_id,
-                       struct rl_run_proposal *out, char *errstr,
-                       size_t errstr_size);
-
-/* `approvers add`: actor may decide on tenant's proposals. *added is 0 when
- * it already could. Returns 0 or RL_ERR_DB. */
-int rl_db_approver_add(struct rl_db *db, const char *tenant, const char *actor,
-                       int *added, char *errstr, size_t errstr_size);
-
-/* `approvers remove`. Returns 0, RL_ERR_NOTFOUND or RL_ERR_DB. */
-int rl_db_approver_remove(struct rl_db *db, const char *tenant,
-                          const char *actor, char *errstr, size_t errstr_size);
-
-/* `approvers list`: approvers (of tenant when not NULL) as a JSON array of
- * {tenant, actor, added_at}. *json is malloc'd. Returns 0 or RL_ERR_DB. */
-int rl_db_approvers_json(struct rl_db *db, const char *tenant, char **json,
-                         char *errstr, size_t errstr_size);
 
 #endif /* RL_DB_H */

@@ -1,0 +1,210 @@
+#ifndef RL_DB_OPS_H
+#define RL_DB_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rl/db.h"
+
+/* The operator's side of the ledger: `runledger runs`, `budgets`,
+ * `report`, `approvers` and `receive`, and the ad hoc statement of tests
+ * and tools. The service process runs none of these (rl/db.h is what it
+ * runs); same conventions as rl/db.h: 0 or a negative enum rl_err with
+ * errstr filled, one connection per thread.
+ *
+ * Most of these statements run unprepared: a command runs each once. */
+
+/* Length of "YYYY-MM-DDTHH:MM:SS.ffffff+00:00" plus NUL. */
+#define RL_DB_TIME_SIZE 33
+
+/* ---- ad hoc --------------------------------------------------------- */
+
+/* Runs one parameterised statement (tests and operator tools only; the
+ * service's own statements are named, in common/src/db/). params are nparams
+ * text values (NULL: SQL NULL). If value is not NULL, copies the first column
+ * of the first row into it ("" when there is none or it is NULL). Returns the
+ * number of rows returned or affected (>= 0), RL_ERR_INVALID (data or
+ * constraint error, e.g. a write-once violation) or RL_ERR_DB. */
+int rl_db_exec(struct rl_db *db, const char *sql, int nparams,
+               const char *const *params, char *value, size_t value_size,
+               char *errstr, size_t errstr_size);
+
+/* ---- runs ------------------------------------------------------------ */
+
+/* Filters of `runledger runs list`; NULL members match everything. */
+struct rl_runs_filter {
+    const char *status;
+    const char *tenant;
+    const char *job;
+    const char *since; /* RFC 3339: scheduled at or after */
+    int limit;         /* <= 0: 50 */
+};
+
+/* Runs matching filter, newest scheduled first, as a JSON array of
+ * objects (run_id, job, tenant, scheduled_at, version, status, attempts,
+ * lease_epoch, lock_owner, error_class, last_error, created_at,
+ * completed_at). *json is malloc'd (free with free()).
+ * Returns 0, RL_ERR_INVALID (e.g. since is not a timestamp) or RL_ERR_DB. */
+int rl_db_runs_list_json(struct rl_db *db, const struct rl_runs_filter *filter,
+                         char **json, char *errstr, size_t errstr_size);
+
+/* One run as a JSON object {"run":{...}, "attempts":[...], "outbox":[...
+ * with "delivered"], "decisions":[...]}. *json is malloc'd.
+ * Returns 0, RL_ERR_NOTFOUND or RL_ERR_DB. */
+int rl_db_run_report_json(struct rl_db *db, const char *run_id, char **json,
+                          char *errstr, size_t errstr_size);
+
+/* What an operator decision found and did. */
+struct rl_decision {
+    char prior_status[24]; /* the run's status before ("" if not found) */
+    int attempts;          /* runs.attempts at the decision */
+    int attempts_closed;   /* retry: outcome-less attempts closed as
+                              ambiguous */
+    int outbox_rows;       /* resolve --completed: outbox rows written */
+};
+
+/* `runs retry`: re-opens a failed or unknown run for a new attempt under
+ * the same run ID (status pending, next_attempt_at now(), a spent deadline
+ * extended by its original length; attempts without an outcome are closed
+ * as ambiguous) and records the decision (actor, reason) in
+ * run_decisions, in one statement. The attempt count is not reset: a run
+ * that spent RUNLEDGER_MAX_ATTEMPTS fails again at its next claim.
+ * Returns 0, RL_ERR_NOTFOUND, RL_ERR_CONFLICT (any other status; nothing
+ * changed; errstr names the status) or RL_ERR_DB. */
+int rl_db_run_retry(struct rl_db *db, const char *run_id, const char *actor,
+                    const char *reason, struct rl_decision *out, char *errstr,
+                    size_t errstr_size);
+
+/* `runs resolve --failed`: an unknown run becomes failed (error_class
+ * "operator"), decision recorded. Same returns as rl_db_run_retry. */
+int rl_db_run_resolve_failed(struct rl_db *db, const char *run_id,
+                             const char *actor, const char *reason,
+                             struct rl_decision *out, char *errstr,
+                             size_t errstr_size);
+
+/* `runs resolve --completed-from`: an unknown run completes with
+ * output_json (write-once) and the outbox rows of its notify channels,
+ * through rl_complete_run under an operator lease ("operator:<actor>",
+ * lease_epoch + 1), decision recorded, all in one transaction.
+ * Returns 0, RL_ERR_NOTFOUND, RL_ERR_CONFLICT (not unknown),
+ * RL_ERR_INVALID (output is not JSON or is null; nothing changed) or
+ * RL_ERR_DB. */
+int rl_db_run_resolve_completed(struct rl_db *db, const char *run_id,
+                                const char *actor, const char *reason,
+                                const char *output_json,
+                                struct rl_decision *out, char *errstr,
+                                size_t errstr_size);
+
+/* ---- budgets, cost report (schema/004_budgets.sql) -------------------- */
+
+/* `budgets set`: the daily token budget of tenant (job NULL or "": the
+ * whole tenant). Returns 0, RL_ERR_INVALID or RL_ERR_DB. */
+int rl_db_budget_set(struct rl_db *db, const char *tenant, const char *job,
+                     int64_t daily_tokens, const char *actor, char *errstr,
+                     size_t errstr_size);
+
+/* `budgets remove`. Returns 0, RL_ERR_NOTFOUND or RL_ERR_DB. */
+int rl_db_budget_remove(struct rl_db *db, const char *tenant, const char *job,
+                        char *errstr, size_t errstr_size);
+
+/* `budgets show`: every budget (of tenant when not NULL) with today's
+ * (UTC) reserved, spent, left and deferrals, as a JSON array. *json is
+ * malloc'd. Returns 0 or RL_ERR_DB. */
+int rl_db_budgets_json(struct rl_db *db, const char *tenant, char **json,
+                       char *errstr, size_t errstr_size);
+
+/* `report`: runs scheduled at or after since, grouped by "tenant", "job"
+ * (tenant and job) or NULL (one total row), as a JSON array of objects:
+ * tenant, job, runs, completed, generations (attempts with outcome ok),
+ * extra_generations (per run, attempts that may have generated - ok,
+ * ambiguous, lease_lost, or no outcome - beyond the first), dispatches,
+ * budget_deferred (runs waiting for the next budget window),
+ * prompt_tokens, completion_tokens, cached_tokens. *json is malloc'd.
+ * Returns 0, RL_ERR_INVALID (since is not a timestamp) or RL_ERR_DB. */
+int rl_db_report_json(struct rl_db *db, const char *since, const char *by,
+                      char **json, char *errstr, size_t errstr_size);
+
+/* ---- reference receiver (schema/005_receiver.sql) -------------------- */
+
+/* What the receiver did with one notification. */
+enum rl_receive_status {
+    RL_RECEIVE_APPLIED,   /* first time this key was seen: row inserted */
+    RL_RECEIVE_DUPLICATE, /* the key is known with the same payload */
+    RL_RECEIVE_CONFLICT   /* the key is known with another payload: refused,
+                             recorded in receiver_conflicts */
+};
+
+/* `runledger receive`: applies one notification keyed by idempotency_key
+ * (INSERT ... ON CONFLICT DO NOTHING into received_notifications); a known
+ * key with another payload (compared as jsonb) is never overwritten.
+ * Returns 0 with *status set, RL_ERR_INVALID (payload not JSON) or
+ * RL_ERR_DB. */
+int rl_db_receive(struct rl_db *db, const char *idempotency_key,
+                  const char *payload_json, const char *topic,
+                  int32_t partition, int64_t offset,
+                  enum rl_receive_status *status, char *errstr,
+                  size_t errstr_size);
+
+/* ---- approval gates (schema/006_approval.sql) ------------------------- *
+ *
+ * The proposal's canonical text and digest come from rl/approval.h; the
+ * worker's proposal is rl_db_propose_attempt (rl/db.h). */
+
+/* What a decision on a proposal found or did. */
+struct rl_approval_decision {
+    char status[24];          /* the run's status after the call */
+    char digest[RL_HEX_SIZE]; /* the stored proposal's digest ("" if none) */
+    int outbox_rows;          /* notifications queued by an approval */
+};
+
+/* `runs approve` (approve 1) or `runs reject` (approve 0), in one
+ * transaction (plpgsql rl_decide_run): the run must be awaiting_approval
+ * and undecided, digest must be its proposal's digest and actor an approver
+ * of its tenant. Approval records the decision bound to the digest,
+ * completes the run with the proposal's content and queues one outbox row
+ * per destination channel (the envelope of struct rl_complete_req). Rejection
+ * fails the run with error_class "rejected". Of concurrent decisions
+ * exactly one succeeds. Returns 0, RL_ERR_NOTFOUND, RL_ERR_CONFLICT
+ * (refused: errstr says why; nothing changed) or RL_ERR_DB. */
+int rl_db_decide_run(struct rl_db *db, const char *run_id, const char *digest,
+                     const char *actor, int approve, const char *reason,
+                     struct rl_approval_decision *out, char *errstr,
+                     size_t errstr_size);
+
+/* The proposal of a run and the decision on it, for `runs show`. Strings
+ * owned (rl_run_proposal_clear); NULL or "" for SQL NULL. */
+struct rl_run_proposal {
+    char status[24];
+    char *tenant;
+    char *proposal_json; /* as PostgreSQL prints the jsonb */
+    char digest[RL_HEX_SIZE];
+    char *decision; /* "approve", "reject" or NULL */
+    char *actor;
+    char *reason;
+    char approved_digest[RL_HEX_SIZE];
+    char decided_at[RL_DB_TIME_SIZE];
+};
+
+/* Frees what p owns and zeroes it; NULL is accepted. */
+void rl_run_proposal_clear(struct rl_run_proposal *p);
+
+/* Reads the proposal of run_id. Returns 0, RL_ERR_NOTFOUND or RL_ERR_DB. */
+int rl_db_run_proposal(struct rl_db *db, const char *run_id,
+                       struct rl_run_proposal *out, char *errstr,
+                       size_t errstr_size);
+
+/* `approvers add`: actor may decide on tenant's proposals. *added is 0 when
+ * it already could. Returns 0 or RL_ERR_DB. */
+int rl_db_approver_add(struct rl_db *db, const char *tenant, const char *actor,
+                       int *added, char *errstr, size_t errstr_size);
+
+/* `approvers remove`. Returns 0, RL_ERR_NOTFOUND or RL_ERR_DB. */
+int rl_db_approver_remove(struct rl_db *db, const char *tenant,
+                          const char *actor, char *errstr, size_t errstr_size);
+
+/* `approvers list`: approvers (of tenant when not NULL) as a JSON array of
+ * {tenant, actor, added_at}. *json is malloc'd. Returns 0 or RL_ERR_DB. */
+int rl_db_approvers_json(struct rl_db *db, const char *tenant, char **json,
+                         char *errstr, size_t errstr_size);
+
+#endif /* RL_DB_OPS_H */

@@ -1,0 +1,577 @@
+/* ops.c: the operator's statements of `runledger runs ...` (list, show,
+ * retry, resolve) and of the health thread (ledger gauges), the ad hoc
+ * statement of tests and tools (rl_db_exec), and the two shapes most
+ * operator statements take (one JSON text, one write). Unprepared: a
+ * command runs each once. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db_int.h"
+#include "rl/db_ops.h"
+#include "rl/err.h"
+
+int
+rl_db_exec(struct rl_db *db, const char *sql, int nparams,
+           const char *const *params, char *value, size_t value_size,
+           char *errstr, size_t errstr_size)
+{
+    PGresult *res;
+    int err = RL_ERR_DB;
+    int rows;
+
+    if (value && value_size)
+        value[0] = '\0';
+    res = db_exec_simple(db, sql, nparams, params, &err, errstr, errstr_size,
+                         "run statement");
+    if (!res)
+        return err;
+    if (PQresultStatus(res) == PGRES_TUPLES_OK) {
+        rows = PQntuples(res);
+        if (value && value_size && rows > 0 && PQnfields(res) > 0)
+            db_copy_value(res, 0, 0, value, value_size);
+    } else {
+        rows = atoi(PQcmdTuples(res));
+    }
+    PQclear(res);
+    return rows;
+}
+
+/* Backlog counted exactly up to 100,000 rows; above that pg_class's
+ * estimate (refreshed by autovacuum) stands in, so a huge backlog never
+ * makes the health thread scan it. The count walks
+ * outbox_pending_by_age_idx (the ORDER BY asks for it): a sequential scan
+ * would read every page the churn left behind since the last vacuum,
+ * 20,000 pages for 130 pending rows in one soak. The oldest pending row
+ * comes from the same index; unknown runs from runs_unknown_idx. */
+static const char ops_gauges[] =
+    "SELECT (SELECT count(*) FROM (SELECT 1 FROM outbox"
+    "                               ORDER BY created_at LIMIT 100000) s),"
+    "       (SELECT greatest(c.reltuples, 0)::int8 FROM pg_class c"
+    "         WHERE c.oid = to_regclass('outbox')),"
+    "       (SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0)"
+    "          FROM outbox),"
+    "       (SELECT count(*) FROM runs WHERE status = 'unknown')";
+
+static const char ops_list_runs[] =
+    "SELECT coalesce(json_agg(x ORDER BY x.scheduled_at DESC, x.run_id),"
+    "                '[]')::text"
+    "  FROM (SELECT r.run_id, r.job, r.tenant,"
+    "               " DB_TS_S(
+        "r.scheduled_at") " AS scheduled_at,"
+                          "               r.version, r.status, r.attempts, "
+                          "r.lease_epoch,"
+                          "               r.lock_owner, r.error_class, "
+                          "r.last_error,"
+                          "               " DB_TS_US(
+                              "r.created_at") " AS created_at,"
+                                              "               " DB_TS_US(
+                                                  "r.completed_at") " AS "
+                                                                    "completed_"
+                                                                    "at"
+                                                                    "          "
+                                                                    "FROM runs "
+                                                                    "r"
+                                                                    "         "
+                                                                    "WHERE "
+                                                                    "($1::text "
+                                                                    "IS NULL "
+                                                                    "OR "
+                                                                    "r.status "
+                                                                    "= $1)"
+                                                                    "          "
+                                                                    " AND "
+                                                                    "($2::text "
+                                                                    "IS NULL "
+                                                                    "OR "
+                                                                    "r.tenant "
+                                                                    "= $2)"
+                                                                    "          "
+                                                                    " AND "
+                                                                    "($3::text "
+                                                                    "IS NULL "
+                                                                    "OR r.job "
+                                                                    "= $3)"
+                                                                    "          "
+                                                                    " AND "
+                                                                    "($4::"
+                                                                    "timestampt"
+                                                                    "z IS NULL "
+                                                                    "OR "
+                                                                    "r."
+                                                                    "scheduled_"
+                                                                    "at >= $4)"
+                                                                    "         "
+                                                                    "ORDER BY "
+                                                                    "r."
+                                                                    "scheduled_"
+                                                                    "at DESC, "
+                                                                    "r.run_id"
+                                                                    "         "
+                                                                    "LIMIT "
+                                                                    "$5::int8) "
+                                                                    "x";
+
+static const char ops_run_report
+    [] = "SELECT json_build_object("
+         "  'run', (SELECT row_to_json(x) FROM "
+         "(SELECT r.run_id, r.job, r.tenant,"
+         "          " DB_TS_S(
+             "r.scheduled_at") " AS scheduled_at, "
+                               "r.version,"
+                               "          "
+                               "r.fingerprint, "
+                               "r.status, "
+                               "r.lock_owner,"
+                               "          " DB_TS_US(
+                                   "r.lock_expires_"
+                                   "at") " AS "
+                                         "lock_"
+                                         "expires_"
+                                         "at,"
+                                         "         "
+                                         " r.lease_"
+                                         "epoch, "
+                                         "r."
+                                         "attempts,"
+                                         "         "
+                                         " " DB_TS_US(
+                                             "r."
+                                             "next_"
+                                             "attem"
+                                             "pt_"
+                                             "at") " AS next_attempt_at,"
+                                                   "          " DB_TS_US(
+                                                       "r.deadline_at") " AS "
+                                                                        "dead"
+                                                                        "line"
+                                                                        "_at,"
+                                                                        "    "
+                                                                        "    "
+                                                                        "  "
+                                                                        "r."
+                                                                        "erro"
+                                                                        "r_"
+                                                                        "clas"
+                                                                        "s, "
+                                                                        "r."
+                                                                        "last"
+                                                                        "_err"
+                                                                        "or, "
+                                                                        "r."
+                                                                        "sour"
+                                                                        "ce_"
+                                                                        "topi"
+                                                                        "c,"
+                                                                        "    "
+                                                                        "    "
+                                                                        "  "
+                                                                        "r."
+                                                                        "sour"
+                                                                        "ce_"
+                                                                        "part"
+                                                                        "itio"
+                                                                        "n, "
+                                                                        "r."
+                                                                        "sour"
+                                                                        "ce_"
+                                                                        "offs"
+                                                                        "et,"
+                                                                        "    "
+                                                                        "    "
+                                                                        " "
+                                                                        " " DB_TS_US(
+                                                                            "r."
+                                                                            "cr"
+                                                                            "ea"
+                                                                            "te"
+                                                                            "d_"
+                                                                            "a"
+                                                                            "t") " AS created_at,"
+                                                                                 "          " DB_TS_US(
+                                                                                     "r.updated_at") " AS updated_at,"
+                                                                                                     "          " DB_TS_US(
+                                                                                                         "r.completed_at") " AS completed_at,"
+                                                                                                                           "          r.request, r.raw_input, r.output) x),"
+                                                                                                                           "  'attempts', coalesce((SELECT json_agg(a ORDER BY a.attempt_no)"
+                                                                                                                           "     FROM (SELECT attempt_no, lease_epoch, worker, idempotency_key,"
+                                                                                                                           "                  " DB_TS_US("dispatched_at") " AS dispatched_at,"
+                                                                                                                                                                          "                  outcome, http_status, upstream_request_id,"
+                                                                                                                                                                          "                  prompt_tokens, completion_tokens, cached_tokens,"
+                                                                                                                                                                          "                  latency_ms, error,"
+                                                                                                                                                                          "                  " DB_TS_US("finished_at") " AS finished_at"
+                                                                                                                                                                                                                       "             FROM attempts WHERE run_id = $1) a), '[]'),"
+                                                                                                                                                                                                                       "  'outbox', coalesce((SELECT json_agg(o ORDER BY o.channel)"
+                                                                                                                                                                                                                       "     FROM (SELECT channel, false AS delivered,"
+                                                                                                                                                                                                                       "                  " DB_TS_US("created_at") " AS created_at,"
+                                                                                                                                                                                                                                                                   "                  NULL::text AS delivered_at, delivery_count, payload"
+                                                                                                                                                                                                                                                                   "             FROM outbox WHERE run_id = $1"
+                                                                                                                                                                                                                                                                   "           UNION ALL"
+                                                                                                                                                                                                                                                                   "           SELECT channel, true, " DB_TS_US(
+                                                                                                                                                                                                                                                                       "created_at") ","
+                                                                                                                                                                                                                                                                                     "                  " DB_TS_US("delivered_at") ", delivery_count, payload"
+                                                                                                                                                                                                                                                                                                                                   "             FROM outbox_delivered WHERE run_id = $1) o), '[]'),"
+                                                                                                                                                                                                                                                                                                                                   "  'decisions', coalesce((SELECT json_agg(d ORDER BY d.decision_id)"
+                                                                                                                                                                                                                                                                                                                                   "     FROM (SELECT decision_id, decision, actor, reason, prior_status,"
+                                                                                                                                                                                                                                                                                                                                   "                  attempts, " DB_TS_US(
+                                                                                                                                                                                                                                                                                                                                       "decided_at") " AS decided_at"
+                                                                                                                                                                                                                                                                                                                                                     "             FROM run_decisions WHERE run_id = $1) d), '[]')"
+                                                                                                                                                                                                                                                                                                                                                     ")::text"
+                                                                                                                                                                                                                                                                                                                                                     "  FROM runs r WHERE r.run_id = $1";
+
+/* Re-open a parked run. An attempt left without an outcome is closed as
+ * ambiguous (its result is unknowable, which is what the operator accepted
+ * by retrying), so the next claim does not park the run again on that
+ * evidence alone; a spent deadline is extended by its original length. */
+static const char ops_retry_run[] =
+    "WITH cur AS ("
+    "  SELECT run_id, status, attempts FROM runs WHERE run_id = $1"
+    "     FOR NO KEY UPDATE"
+    "), upd AS ("
+    "  UPDATE runs r"
+    "     SET status = 'pending', next_attempt_at = now(),"
+    "         lock_owner = NULL, lock_expires_at = NULL,"
+    "         deadline_at = CASE WHEN r.deadline_at <= now()"
+    "                            THEN now() + (r.deadline_at - r.created_at)"
+    "                            ELSE r.deadline_at END,"
+    "         updated_at = now()"
+    "    FROM cur"
+    "   WHERE r.run_id = cur.run_id AND cur.status IN ('failed', 'unknown')"
+    "  RETURNING r.run_id"
+    "), closed AS ("
+    "  UPDATE attempts a"
+    "     SET outcome = 'ambiguous', finished_at = now(),"
+    "         error = coalesce(a.error, 'no outcome recorded; run re-opened"
+    " by an operator')"
+    "    FROM upd WHERE a.run_id = upd.run_id AND a.outcome IS NULL"
+    "  RETURNING 1"
+    "), dec AS ("
+    "  INSERT INTO run_decisions (run_id, decision, actor, reason,"
+    "                             prior_status, attempts)"
+    "  SELECT cur.run_id, 'retry', $2, $3, cur.status, cur.attempts"
+    "    FROM cur JOIN upd ON upd.run_id = cur.run_id"
+    "  RETURNING 1"
+    ")"
+    "SELECT cur.status, cur.attempts, (SELECT count(*) FROM upd),"
+    "       (SELECT count(*) FROM dec), (SELECT count(*) FROM closed)"
+    "  FROM cur";
+
+static const char ops_resolve_failed[] =
+    "WITH cur AS ("
+    "  SELECT run_id, status, attempts FROM runs WHERE run_id = $1"
+    "     FOR NO KEY UPDATE"
+    "), upd AS ("
+    "  UPDATE runs r"
+    "     SET status = 'failed', error_class = 'operator',"
+    "         last_error = format('resolved failed by %s: %s', $2::text,"
+    "                             $3::text),"
+    "         updated_at = now()"
+    "    FROM cur WHERE r.run_id = cur.run_id AND cur.status = 'unknown'"
+    "  RETURNING r.run_id"
+    "), dec AS ("
+    "  INSERT INTO run_decisions (run_id, decision, actor, reason,"
+    "                             prior_status, attempts)"
+    "  SELECT cur.run_id, 'resolve_failed', $2, $3, cur.status, cur.attempts"
+    "    FROM cur JOIN upd ON upd.run_id = cur.run_id"
+    "  RETURNING 1"
+    ")"
+    "SELECT cur.status, cur.attempts, (SELECT count(*) FROM upd),"
+    "       (SELECT count(*) FROM dec), 0"
+    "  FROM cur";
+
+/* The operator takes a lease of its own (a new fencing token, so any
+ * worker still holding an older one cannot write), then completes through
+ * rl_complete_run exactly as a worker would: write-once output and the
+ * outbox rows of the run's notify channels in this transaction. */
+static const char ops_operator_lease[] =
+    "UPDATE runs"
+    "   SET status = 'running', lock_owner = $2,"
+    "       lock_expires_at = now() + interval '5 minutes',"
+    "       lease_epoch = lease_epoch + 1, next_attempt_at = NULL,"
+    "       updated_at = now()"
+    " WHERE run_id = $1 AND status = 'unknown'"
+    " RETURNING lease_epoch, attempts";
+static const char ops_run_status[] =
+    "SELECT status FROM runs WHERE run_id = $1";
+static const char ops_operator_complete[] =
+    "SELECT c.result, c.outbox_rows"
+    "  FROM rl_complete_run($1, $2, $3::int8, $4::jsonb,"
+    "       ARRAY(SELECT jsonb_array_elements_text("
+    "                    coalesce(r.request -> 'notify', '[]'::jsonb))"
+    "               FROM runs r WHERE r.run_id = $1),"
+    "       NULL::jsonb[]) c";
+static const char ops_record_decision[] =
+    "INSERT INTO run_decisions (run_id, decision, actor, reason,"
+    "                           prior_status, attempts)"
+    "VALUES ($1, $2, $3, $4, $5, $6::int4)";
+
+int
+rl_db_ops_gauges(struct rl_db *db, struct rl_db_gauges *g, char *errstr,
+                 size_t errstr_size)
+{
+    PGresult *res;
+    int err = RL_ERR_DB;
+    int64_t counted, estimate;
+
+    memset(g, 0, sizeof(*g));
+    if (db_apply_schema(db, errstr, errstr_size) != 0)
+        return RL_ERR_DB;
+    res = db_exec_simple(db, ops_gauges, 0, NULL, &err, errstr, errstr_size,
+                         "read ledger gauges");
+    if (!res)
+        return err;
+    counted = db_int_value(res, 0, 0, 0);
+    estimate = db_int_value(res, 0, 1, 0);
+    g->outbox_backlog = counted;
+    if (counted >= 100000) {
+        g->backlog_estimated = 1;
+        if (estimate > counted)
+            g->outbox_backlog = estimate;
+    }
+    g->oldest_pending_seconds =
+        PQgetisnull(res, 0, 2) ? 0 : strtod(PQgetvalue(res, 0, 2), NULL);
+    g->unknown_runs = db_int_value(res, 0, 3, 0);
+    PQclear(res);
+    return 0;
+}
+
+/* One text value of a one-row result into a malloc'd string. */
+int
+db_one_text(struct rl_db *db, const char *sql, int nparams,
+            const char *const *params, const char *what, char **out,
+            char *errstr, size_t errstr_size)
+{
+    PGresult *res;
+    int err = RL_ERR_DB;
+    int oom = 0;
+
+    *out = NULL;
+    if (db_apply_schema(db, errstr, errstr_size) != 0)
+        return RL_ERR_DB;
+    res = db_exec_simple(db, sql, nparams, params, &err, errstr, errstr_size,
+                         what);
+    if (!res)
+        return err;
+    if (PQntuples(res) == 0) {
+        PQclear(res);
+        rl_set_err(errstr, errstr_size, "could not %s: no such run", what);
+        return RL_ERR_NOTFOUND;
+    }
+    *out = db_dup_value(res, 0, 0, &oom);
+    PQclear(res);
+    if (oom || !*out) {
+        free(*out);
+        *out = NULL;
+        rl_set_err(errstr, errstr_size, "could not %s: out of memory", what);
+        return RL_ERR_NOMEM;
+    }
+    return 0;
+}
+
+int
+rl_db_runs_list_json(struct rl_db *db, const struct rl_runs_filter *filter,
+                     char **json, char *errstr, size_t errstr_size)
+{
+    char limit[24];
+    const char *params[5];
+
+    snprintf(limit, sizeof(limit), "%d",
+             filter->limit > 0 ? filter->limit : 50);
+    params[0] = filter->status;
+    params[1] = filter->tenant;
+    params[2] = filter->job;
+    params[3] = filter->since;
+    params[4] = limit;
+    return db_one_text(db, ops_list_runs, 5, params, "list runs", json, errstr,
+                       errstr_size);
+}
+
+int
+rl_db_run_report_json(struct rl_db *db, const char *run_id, char **json,
+                      char *errstr, size_t errstr_size)
+{
+    const char *params[1] = {run_id};
+
+    return db_one_text(db, ops_run_report, 1, params, "read run", json, errstr,
+                       errstr_size);
+}
+
+/* Runs a retry/resolve statement whose row is (prior status, attempts,
+ * updated, decided, attempts closed). */
+static int
+ops_decide(struct rl_db *db, const char *sql, const char *what,
+           const char *run_id, const char *actor, const char *reason,
+           const char *allowed, struct rl_decision *out, char *errstr,
+           size_t errstr_size)
+{
+    const char *params[3] = {run_id, actor, reason};
+    PGresult *res;
+    int err = RL_ERR_DB;
+
+    memset(out, 0, sizeof(*out));
+    if (db_apply_schema(db, errstr, errstr_size) != 0)
+        return RL_ERR_DB;
+    res = db_exec_simple(db, sql, 3, params, &err, errstr, errstr_size, what);
+    if (!res)
+        return err;
+    if (PQntuples(res) == 0) {
+        PQclear(res);
+        rl_set_err(errstr, errstr_size, "could not %s %s: no such run", what,
+                   run_id);
+        return RL_ERR_NOTFOUND;
+    }
+    db_copy_value(res, 0, 0, out->prior_status, sizeof(out->prior_status));
+    out->attempts = (int)db_int_value(res, 0, 1, 0);
+    out->attempts_closed = (int)db_int_value(res, 0, 4, 0);
+    if (db_int_value(res, 0, 2, 0) != 1 || db_int_value(res, 0, 3, 0) != 1) {
+        PQclear(res);
+        rl_set_err(errstr, errstr_size,
+                   "refused to %s %s: it is %s, only %s runs qualify", what,
+                   run_id, out->prior_status, allowed);
+        return RL_ERR_CONFLICT;
+    }
+    PQclear(res);
+    return 0;
+}
+
+int
+rl_db_run_retry(struct rl_db *db, const char *run_id, const char *actor,
+                const char *reason, struct rl_decision *out, char *errstr,
+                size_t errstr_size)
+{
+    return ops_decide(db, ops_retry_run, "retry", run_id, actor, reason,
+                      "failed or unknown", out, errstr, errstr_size);
+}
+
+int
+rl_db_run_resolve_failed(struct rl_db *db, const char *run_id,
+                         const char *actor, const char *reason,
+                         struct rl_decision *out, char *errstr,
+                         size_t errstr_size)
+{
+    return ops_decide(db, ops_resolve_failed, "resolve", run_id, actor, reason,
+                      "unknown", out, errstr, errstr_size);
+}
+
+int
+rl_db_run_resolve_completed(struct rl_db *db, const char *run_id,
+                            const char *actor, const char *reason,
+                            const char *output_json, struct rl_decision *out,
+                            char *errstr, size_t errstr_size)
+{
+    char owner[300], epoch[24], attempts[24];
+    const char *params[6];
+    PGresult *res = NULL;
+    int err = RL_ERR_DB;
+    int in_tx = 0;
+
+    memset(out, 0, sizeof(*out));
+    snprintf(owner, sizeof(owner), "operator:%s", actor);
+    if (db_apply_schema(db, errstr, errstr_size) != 0)
+        return RL_ERR_DB;
+    res = db_exec_simple(db, "BEGIN", 0, NULL, &err, errstr, errstr_size,
+                         "resolve run");
+    if (!res)
+        return err;
+    PQclear(res);
+    in_tx = 1;
+
+    params[0] = run_id;
+    params[1] = owner;
+    res = db_exec_simple(db, ops_operator_lease, 2, params, &err, errstr,
+                         errstr_size, "resolve run");
+    if (!res)
+        goto done;
+    if (PQntuples(res) == 0) {
+        PQclear(res);
+        res = db_exec_simple(db, ops_run_status, 1, params, &err, errstr,
+                             errstr_size, "resolve run");
+        if (!res)
+            goto done;
+        if (PQntuples(res) == 0) {
+            rl_set_err(errstr, errstr_size, "could not resolve %s: no such run",
+                       run_id);
+            err = RL_ERR_NOTFOUND;
+        } else {
+            db_copy_value(res, 0, 0, out->prior_status,
+                          sizeof(out->prior_status));
+            rl_set_err(errstr, errstr_size,
+                       "refused to resolve %s: it is %s, only unknown runs "
+                       "qualify",
+                       run_id, out->prior_status);
+            err = RL_ERR_CONFLICT;
+        }
+        goto done;
+    }
+    snprintf(out->prior_status, sizeof(out->prior_status), "unknown");
+    db_copy_value(res, 0, 0, epoch, sizeof(epoch));
+    db_copy_value(res, 0, 1, attempts, sizeof(attempts));
+    out->attempts = atoi(attempts);
+    PQclear(res);
+
+    params[2] = epoch;
+    params[3] = output_json;
+    res = db_exec_simple(db, ops_operator_complete, 4, params, &err, errstr,
+                         errstr_size, "store the operator's output");
+    if (!res)
+        goto done;
+    if (PQntuples(res) != 1 || strcmp(PQgetvalue(res, 0, 0), "completed")) {
+        rl_set_err(errstr, errstr_size,
+                   "could not resolve %s: completion "
+                   "returned %s",
+                   run_id, PQntuples(res) ? PQgetvalue(res, 0, 0) : "nothing");
+        err = RL_ERR_CONFLICT;
+        goto done;
+    }
+    out->outbox_rows = (int)db_int_value(res, 0, 1, 0);
+    PQclear(res);
+
+    params[0] = run_id;
+    params[1] = "resolve_completed";
+    params[2] = actor;
+    params[3] = reason;
+    params[4] = "unknown";
+    params[5] = attempts;
+    res = db_exec_simple(db, ops_record_decision, 6, params, &err, errstr,
+                         errstr_size, "record the decision");
+    if (!res)
+        goto done;
+    PQclear(res);
+    res = db_exec_simple(db, "COMMIT", 0, NULL, &err, errstr, errstr_size,
+                         "commit the resolution");
+    if (!res)
+        goto done;
+    in_tx = 0;
+    err = 0;
+
+done:
+    PQclear(res);
+    if (in_tx)
+        PQclear(
+            PQexecParams(db->conn, "ROLLBACK", 0, NULL, NULL, NULL, NULL, 0));
+    return err;
+}
+
+/* An operator's write: the configured schema, then one statement. *rows
+ * (may be NULL) receives the rows it touched. Returns 0 or the error, with
+ * errstr "could not <what>: ...". */
+int
+db_write(struct rl_db *db, const char *sql, int nparams,
+         const char *const *params, const char *what, int *rows, char *errstr,
+         size_t errstr_size)
+{
+    PGresult *res;
+    int err = RL_ERR_DB;
+
+    if (db_apply_schema(db, errstr, errstr_size) != 0)
+        return RL_ERR_DB;
+    res = db_exec_simple(db, sql, nparams, params, &err, errstr, errstr_size,
+                         what);
+    if (!res)
+        return err;
+    if (rows)
+        *rows = atoi(PQcmdTuples(res));
+    PQclear(res);
+    return 0;
+}
