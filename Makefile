@@ -99,7 +99,7 @@ image:
 image-smoke:
 	tests/image/smoke.sh
 
-# `make schema`: regenerates schema/generated/current.sql, the schema all
+# `make schema`: regenerates schema/current.sql, the schema all
 # migrations build, from a fresh schema in build/services.env's PostgreSQL
 # when that file exists, else in a throwaway one (schema/README.md).
 schema: build

@@ -4,7 +4,7 @@
 # Applies every migration compiled into runledger (`runledger migrate`) to a
 # fresh, private schema, dumps it with pg_dump (schema only, no owners, no
 # privileges) and normalises the dump so the same migrations always give the
-# same bytes. Writes OUT (default schema/generated/current.sql).
+# same bytes. Writes OUT (default schema/current.sql).
 #
 #   --check   compare with OUT instead of writing it: exit 0 when equal, 1
 #             with a unified diff when OUT is stale
@@ -46,7 +46,7 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
-out=${out:-$root/schema/generated/current.sql}
+out=${out:-$root/schema/current.sql}
 
 bin=${RUNLEDGER_BIN:-$root/${BUILD_DIR:-build}/consumer/runledger}
 [ -x "$bin" ] || die "no runledger binary at $bin (run \`make build\`)"

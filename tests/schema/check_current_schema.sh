@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fails when schema/generated/current.sql differs from what the migrations
+# Fails when schema/current.sql differs from what the migrations
 # compiled into RUNLEDGER_BIN build, and prints the diff.
 #
 # It uses the harness's PostgreSQL (DATABASE_URL, from build/services.env)
@@ -24,6 +24,6 @@ fi
 # schema_dump.sh exits 1 for a stale file and 3 for a failure; both fail the
 # test, and neither may read as the skip code.
 rc=0
-"$root/tests/harness/schema_dump.sh" --check "$root/schema/generated/current.sql" || rc=$?
+"$root/tests/harness/schema_dump.sh" --check "$root/schema/current.sql" || rc=$?
 [ "$rc" -eq 77 ] && rc=1
 exit "$rc"
