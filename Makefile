@@ -31,8 +31,16 @@ MAKEFLAGS += --no-print-directory
 # fetch and build them again; a fresh machine fills the cache on first use.
 RL_CACHE_DIR   ?= $(HOME)/.cache/runledger
 
+# The Kafka broker the services run; empty means kafka.version in
+# tests/harness/kafka/pom.xml. `make test` also runs the Kafka-facing tests
+# against KAFKA_COMPAT_VERSION (empty: the pom's kafka.compat.version; none:
+# skipped). docs/compatibility.md lists the versions and what was tested.
+KAFKA_VERSION        ?=
+KAFKA_COMPAT_VERSION ?=
+
 # The harness scripts read these; exported so every recipe agrees on them.
-export BUILD_DIR ASAN_BUILD_DIR JOBS RL_CACHE_DIR
+export BUILD_DIR ASAN_BUILD_DIR JOBS RL_CACHE_DIR KAFKA_VERSION \
+	KAFKA_COMPAT_VERSION
 export RL_SERVICES_DIR := $(abspath $(SERVICES_DIR))
 export RL_SERVICES_ENV := $(abspath $(SERVICES_ENV))
 

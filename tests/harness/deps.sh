@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
 # deps.sh — installs what building and testing Runledger needs on Debian 12,
-# and nothing that is already there, then resolves the Kafka broker's jars
-# once into .cache/kafka-<version>/ in the repository.
+# and nothing that is already there, then resolves the jars of the Kafka
+# brokers `make test` runs (KAFKA_VERSION and the older line it tests too,
+# see tests/harness/kafka/pom.xml) once each into
+# $RL_CACHE_DIR/kafka-<version>/ (default .cache/ in the repository).
 #
 # Idempotent: a second run installs nothing, runs no `apt-get update` and
 # resolves no jars. Runs as root, or through sudo otherwise.
 #
 # Environment:
 #   RL_DEPS_SKIP_APT=1   only resolve the Kafka jars (no package checks)
-#   KAFKA_LIBS_DIR       where the jars go (default .cache/kafka-3.9.1)
+#   KAFKA_VERSION        the broker to resolve (default: the pom's
+#                        kafka.version)
+#   KAFKA_COMPAT_VERSION the older broker resolved beside it (default: the
+#                        pom's kafka.compat.version; "none" for none)
+#   KAFKA_LIBS_DIR       where KAFKA_VERSION's jars go (default
+#                        $RL_CACHE_DIR/kafka-<version>)
 set -euo pipefail
 
 die() {
@@ -17,9 +24,13 @@ die() {
 }
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-kafka_version=3.9.1
 pom="$root/tests/harness/kafka/pom.xml"
-libs_dir=${KAFKA_LIBS_DIR:-${RL_CACHE_DIR:-$root/.cache}/kafka-$kafka_version}
+cache=${RL_CACHE_DIR:-$root/.cache}
+
+# A property of the pom, e.g. kafka.version.
+pom_property() {
+    sed -n "s:.*<$1>\(.*\)</$1>.*:\1:p" "$pom"
+}
 
 packages=(
     build-essential cmake pkg-config
@@ -85,33 +96,45 @@ install_packages() {
     fi
 }
 
-# The stamp records the pom it was resolved from: editing the pom (another
-# Kafka version, another dependency) resolves the jars again.
+# resolve_kafka_jars VERSION DIR. The stamp records the pom and the
+# version it was resolved from: editing the pom (another dependency)
+# resolves the jars again. Each version has a folder of its own, so brokers
+# of two versions never share or overwrite each other's jars.
 resolve_kafka_jars() {
-    local stamp="$libs_dir/.complete" want tmp count
+    local version=$1 libs_dir=$2 stamp="$2/.complete" want tmp count logging
 
     [ -f "$pom" ] || die "missing $pom"
-    want=$(sha256sum "$pom" | cut -d' ' -f1)
+    case "$version" in
+    [0-9]*.[0-9]*.[0-9]*) ;;
+    *) die "not a kafka version: \"$version\" (e.g. 4.1.1)" ;;
+    esac
+    want="$(sha256sum "$pom" | cut -d' ' -f1) $version"
     if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
-        echo "deps.sh: kafka jars present in ${libs_dir#"$root"/}"
+        echo "deps.sh: kafka $version jars present in ${libs_dir#"$root"/}"
         return
     fi
     command -v mvn >/dev/null 2>&1 || die "mvn is missing (run as root first)"
+    # The SLF4J binding the version's broker logs through.
+    case "$version" in
+    [0-3].*) logging=reload4j ;;
+    *) logging=log4j2 ;;
+    esac
 
-    echo "deps.sh: resolving kafka $kafka_version jars into ${libs_dir#"$root"/}"
+    echo "deps.sh: resolving kafka $version jars into ${libs_dir#"$root"/}"
     mkdir -p "$(dirname "$libs_dir")"
     tmp=$(mktemp -d "$libs_dir.tmp.XXXXXX")
     # A half-resolved folder must never look complete: resolve aside, check,
     # then swap it in.
     if ! mvn -q -B -Dstyle.color=never -f "$pom" dependency:copy-dependencies \
+        -Dkafka.version="$version" -Dkafka.logging="$logging" \
         -DoutputDirectory="$tmp" -DincludeScope=runtime >"$tmp.log" 2>&1; then
         cat "$tmp.log" >&2
         rm -rf "$tmp" "$tmp.log"
-        die "could not resolve the kafka jars with maven (output above)"
+        die "could not resolve the kafka $version jars with maven (output above)"
     fi
     rm -f "$tmp.log"
-    for jar in "kafka_2.13-$kafka_version.jar" "kafka-clients-$kafka_version.jar" \
-        "kafka-server-$kafka_version.jar" "kafka-metadata-$kafka_version.jar"; do
+    for jar in "kafka_2.13-$version.jar" "kafka-clients-$version.jar" \
+        "kafka-server-$version.jar" "kafka-metadata-$version.jar"; do
         if [ ! -s "$tmp/$jar" ]; then
             rm -rf "$tmp"
             die "maven finished but $jar is missing"
@@ -129,4 +152,9 @@ if [ "${RL_DEPS_SKIP_APT:-0}" != 1 ]; then
         die "dpkg-query not found: this script expects Debian 12"
     install_packages
 fi
-resolve_kafka_jars
+kafka_version=${KAFKA_VERSION:-$(pom_property kafka.version)}
+compat_version=${KAFKA_COMPAT_VERSION:-$(pom_property kafka.compat.version)}
+resolve_kafka_jars "$kafka_version" "${KAFKA_LIBS_DIR:-$cache/kafka-$kafka_version}"
+if [ "$compat_version" != none ] && [ "$compat_version" != "$kafka_version" ]; then
+    resolve_kafka_jars "$compat_version" "$cache/kafka-$compat_version"
+fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # kafka.sh start|stop|kill|restart|env DIR — a single-node Kafka (KRaft,
 # broker and controller in one JVM) in DIR, run from the jars deps.sh
-# resolved into .cache/kafka-3.9.1/.
+# resolved into $RL_CACHE_DIR/kafka-<version>/ (default .cache/).
 #
 #   start    format fresh storage with a random cluster id (wiping an
 #            earlier one made by this script), start the broker on free
@@ -9,17 +9,21 @@
 #            default topics; a broker already running in DIR is kept
 #   stop     SIGTERM (controlled shutdown), SIGKILL after 60 s (idempotent)
 #   kill     SIGKILL: the broker recovers its logs on restart
-#   restart  start DIR's broker again, same ports and data, no reformat
-#            (stops it first when it runs)
+#   restart  start DIR's broker again, same version, ports and data, no
+#            reformat (stops it first when it runs)
 #   env      print KAFKA_BOOTSTRAP_SERVERS=...
 #
-# Environment: KAFKA_LIBS_DIR (jar folder), KAFKA_HEAP_OPTS
-# (default -Xmx512m -Xms256m), KAFKA_START_TIMEOUT (seconds, default 90).
+# Environment: KAFKA_VERSION (default: kafka.version in kafka/pom.xml; its
+# jars must be resolved: `KAFKA_VERSION=... tests/harness/deps.sh`),
+# KAFKA_LIBS_DIR (jar folder, default $RL_CACHE_DIR/kafka-<version>),
+# KAFKA_HEAP_OPTS (default -Xmx512m -Xms256m), KAFKA_START_TIMEOUT
+# (seconds, default 90).
 #
-# Layout of DIR: server.properties, log4j.properties, data/ (log.dirs),
-# broker.log, stdout.log, broker.pid, ports, env, bin/rl_topics. The topic
-# tool (rl_topics.c) is compiled into $RL_CACHE_DIR/harness/ (default
-# .cache/harness/) and linked as bin/rl_topics.
+# Layout of DIR: server.properties, the logging configuration
+# (log4j.properties up to 3.x, log4j2.xml from 4.0 on), data/ (log.dirs),
+# broker.log, stdout.log, broker.pid, version, ports, env, bin/rl_topics.
+# The topic tool (rl_topics.c) is compiled into $RL_CACHE_DIR/harness/
+# (default .cache/harness/) and linked as bin/rl_topics.
 set -euo pipefail
 
 prog=kafka.sh
@@ -38,7 +42,17 @@ dir=$(realpath -m -- "$2")
 [ "$dir" != / ] || die "refusing to use / as the data folder"
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-kafka_version=3.9.1
+# A restart runs the version DIR's storage was formatted by; anything else
+# runs the version asked for.
+if [ "$cmd" = restart ] && [ -f "$dir/version" ]; then
+    kafka_version=$(cat "$dir/version")
+elif [ -n "${KAFKA_VERSION:-}" ]; then
+    kafka_version=$KAFKA_VERSION
+else
+    kafka_version=$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' \
+        "$root/tests/harness/kafka/pom.xml")
+fi
+[ -n "$kafka_version" ] || die "no kafka version: set KAFKA_VERSION"
 libs=${KAFKA_LIBS_DIR:-${RL_CACHE_DIR:-$root/.cache}/kafka-$kafka_version}
 heap=${KAFKA_HEAP_OPTS:--Xmx512m -Xms256m}
 start_timeout=${KAFKA_START_TIMEOUT:-90}
@@ -86,7 +100,7 @@ broker_pid() {
 
 java_cp() {
     [ -f "$libs/.complete" ] ||
-        die "kafka jars missing in $libs: run tests/harness/deps.sh (or make deps)"
+        die "kafka $kafka_version jars missing in $libs: run KAFKA_VERSION=$kafka_version tests/harness/deps.sh"
     command -v java >/dev/null 2>&1 || die "java not found: run tests/harness/deps.sh"
     echo "$libs/*"
 }
@@ -122,7 +136,28 @@ broker.session.timeout.ms=4000
 num.network.threads=2
 num.io.threads=4
 EOF
-    cat >"$dir/log4j.properties" <<EOF
+    write_log_config
+    printf '%s %s\n' "$port" "$cport" >"$dir/ports"
+}
+
+# Up to 3.x the broker logs through log4j 1 (reload4j), from 4.0 on through
+# log4j2, which without a configuration of its own prints an error on every
+# start. Either way: everything to broker.log, nothing on the console.
+log_jvm_opt() {
+    case "$kafka_version" in
+    [0-3].*) echo "-Dlog4j.configuration=file:$dir/log4j.properties" ;;
+    *) echo "-Dlog4j2.configurationFile=$dir/log4j2.xml" ;;
+    esac
+}
+
+xml_escape() {
+    sed -e 's/&/\&amp;/g' -e 's/</\&lt;/g' -e 's/>/\&gt;/g' -e 's/"/\&quot;/g' <<<"$1"
+}
+
+write_log_config() {
+    case "$kafka_version" in
+    [0-3].*)
+        cat >"$dir/log4j.properties" <<EOF
 # Written by tests/harness/kafka.sh: everything to broker.log, nothing on
 # the console.
 log4j.rootLogger=INFO, file
@@ -136,7 +171,29 @@ log4j.logger.state.change.logger=WARN
 log4j.logger.org.apache.kafka.clients=WARN
 log4j.logger.kafka.log.LogCleaner=WARN
 EOF
-    printf '%s %s\n' "$port" "$cport" >"$dir/ports"
+        ;;
+    *)
+        cat >"$dir/log4j2.xml" <<EOF
+<?xml version="1.0" encoding="UTF-8"?>
+<!-- Written by tests/harness/kafka.sh: everything to broker.log, nothing
+     on the console; log4j2's own warnings go to stdout.log. -->
+<Configuration status="warn">
+  <Appenders>
+    <File name="file" fileName="$(xml_escape "$dir/broker.log")" append="true">
+      <PatternLayout pattern="[%d] %p %m (%c)%n"/>
+    </File>
+  </Appenders>
+  <Loggers>
+    <Root level="info"><AppenderRef ref="file"/></Root>
+    <Logger name="kafka.request.logger" level="warn"/>
+    <Logger name="state.change.logger" level="warn"/>
+    <Logger name="org.apache.kafka.clients" level="warn"/>
+    <Logger name="kafka.log.LogCleaner" level="warn"/>
+  </Loggers>
+</Configuration>
+EOF
+        ;;
+    esac
 }
 
 # Kafka's Uuid text form: 16 random bytes, URL-safe base64 without padding,
@@ -154,7 +211,7 @@ while True:
 format_storage() {
     local cp
     cp=$(java_cp)
-    java -Xmx256m -Dlog4j.configuration="file:$dir/log4j.properties" \
+    java -Xmx256m "$(log_jvm_opt)" \
         -cp "$cp" kafka.tools.StorageTool format -t "$(cluster_id)" \
         -c "$dir/server.properties" >"$dir/format.log" 2>&1 || {
         cat "$dir/format.log" >&2
@@ -173,8 +230,7 @@ launch() {
     # holds several options
     setsid bash -c 'echo $$ >"$0.tmp" && mv "$0.tmp" "$0" && exec "$@"' \
         "$pidfile" java $heap -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
-        -Djava.awt.headless=true \
-        -Dlog4j.configuration="file:$dir/log4j.properties" \
+        -Djava.awt.headless=true "$(log_jvm_opt)" \
         -Dkafka.logs.dir="$dir" \
         -cp "$cp" kafka.Kafka "$dir/server.properties" \
         >>"$dir/stdout.log" 2>&1 </dev/null &
@@ -301,6 +357,7 @@ start_fresh() {
         port=$(pick_port "$from")
         cport=$(pick_port $((port + 1)) "$port")
         write_config "$port" "$cport"
+        echo "$kafka_version" >"$dir/version"
         format_storage
         launch
         rc=0
@@ -323,6 +380,10 @@ start_fresh() {
 case "$cmd" in
 start)
     if broker_pid >/dev/null; then
+        # Tests of one version must not pass against a broker of another.
+        running=$(cat "$dir/version" 2>/dev/null || echo unknown)
+        [ "$running" = "$kafka_version" ] ||
+            die "the broker running in $dir is kafka $running, not $kafka_version: stop it first"
         wait_ready || die "kafka broker in $dir is not answering"
         create_topics || die "another broker answers on this broker's port"
         write_env

@@ -1,20 +1,33 @@
 #!/usr/bin/env bash
-# pg.sh start|stop|kill|restart|env DIR — a throwaway PostgreSQL 15 in DIR.
+# pg.sh start|stop|kill|restart|destroy|env DIR — a throwaway PostgreSQL 15
+# for DIR.
 #
-#   start    initdb a fresh cluster in DIR (wiping an earlier one made by this
-#            script), listen on 127.0.0.1 at a free port, wait until it
-#            answers; a cluster already running in DIR is left as it is
+#   start    initdb a fresh cluster (wiping an earlier one made by this
+#            script for DIR), listen on 127.0.0.1 at a free port, wait until
+#            it answers; a cluster already running for DIR is left as it is
 #   stop     fast shutdown (idempotent)
 #   kill     immediate shutdown: no checkpoint, crash recovery on restart
 #   restart  start DIR's cluster again, same port and data (stops it first
 #            when it runs)
+#   destroy  fast shutdown, then remove the cluster's files; its server log
+#            is kept in DIR/log (idempotent)
 #   env      print DATABASE_URL=...
 #
 # Durability is production-like (fsync and synchronous_commit on), so timing
 # seen in tests is honest. Trust authentication, loopback only.
 #
-# Layout of DIR: data/ (PGDATA), log/postgresql.log, port, env, and the
-# unix socket (in /tmp when DIR's path is too long for one).
+# As root the server runs as the postgres user, which may not enter DIR (a
+# clone in a 0700 home or in a mktemp folder). So every file the server
+# itself opens (data, server log, unix socket) lives in a run folder of its
+# own, made with mktemp under PG_RUN_BASE (default /var/tmp, on disk where
+# /tmp may be memory) and owned by the server's user; likewise when not
+# root, so both ways take the same path.
+#
+# Layout of DIR: rundir (the run folder's path), port, env, sockdir,
+# log/initdb.log, log/pg_ctl.log, and the links data and log/postgresql.log
+# into the run folder. `destroy` removes the run folder and copies the
+# server log into DIR/log. A run folder whose DIR no longer records it (a
+# test removes DIR after `kill`) is removed by the next start or destroy.
 set -euo pipefail
 
 prog=pg.sh
@@ -23,7 +36,7 @@ die() {
     exit 1
 }
 usage() {
-    echo "usage: $prog start|stop|kill|restart|env DIR" >&2
+    echo "usage: $prog start|stop|kill|restart|destroy|env DIR" >&2
     exit 2
 }
 
@@ -32,9 +45,8 @@ cmd=$1
 dir=$(realpath -m -- "$2")
 [ "$dir" != / ] || die "refusing to use / as the data folder"
 
-data=$dir/data
-logfile=$dir/log/postgresql.log
 marker=$dir/.runledger-pg
+run_base=${PG_RUN_BASE:-/var/tmp}
 start_timeout=${PG_START_TIMEOUT:-60}
 port_base=${PG_PORT_BASE:-25432}
 # Ports other engineers' services hold on this machine; never picked.
@@ -48,6 +60,19 @@ else
     bindir=$(dirname "$(command -v pg_ctl || die "pg_ctl not found: run tests/harness/deps.sh")")
 fi
 
+# The run folder DIR records; DIR itself for a cluster made before run
+# folders existed, so that one can still be stopped.
+set_run() {
+    if [ -f "$dir/rundir" ]; then
+        run=$(cat "$dir/rundir")
+    else
+        run=$dir
+    fi
+    data=$run/data
+    logfile=$run/log/postgresql.log
+}
+set_run
+
 # PostgreSQL refuses to run as root: as root, run it as the postgres user.
 pg_argv() {
     if [ "$(id -u)" -ne 0 ]; then
@@ -59,10 +84,11 @@ pg_argv() {
     fi
 }
 
+# From /: the postgres user may not be allowed into the caller's folder.
 as_pg() {
     local argv
     pg_argv "$@"
-    "${argv[@]}"
+    (cd / && "${argv[@]}")
 }
 
 # In a session of its own the postmaster survives a Ctrl-C sent to the
@@ -70,7 +96,7 @@ as_pg() {
 pg_ctl_detached() {
     local argv
     pg_argv "$bindir/pg_ctl" "$@"
-    setsid -w "${argv[@]}"
+    (cd / && setsid -w "${argv[@]}")
 }
 
 port_is_free() {
@@ -156,31 +182,79 @@ EOF
     fi
 }
 
+# Removes a run folder this script made (its name says so), and a socket
+# folder made beside it.
+remove_run() {
+    local r=$1 sock
+    case "$r" in "$run_base"/rl-pg-run.*) ;; *) return 0 ;; esac
+    if [ -f "$r/sockdir" ]; then
+        sock=$(cat "$r/sockdir")
+        case "$sock" in /tmp/rl-pg.*) rm -rf "$sock" ;; esac
+    fi
+    rm -rf "$r"
+}
+
+# Run folders whose DIR no longer records them: the DIR was removed or
+# started afresh without a destroy (tests kill a private cluster, then
+# remove its DIR). One whose postmaster still runs is left alone; a run
+# folder not yet recorded has no owner file yet and is skipped too.
+sweep_orphans() {
+    local r owner pid
+    for r in "$run_base"/rl-pg-run.*; do
+        [ -r "$r/owner" ] || continue
+        owner=$(cat "$r/owner")
+        [ "$(cat "$owner/rundir" 2>/dev/null)" != "$r" ] || continue
+        if pid=$(head -n 1 "$r/data/postmaster.pid" 2>/dev/null) &&
+            [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+            continue
+        fi
+        remove_run "$r" 2>/dev/null || true
+    done
+}
+
 # A bind failure (another process took the port between the check and the
 # start) is retried on the next free port; anything else fails at once.
 start_fresh() {
-    local port sockdir from
+    local port from sockdir
 
     if [ -e "$dir" ] && [ ! -e "$marker" ] && [ -n "$(ls -A "$dir")" ]; then
         die "$dir exists and was not made by $prog: refusing to wipe it"
     fi
-    if [ -f "$dir/sockdir" ]; then
+    if [ -f "$dir/rundir" ]; then
+        remove_run "$run"
+    elif [ -f "$dir/sockdir" ]; then
         sockdir=$(cat "$dir/sockdir")
         case "$sockdir" in /tmp/rl-pg.*) rm -rf "$sockdir" ;; esac
     fi
+    sweep_orphans
     rm -rf "$dir"
     mkdir -p "$dir/log"
     touch "$marker"
+    [ -d "$run_base" ] || die "PG_RUN_BASE $run_base is not a folder"
+    # Recorded before anything else can fail, so a failed start leaves
+    # nothing that a later start or destroy cannot find.
+    mktemp -d "$run_base/rl-pg-run.XXXXXX" >"$dir/rundir" ||
+        die "could not make a run folder in $run_base"
+    set_run
+    echo "$dir" >"$run/owner"
+    mkdir -p "$data" "$run/log"
     # The socket path must fit sockaddr_un (108 bytes with ".s.PGSQL.NNNNN").
-    if [ ${#dir} -le 88 ]; then
-        echo "$dir" >"$dir/sockdir"
+    if [ ${#run} -le 88 ]; then
+        echo "$run" >"$dir/sockdir"
     else
         mktemp -d /tmp/rl-pg.XXXXXX >"$dir/sockdir"
     fi
+    cp "$dir/sockdir" "$run/sockdir"
+    ln -s "$data" "$dir/data"
+    ln -s "$logfile" "$dir/log/postgresql.log"
     if [ "$(id -u)" -eq 0 ]; then
         id postgres >/dev/null 2>&1 || die "user postgres missing: install postgresql-15"
-        chown -R postgres:postgres "$dir" "$(socket_dir)"
+        chown -R postgres:postgres "$run" "$(socket_dir)"
     fi
+    # Says which folder is at fault instead of initdb's bare "Permission
+    # denied" (a PG_RUN_BASE the postgres user cannot enter).
+    as_pg test -w "$data" -a -w "$(socket_dir)" ||
+        die "the server's user cannot write to $data or $(socket_dir): set PG_RUN_BASE to a folder every user can enter"
 
     as_pg "$bindir/initdb" -D "$data" -U postgres -A trust -E UTF8 \
         --no-locale --no-sync >"$dir/log/initdb.log" 2>&1 || {
@@ -246,6 +320,27 @@ stop | kill)
     else
         echo "$prog: not running in $dir"
     fi
+    ;;
+destroy)
+    msg="not running in $dir"
+    if is_running; then
+        as_pg "$bindir/pg_ctl" stop -D "$data" -m fast -w -t 60 >/dev/null ||
+            die "pg_ctl stop -m fast failed (log: $logfile)"
+        msg="stopped (fast) $dir"
+    fi
+    if [ -f "$dir/rundir" ]; then
+        # The server log outlives the cluster, for post-mortems.
+        if [ -f "$logfile" ]; then
+            rm -f "$dir/log/postgresql.log"
+            cp "$logfile" "$dir/log/postgresql.log"
+        fi
+        rm -f "$dir/data"
+        remove_run "$run"
+        rm -f "$dir/rundir" "$dir/sockdir"
+        msg="$msg; removed $run"
+    fi
+    sweep_orphans
+    echo "$prog: $msg"
     ;;
 env)
     [ -f "$dir/env" ] || die "no cluster was started in $dir"

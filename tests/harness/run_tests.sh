@@ -6,7 +6,11 @@
 #      RL_REQUIRE_SERVICES=1 so a missing service fails instead of skipping
 #   3. valgrind --leak-check=full over the unit test executables of
 #      $BUILD_DIR
-#   4. services.sh down — always, also after a failure or Ctrl-C
+#   4. the Kafka-facing tests of $BUILD_DIR (labels e2e, kafka, chaos) once
+#      more against the older broker line (KAFKA_COMPAT_VERSION, default
+#      the pom's kafka.compat.version, 3.9.x): the broker is swapped for one
+#      of that version, and the tests' private brokers run it too
+#   5. services.sh down — always, also after a failure or Ctrl-C
 #
 # Every phase runs even when an earlier one failed, so one run shows every
 # failure; the exit code is non-zero when any phase failed. The last line
@@ -14,7 +18,9 @@
 #
 # Environment: BUILD_DIR (build), ASAN_BUILD_DIR (build-asan), JOBS (2),
 # RL_SERVICES_DIR, RL_SERVICES_ENV (see services.sh), CTEST_ARGS (extra
-# ctest arguments, e.g. "-L unit" or "-R kafka").
+# ctest arguments, e.g. "-L unit" or "-R kafka"; the second Kafka pass adds
+# its labels to them), KAFKA_VERSION (the broker of phases 1-3, see
+# kafka.sh), KAFKA_COMPAT_VERSION (phase 4's broker; "none" skips phase 4).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -212,6 +218,36 @@ export RL_REQUIRE_SERVICES=1
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
+# The Kafka-facing tests against the older broker line, the last phase:
+# the shared broker is replaced (same services folder, so `down` stops
+# whichever runs) and KAFKA_VERSION is exported from here on for the brokers
+# the fault and chaos tests start for themselves. KAFKA_LIBS_DIR names the
+# main version's jars; the older version's have a cache folder of their own.
+run_kafka_compat() {
+    local version=$1 name="ctest-kafka-$1" up_log
+    up_log=$logs/services-$name.log
+    echo
+    echo "== $name: the shared broker replaced by kafka $version"
+    unset KAFKA_LIBS_DIR
+    export KAFKA_VERSION=$version
+    if ! { "$root/tests/harness/services.sh" down --only kafka &&
+        "$root/tests/harness/services.sh" up --only kafka; } >"$up_log" 2>&1; then
+        cat "$up_log"
+        phases+=("$name: FAILED (no kafka $version broker; log $up_log)")
+        failed=$((failed + 1))
+        status=1
+        return
+    fi
+    cat "$up_log"
+    # shellcheck disable=SC1090 # written by services.sh
+    . "$RL_SERVICES_ENV"
+    run_ctest "$build_dir" "$name" -L '^(e2e|kafka|chaos)$'
+}
+
+compat_version=${KAFKA_COMPAT_VERSION:-$(sed -n \
+    's:.*<kafka.compat.version>\(.*\)</kafka.compat.version>.*:\1:p' \
+    "$root/tests/harness/kafka/pom.xml")}
+
 rm -f "$logs/valgrind.counts"
 run_ctest "$build_dir" ctest
 # The sanitizer pass runs every test of the C code except two that gain
@@ -222,3 +258,7 @@ run_ctest "$build_dir" ctest
 # README) are not rerun either.
 run_ctest "$asan_dir" ctest-asan -LE '^(chaos|fuzz|helm|image|stub|docs)$'
 run_valgrind
+if [ -n "$compat_version" ] && [ "$compat_version" != none ] &&
+    [ "$compat_version" != "${KAFKA_VERSION:-}" ]; then
+    run_kafka_compat "$compat_version"
+fi

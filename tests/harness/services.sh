@@ -10,7 +10,9 @@
 # `up` starts what is not running yet (a second `up` is a no-op) and writes
 # the environment file as `export NAME=value` lines, for `. build/services.env`.
 # When any start fails, `up` stops everything this run started and exits 1.
-# `down` stops everything (idempotent) and removes the environment file.
+# `down` stops everything (idempotent), removes PostgreSQL's files (they
+# live outside the services folder, see pg.sh; its log stays in pg/log) and
+# removes the environment file.
 #
 # Environment: RL_SERVICES_DIR (default build/services), RL_SERVICES_ENV
 # (default build/services.env), STUB_PORT_BASE, STUB_START_TIMEOUT.
@@ -192,7 +194,7 @@ rollback() {
     echo "$prog: start failed, stopping what this run started: ${started[*]}" >&2
     for svc in "${started[@]}"; do
         case "$svc" in
-        pg) "$harness/pg.sh" stop "$sdir/pg" 9>&- >&2 || true ;;
+        pg) "$harness/pg.sh" destroy "$sdir/pg" 9>&- >&2 || true ;;
         kafka) "$harness/kafka.sh" stop "$sdir/kafka" 9>&- >&2 || true ;;
         stub) stub_stop >&2 || true ;;
         esac
@@ -235,7 +237,7 @@ down() {
         "$harness/kafka.sh" stop "$sdir/kafka" 9>&- || failed=1
     fi
     if wanted pg && [ -d "$sdir/pg" ]; then
-        "$harness/pg.sh" stop "$sdir/pg" 9>&- || failed=1
+        "$harness/pg.sh" destroy "$sdir/pg" 9>&- || failed=1
     fi
     if [ -z "$only" ]; then
         rm -f "$envfile"
