@@ -3,8 +3,8 @@
 //
 //	franz-go consumer group -> River InsertMany, one job per event, unique
 //	by run_id (UniqueOpts ByArgs on the run_id field: a duplicate event
-//	while the job exists inserts nothing); the offsets are committed after
-//	InsertMany returned.
+//	while the job exists inserts nothing; duplicates within one poll are
+//	dropped first); the offsets are committed after InsertMany returned.
 //	River workers (PEER_CONCURRENCY, default 100) -> POST the stub
 //	(net/http, keep-alive) -> one transaction: INSERT the output into
 //	bench_results, INSERT one outbox row per channel of the event, and
@@ -272,13 +272,21 @@ func run() error {
 			logger.Warn("fetch failed", "topic", t, "partition", p, "err", err)
 		})
 		var params []river.InsertManyParams
+		seen := make(map[string]bool)
 		fetches.EachRecord(func(r *kgo.Record) {
 			var ev event
 			if err := json.Unmarshal(r.Value, &ev); err != nil {
 				return // a real one would dead-letter it
 			}
+			// River refuses a whole batch that holds one unique key twice
+			// (a redelivered event in the same poll): keep the first.
+			id := runID(&ev)
+			if seen[id] {
+				return
+			}
+			seen[id] = true
 			params = append(params, river.InsertManyParams{Args: runArgs{
-				RunID: runID(&ev), Job: ev.Job, Tenant: ev.Tenant,
+				RunID: id, Job: ev.Job, Tenant: ev.Tenant,
 				Input: ev.Input, Request: ev.Request, Notify: ev.Notify}})
 		})
 		if len(params) > 0 {
