@@ -28,9 +28,14 @@
 #   ceiling  pgbench running the service's per-run statements one run at a
 #            time (tests/bench/pgbench/per_run.sql) and the single-run
 #            forms of them (per_run_single.sql) at 16 and 64 clients;
-#            ratio = zero runs/s / the best ceiling runs/s
+#            ratio = zero runs/s / the best ceiling runs/s;
+#            ceiling_plain: the same runs as plain statements on the same
+#            tables, no functions (per_run_plain.sql), what a minimal
+#            exactly-once ledger must do per run, at the same clients;
+#            ratio_plain = zero runs/s / the best ceiling_plain runs/s
 #   peer     the same jobs through a plain Python worker (1 and 4
-#            processes) and through Graphile Worker (Node.js, from npm)
+#            processes), through Graphile Worker (Node.js, from npm) and
+#            through River (Go, built from peer_river/ on first use)
 #
 # Private services: PostgreSQL (tests/harness/pg.sh, pg_stat_statements
 # preloaded), a Kafka broker (kafka.sh) and one stub model per scenario,
@@ -43,7 +48,7 @@
 #   BENCH_DIR                scratch folder (default build-bench/run)
 #   BENCH_SCENARIOS          default "zero slow slow5s paced trickle ceiling
 #                            peer soak"
-#   BENCH_PEERS              default "python1 python4 graphile"
+#   BENCH_PEERS              default "python1 python4 graphile river"
 #   BENCH_EVENTS             default 20000 (zero and slow)
 #   BENCH_SLOW_EVENTS        default BENCH_EVENTS
 #   BENCH_SLOW5_EVENTS       default 40000
@@ -56,6 +61,7 @@
 #                            expiry the line says timeout=1 and the rate is
 #                            computed from what completed
 #   BENCH_GRAPHILE_CONCURRENCY  default 32
+#   BENCH_RIVER_CONCURRENCY  River's MaxWorkers (default 100)
 #   BENCH_AUTO_EXPLAIN_MS    log the plans of statements slower than that
 #                            (PostgreSQL's log; diagnosis, not figures)
 #   BENCH_WAL_BREAKDOWN      set: zero/slow/slow5s also write where their
@@ -84,13 +90,15 @@ paced_seconds=${BENCH_PACED_SECONDS:-60}
 trickle_rate=${BENCH_TRICKLE_RATE:-50}
 trickle_seconds=${BENCH_TRICKLE_SECONDS:-30}
 soak_seconds=${BENCH_SOAK_SECONDS:-600}
-peers=${BENCH_PEERS:-python1 python4 graphile}
+peers=${BENCH_PEERS:-python1 python4 graphile river}
 ceiling_clients=${BENCH_CEILING_CLIENTS:-16 64}
 ceiling_seconds=${BENCH_CEILING_SECONDS:-15}
 wait_seconds=${BENCH_WAIT_SECONDS:-75}
 graphile_concurrency=${BENCH_GRAPHILE_CONCURRENCY:-32}
+river_concurrency=${BENCH_RIVER_CONCURRENCY:-100}
 venv=$root/.cache/bench-venv
 node_dir=$root/.cache/bench-node
+river_bin=$root/.cache/bench-river/peer_river
 role=rl_bench
 
 t_start=$(date +%s)
@@ -472,6 +480,20 @@ if has peer && has_peer graphile; then
     fi
 fi
 
+# River's peer: built from peer_river/ (versions pinned in its go.mod and
+# go.sum, fetched through whatever module proxy `go env` names) whenever
+# a source is newer than the binary.
+river_ok=1
+if has peer && has_peer river; then
+    if [ ! -x "$river_bin" ] || [ -n "$(find "$bench/peer_river" -newer "$river_bin" -type f)" ]; then
+        log "building the River peer into ${river_bin#"$root"/}"
+        mkdir -p "$(dirname "$river_bin")"
+        (cd "$bench/peer_river" && GOFLAGS=-mod=mod go build -trimpath -o "$river_bin.tmp" . &&
+            mv "$river_bin.tmp" "$river_bin") >&2 ||
+            { river_ok=0; rm -f "$river_bin.tmp"; log "could not build the River peer"; }
+    fi
+fi
+
 log "starting PostgreSQL (and Kafka) in $work"
 "$harness/pg.sh" start "$work/pg" >&2
 pgport=$(cat "$work/pg/port")
@@ -802,13 +824,13 @@ fi
 
 # ---- ceiling: pgbench, the per-run statements one run at a time -----------
 
-# ceiling_run SCRIPT LABEL CLIENTS: one pgbench line; sets tps ("" when
-# the line is an error).
+# ceiling_run SCRIPT LABEL CLIENTS [LINE]: one pgbench line, named LINE
+# (default ceiling); sets tps ("" when the line is an error).
 ceiling_run() {
-    local script=$1 label=$2 c=$3 db lat nrun line
+    local script=$1 label=$2 c=$3 name=${4:-ceiling} db lat nrun line
     db=bench_ceiling_${label}_$c
     tps=
-    log "ceiling ($label): pgbench, $c clients, ${ceiling_seconds} s"
+    log "$name ($label): pgbench, $c clients, ${ceiling_seconds} s"
     ledger_db "$db"
     measure_begin "$db"
     # A script that no longer matches the schema (db.c moved on) fails
@@ -817,7 +839,7 @@ ceiling_run() {
         -f "$bench/pgbench/$script" -c "$c" -j "$(nproc)" \
         -T "$ceiling_seconds" "$db" >"$work/$db.pgbench.log" 2>&1; then
         log "pgbench failed: $(grep -m1 ERROR "$work/$db.pgbench.log" || true)"
-        out "ceiling script=$label clients=$c error=pgbench_failed log=${work#"$root"/}/$db.pgbench.log"
+        out "$name script=$label clients=$c error=pgbench_failed log=${work#"$root"/}/$db.pgbench.log"
         return
     fi
     measure_end "$db"
@@ -825,11 +847,11 @@ ceiling_run() {
     lat=$(sed -n 's/^latency average = \([0-9.]*\) ms/\1/p' "$work/$db.pgbench.log")
     nrun=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$work/$db.pgbench.log")
     if [ -z "$tps" ] || [ -z "$nrun" ] || [ "$nrun" -eq 0 ]; then
-        out "ceiling script=$label clients=$c error=no_runs log=${work#"$root"/}/$db.pgbench.log"
+        out "$name script=$label clients=$c error=no_runs log=${work#"$root"/}/$db.pgbench.log"
         tps=
         return
     fi
-    line="ceiling script=$label clients=$c seconds=$ceiling_seconds runs_per_s=$(fmt "$tps") run_latency_ms=$lat"
+    line="$name script=$label clients=$c seconds=$ceiling_seconds runs_per_s=$(fmt "$tps") run_latency_ms=$lat"
     # pg_stat_statements misses BEGIN/COMMIT that pgbench sends as
     # prepared statements: count them from the script instead.
     line+=" $(db_fields "$nrun" "$(grep -ciE '^(BEGIN|COMMIT|END);' "$bench/pgbench/$script")")"
@@ -849,8 +871,19 @@ if has ceiling; then
             [ -z "$tps" ] || best=$(calc "max($best, $tps)")
         done
     done
+    # per_run_plain.sql: the same run as plain statements on the same
+    # tables, no functions: what the work costs, not what the functions
+    # cost when they carry one run. Its own best and ratio.
+    best_plain=0
+    for c in $ceiling_clients; do
+        ceiling_run per_run_plain.sql per_run_plain "$c" ceiling_plain
+        [ -z "$tps" ] || best_plain=$(calc "max($best_plain, $tps)")
+    done
     if [ -n "$zero_rps" ] && [ "$best" != 0 ]; then
         out "ratio zero_runs_per_s=$(fmt "$zero_rps") ceiling_runs_per_s=$(fmt "$best") ratio=$(fmt "$(calc "$zero_rps / $best")" 3)"
+    fi
+    if [ -n "$zero_rps" ] && [ "$best_plain" != 0 ]; then
+        out "ratio_plain zero_runs_per_s=$(fmt "$zero_rps") ceiling_plain_runs_per_s=$(fmt "$best_plain") ratio_plain=$(fmt "$(calc "$zero_rps / $best_plain")" 3)"
     fi
 fi
 
@@ -983,6 +1016,54 @@ peer_graphile() {
     out "$line"
 }
 
+peer_river() {
+    local name=river n=$peer_events
+    local db=bench_peer_river topic=bench.river.schedules
+    local want t0 t1 pid hwm done_runs outbox_rows timeout=0 rps line cpu
+
+    log "peer river: $n events, River MaxWorkers $river_concurrency"
+    fresh_db "$db"
+    topics "$topic:4"
+    DATABASE_URL="$(url_of "$db")" "$river_bin" --init >"$work/$name.init.log" 2>&1 ||
+        die "river init failed (log: $work/$name.init.log)"
+    stub_start "$name" 0
+    gen "bench-$name-warmup" 1 "$work/$name.warmup.tsv"
+    gen "bench-$name" "$n" "$work/$name.events.tsv"
+    DATABASE_URL="$(url_of "$db")" KAFKA_BOOTSTRAP_SERVERS="$bootstrap" \
+        MODEL_BASE_URL="$stub_base/v1" PEER_TOPIC="$topic" PEER_GROUP_ID="bench-$name" \
+        PEER_CONCURRENCY="$river_concurrency" \
+        "$river_bin" >/dev/null 2>"$work/$name.worker.log" &
+    pid=$!
+    pids+=("$pid")
+    produce "$topic" "$work/$name.warmup.tsv"
+    wait_count "$db" "SELECT count(*) FROM bench_results" 1 120 ||
+        die "peer river: the warm-up job did not complete in 120 s (log: $work/$name.worker.log)"
+    measure_begin "$db"
+    cpu_begin "$pid"
+    want=$((n + 1))
+    t0=$(now)
+    produce "$topic" "$work/$name.events.tsv"
+    wait_count "$db" "SELECT count(*) FROM bench_results" "$want" "$wait_seconds" || timeout=1
+    cpu=$(cpu_end "$pid")
+    measure_end "$db"
+    hwm=$(hwm_kb "$pid")
+    kill -0 "$pid" 2>/dev/null || die "peer river: the worker died (log: $work/$name.worker.log)"
+    t1=$(DB=$db q "SELECT extract(epoch FROM max(completed_at)) FROM bench_results")
+    done_runs=$(calc "$(DB=$db q "SELECT count(*) FROM bench_results") - 1")
+    outbox_rows=$(calc "$(DB=$db q "SELECT count(*) FROM outbox") - 2")
+    rps=$(calc "$done_runs / ($t1 - $t0)")
+    stop_pid "$pid" 15
+    stop_pid "$stub_pid" 10
+    line="peer name=river concurrency=$river_concurrency events=$n completed=$done_runs runs_per_s=$(fmt "$rps") seconds=$(fmt "$(calc "$t1 - $t0")" 2)"
+    line+=" $(db_fields "$done_runs")"
+    line+=" rss_peak_mb=$(fmt "$(calc "$hwm / 1024")")"
+    [ -z "$zero_rps" ] ||
+        line+=" vs_zero=$(fmt "$(calc "$rps / $zero_rps")" 3) ours_runs_per_s=$(fmt "$zero_rps") ours_rss_peak_mb=$zero_rss_mb"
+    line+=" notifications=queued outbox_rows_per_run=$(fmt "$(calc "$outbox_rows / max($done_runs, 1)")" 2) $cpu load1=$(load1)"
+    [ "$timeout" -eq 0 ] || line+=" timeout=1"
+    out "$line"
+}
+
 if has peer; then
     for w in 1 4; do
         has_peer "python$w" || continue
@@ -997,6 +1078,13 @@ if has peer; then
             peer_graphile
         else
             out "peer name=graphile-worker error=install_failed"
+        fi
+    fi
+    if has_peer river; then
+        if [ "$river_ok" -eq 1 ]; then
+            peer_river
+        else
+            out "peer name=river error=build_failed"
         fi
     fi
 fi
