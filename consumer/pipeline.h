@@ -1,7 +1,7 @@
 #ifndef RL_PIPELINE_H
 #define RL_PIPELINE_H
 
-/* The staged pipeline of one consumer process (DESIGN.md "Flow through one
+/* The staged pipeline of one consumer process (docs/design.md, "Flow through one
  * consumer process"):
  *
  *   kafka thread   poll -> parse/validate -> intake queue
