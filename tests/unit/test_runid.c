@@ -1,5 +1,5 @@
-/* rl/runid.h: run IDs must equal docs/design.md's stable_run_id() byte for byte.
- * Every expected ID below was computed with that Python function
+/* rl/runid.h: run IDs must equal docs/design.md's stable_run_id() byte for
+ * byte. Every expected ID below was computed with that Python function
  * (Python 3.11, datetime.fromisoformat, isoformat(timespec="seconds")). */
 #include "rl/err.h"
 #include "rl/runid.h"
