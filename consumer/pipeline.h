@@ -1,8 +1,8 @@
 #ifndef RL_PIPELINE_H
 #define RL_PIPELINE_H
 
-/* The staged pipeline of one consumer process (DESIGN.md "Flow through one
- * consumer process"):
+/* The staged pipeline of one consumer process (docs/design.md, "Flow through
+ * one consumer process"):
  *
  *   kafka thread   poll -> parse/validate -> intake queue
  *                  done queue -> contiguous offset prefix -> offsets_store

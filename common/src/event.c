@@ -4,7 +4,8 @@
  * checked in order of cost and danger: size, encoding, NUL bytes and
  * nesting depth are settled by linear scans before cJSON (which recurses
  * once per nesting level) ever sees the bytes. Every rejection carries a
- * stable reason for the dead-letter headers (DESIGN.md "Schedule event"). */
+ * stable reason for the dead-letter headers (docs/design.md, "Schedule event").
+ */
 #include "rl/event.h"
 
 #include <stdarg.h>

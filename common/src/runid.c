@@ -1,6 +1,6 @@
-/* The stable identity of one logical run (DESIGN.md "One logical run").
- * Everything here must agree byte for byte with seed 000's Python
- * reference function, stable_run_id(). */
+/* The stable identity of one logical run (docs/design.md, "One logical run").
+ * Everything here must agree byte for byte with the Python
+ * reference function in docs/design.md, stable_run_id(). */
 #include "rl/runid.h"
 
 #include <openssl/evp.h>

@@ -21,7 +21,7 @@
 /* 1969-12-29, the Monday before the Unix epoch (a Thursday). */
 #define MONDAY_EPOCH (-3 * SECONDS_PER_DAY)
 
-/* Python's datetime, which seed 000's reference function uses, only knows
+/* Python's datetime, which the reference function uses, only knows
  * years 1..9999; a run ID outside that range could never be reproduced. */
 #define MIN_YEAR 1
 #define MAX_YEAR 9999

@@ -1,4 +1,4 @@
-/* Invariant (seed 004): an approval-required run publishes exactly the
+/* Invariant: an approval-required run publishes exactly the
  * saved proposal a human approved, once, and nothing before that.
  *
  * Real broker, PostgreSQL and stub model; `runledger consume` without its

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes N distinct schedule events as `tenant<TAB>json` lines for
-`kcat -P -K '\\t'` (key = tenant, as DESIGN.md says).
+`kcat -P -K '\\t'` (key = tenant, as docs/design.md says).
 
     gen_events.py --job bench-zero --count 20000 [--tenants 64] > events.tsv
 

@@ -2,7 +2,7 @@
  * events of which 30% are duplicates of other events (re-published later,
  * extra whitespace, another UTC offset, reordered request keys), plus
  * malformed events, consumed by two consumer processes while a third joins
- * and one leaves mid-stream. Asserts DESIGN.md's invariants:
+ * and one leaves mid-stream. Asserts docs/design.md's invariants:
  *   one runs row per logical run, all completed, outputs never change on
  *   re-delivery; one outbox row per (run, channel), each on the
  *   notification topic; committed offsets reach the end of every

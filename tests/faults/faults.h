@@ -16,7 +16,7 @@ int fx_spawn(struct e2e *t, const char *cmd, ...);
  * committed every offset. Returns 1 when it did. */
 int fx_settled(struct e2e *t, long timeout_ms);
 
-/* The invariants of DESIGN.md for one run that completed: one row,
+/* The invariants of docs/design.md for one run that completed: one row,
  * completed, outbox_delivered rows = channels (2) and none pending, every
  * notification on the topic carries the run's idempotency keys. */
 void fx_check_completed_once(struct e2e *t, const char *run_id);

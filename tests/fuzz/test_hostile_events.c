@@ -1,4 +1,4 @@
-/* Hostile schedule events (issue 4, item 7): every bad value a producer can
+/* Hostile schedule events: every bad value a producer can
  * put on the topic, in every field of the event, gets exactly the
  * dead-letter reason of rl/event.h; what the contract treats as plain data
  * (SQL, CRLF and header text in job, tenant, version, the request and the
@@ -666,7 +666,7 @@ enum kind {
     K_NONFINITE /* a number out of double range */
 };
 
-/* The contract of rl/event.h and DESIGN.md "Schedule event", by field. */
+/* The contract of rl/event.h and docs/design.md, "Schedule event", by field. */
 static const char *
 type_verdict(enum slot slot, enum kind kind)
 {

@@ -23,7 +23,7 @@ struct rl_db *fixture_connect(const char *schema);
 void fixture_drop(struct rl_db *db, const char *schema);
 
 /* A registration for a synthetic run. The run_id is the SHA-256 of
- * "job|tenant|scheduled_at|version" as seed 000 defines it; buffers are
+ * "job|tenant|scheduled_at|version" as docs/design.md defines it; buffers are
  * owned by the struct fixture_run. */
 struct fixture_run {
     char run_id[RL_HEX_SIZE];

@@ -5,7 +5,8 @@
  * API key, HTTP-date Retry-After).
  *
  * Every case asserts the outcome class the consumer's retry policy keys on
- * (DESIGN.md, "Failure classes") and the numbers it stores in `attempts`. */
+ * (docs/design.md, "Failure classes") and the numbers it stores in `attempts`.
+ */
 
 #include "rl/err.h"
 #include "rl/model.h"

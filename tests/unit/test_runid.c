@@ -1,5 +1,5 @@
-/* rl/runid.h: run IDs must equal seed 000's stable_run_id() byte for byte.
- * Every expected ID below was computed with that Python function
+/* rl/runid.h: run IDs must equal docs/design.md's stable_run_id() byte for
+ * byte. Every expected ID below was computed with that Python function
  * (Python 3.11, datetime.fromisoformat, isoformat(timespec="seconds")). */
 #include "rl/err.h"
 #include "rl/runid.h"
@@ -61,7 +61,7 @@ test_sha256_hex(void)
 }
 
 static void
-test_seed_vector(void)
+test_reference_vector(void)
 {
     check_id("competitor-summary", "workspace-acme",
              "2026-08-07T09:00:00+00:00", NULL, "v1", SEED_ID,
@@ -287,7 +287,7 @@ int
 main(void)
 {
     test_sha256_hex();
-    test_seed_vector();
+    test_reference_vector();
     test_same_instant_any_offset_same_id();
     test_offsets_roll_the_day_over();
     test_fraction_truncated_like_isoformat_seconds();

@@ -1,8 +1,8 @@
 #ifndef RL_APPROVAL_H
 #define RL_APPROVAL_H
 
-/* Approval gates (issue 6, seed 004): the one definition of a proposal and
- * of the bytes its digest covers. The ledger stores what
+/* Approval gates (docs/cli.md, Approval gates): the one definition of a
+ * proposal and of the bytes its digest covers. The ledger stores what
  * rl_approval_proposal builds; `runs show` displays, and `runs approve`
  * checks, the text rl_approval_canonical derives from the stored proposal,
  * which is the same text. */

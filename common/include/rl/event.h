@@ -18,7 +18,7 @@ struct rl_event_limits {
 /* Fills limits with the defaults above. */
 void rl_event_limits_default(struct rl_event_limits *limits);
 
-/* A validated schedule event (DESIGN.md "Schedule event").
+/* A validated schedule event (docs/design.md, "Schedule event").
  * Strings are stripped copies; all members are owned by the event. */
 struct rl_event {
     char *job;

@@ -10,7 +10,7 @@
  * in flight over HTTP/1.1 keep-alive connections. Other threads submit
  * calls; each submitted call is delivered exactly once to the done()
  * callback, on the model thread, with its outcome classified before anyone
- * decides what to do with it (DESIGN.md, "Failure classes").
+ * decides what to do with it (docs/design.md, "Failure classes").
  *
  * POST <base_url>/chat/completions[?<query>] carries:
  *   Authorization: Bearer <api_key>   (when api_key is set; with

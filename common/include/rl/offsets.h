@@ -6,7 +6,7 @@
 
 /* Tracks the offsets of one topic's assigned partitions that are in flight,
  * so that only the contiguous prefix of offsets whose runs are durable in
- * PostgreSQL is ever stored for commit (DESIGN.md "Offsets").
+ * PostgreSQL is ever stored for commit (docs/design.md, "Offsets").
  * @locality the consumer's Kafka thread only; not thread-safe. */
 
 struct rl_offsets;

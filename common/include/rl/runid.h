@@ -14,8 +14,9 @@ int rl_sha256_hex(const void *data, size_t len, char *out);
 
 /* Strips leading and trailing whitespace exactly as Python's str.strip()
  * with no arguments does (every code point for which str.isspace() holds,
- * decoded from UTF-8), so run IDs match seed 000's reference function.
- * Returns a pointer into text and the stripped length in *len. */
+ * decoded from UTF-8), so run IDs match the reference function
+ * (docs/design.md). Returns a pointer into text and the stripped length in
+ * *len. */
 const char *rl_strip(const char *text, size_t *len);
 
 /* The inputs of one logical run, as the event carried them. */
