@@ -833,7 +833,7 @@ ceiling_run() {
     log "$name ($label): pgbench, $c clients, ${ceiling_seconds} s"
     ledger_db "$db"
     measure_begin "$db"
-    # A script that no longer matches the schema (db.c moved on) fails
+    # A script that no longer matches the schema (common/src/db/ moved on) fails
     # this line only, not the whole bench.
     if ! pgbench -h 127.0.0.1 -p "$pgport" -U "$role" -n -M prepared \
         -f "$bench/pgbench/$script" -c "$c" -j "$(nproc)" \

@@ -1,6 +1,6 @@
 -- pgbench script: ONE run through the ledger, one statement at a time,
--- the statements consumer/ledger.c issues per run through common/src/db.c
--- (same SQL as db.c's named statements; run with -M prepared as the service
+-- the statements consumer/ledger.c issues per run through common/src/db/
+-- (same SQL as common/src/db/'s named statements; run with -M prepared as the service
 -- uses PQexecPrepared), each carrying one run where the service carries a
 -- whole batch. One pgbench transaction = one run, so tps = runs/s. As of
 -- 2026-11-30 (schema/007_batches.sql; rl_claim_runs inserts a new run
@@ -25,7 +25,7 @@
 -- service used before the batch functions (rl_dispatch_within_budget,
 -- rl_complete_run): the cheapest way to write one run at a time, so the
 -- ceiling line is the better of the two.
--- When db.c or ledger.c change what a run costs, change this file with them.
+-- When common/src/db/ or ledger.c change what a run costs, change this file with them.
 -- Each run is distinct: a random 63-bit number names its version and its
 -- run_id (hex, zero-padded to 64 digits); the client id names the tenant.
 
