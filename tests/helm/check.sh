@@ -24,11 +24,12 @@
 #   (the chart's kubeVersion floor, 1.25) and the newest (1.37), strictly:
 #   unknown fields and duplicate keys fail.
 #
-# Custom resources (ServiceMonitor, ScaledObject, TriggerAuthentication):
+# Custom resources (ServiceMonitor, PrometheusRule, ScaledObject,
+# TriggerAuthentication):
 #   NOT skipped. Their schemas are committed in tests/helm/crd-schemas/,
 #   converted (crd-schemas/generate.py, strict like the built-in kinds) from
-#   the upstream CRDs: prometheus-operator v0.93.0 servicemonitors,
-#   KEDA v2.20.2 scaledobjects and triggerauthentications.
+#   the upstream CRDs: prometheus-operator v0.93.0 servicemonitors and
+#   prometheusrules, KEDA v2.20.2 scaledobjects and triggerauthentications.
 #
 # Beyond kubeconform it checks: the defaults alone fail with the
 # validateValues message (a database is required); validateValues and
