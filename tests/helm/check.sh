@@ -38,6 +38,9 @@
 # escalation or capabilities, under RuntimeDefault seccomp, with /tmp as an
 # emptyDir; grace periods exceed RUNLEDGER_SHUTDOWN_GRACE_SECONDS; the
 # default image is runledger:<project VERSION> (what `make image` builds);
+# the dashboard ConfigMap, PrometheusRule, receiver and NetworkPolicy render
+# as their values say (sidecar label, alerts scoped to the release's
+# metrics Service, egress ports);
 # README.md documents every value; values.schema.json is current
 # (gen_values_schema.py --check).
 #
