@@ -24,11 +24,12 @@
 #   (the chart's kubeVersion floor, 1.25) and the newest (1.37), strictly:
 #   unknown fields and duplicate keys fail.
 #
-# Custom resources (ServiceMonitor, ScaledObject, TriggerAuthentication):
+# Custom resources (ServiceMonitor, PrometheusRule, ScaledObject,
+# TriggerAuthentication):
 #   NOT skipped. Their schemas are committed in tests/helm/crd-schemas/,
 #   converted (crd-schemas/generate.py, strict like the built-in kinds) from
-#   the upstream CRDs: prometheus-operator v0.93.0 servicemonitors,
-#   KEDA v2.20.2 scaledobjects and triggerauthentications.
+#   the upstream CRDs: prometheus-operator v0.93.0 servicemonitors and
+#   prometheusrules, KEDA v2.20.2 scaledobjects and triggerauthentications.
 #
 # Beyond kubeconform it checks: the defaults alone fail with the
 # validateValues message (a database is required); validateValues and
@@ -37,6 +38,9 @@
 # escalation or capabilities, under RuntimeDefault seccomp, with /tmp as an
 # emptyDir; grace periods exceed RUNLEDGER_SHUTDOWN_GRACE_SECONDS; the
 # default image is runledger:<project VERSION> (what `make image` builds);
+# the dashboard ConfigMap, PrometheusRule, receiver and NetworkPolicy render
+# as their values say (sidecar label, alerts scoped to the release's
+# metrics Service, egress ports);
 # README.md documents every value; values.schema.json is current
 # (gen_values_schema.py --check).
 #
@@ -332,7 +336,9 @@ for doc in docs:
         if "/tmp" not in [m["mountPath"] for m in c.get("volumeMounts", [])]:
             if doc["kind"] != "Pod":
                 problems.append(cw + ": no emptyDir at /tmp")
-        if doc["kind"] == "Deployment":
+        # The reference receiver serves no HTTP port: no probes to check.
+        serves_http = any(p.get("name") == "http-metrics" for p in c.get("ports", []))
+        if doc["kind"] == "Deployment" and serves_http:
             tg = spec.get("terminationGracePeriodSeconds", 30)
             if tg <= grace:
                 problems.append("%s: terminationGracePeriodSeconds %d <= "
@@ -377,6 +383,92 @@ lint_case all-on -f "$chart/ci/all-on-values.yaml"
 validate_case all-on -f "$chart/ci/all-on-values.yaml"
 policy_case all-on "$work/all-on-${K8S_VERSIONS[-1]}.yaml"
 
+# The dashboard and the alerts on the defaults (ambiguousPolicy retry_once
+# renders the extra-generations alert, which all-on's dedupe leaves out),
+# the receiver without TLS or SASL, and the NetworkPolicy with its open
+# defaults (any destination on the service ports).
+validate_case monitoring -f "$chart/ci/default-values.yaml" \
+    --set metrics.grafanaDashboard.enabled=true \
+    --set metrics.prometheusRule.enabled=true --set receiver.enabled=true \
+    --set networkPolicy.enabled=true
+policy_case monitoring "$work/monitoring-${K8S_VERSIONS[-1]}.yaml" default
+
+# The rendered objects say what the values asked for.
+monitoring_case() {
+    local last=${K8S_VERSIONS[-1]}
+    if python3 - "$work/monitoring-$last.yaml" "$work/all-on-$last.yaml" \
+        "$chart/dashboards/runledger.json" >"$work/monitoring.out" 2>&1 <<'EOF'; then
+import json, sys
+import yaml
+
+problems = []
+mon = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+allon = [d for d in yaml.safe_load_all(open(sys.argv[2])) if d]
+shipped = json.load(open(sys.argv[3]))
+
+
+def one(docs, kind, suffix=""):
+    found = [d for d in docs if d["kind"] == kind
+             and d["metadata"]["name"].endswith(suffix)]
+    if len(found) != 1:
+        problems.append("%d %s%s objects, not 1" % (len(found), kind, suffix))
+        return None
+    return found[0]
+
+
+for docs, ns in ((mon, "runledger"), (allon, "monitoring")):
+    cm = one(docs, "ConfigMap", "-dashboard")
+    if cm:
+        if cm["metadata"]["labels"].get("grafana_dashboard") != "1":
+            problems.append('dashboard ConfigMap lacks grafana_dashboard: "1"')
+        if cm["metadata"]["namespace"] != ns:
+            problems.append("dashboard ConfigMap in %s, not %s"
+                            % (cm["metadata"]["namespace"], ns))
+        if json.loads(cm["data"]["runledger.json"]) != shipped:
+            problems.append("dashboard ConfigMap differs from dashboards/runledger.json")
+    rule = one(docs, "PrometheusRule")
+    if rule:
+        rules = [r for g in rule["spec"]["groups"] for r in g["rules"]]
+        want = {"RunledgerUnknownRuns", "RunledgerNotReady", "RunledgerAbsent",
+                "RunledgerConsumerLagGrowing", "RunledgerOutboxDeliveryDelayed",
+                "RunledgerOutboxBacklogGrowing", "RunledgerOutboxRelayStalled",
+                "RunledgerDeadLetters", "RunledgerRunsFailing"}
+        extra = "RunledgerAmbiguousAttempts" if docs is mon else "RunledgerRebalancing"
+        got = {r.get("alert") for r in rules}
+        if got != want | {extra}:
+            problems.append("alerts %s, wanted %s" % (sorted(got), sorted(want | {extra})))
+        for r in rules:
+            if (r.get("alert") in want | {"RunledgerAmbiguousAttempts"}
+                    and 'service="rl-runledger-metrics"' not in r["expr"]):
+                problems.append(r["alert"] + ": expr not scoped to the release's metrics Service")
+dep = one(mon, "Deployment", "-receiver")
+if dep:
+    c = dep["spec"]["template"]["spec"]["containers"][0]
+    if c["args"] != ["receive"]:
+        problems.append("receiver args %r" % c["args"])
+    if "runledger.io/metrics" in dep["spec"]["template"]["metadata"]["labels"]:
+        problems.append("receiver pods selected by the metrics Service (they serve no port)")
+policy = one(mon, "NetworkPolicy")
+if policy:
+    ports = sorted((p["protocol"], p["port"]) for e in policy["spec"]["egress"]
+                   for p in e["ports"])
+    want = sorted([("UDP", 53), ("TCP", 53), ("TCP", 5432), ("TCP", 9092),
+                   ("TCP", 9093), ("TCP", 443), ("TCP", 9464)])
+    if ports != want:
+        problems.append("egress ports %r, wanted %r" % (ports, want))
+    if [p["port"] for i in policy["spec"]["ingress"] for p in i["ports"]] != ["http-metrics"]:
+        problems.append("ingress is not only the metrics port")
+for p in problems:
+    print(p)
+print("dashboard ConfigMap, alerts, receiver and NetworkPolicy as configured")
+sys.exit(1 if problems else 0)
+EOF
+        ok "monitoring objects: $(tail -n 1 "$work/monitoring.out")"
+    else
+        not_ok "monitoring objects" "$work/monitoring.out"
+    fi
+}
+
 # Inline secrets and the other halves of the existingSecret choices.
 validate_case inline-secrets -f "$chart/ci/default-values.yaml" \
     --set database.existingSecret= --set database.url=postgresql://rl@db/rl \
@@ -387,6 +479,7 @@ validate_case inline-secrets -f "$chart/ci/default-values.yaml" \
     --set consumer.relayInProcess=false
 
 kubeconform_all
+monitoring_case
 
 base=(-f "$chart/ci/default-values.yaml")
 reject_case "a relay Deployment next to in-process relays" \
@@ -421,6 +514,14 @@ reject_case "a misspelt value (schema)" "replicas" "${base[@]}" \
     --set consumer.replicas=3
 reject_case "an unknown ambiguous policy (schema)" "ambiguousPolicy" \
     "${base[@]}" --set config.ambiguousPolicy=sometimes
+reject_case "an alert duration Prometheus cannot read (schema)" \
+    "/metrics/prometheusRule/alerts/unknownRuns/for" "${base[@]}" \
+    --set metrics.prometheusRule.alerts.unknownRuns.for=soon
+reject_case "a failure ratio above 1 (schema)" "ratio" "${base[@]}" \
+    --set metrics.prometheusRule.alerts.runsFailing.ratio=1.5
+reject_case "a NetworkPolicy port out of range (schema)" \
+    "/networkPolicy/kafka/ports/0" "${base[@]}" \
+    --set-json 'networkPolicy.kafka.ports=[70000]'
 
 # NOTES.txt warns when consumers outnumber partitions. `helm install
 # --dry-run` needs a cluster, so a copy of the chart renders the notes (the

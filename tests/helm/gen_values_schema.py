@@ -30,6 +30,9 @@ STRING_MAPS = {
     "consumer.podLabels", "consumer.podAnnotations", "relay.podLabels",
     "relay.podAnnotations", "migration.podAnnotations",
     "consumer.nodeSelector", "relay.nodeSelector", "migration.nodeSelector",
+    "metrics.grafanaDashboard.labels", "metrics.grafanaDashboard.annotations",
+    "metrics.prometheusRule.labels", "metrics.prometheusRule.alertLabels",
+    "receiver.podLabels", "receiver.podAnnotations", "receiver.nodeSelector",
 }
 # Kubernetes or KEDA objects passed through as they are.
 OPEN_OBJECTS = {
@@ -37,7 +40,7 @@ OPEN_OBJECTS = {
     "relay.resources", "migration.resources", "scheduleDefaults.resources",
     "consumer.affinity", "relay.affinity", "migration.affinity",
     "consumer.updateStrategy", "relay.updateStrategy", "keda.advanced",
-    "keda.fallback",
+    "keda.fallback", "receiver.resources", "receiver.affinity",
 }
 
 
@@ -58,6 +61,7 @@ PULL = {"type": "string", "enum": ["Always", "IfNotPresent", "Never"]}
 INT_OR_PERCENT = {"anyOf": [{"type": "integer", "minimum": 0},
                             {"type": "string", "pattern": "^([0-9]+%?)?$"}]}
 PROM_DURATION = {"type": "string", "pattern": "^(([0-9]+(ms|s|m|h))+)?$"}
+PROM_WINDOW = {"type": "string", "pattern": "^([0-9]+(ms|s|m|h|d|w|y))+$"}
 ISO_DURATION = ("^P(?:[0-9]+W|(?:[0-9]+Y)?(?:[0-9]+M)?(?:[0-9]+D)?"
                 "(?:T(?:[0-9]+H)?(?:[0-9]+M)?(?:[0-9]+S)?)?)$")
 
@@ -155,6 +159,29 @@ OVERRIDES = {
     "keda.activationLagThreshold": rng(0, 1000000000),
     "keda.offsetResetPolicy": {"type": "string",
                                "enum": ["earliest", "latest"]},
+    "metrics.grafanaDashboard.labelName": {
+        "type": "string", "minLength": 1,
+        "pattern": "^([a-z0-9.-]+/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"},
+    "metrics.grafanaDashboard.labelValue": {
+        "type": "string", "maxLength": 63,
+        "pattern": "^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$"},
+    "metrics.prometheusRule.alerts.consumerLagGrowing.minLag": rng(0, 1000000000),
+    "metrics.prometheusRule.alerts.outboxDeliveryDelayed.seconds": rng(1, 31536000),
+    "metrics.prometheusRule.alerts.outboxBacklogGrowing.minRows": rng(0, 1000000000),
+    "metrics.prometheusRule.alerts.deadLetters.threshold": rng(0, 1000000000),
+    "metrics.prometheusRule.alerts.deadLetters.window": PROM_WINDOW,
+    "metrics.prometheusRule.alerts.extraGenerations.window": PROM_WINDOW,
+    "metrics.prometheusRule.alerts.runsFailing.ratio": {
+        "type": "string", "pattern": "^(0(\\.[0-9]+)?|1(\\.0+)?)$"},
+    "metrics.prometheusRule.additionalRules": objects(),
+    "receiver.groupId": {"type": "string", "minLength": 1},
+    "receiver.replicaCount": rng(0, 1000),
+    "receiver.terminationGracePeriodSeconds": rng(1, 86400),
+    "receiver.extraEnv": env_list(),
+    "receiver.tolerations": objects(),
+    "networkPolicy.metricsFrom": objects(),
+    "networkPolicy.extraEgress": objects(),
+    "networkPolicy.extraIngress": objects(),
     "tests.readyz.image": {"type": "string", "minLength": 1},
     "tests.readyz.imagePullPolicy": PULL,
     "schedules": {
@@ -204,6 +231,18 @@ OVERRIDES = {
         },
     },
 }
+for alert in ("unknownRuns", "notReady", "absent", "consumerLagGrowing",
+              "outboxDeliveryDelayed", "outboxBacklogGrowing",
+              "outboxRelayStalled", "deadLetters", "extraGenerations",
+              "runsFailing"):
+    a = "metrics.prometheusRule.alerts.%s." % alert
+    OVERRIDES[a + "for"] = {"type": "string",
+                            "pattern": "^([0-9]+(ms|s|m|h|d|w|y))+$"}
+    OVERRIDES[a + "severity"] = {"type": "string", "minLength": 1}
+for peer in ("dns", "postgresql", "kafka", "model"):
+    OVERRIDES["networkPolicy.%s.to" % peer] = objects()
+    OVERRIDES["networkPolicy.%s.ports" % peer] = {
+        "type": "array", "items": rng(1, 65535)}
 for comp in ("consumer", "relay"):
     for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
         p = "%s.%s." % (comp, probe)

@@ -20,6 +20,10 @@ at release tags):
   prometheus-operator/prometheus-operator v0.93.0
   (f8fafd475f3d132e239432ae6172de60a6cb6516)
     example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml
+    example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml
+  (the Go module proxy serves the same tree: `go mod download -json
+  github.com/prometheus-operator/prometheus-operator@v0.93.0` reports that
+  commit as its Origin hash, and the module's Dir holds example/)
 
 Needs PyYAML. Only run to refresh the committed schemas; check.sh reads the
 JSON files and never runs this.
