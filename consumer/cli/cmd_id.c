@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "helpers.h"
 #include "rl/event.h"
 #include "rl/runid.h"
 #include "rl/timefmt.h"

@@ -1,5 +1,5 @@
-#ifndef RL_CLI_H
-#define RL_CLI_H
+#ifndef RL_CLI_HELPERS_H
+#define RL_CLI_HELPERS_H
 
 #include <cjson/cJSON.h>
 #include <stddef.h>
@@ -29,4 +29,4 @@ struct rl_db *rl_cli_open_ledger(char *errstr, size_t errstr_size, int *rc);
 const char *rl_cli_json_text(const cJSON *obj, const char *name,
                              const char *missing, char *buf, size_t size);
 
-#endif /* RL_CLI_H */
+#endif /* RL_CLI_HELPERS_H */

@@ -1,4 +1,4 @@
-#include "cli.h"
+#include "helpers.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "helpers.h"
 #include "rl/config.h"
 #include "rl/db.h"
 #include "rl/err.h"

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli.h"
 #include "commands.h"
 #include "rl/config.h"
 #include "rl/db.h"

@@ -15,6 +15,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "helpers.h"
 #include "rl/config.h"
 #include "rl/event.h"
 #include "rl/kafka.h"

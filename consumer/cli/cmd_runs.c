@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "helpers.h"
 #include "rl/approval.h"
 #include "rl/config.h"
 #include "rl/db.h"
