@@ -1,8 +1,6 @@
 /* `runledger approvers`: who may approve or reject the proposals of a
  * tenant's approval-required runs (schema/006_approval.sql). */
-#include <cjson/cJSON.h>
 #include <getopt.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,48 +8,36 @@
 #include "cli.h"
 #include "commands.h"
 #include "helpers.h"
-#include "rl/config.h"
 #include "rl/db.h"
-#include "rl/err.h"
+#include "table.h"
 
-static void
-usage(FILE *out)
-{
-    fprintf(out,
-            "usage: runledger approvers add --tenant T --actor A\n"
-            "       runledger approvers remove --tenant T --actor A\n"
-            "       runledger approvers list [--tenant T] [--json]\n"
-            "\n"
-            "  add     A may approve or reject proposals of tenant T "
-            "(runs approve)\n"
-            "  remove  A no longer may; decisions already recorded stay\n"
-            "  list    the approvers, of T or of every tenant\n"
-            "\n"
-            "The ledger is DATABASE_URL (see `runledger config`).\n"
-            "Exit status: 0 ok; 1 PostgreSQL failed; 2 bad usage; 3 no such "
-            "approver.\n");
-}
+/* As printed, one literal per line: clang-format would rewrap it. */
+/* clang-format off */
+static const char usage_text[] =
+"usage: runledger approvers add --tenant T --actor A\n"
+"       runledger approvers remove --tenant T --actor A\n"
+"       runledger approvers list [--tenant T] [--json]\n"
+"\n"
+"  add     A may approve or reject proposals of tenant T (runs approve)\n"
+"  remove  A no longer may; decisions already recorded stay\n"
+"  list    the approvers, of T or of every tenant\n"
+"\n"
+"The ledger is DATABASE_URL (see `runledger config`).\n"
+"Exit status: 0 ok; 1 PostgreSQL failed; 2 bad usage; 3 no such approver.\n";
+/* clang-format on */
 
-static void
-print_list(const char *json)
-{
-    cJSON *arr = cJSON_Parse(json);
-    const cJSON *row;
+static const struct rl_cli_column approver_columns[] = {
+    {.heading = "TENANT", .member = "tenant", .width = -32},
+    {.heading = "ACTOR", .member = "actor", .width = -32},
+    {.heading = "ADDED_AT", .member = "added_at", .width = 0},
+};
 
-    printf("%-32s  %-32s  %s\n", "TENANT", "ACTOR", "ADDED_AT");
-    cJSON_ArrayForEach(row, arr)
-    {
-        const cJSON *tenant = cJSON_GetObjectItemCaseSensitive(row, "tenant");
-        const cJSON *actor = cJSON_GetObjectItemCaseSensitive(row, "actor");
-        const cJSON *added = cJSON_GetObjectItemCaseSensitive(row, "added_at");
-
-        printf("%-32s  %-32s  %s\n",
-               cJSON_IsString(tenant) ? tenant->valuestring : "-",
-               cJSON_IsString(actor) ? actor->valuestring : "-",
-               cJSON_IsString(added) ? added->valuestring : "-");
-    }
-    cJSON_Delete(arr);
-}
+static const struct rl_cli_table approver_table = {
+    .gap = "  ",
+    .missing = "-",
+    .columns = approver_columns,
+    .ncolumns = RL_CLI_NCOLUMNS(approver_columns),
+};
 
 int
 rl_cmd_approvers(int argc, char **argv)
@@ -65,20 +51,19 @@ rl_cmd_approvers(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     const char *tenant = NULL, *actor = NULL, *verb;
-    struct rl_config *cfg;
     struct rl_db *db;
-    char errstr[512];
+    char errstr[512], command[32];
     char *json = NULL;
-    int as_json = 0, added = 0, err, opt;
+    int as_json = 0, added = 0, err, opt, rc;
 
     if (argc < 2) {
-        usage(stderr);
+        fputs(usage_text, stderr);
         return RL_EXIT_USAGE;
     }
     verb = argv[1];
     if (strcmp(verb, "--help") == 0 || strcmp(verb, "-h") == 0 ||
         strcmp(verb, "help") == 0) {
-        usage(stdout);
+        fputs(usage_text, stdout);
         return RL_EXIT_OK;
     }
     if (strcmp(verb, "add") != 0 && strcmp(verb, "remove") != 0 &&
@@ -99,7 +84,7 @@ rl_cmd_approvers(int argc, char **argv)
             as_json = 1;
             break;
         case 'h':
-            usage(stdout);
+            fputs(usage_text, stdout);
             return RL_EXIT_OK;
         default:
             return rl_cli_usage_error("approvers", "bad option %s",
@@ -118,17 +103,9 @@ rl_cmd_approvers(int argc, char **argv)
                                   "approvers list takes no --actor");
     }
 
-    cfg = rl_config_load(errstr, sizeof(errstr));
-    if (!cfg) {
-        fprintf(stderr, "runledger approvers: %s\n", errstr);
-        return RL_EXIT_USAGE;
-    }
-    db = rl_db_connect(cfg->database_url, errstr, sizeof(errstr));
-    rl_config_destroy(cfg);
-    if (!db) {
-        fprintf(stderr, "runledger approvers: %s\n", errstr);
-        return RL_EXIT_FAILURE;
-    }
+    rc = rl_cli_db_open("approvers", &db);
+    if (rc != RL_EXIT_OK)
+        return rc;
     if (strcmp(verb, "add") == 0)
         err = rl_db_approver_add(db, tenant, actor, &added, errstr,
                                  sizeof(errstr));
@@ -138,18 +115,16 @@ rl_cmd_approvers(int argc, char **argv)
         err = rl_db_approvers_json(db, tenant, &json, errstr, sizeof(errstr));
     rl_db_destroy(db);
     if (err) {
-        fprintf(stderr, "runledger approvers %s: %s\n", verb, errstr);
-        return rl_cli_exit_code(err);
+        snprintf(command, sizeof(command), "approvers %s", verb);
+        return rl_cli_error(command, err, errstr);
     }
     if (strcmp(verb, "add") == 0)
         printf("%s %s an approver of tenant %s\n", actor,
                added ? "is now" : "already was", tenant);
     else if (strcmp(verb, "remove") == 0)
         printf("%s is no longer an approver of tenant %s\n", actor, tenant);
-    else if (as_json)
-        printf("%s\n", json);
     else
-        print_list(json);
+        rl_cli_table_print_json(&approver_table, json, as_json);
     free(json);
     return RL_EXIT_OK;
 }

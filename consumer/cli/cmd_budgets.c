@@ -1,9 +1,7 @@
 /* `runledger budgets`: daily token budgets per tenant (optionally per job),
  * enforced before every model dispatch (schema/004_budgets.sql). */
-#include <cjson/cJSON.h>
 #include <errno.h>
 #include <getopt.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,39 +9,54 @@
 #include "cli.h"
 #include "commands.h"
 #include "helpers.h"
-#include "rl/config.h"
 #include "rl/db.h"
-#include "rl/err.h"
+#include "table.h"
 
-static void
-usage(FILE *out)
-{
-    fprintf(out,
-            "usage: runledger budgets set --tenant T [--job J] --tokens N\n"
-            "                             [--actor NAME]\n"
-            "       runledger budgets remove --tenant T [--job J]\n"
-            "       runledger budgets show [--tenant T] [--json]\n"
-            "\n"
-            "  set     the tenant's token budget per UTC day (prompt + "
-            "completion\n"
-            "          tokens); with --job, a budget of that job alone. "
-            "Both apply\n"
-            "          when both exist. Takes effect at the next dispatch.\n"
-            "  remove  drop a budget (the tenant or job is unlimited again)\n"
-            "  show    every budget with today's reserved, spent and left "
-            "tokens,\n"
-            "          deferrals and runs waiting for the next window\n"
-            "\n"
-            "Before each model call a worker reserves the estimated prompt "
-            "tokens plus\n"
-            "max_tokens (or RUNLEDGER_BUDGET_DEFAULT_MAX_TOKENS); the "
-            "attempt's real\n"
-            "usage settles it. A run that does not fit waits, without "
-            "spending an\n"
-            "attempt, until 00:00 UTC the next day (error_class budget).\n"
-            "Exit status: 0 ok; 1 PostgreSQL failed; 2 bad usage; 3 no such "
-            "budget.\n");
-}
+/* As printed, one literal per line: clang-format would rewrap it. */
+/* clang-format off */
+static const char usage_text[] =
+"usage: runledger budgets set --tenant T [--job J] --tokens N\n"
+"                             [--actor NAME]\n"
+"       runledger budgets remove --tenant T [--job J]\n"
+"       runledger budgets show [--tenant T] [--json]\n"
+"\n"
+"  set     the tenant's token budget per UTC day (prompt + completion\n"
+"          tokens); with --job, a budget of that job alone. Both apply\n"
+"          when both exist. Takes effect at the next dispatch.\n"
+"  remove  drop a budget (the tenant or job is unlimited again)\n"
+"  show    every budget with today's reserved, spent and left tokens,\n"
+"          deferrals and runs waiting for the next window\n"
+"\n"
+"Before each model call a worker reserves the estimated prompt tokens plus\n"
+"max_tokens (or RUNLEDGER_BUDGET_DEFAULT_MAX_TOKENS); the attempt's real\n"
+"usage settles it. A run that does not fit waits, without spending an\n"
+"attempt, until 00:00 UTC the next day (error_class budget).\n"
+"Exit status: 0 ok; 1 PostgreSQL failed; 2 bad usage; 3 no such budget.\n";
+/* clang-format on */
+
+/* A tenant's budget has the empty job: it covers all of them. */
+static const struct rl_cli_column budget_columns[] = {
+    {.heading = "TENANT", .member = "tenant", .width = -24},
+    {.heading = "JOB",
+     .member = "job",
+     .width = -24,
+     .missing = "(all)",
+     .empty_is_missing = 1},
+    {.heading = "DAY", .member = "day", .width = -10},
+    {.heading = "DAILY", .member = "daily_tokens", .width = 12},
+    {.heading = "RESERVED", .member = "reserved", .width = 10},
+    {.heading = "SPENT", .member = "spent", .width = 10},
+    {.heading = "LEFT", .member = "left", .width = 10},
+    {.heading = "DEFERRALS", .member = "deferrals", .width = 9},
+    {.heading = "WAITING", .member = "deferred_runs", .width = 8},
+};
+
+static const struct rl_cli_table budget_table = {
+    .gap = " ",
+    .missing = "-",
+    .columns = budget_columns,
+    .ncolumns = RL_CLI_NCOLUMNS(budget_columns),
+};
 
 int
 rl_cmd_budgets(int argc, char **argv)
@@ -61,14 +74,13 @@ rl_cmd_budgets(int argc, char **argv)
     const char *tenant = NULL, *job = NULL, *actor = getenv("USER");
     const char *action;
     long long tokens = -1;
-    char errstr[512], *end, *json = NULL;
-    struct rl_config *cfg = NULL;
-    struct rl_db *db = NULL;
-    int as_json = 0, opt, err, rc = RL_EXIT_OK;
+    char errstr[512], command[32], *end, *json = NULL;
+    struct rl_db *db;
+    int as_json = 0, opt, err, rc;
 
     if (argc < 2 || strcmp(argv[1], "--help") == 0 ||
         strcmp(argv[1], "-h") == 0) {
-        usage(argc < 2 ? stderr : stdout);
+        fputs(usage_text, argc < 2 ? stderr : stdout);
         return argc < 2 ? RL_EXIT_USAGE : RL_EXIT_OK;
     }
     action = argv[1];
@@ -99,7 +111,7 @@ rl_cmd_budgets(int argc, char **argv)
             as_json = 1;
             break;
         case 'h':
-            usage(stdout);
+            fputs(usage_text, stdout);
             return RL_EXIT_OK;
         default:
             return rl_cli_usage_error("budgets", "bad option %s", argv[optind]);
@@ -115,17 +127,9 @@ rl_cmd_budgets(int argc, char **argv)
     if (job && !*job)
         return rl_cli_usage_error("budgets", "--job must not be empty");
 
-    cfg = rl_config_load(errstr, sizeof(errstr));
-    if (!cfg) {
-        fprintf(stderr, "runledger budgets: %s\n", errstr);
-        return RL_EXIT_USAGE;
-    }
-    db = rl_db_connect(cfg->database_url, errstr, sizeof(errstr));
-    rl_config_destroy(cfg);
-    if (!db) {
-        fprintf(stderr, "runledger budgets: %s\n", errstr);
-        return RL_EXIT_FAILURE;
-    }
+    rc = rl_cli_db_open("budgets", &db);
+    if (rc != RL_EXIT_OK)
+        return rc;
     if (strcmp(action, "set") == 0) {
         err = rl_db_budget_set(db, tenant, job, tokens, actor, errstr,
                                sizeof(errstr));
@@ -142,37 +146,11 @@ rl_cmd_budgets(int argc, char **argv)
     }
     rl_db_destroy(db);
     if (err) {
-        fprintf(stderr, "runledger budgets %s: %s\n", action, errstr);
-        return rl_cli_exit_code(err);
+        snprintf(command, sizeof(command), "budgets %s", action);
+        return rl_cli_error(command, err, errstr);
     }
-    if (json && as_json) {
-        printf("%s\n", json);
-    } else if (json) {
-        cJSON *arr = cJSON_Parse(json);
-        const cJSON *row;
-
-        printf("%-24s %-24s %-10s %12s %10s %10s %10s %9s %8s\n", "TENANT",
-               "JOB", "DAY", "DAILY", "RESERVED", "SPENT", "LEFT", "DEFERRALS",
-               "WAITING");
-        cJSON_ArrayForEach(row, arr)
-        {
-            char b[8][32];
-            const cJSON *j = cJSON_GetObjectItemCaseSensitive(row, "job");
-
-            printf("%-24s %-24s %-10s %12s %10s %10s %10s %9s %8s\n",
-                   rl_cli_json_text(row, "tenant", "-", b[0], 32),
-                   cJSON_IsString(j) && *j->valuestring ? j->valuestring
-                                                        : "(all)",
-                   rl_cli_json_text(row, "day", "-", b[1], 32),
-                   rl_cli_json_text(row, "daily_tokens", "-", b[2], 32),
-                   rl_cli_json_text(row, "reserved", "-", b[3], 32),
-                   rl_cli_json_text(row, "spent", "-", b[4], 32),
-                   rl_cli_json_text(row, "left", "-", b[5], 32),
-                   rl_cli_json_text(row, "deferrals", "-", b[6], 32),
-                   rl_cli_json_text(row, "deferred_runs", "-", b[7], 32));
-        }
-        cJSON_Delete(arr);
-    }
+    if (json)
+        rl_cli_table_print_json(&budget_table, json, as_json);
     free(json);
-    return rc;
+    return RL_EXIT_OK;
 }

@@ -14,60 +14,99 @@
 #include "commands.h"
 #include "helpers.h"
 #include "rl/approval.h"
-#include "rl/config.h"
 #include "rl/db.h"
 #include "rl/err.h"
 #include "rl/runid.h"
 #include "rl/timefmt.h"
+#include "table.h"
 
-static void
-usage(FILE *out)
-{
-    fprintf(
-        out,
-        "usage: runledger runs list [--status S] [--tenant T] [--job J]\n"
-        "                           [--since RFC3339] [--limit N] [--json]\n"
-        "       runledger runs show RUN_ID [--json]\n"
-        "       runledger runs retry RUN_ID [--actor NAME] [--reason TEXT]\n"
-        "       runledger runs resolve RUN_ID (--failed | --completed-from "
-        "FILE)\n"
-        "                              --actor NAME --reason TEXT\n"
-        "       runledger runs approve RUN_ID --digest D --actor NAME "
-        "[--reason TEXT]\n"
-        "       runledger runs reject RUN_ID --digest D --actor NAME "
-        "[--reason TEXT]\n"
-        "\n"
-        "  list     runs, newest scheduled first (default limit 50); "
-        "--status is\n"
-        "           pending, running, awaiting_approval, completed, failed or "
-        "unknown;\n"
-        "           --since "
-        "keeps\n"
-        "           runs scheduled at or after the time\n"
-        "  show     one run with its attempts (outcome, HTTP status, "
-        "tokens,\n"
-        "           latency), outbox rows (delivered or pending) and "
-        "operator\n"
-        "           decisions\n"
-        "  retry    re-open a failed or unknown run for a new attempt under "
-        "the\n"
-        "           same run ID (status pending, due now). An attempt "
-        "without an\n"
-        "           outcome is closed as ambiguous: you accept that it may "
-        "have\n"
-        "           generated. --actor defaults to $USER.\n"
-        "  resolve  decide an unknown run: --failed, or --completed-from "
-        "FILE\n"
-        "           (a JSON output, stored write-once; the run's "
-        "notifications\n"
-        "           are queued in the same transaction, as a completion "
-        "would)\n"
-        "\n"
-        "The ledger is DATABASE_URL (see `runledger config`).\n"
-        "Exit status: 0 ok; 1 PostgreSQL unreachable or failed; 2 bad usage "
-        "or\n"
-        "invalid input; 3 no such run, or its status refuses the change.\n");
-}
+/* As printed, one literal per line: clang-format would rewrap it. */
+/* clang-format off */
+static const char usage_text[] =
+"usage: runledger runs list [--status S] [--tenant T] [--job J]\n"
+"                           [--since RFC3339] [--limit N] [--json]\n"
+"       runledger runs show RUN_ID [--json]\n"
+"       runledger runs retry RUN_ID [--actor NAME] [--reason TEXT]\n"
+"       runledger runs resolve RUN_ID (--failed | --completed-from FILE)\n"
+"                              --actor NAME --reason TEXT\n"
+"       runledger runs approve RUN_ID --digest D --actor NAME [--reason TEXT]\n"
+"       runledger runs reject RUN_ID --digest D --actor NAME [--reason TEXT]\n"
+"\n"
+"  list     runs, newest scheduled first (default limit 50); --status is\n"
+"           pending, running, awaiting_approval, completed, failed or unknown;\n"
+"           --since keeps\n"
+"           runs scheduled at or after the time\n"
+"  show     one run with its attempts (outcome, HTTP status, tokens,\n"
+"           latency), outbox rows (delivered or pending) and operator\n"
+"           decisions\n"
+"  retry    re-open a failed or unknown run for a new attempt under the\n"
+"           same run ID (status pending, due now). An attempt without an\n"
+"           outcome is closed as ambiguous: you accept that it may have\n"
+"           generated. --actor defaults to $USER.\n"
+"  resolve  decide an unknown run: --failed, or --completed-from FILE\n"
+"           (a JSON output, stored write-once; the run's notifications\n"
+"           are queued in the same transaction, as a completion would)\n"
+"\n"
+"The ledger is DATABASE_URL (see `runledger config`).\n"
+"Exit status: 0 ok; 1 PostgreSQL unreachable or failed; 2 bad usage or\n"
+"invalid input; 3 no such run, or its status refuses the change.\n";
+/* clang-format on */
+
+static const struct rl_cli_column list_columns[] = {
+    {.heading = "RUN_ID", .member = "run_id", .width = -64},
+    {.heading = "STATUS", .member = "status", .width = -17},
+    {.heading = "ERROR_CLASS", .member = "error_class", .width = -18},
+    {.heading = "ATT", .member = "attempts", .width = 3},
+    {.heading = "SCHEDULED_AT", .member = "scheduled_at", .width = -25},
+    {.heading = "JOB", .member = "job", .width = 0, .after = " / "},
+    {.heading = "TENANT", .member = "tenant", .width = 0, .after = " / "},
+    {.heading = "VERSION", .member = "version", .width = 0},
+};
+
+static const struct rl_cli_table list_table = {
+    .gap = "  ",
+    .missing = "-",
+    .columns = list_columns,
+    .ncolumns = RL_CLI_NCOLUMNS(list_columns),
+};
+
+static const struct rl_cli_column attempt_columns[] = {
+    {.heading = "NO", .member = "attempt_no", .width = -3},
+    {.heading = "OUTCOME", .member = "outcome", .width = -14},
+    {.heading = "HTTP", .member = "http_status", .width = -4},
+    {.heading = "PROMPT", .member = "prompt_tokens", .width = -7},
+    {.heading = "COMPL", .member = "completion_tokens", .width = -7},
+    {.heading = "CACHED", .member = "cached_tokens", .width = -7},
+    {.heading = "LAT_MS", .member = "latency_ms", .width = -8},
+    {.heading = "DISPATCHED_AT", .member = "dispatched_at", .width = -26},
+    {.heading = "WORKER", .member = "worker", .width = 0, .after = " / "},
+    {.heading = "EPOCH", .member = "lease_epoch", .width = 0, .after = " / "},
+    {.heading = "ERROR", .member = "error", .width = 0},
+};
+
+static const struct rl_cli_table attempt_table = {
+    .indent = "  ",
+    .gap = " ",
+    .missing = "-",
+    .columns = attempt_columns,
+    .ncolumns = RL_CLI_NCOLUMNS(attempt_columns),
+};
+
+static const struct rl_cli_column outbox_columns[] = {
+    {.heading = "CHANNEL", .member = "channel", .width = -16},
+    {.heading = "DELIVERED", .member = "delivered", .width = -9},
+    {.heading = "COUNT", .member = "delivery_count", .width = -6},
+    {.heading = "CREATED_AT", .member = "created_at", .width = -33},
+    {.heading = "DELIVERED_AT", .member = "delivered_at", .width = 0},
+};
+
+static const struct rl_cli_table outbox_table = {
+    .indent = "  ",
+    .gap = " ",
+    .missing = "-",
+    .columns = outbox_columns,
+    .ncolumns = RL_CLI_NCOLUMNS(outbox_columns),
+};
 
 static int
 valid_run_id(const char *s)
@@ -79,29 +118,6 @@ valid_run_id(const char *s)
             return 0;
     }
     return i == RL_HEX_SIZE - 1;
-}
-
-/* A JSON member as display text into buf: strings as is, null as "-". */
-static const char *
-text_of(const cJSON *obj, const char *name, char *buf, size_t size)
-{
-    const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, name);
-    char *json;
-
-    if (!item || cJSON_IsNull(item))
-        return "-";
-    if (cJSON_IsString(item))
-        return item->valuestring;
-    if (cJSON_IsBool(item))
-        return cJSON_IsTrue(item) ? "yes" : "no";
-    if (cJSON_IsNumber(item)) {
-        snprintf(buf, size, "%.0f", item->valuedouble);
-        return buf;
-    }
-    json = cJSON_PrintUnformatted(item);
-    snprintf(buf, size, "%s", json ? json : "?");
-    cJSON_free(json);
-    return buf;
 }
 
 static int
@@ -131,7 +147,6 @@ cmd_list(int argc, char **argv)
     struct rl_runs_filter filter = {NULL, NULL, NULL, NULL, 50};
     char errstr[512];
     char *json = NULL, *end;
-    cJSON *arr, *row;
     struct rl_db *db;
     int as_json = 0, rc, err, opt, known;
     int64_t epoch;
@@ -173,7 +188,7 @@ cmd_list(int argc, char **argv)
             as_json = 1;
             break;
         case 'h':
-            usage(stdout);
+            fputs(usage_text, stdout);
             return RL_EXIT_OK;
         default:
             return rl_cli_usage_error("runs", "bad option %s",
@@ -184,40 +199,15 @@ cmd_list(int argc, char **argv)
         return rl_cli_usage_error("runs", "unexpected argument \"%s\"",
                                   argv[optind]);
 
-    db = rl_cli_open_ledger(errstr, sizeof(errstr), &rc);
-    if (!db) {
-        fprintf(stderr, "runledger runs list: %s\n", errstr);
+    rc = rl_cli_db_open("runs list", &db);
+    if (rc != RL_EXIT_OK)
         return rc;
-    }
     err = rl_db_runs_list_json(db, &filter, &json, errstr, sizeof(errstr));
     rl_db_destroy(db);
-    if (err) {
-        fprintf(stderr, "runledger runs list: %s\n", errstr);
-        return rl_cli_exit_code(err);
-    }
-    if (as_json) {
-        printf("%s\n", json);
-        free(json);
-        return RL_EXIT_OK;
-    }
-    arr = cJSON_Parse(json);
+    if (err)
+        return rl_cli_error("runs list", err, errstr);
+    rl_cli_table_print_json(&list_table, json, as_json);
     free(json);
-    printf("%-64s  %-17s  %-18s  %3s  %-25s  %s\n", "RUN_ID", "STATUS",
-           "ERROR_CLASS", "ATT", "SCHEDULED_AT", "JOB / TENANT / VERSION");
-    cJSON_ArrayForEach(row, arr)
-    {
-        char b[6][64];
-
-        printf("%-64s  %-17s  %-18s  %3s  %-25s  %s / %s / %s\n",
-               text_of(row, "run_id", b[0], 64),
-               text_of(row, "status", b[1], 64),
-               text_of(row, "error_class", b[5], 64),
-               text_of(row, "attempts", b[2], 64),
-               text_of(row, "scheduled_at", b[3], 64),
-               text_of(row, "job", b[4], 64), text_of(row, "tenant", b[0], 64),
-               text_of(row, "version", b[1], 64));
-    }
-    cJSON_Delete(arr);
     return RL_EXIT_OK;
 }
 
@@ -241,49 +231,26 @@ print_run(const cJSON *report)
     char b[4][8192];
 
     for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
-        printf("%-17s %s\n", fields[i], text_of(run, fields[i], b[0], 8192));
+        printf("%-17s %s\n", fields[i],
+               rl_cli_json_text(run, fields[i], "-", b[0], 8192));
 
-    printf("\nattempts:\n  %-3s %-14s %-4s %-7s %-7s %-7s %-8s %-26s %s\n",
-           "NO", "OUTCOME", "HTTP", "PROMPT", "COMPL", "CACHED", "LAT_MS",
-           "DISPATCHED_AT", "WORKER / EPOCH / ERROR");
-    cJSON_ArrayForEach(item,
-                       cJSON_GetObjectItemCaseSensitive(report, "attempts"))
-    {
-        printf("  %-3s %-14s %-4s %-7s ", text_of(item, "attempt_no", b[0], 64),
-               text_of(item, "outcome", b[1], 64),
-               text_of(item, "http_status", b[2], 64),
-               text_of(item, "prompt_tokens", b[3], 64));
-        printf("%-7s %-7s %-8s %-26s ",
-               text_of(item, "completion_tokens", b[0], 64),
-               text_of(item, "cached_tokens", b[1], 64),
-               text_of(item, "latency_ms", b[2], 64),
-               text_of(item, "dispatched_at", b[3], 64));
-        printf("%s / %s / %s\n", text_of(item, "worker", b[0], 256),
-               text_of(item, "lease_epoch", b[1], 64),
-               text_of(item, "error", b[2], 512));
-    }
-    printf("\noutbox:\n  %-16s %-9s %-6s %-33s %s\n", "CHANNEL", "DELIVERED",
-           "COUNT", "CREATED_AT", "DELIVERED_AT");
-    cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(report, "outbox"))
-    {
-        printf("  %-16s %-9s %-6s %-33s %s\n",
-               text_of(item, "channel", b[0], 256),
-               text_of(item, "delivered", b[1], 64),
-               text_of(item, "delivery_count", b[2], 64),
-               text_of(item, "created_at", b[3], 64),
-               text_of(item, "delivered_at", b[0], 64));
-    }
+    printf("\nattempts:\n");
+    rl_cli_table_print(&attempt_table,
+                       cJSON_GetObjectItemCaseSensitive(report, "attempts"));
+    printf("\noutbox:\n");
+    rl_cli_table_print(&outbox_table,
+                       cJSON_GetObjectItemCaseSensitive(report, "outbox"));
     printf("\ndecisions:\n");
     cJSON_ArrayForEach(item,
                        cJSON_GetObjectItemCaseSensitive(report, "decisions"))
     {
         printf("  %s %s by %s (was %s after %s attempts): %s\n",
-               text_of(item, "decided_at", b[0], 64),
-               text_of(item, "decision", b[1], 64),
-               text_of(item, "actor", b[2], 256),
-               text_of(item, "prior_status", b[3], 64),
-               text_of(item, "attempts", b[0] + 64, 64),
-               text_of(item, "reason", b[3] + 64, 4096));
+               rl_cli_json_text(item, "decided_at", "-", b[0], 64),
+               rl_cli_json_text(item, "decision", "-", b[1], 64),
+               rl_cli_json_text(item, "actor", "-", b[2], 256),
+               rl_cli_json_text(item, "prior_status", "-", b[3], 64),
+               rl_cli_json_text(item, "attempts", "-", b[0] + 64, 64),
+               rl_cli_json_text(item, "reason", "-", b[3] + 64, 4096));
     }
 }
 
@@ -398,7 +365,7 @@ cmd_show(int argc, char **argv)
         if (strcmp(argv[i], "--json") == 0)
             as_json = 1;
         else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            usage(stdout);
+            fputs(usage_text, stdout);
             return RL_EXIT_OK;
         } else if (argv[i][0] == '-' || run_id)
             return rl_cli_usage_error("runs", "unexpected argument \"%s\"",
@@ -411,19 +378,16 @@ cmd_show(int argc, char **argv)
     if (!valid_run_id(run_id))
         return rl_cli_usage_error(
             "runs", "\"%s\" is not a run ID (64 lowercase hex)", run_id);
-    db = rl_cli_open_ledger(errstr, sizeof(errstr), &rc);
-    if (!db) {
-        fprintf(stderr, "runledger runs show: %s\n", errstr);
+    rc = rl_cli_db_open("runs show", &db);
+    if (rc != RL_EXIT_OK)
         return rc;
-    }
     err = rl_db_run_report_json(db, run_id, &json, errstr, sizeof(errstr));
     if (!err)
         err = rl_db_run_proposal(db, run_id, &prop, errstr, sizeof(errstr));
     rl_db_destroy(db);
     if (err) {
         free(json);
-        fprintf(stderr, "runledger runs show: %s\n", errstr);
-        return rl_cli_exit_code(err);
+        return rl_cli_error("runs show", err, errstr);
     }
     if (as_json) {
         rc = prop.proposal_json ? print_json_with_proposal(json, &prop)
@@ -487,7 +451,7 @@ cmd_decide(int argc, char **argv, int resolve)
     const char *actor = NULL, *reason = NULL, *from = NULL, *run_id;
     const char *what = resolve ? "resolve" : "retry";
     int failed = 0, rc, err, opt;
-    char errstr[512];
+    char errstr[512], command[32];
     char *output = NULL;
     struct rl_decision dec;
     struct rl_db *db;
@@ -510,7 +474,7 @@ cmd_decide(int argc, char **argv, int resolve)
             from = optarg;
             break;
         case 'h':
-            usage(stdout);
+            fputs(usage_text, stdout);
             return RL_EXIT_OK;
         default:
             return rl_cli_usage_error("runs", "bad option %s",
@@ -564,9 +528,9 @@ cmd_decide(int argc, char **argv, int resolve)
         cJSON_Delete(parsed);
     }
 
-    db = rl_cli_open_ledger(errstr, sizeof(errstr), &rc);
-    if (!db) {
-        fprintf(stderr, "runledger runs %s: %s\n", what, errstr);
+    snprintf(command, sizeof(command), "runs %s", what);
+    rc = rl_cli_db_open(command, &db);
+    if (rc != RL_EXIT_OK) {
         free(output);
         return rc;
     }
@@ -581,10 +545,8 @@ cmd_decide(int argc, char **argv, int resolve)
                                           &dec, errstr, sizeof(errstr));
     rl_db_destroy(db);
     free(output);
-    if (err) {
-        fprintf(stderr, "runledger runs %s: %s\n", what, errstr);
-        return rl_cli_exit_code(err);
-    }
+    if (err)
+        return rl_cli_error(command, err, errstr);
     if (!resolve)
         printf("run %s re-opened (was %s after %d attempts%s); the next "
                "sweep claims it\n",
@@ -616,7 +578,7 @@ cmd_approve(int argc, char **argv, int approve)
     const char *digest = NULL, *actor = NULL, *reason = NULL, *run_id;
     const char *what = approve ? "approve" : "reject";
     struct rl_approval_decision dec;
-    char errstr[1024];
+    char errstr[1024], command[32];
     struct rl_db *db;
     int rc, err, opt;
 
@@ -634,7 +596,7 @@ cmd_approve(int argc, char **argv, int approve)
             reason = optarg;
             break;
         case 'h':
-            usage(stdout);
+            fputs(usage_text, stdout);
             return RL_EXIT_OK;
         default:
             return rl_cli_usage_error("runs", "bad option %s",
@@ -661,18 +623,15 @@ cmd_approve(int argc, char **argv, int approve)
             "with who took it",
             what);
 
-    db = rl_cli_open_ledger(errstr, sizeof(errstr), &rc);
-    if (!db) {
-        fprintf(stderr, "runledger runs %s: %s\n", what, errstr);
+    snprintf(command, sizeof(command), "runs %s", what);
+    rc = rl_cli_db_open(command, &db);
+    if (rc != RL_EXIT_OK)
         return rc;
-    }
     err = rl_db_decide_run(db, run_id, digest, actor, approve, reason, &dec,
                            errstr, sizeof(errstr));
     rl_db_destroy(db);
-    if (err) {
-        fprintf(stderr, "runledger runs %s: %s\n", what, errstr);
-        return rl_cli_exit_code(err);
-    }
+    if (err)
+        return rl_cli_error(command, err, errstr);
     if (approve)
         printf("run %s approved by %s (digest %s); %d notifications "
                "queued\n",
@@ -687,12 +646,12 @@ int
 rl_cmd_runs(int argc, char **argv)
 {
     if (argc < 2) {
-        usage(stderr);
+        fputs(usage_text, stderr);
         return RL_EXIT_USAGE;
     }
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
         strcmp(argv[1], "help") == 0) {
-        usage(stdout);
+        fputs(usage_text, stdout);
         return RL_EXIT_OK;
     }
     if (strcmp(argv[1], "list") == 0)

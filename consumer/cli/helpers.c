@@ -5,6 +5,7 @@
 
 #include "commands.h"
 #include "rl/config.h"
+#include "rl/db.h"
 #include "rl/err.h"
 
 int
@@ -36,20 +37,40 @@ rl_cli_exit_code(int err)
     }
 }
 
-struct rl_db *
-rl_cli_open_ledger(char *errstr, size_t errstr_size, int *rc)
+int
+rl_cli_error(const char *command, int err, const char *errstr)
 {
-    struct rl_config *cfg = rl_config_load(errstr, errstr_size);
-    struct rl_db *db;
+    fprintf(stderr, "runledger %s: %s\n", command, errstr);
+    return rl_cli_exit_code(err);
+}
 
-    if (!cfg) {
-        *rc = RL_EXIT_USAGE;
-        return NULL;
-    }
-    db = rl_db_connect(cfg->database_url, errstr, errstr_size);
+int
+rl_cli_config_load(const char *command, struct rl_config **cfg)
+{
+    char errstr[1024];
+
+    *cfg = rl_config_load(errstr, sizeof(errstr));
+    if (!*cfg)
+        return rl_cli_error(command, RL_ERR_INVALID, errstr);
+    return RL_EXIT_OK;
+}
+
+int
+rl_cli_db_open(const char *command, struct rl_db **db)
+{
+    struct rl_config *cfg;
+    char errstr[1024];
+    int rc;
+
+    *db = NULL;
+    rc = rl_cli_config_load(command, &cfg);
+    if (rc != RL_EXIT_OK)
+        return rc;
+    *db = rl_db_connect(cfg->database_url, errstr, sizeof(errstr));
     rl_config_destroy(cfg);
-    *rc = db ? RL_EXIT_OK : RL_EXIT_FAILURE;
-    return db;
+    if (!*db)
+        return rl_cli_error(command, RL_ERR_DB, errstr);
+    return RL_EXIT_OK;
 }
 
 const char *
@@ -57,11 +78,20 @@ rl_cli_json_text(const cJSON *obj, const char *name, const char *missing,
                  char *buf, size_t size)
 {
     const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, name);
+    char *json;
 
+    if (!item || cJSON_IsNull(item))
+        return missing;
     if (cJSON_IsString(item))
         return item->valuestring;
-    if (!cJSON_IsNumber(item))
-        return missing;
-    snprintf(buf, size, "%.0f", item->valuedouble);
+    if (cJSON_IsBool(item))
+        return cJSON_IsTrue(item) ? "yes" : "no";
+    if (cJSON_IsNumber(item)) {
+        snprintf(buf, size, "%.0f", item->valuedouble);
+        return buf;
+    }
+    json = cJSON_PrintUnformatted(item);
+    snprintf(buf, size, "%s", json ? json : "?");
+    cJSON_free(json);
     return buf;
 }

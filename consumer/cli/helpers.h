@@ -4,10 +4,13 @@
 #include <cjson/cJSON.h>
 #include <stddef.h>
 
-#include "rl/db.h"
+struct rl_config;
+struct rl_db;
 
-/* Helpers the operator subcommands share, so that every command reports
- * bad usage and maps errors to exit codes the same way. */
+/* What the operator commands share, so that every command reports bad
+ * usage, configuration and ledger errors, and maps them to exit codes,
+ * the same way. `command` is the name the messages start with after
+ * "runledger ", e.g. "budgets" or "runs show". */
 
 /* Prints "runledger <command>: <message> (see runledger <command> --help)"
  * on stderr and returns RL_EXIT_USAGE. */
@@ -19,13 +22,26 @@ int rl_cli_usage_error(const char *command, const char *fmt, ...)
  * RL_ERR_INVALID 2 (bad input), anything else 1. */
 int rl_cli_exit_code(int err);
 
-/* Connects to the ledger named by the configuration (DATABASE_URL).
- * Returns the connection, or NULL with errstr set and *rc the exit code
- * (2: bad configuration, 1: PostgreSQL unreachable). */
-struct rl_db *rl_cli_open_ledger(char *errstr, size_t errstr_size, int *rc);
+/* Prints "runledger <command>: <errstr>" on stderr and returns the exit
+ * code of err (rl_cli_exit_code). */
+int rl_cli_error(const char *command, int err, const char *errstr);
+
+/* Loads the configuration from the environment into *cfg (the caller
+ * destroys it with rl_config_destroy). Returns RL_EXIT_OK, or
+ * RL_EXIT_USAGE with the reason printed as rl_cli_error does. */
+int rl_cli_config_load(const char *command, struct rl_config **cfg);
+
+/* Connects to the ledger the configuration names (DATABASE_URL) and sets
+ * *db (the caller destroys it with rl_db_destroy). Returns RL_EXIT_OK;
+ * else *db is NULL, the reason is printed as rl_cli_error does, and the
+ * exit code is RL_EXIT_USAGE (bad configuration) or RL_EXIT_FAILURE
+ * (PostgreSQL unreachable or refused the connection). */
+int rl_cli_db_open(const char *command, struct rl_db **db);
 
 /* A JSON member as display text: a string as is, a number as an integer
- * (written into buf), anything else (absent, null) as missing. */
+ * and any other value but null as compact JSON (both written into buf,
+ * cut to size), a boolean as "yes" or "no", an absent or null member as
+ * missing. */
 const char *rl_cli_json_text(const cJSON *obj, const char *name,
                              const char *missing, char *buf, size_t size);
 
