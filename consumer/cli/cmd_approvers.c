@@ -27,17 +27,12 @@ static const char usage_text[] =
 /* clang-format on */
 
 static const struct rl_cli_column approver_columns[] = {
-    {.heading = "TENANT", .member = "tenant", .width = -32},
-    {.heading = "ACTOR", .member = "actor", .width = -32},
-    {.heading = "ADDED_AT", .member = "added_at", .width = 0},
-};
+    {"TENANT", "tenant", -32},
+    {"ACTOR", "actor", -32},
+    {"ADDED_AT", "added_at", 0}};
 
 static const struct rl_cli_table approver_table = {
-    .gap = "  ",
-    .missing = "-",
-    .columns = approver_columns,
-    .ncolumns = RL_CLI_NCOLUMNS(approver_columns),
-};
+    "", "  ", "-", approver_columns, RL_CLI_NCOLUMNS(approver_columns)};
 
 int
 rl_cmd_approvers(int argc, char **argv)
@@ -50,6 +45,8 @@ rl_cmd_approvers(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
+    static const struct rl_cli_opts opts = {"approvers", usage_text, options,
+                                            0};
     const char *tenant = NULL, *actor = NULL, *verb;
     struct rl_db *db;
     char errstr[512], command[32];
@@ -70,9 +67,8 @@ rl_cmd_approvers(int argc, char **argv)
         strcmp(verb, "list") != 0)
         return rl_cli_usage_error("approvers",
                                   "unknown approvers command \"%s\"", verb);
-    opterr = 0;
-    optind = 1;
-    while ((opt = getopt_long(argc - 1, argv + 1, ":h", options, NULL)) != -1) {
+    rl_cli_opts_begin();
+    while ((opt = rl_cli_next_opt(&opts, argc - 1, argv + 1, &rc)) > 0) {
         switch (opt) {
         case OPT_TENANT:
             tenant = optarg;
@@ -83,14 +79,10 @@ rl_cmd_approvers(int argc, char **argv)
         case OPT_JSON:
             as_json = 1;
             break;
-        case 'h':
-            fputs(usage_text, stdout);
-            return RL_EXIT_OK;
-        default:
-            return rl_cli_usage_error("approvers", "bad option %s",
-                                      argv[optind]);
         }
     }
+    if (opt < 0)
+        return rc;
     if (optind < argc - 1)
         return rl_cli_usage_error("approvers", "unexpected argument \"%s\"",
                                   argv[optind + 1]);

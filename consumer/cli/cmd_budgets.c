@@ -34,29 +34,41 @@ static const char usage_text[] =
 "Exit status: 0 ok; 1 PostgreSQL failed; 2 bad usage; 3 no such budget.\n";
 /* clang-format on */
 
-/* A tenant's budget has the empty job: it covers all of them. */
 static const struct rl_cli_column budget_columns[] = {
-    {.heading = "TENANT", .member = "tenant", .width = -24},
-    {.heading = "JOB",
-     .member = "job",
-     .width = -24,
-     .missing = "(all)",
-     .empty_is_missing = 1},
-    {.heading = "DAY", .member = "day", .width = -10},
-    {.heading = "DAILY", .member = "daily_tokens", .width = 12},
-    {.heading = "RESERVED", .member = "reserved", .width = 10},
-    {.heading = "SPENT", .member = "spent", .width = 10},
-    {.heading = "LEFT", .member = "left", .width = 10},
-    {.heading = "DEFERRALS", .member = "deferrals", .width = 9},
-    {.heading = "WAITING", .member = "deferred_runs", .width = 8},
-};
+    {"TENANT", "tenant", -24},
+    {"JOB", "job", -24},
+    {"DAY", "day", -10},
+    {"DAILY", "daily_tokens", 12},
+    {"RESERVED", "reserved", 10},
+    {"SPENT", "spent", 10},
+    {"LEFT", "left", 10},
+    {"DEFERRALS", "deferrals", 9},
+    {"WAITING", "deferred_runs", 8}};
 
 static const struct rl_cli_table budget_table = {
-    .gap = " ",
-    .missing = "-",
-    .columns = budget_columns,
-    .ncolumns = RL_CLI_NCOLUMNS(budget_columns),
-};
+    "", " ", "-", budget_columns, RL_CLI_NCOLUMNS(budget_columns)};
+
+/* Prints the budgets (json, a JSON array of rows) as the table. A
+ * tenant's own budget has the empty job, as it covers all of them: that
+ * job is shown as "(all)". */
+static void
+print_budgets(const char *json)
+{
+    cJSON *rows = cJSON_Parse(json);
+    cJSON *row;
+
+    cJSON_ArrayForEach(row, rows)
+    {
+        const cJSON *job = cJSON_GetObjectItemCaseSensitive(row, "job");
+
+        if (!cJSON_IsString(job) || !*job->valuestring) {
+            cJSON_DeleteItemFromObjectCaseSensitive(row, "job");
+            cJSON_AddStringToObject(row, "job", "(all)");
+        }
+    }
+    rl_cli_table_print(&budget_table, rows);
+    cJSON_Delete(rows);
+}
 
 int
 rl_cmd_budgets(int argc, char **argv)
@@ -71,6 +83,7 @@ rl_cmd_budgets(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
+    static const struct rl_cli_opts opts = {"budgets", usage_text, options, 0};
     const char *tenant = NULL, *job = NULL, *actor = getenv("USER");
     const char *action;
     long long tokens = -1;
@@ -87,9 +100,8 @@ rl_cmd_budgets(int argc, char **argv)
     if (strcmp(action, "set") && strcmp(action, "show") &&
         strcmp(action, "remove"))
         return rl_cli_usage_error("budgets", "unknown action \"%s\"", action);
-    opterr = 0;
-    optind = 1;
-    while ((opt = getopt_long(argc - 1, argv + 1, ":h", options, NULL)) != -1) {
+    rl_cli_opts_begin();
+    while ((opt = rl_cli_next_opt(&opts, argc - 1, argv + 1, &rc)) > 0) {
         switch (opt) {
         case OPT_TENANT:
             tenant = optarg;
@@ -110,13 +122,10 @@ rl_cmd_budgets(int argc, char **argv)
         case OPT_JSON:
             as_json = 1;
             break;
-        case 'h':
-            fputs(usage_text, stdout);
-            return RL_EXIT_OK;
-        default:
-            return rl_cli_usage_error("budgets", "bad option %s", argv[optind]);
         }
     }
+    if (opt < 0)
+        return rc;
     if (optind < argc - 1)
         return rl_cli_usage_error("budgets", "unexpected argument \"%s\"",
                                   argv[optind + 1]);
@@ -149,8 +158,10 @@ rl_cmd_budgets(int argc, char **argv)
         snprintf(command, sizeof(command), "budgets %s", action);
         return rl_cli_error(command, err, errstr);
     }
-    if (json)
-        rl_cli_table_print_json(&budget_table, json, as_json);
+    if (json && as_json)
+        printf("%s\n", json);
+    else if (json)
+        print_budgets(json);
     free(json);
     return RL_EXIT_OK;
 }

@@ -29,25 +29,20 @@ static const char usage_text[] =
 
 /* A total or group with no tenant or job is shown as "(all)" there. */
 static const struct rl_cli_column report_columns[] = {
-    {.heading = "TENANT", .member = "tenant", .width = -24},
-    {.heading = "JOB", .member = "job", .width = -24},
-    {.heading = "RUNS", .member = "runs", .width = 8},
-    {.heading = "COMPLETED", .member = "completed", .width = 9},
-    {.heading = "GENS", .member = "generations", .width = 6},
-    {.heading = "EXTRA", .member = "extra_generations", .width = 6},
-    {.heading = "DISPATCHES", .member = "dispatches", .width = 10},
-    {.heading = "DEFERRED", .member = "budget_deferred", .width = 8},
-    {.heading = "PROMPT_TOK", .member = "prompt_tokens", .width = 12},
-    {.heading = "COMPL_TOK", .member = "completion_tokens", .width = 12},
-    {.heading = "CACHED_TOK", .member = "cached_tokens", .width = 10},
-};
+    {"TENANT", "tenant", -24},
+    {"JOB", "job", -24},
+    {"RUNS", "runs", 8},
+    {"COMPLETED", "completed", 9},
+    {"GENS", "generations", 6},
+    {"EXTRA", "extra_generations", 6},
+    {"DISPATCHES", "dispatches", 10},
+    {"DEFERRED", "budget_deferred", 8},
+    {"PROMPT_TOK", "prompt_tokens", 12},
+    {"COMPL_TOK", "completion_tokens", 12},
+    {"CACHED_TOK", "cached_tokens", 10}};
 
 static const struct rl_cli_table report_table = {
-    .gap = " ",
-    .missing = "(all)",
-    .columns = report_columns,
-    .ncolumns = RL_CLI_NCOLUMNS(report_columns),
-};
+    "", " ", "(all)", report_columns, RL_CLI_NCOLUMNS(report_columns)};
 
 int
 rl_cmd_report(int argc, char **argv)
@@ -60,15 +55,15 @@ rl_cmd_report(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
+    static const struct rl_cli_opts opts = {"report", usage_text, options, 0};
     const char *since = NULL, *by = NULL;
     char errstr[512], *json = NULL;
     struct rl_db *db;
     int64_t epoch;
     int as_json = 0, opt, err, rc;
 
-    opterr = 0;
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+    rl_cli_opts_begin();
+    while ((opt = rl_cli_next_opt(&opts, argc, argv, &rc)) > 0) {
         switch (opt) {
         case OPT_SINCE:
             if (rl_time_parse(optarg, &epoch, NULL, errstr, sizeof(errstr)) !=
@@ -85,14 +80,10 @@ rl_cmd_report(int argc, char **argv)
         case OPT_JSON:
             as_json = 1;
             break;
-        case 'h':
-            fputs(usage_text, stdout);
-            return RL_EXIT_OK;
-        default:
-            return rl_cli_usage_error("report", "bad option %s",
-                                      argv[optind - 1]);
         }
     }
+    if (opt < 0)
+        return rc;
     if (optind < argc)
         return rl_cli_usage_error("report", "unexpected argument \"%s\"",
                                   argv[optind]);

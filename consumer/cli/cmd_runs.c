@@ -53,60 +53,39 @@ static const char usage_text[] =
 /* clang-format on */
 
 static const struct rl_cli_column list_columns[] = {
-    {.heading = "RUN_ID", .member = "run_id", .width = -64},
-    {.heading = "STATUS", .member = "status", .width = -17},
-    {.heading = "ERROR_CLASS", .member = "error_class", .width = -18},
-    {.heading = "ATT", .member = "attempts", .width = 3},
-    {.heading = "SCHEDULED_AT", .member = "scheduled_at", .width = -25},
-    {.heading = "JOB", .member = "job", .width = 0, .after = " / "},
-    {.heading = "TENANT", .member = "tenant", .width = 0, .after = " / "},
-    {.heading = "VERSION", .member = "version", .width = 0},
-};
+    {"RUN_ID", "run_id", -64},
+    {"STATUS", "status", -17},
+    {"ERROR_CLASS", "error_class", -18},
+    {"ATT", "attempts", 3},
+    {"SCHEDULED_AT", "scheduled_at", -25},
+    {"JOB / TENANT / VERSION", "job / tenant / version", 0}};
 
-static const struct rl_cli_table list_table = {
-    .gap = "  ",
-    .missing = "-",
-    .columns = list_columns,
-    .ncolumns = RL_CLI_NCOLUMNS(list_columns),
-};
+static const struct rl_cli_table list_table = {"", "  ", "-", list_columns,
+                                               RL_CLI_NCOLUMNS(list_columns)};
 
 static const struct rl_cli_column attempt_columns[] = {
-    {.heading = "NO", .member = "attempt_no", .width = -3},
-    {.heading = "OUTCOME", .member = "outcome", .width = -14},
-    {.heading = "HTTP", .member = "http_status", .width = -4},
-    {.heading = "PROMPT", .member = "prompt_tokens", .width = -7},
-    {.heading = "COMPL", .member = "completion_tokens", .width = -7},
-    {.heading = "CACHED", .member = "cached_tokens", .width = -7},
-    {.heading = "LAT_MS", .member = "latency_ms", .width = -8},
-    {.heading = "DISPATCHED_AT", .member = "dispatched_at", .width = -26},
-    {.heading = "WORKER", .member = "worker", .width = 0, .after = " / "},
-    {.heading = "EPOCH", .member = "lease_epoch", .width = 0, .after = " / "},
-    {.heading = "ERROR", .member = "error", .width = 0},
-};
+    {"NO", "attempt_no", -3},
+    {"OUTCOME", "outcome", -14},
+    {"HTTP", "http_status", -4},
+    {"PROMPT", "prompt_tokens", -7},
+    {"COMPL", "completion_tokens", -7},
+    {"CACHED", "cached_tokens", -7},
+    {"LAT_MS", "latency_ms", -8},
+    {"DISPATCHED_AT", "dispatched_at", -26},
+    {"WORKER / EPOCH / ERROR", "worker / lease_epoch / error", 0}};
 
 static const struct rl_cli_table attempt_table = {
-    .indent = "  ",
-    .gap = " ",
-    .missing = "-",
-    .columns = attempt_columns,
-    .ncolumns = RL_CLI_NCOLUMNS(attempt_columns),
-};
+    "  ", " ", "-", attempt_columns, RL_CLI_NCOLUMNS(attempt_columns)};
 
 static const struct rl_cli_column outbox_columns[] = {
-    {.heading = "CHANNEL", .member = "channel", .width = -16},
-    {.heading = "DELIVERED", .member = "delivered", .width = -9},
-    {.heading = "COUNT", .member = "delivery_count", .width = -6},
-    {.heading = "CREATED_AT", .member = "created_at", .width = -33},
-    {.heading = "DELIVERED_AT", .member = "delivered_at", .width = 0},
-};
+    {"CHANNEL", "channel", -16},
+    {"DELIVERED", "delivered", -9},
+    {"COUNT", "delivery_count", -6},
+    {"CREATED_AT", "created_at", -33},
+    {"DELIVERED_AT", "delivered_at", 0}};
 
 static const struct rl_cli_table outbox_table = {
-    .indent = "  ",
-    .gap = " ",
-    .missing = "-",
-    .columns = outbox_columns,
-    .ncolumns = RL_CLI_NCOLUMNS(outbox_columns),
-};
+    "  ", " ", "-", outbox_columns, RL_CLI_NCOLUMNS(outbox_columns)};
 
 static int
 valid_run_id(const char *s)
@@ -141,6 +120,7 @@ cmd_list(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
+    static const struct rl_cli_opts opts = {"runs", usage_text, options, 0};
     static const char *const statuses[] = {"pending",   "running",
                                            "completed", "failed",
                                            "unknown",   "awaiting_approval"};
@@ -151,9 +131,8 @@ cmd_list(int argc, char **argv)
     int as_json = 0, rc, err, opt, known;
     int64_t epoch;
 
-    opterr = 0;
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+    rl_cli_opts_begin();
+    while ((opt = rl_cli_next_opt(&opts, argc, argv, &rc)) > 0) {
         switch (opt) {
         case OPT_STATUS:
             known = 0;
@@ -187,14 +166,10 @@ cmd_list(int argc, char **argv)
         case OPT_JSON:
             as_json = 1;
             break;
-        case 'h':
-            fputs(usage_text, stdout);
-            return RL_EXIT_OK;
-        default:
-            return rl_cli_usage_error("runs", "bad option %s",
-                                      argv[optind - 1]);
         }
     }
+    if (opt < 0)
+        return rc;
     if (optind < argc)
         return rl_cli_usage_error("runs", "unexpected argument \"%s\"",
                                   argv[optind]);
@@ -448,6 +423,7 @@ cmd_decide(int argc, char **argv, int resolve)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
+    static const struct rl_cli_opts opts = {"runs", usage_text, options, 0};
     const char *actor = NULL, *reason = NULL, *from = NULL, *run_id;
     const char *what = resolve ? "resolve" : "retry";
     int failed = 0, rc, err, opt;
@@ -457,9 +433,8 @@ cmd_decide(int argc, char **argv, int resolve)
     struct rl_db *db;
     cJSON *parsed;
 
-    opterr = 0;
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+    rl_cli_opts_begin();
+    while ((opt = rl_cli_next_opt(&opts, argc, argv, &rc)) > 0) {
         switch (opt) {
         case OPT_ACTOR:
             actor = optarg;
@@ -473,14 +448,10 @@ cmd_decide(int argc, char **argv, int resolve)
         case OPT_COMPLETED_FROM:
             from = optarg;
             break;
-        case 'h':
-            fputs(usage_text, stdout);
-            return RL_EXIT_OK;
-        default:
-            return rl_cli_usage_error("runs", "bad option %s",
-                                      argv[optind - 1]);
         }
     }
+    if (opt < 0)
+        return rc;
     if (optind + 1 != argc)
         return rl_cli_usage_error("runs", "runs %s needs exactly one RUN_ID",
                                   what);
@@ -575,6 +546,7 @@ cmd_approve(int argc, char **argv, int approve)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
+    static const struct rl_cli_opts opts = {"runs", usage_text, options, 0};
     const char *digest = NULL, *actor = NULL, *reason = NULL, *run_id;
     const char *what = approve ? "approve" : "reject";
     struct rl_approval_decision dec;
@@ -582,9 +554,8 @@ cmd_approve(int argc, char **argv, int approve)
     struct rl_db *db;
     int rc, err, opt;
 
-    opterr = 0;
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+    rl_cli_opts_begin();
+    while ((opt = rl_cli_next_opt(&opts, argc, argv, &rc)) > 0) {
         switch (opt) {
         case OPT_DIGEST:
             digest = optarg;
@@ -595,14 +566,10 @@ cmd_approve(int argc, char **argv, int approve)
         case OPT_REASON:
             reason = optarg;
             break;
-        case 'h':
-            fputs(usage_text, stdout);
-            return RL_EXIT_OK;
-        default:
-            return rl_cli_usage_error("runs", "bad option %s",
-                                      argv[optind - 1]);
         }
     }
+    if (opt < 0)
+        return rc;
     if (optind + 1 != argc)
         return rl_cli_usage_error("runs", "runs %s needs exactly one RUN_ID",
                                   what);

@@ -44,6 +44,48 @@ rl_cli_error(const char *command, int err, const char *errstr)
     return rl_cli_exit_code(err);
 }
 
+void
+rl_cli_opts_begin(void)
+{
+    /* Errors are reported in one line with the command's name; getopt's
+     * own would be prefixed with argv[0] alone. */
+    opterr = 0;
+    optind = 1;
+}
+
+int
+rl_cli_next_opt(const struct rl_cli_opts *opts, int argc, char **argv, int *rc)
+{
+    int opt = getopt_long(argc, argv, ":h", opts->options, NULL);
+    const char *arg = argv[optind - 1];
+
+    switch (opt) {
+    case -1:
+        return 0;
+    case 'h':
+        fputs(opts->usage, stdout);
+        *rc = RL_EXIT_OK;
+        return -1;
+    case ':':
+        if (opts->name_errors)
+            *rc = rl_cli_usage_error(opts->command, "%s needs a value", arg);
+        else
+            *rc = rl_cli_usage_error(opts->command, "bad option %s", arg);
+        return -1;
+    case '?':
+        if (!opts->name_errors)
+            *rc = rl_cli_usage_error(opts->command, "bad option %s", arg);
+        else if (optopt)
+            *rc =
+                rl_cli_usage_error(opts->command, "unknown option -%c", optopt);
+        else
+            *rc = rl_cli_usage_error(opts->command, "unknown option %s", arg);
+        return -1;
+    default:
+        return opt;
+    }
+}
+
 int
 rl_cli_config_load(const char *command, struct rl_config **cfg)
 {

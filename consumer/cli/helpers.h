@@ -2,6 +2,7 @@
 #define RL_CLI_HELPERS_H
 
 #include <cjson/cJSON.h>
+#include <getopt.h>
 #include <stddef.h>
 
 struct rl_config;
@@ -25,6 +26,29 @@ int rl_cli_exit_code(int err);
 /* Prints "runledger <command>: <errstr>" on stderr and returns the exit
  * code of err (rl_cli_exit_code). */
 int rl_cli_error(const char *command, int err, const char *errstr);
+
+/* How a command's options are parsed: the name its messages carry, the
+ * text -h and --help print on stdout, and getopt_long's table (with
+ * {"help", no_argument, NULL, 'h'}). A missing value or an unknown option
+ * is reported as "bad option --x", or with name_errors as "--x needs a
+ * value" and "unknown option --x". */
+struct rl_cli_opts {
+    const char *command;
+    const char *usage;
+    const struct option *options;
+    int name_errors;
+};
+
+/* Starts parsing the options of argv (argv[0] is the command's name and
+ * skipped); getopt's own messages are off. */
+void rl_cli_opts_begin(void);
+
+/* The next option of argv as getopt_long returns it (optarg set), 0 when
+ * none is left (argv[optind] is the first operand), or -1 when the
+ * command ends here with exit code *rc: RL_EXIT_OK after printing the
+ * usage for -h or --help, RL_EXIT_USAGE after reporting a bad option. */
+int rl_cli_next_opt(const struct rl_cli_opts *opts, int argc, char **argv,
+                    int *rc);
 
 /* Loads the configuration from the environment into *cfg (the caller
  * destroys it with rl_config_destroy). Returns RL_EXIT_OK, or

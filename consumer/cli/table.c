@@ -1,32 +1,62 @@
 #include "table.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "helpers.h"
 
-/* Prints one line: the heading of each column when row is NULL, else the
- * row's members. */
+#define JOIN " / "
+#define MAX_PARTS 4
+
+/* Prints one cell: the column's members of row joined by JOIN, padded as
+ * the column says. */
+static void
+print_cell(const struct rl_cli_column *col, const char *missing,
+           const cJSON *row)
+{
+    const char *text[MAX_PARTS];
+    char buf[MAX_PARTS][64];
+    const char *name = col->member;
+    size_t nparts = 0, len = 0;
+    int pad;
+
+    while (nparts < MAX_PARTS) {
+        const char *end = strstr(name, JOIN);
+        size_t n = end ? (size_t)(end - name) : strlen(name);
+        char member[64];
+
+        snprintf(member, sizeof(member), "%.*s", (int)n, name);
+        text[nparts] = rl_cli_json_text(row, member, missing, buf[nparts],
+                                        sizeof(buf[nparts]));
+        len += strlen(text[nparts]) + (nparts ? strlen(JOIN) : 0);
+        nparts++;
+        if (!end)
+            break;
+        name = end + strlen(JOIN);
+    }
+    pad = (col->width < 0 ? -col->width : col->width) - (int)len;
+    if (col->width > 0 && pad > 0)
+        printf("%*s", pad, "");
+    for (size_t i = 0; i < nparts; i++)
+        printf("%s%s", i ? JOIN : "", text[i]);
+    if (col->width < 0 && pad > 0)
+        printf("%*s", pad, "");
+}
+
+/* Prints the heading line when row is NULL, else the row's line. */
 static void
 print_line(const struct rl_cli_table *table, const cJSON *row)
 {
-    if (table->indent)
-        fputs(table->indent, stdout);
+    fputs(table->indent, stdout);
     for (size_t i = 0; i < table->ncolumns; i++) {
         const struct rl_cli_column *col = &table->columns[i];
-        const char *missing = col->missing ? col->missing : table->missing;
-        const char *text = col->heading;
-        const char *after = col->after;
-        char buf[256];
 
-        if (row) {
-            text =
-                rl_cli_json_text(row, col->member, missing, buf, sizeof(buf));
-            if (col->empty_is_missing && !*text)
-                text = missing;
-        }
-        if (!after)
-            after = i + 1 < table->ncolumns ? table->gap : "";
-        printf("%*s%s", col->width, text, after);
+        if (i > 0)
+            fputs(table->gap, stdout);
+        if (row)
+            print_cell(col, table->missing, row);
+        else
+            printf("%*s", col->width, col->heading);
     }
     putchar('\n');
 }

@@ -8,24 +8,19 @@
  * per row of a JSON array of objects, each cell a member of the row as
  * rl_cli_json_text shows it. */
 
-/* One column: its heading and the member of each row it shows. width is
- * a printf field width, as in "%*s": negative pads on the right (text
- * left-aligned), positive on the left, 0 not at all. after is printed
- * after the cell instead of the table's gap (NULL: the gap, and nothing
- * after the last column). missing, when not NULL, replaces the table's
- * text for an absent or null member; with empty_is_missing an empty
- * string counts as absent. */
+/* One column: its heading, and the member of each row it shows, or
+ * several joined by " / " ("job / tenant / version": the three members
+ * with " / " between them). width is a printf field width, as in "%*s":
+ * negative pads on the right (text left-aligned), positive on the left,
+ * 0 not at all. */
 struct rl_cli_column {
     const char *heading;
     const char *member;
     int width;
-    const char *after;
-    const char *missing;
-    int empty_is_missing;
 };
 
-/* A table: the text before each line (NULL: none), the gap between two
- * columns, the text of an absent or null member, and the columns. */
+/* A table: the text before each line, the gap between two columns, the
+ * text of an absent or null member, and the columns. */
 struct rl_cli_table {
     const char *indent;
     const char *gap;
