@@ -45,8 +45,11 @@ rl_cmd_approvers(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    static const struct rl_cli_opts opts = {"approvers", usage_text, options,
-                                            0};
+    static const struct rl_cli_opts opts = {
+        .command = "approvers",
+        .usage = usage_text,
+        .options = options,
+    };
     const char *tenant = NULL, *actor = NULL, *verb;
     struct rl_db *db;
     char errstr[512], command[32];
@@ -83,9 +86,6 @@ rl_cmd_approvers(int argc, char **argv)
     }
     if (opt < 0)
         return rc;
-    if (optind < argc - 1)
-        return rl_cli_usage_error("approvers", "unexpected argument \"%s\"",
-                                  argv[optind + 1]);
     if (strcmp(verb, "list") != 0) {
         if (!tenant || !*tenant || !actor || !*actor)
             return rl_cli_usage_error(

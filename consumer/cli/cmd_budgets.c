@@ -83,7 +83,11 @@ rl_cmd_budgets(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    static const struct rl_cli_opts opts = {"budgets", usage_text, options, 0};
+    static const struct rl_cli_opts opts = {
+        .command = "budgets",
+        .usage = usage_text,
+        .options = options,
+    };
     const char *tenant = NULL, *job = NULL, *actor = getenv("USER");
     const char *action;
     long long tokens = -1;
@@ -126,9 +130,6 @@ rl_cmd_budgets(int argc, char **argv)
     }
     if (opt < 0)
         return rc;
-    if (optind < argc - 1)
-        return rl_cli_usage_error("budgets", "unexpected argument \"%s\"",
-                                  argv[optind + 1]);
     if (strcmp(action, "show") != 0 && (!tenant || !*tenant))
         return rl_cli_usage_error("budgets", "%s needs --tenant", action);
     if (strcmp(action, "set") == 0 && tokens < 0)

@@ -80,7 +80,12 @@ rl_cmd_id(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    static const struct rl_cli_opts opts = {"id", usage_text, options, 1};
+    static const struct rl_cli_opts opts = {
+        .command = "id",
+        .usage = usage_text,
+        .options = options,
+        .name_errors = 1,
+    };
     static const char *const names[] = {NULL,   "--job",     "--tenant",
                                         "--at", "--version", "--window"};
     const char *values[6] = {NULL};
@@ -116,9 +121,6 @@ rl_cmd_id(int argc, char **argv)
     }
     if (opt < 0)
         return rc;
-    if (optind < argc)
-        return rl_cli_usage_error("id", "unexpected argument \"%s\"",
-                                  argv[optind]);
     for (int i = OPT_JOB; i <= OPT_VERSION; i++) {
         if (!values[i])
             return rl_cli_usage_error("id", "missing %s", names[i]);

@@ -393,7 +393,12 @@ rl_cmd_publish(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    static const struct rl_cli_opts opts = {"publish", usage_text, options, 1};
+    static const struct rl_cli_opts opts = {
+        .command = "publish",
+        .usage = usage_text,
+        .options = options,
+        .name_errors = 1,
+    };
     struct flags f;
     struct rl_config *cfg = NULL;
     struct pending *evs = NULL;
@@ -449,9 +454,6 @@ rl_cmd_publish(int argc, char **argv)
     }
     if (opt < 0)
         return rc;
-    if (optind < argc)
-        return rl_cli_usage_error("publish", "unexpected argument \"%s\"",
-                                  argv[optind]);
     if (from_stdin && any_flag)
         return rl_cli_usage_error(
             "publish", "--stdin reads whole events; event flags do not "

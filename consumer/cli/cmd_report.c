@@ -55,7 +55,11 @@ rl_cmd_report(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    static const struct rl_cli_opts opts = {"report", usage_text, options, 0};
+    static const struct rl_cli_opts opts = {
+        .command = "report",
+        .usage = usage_text,
+        .options = options,
+    };
     const char *since = NULL, *by = NULL;
     char errstr[512], *json = NULL;
     struct rl_db *db;
@@ -84,9 +88,6 @@ rl_cmd_report(int argc, char **argv)
     }
     if (opt < 0)
         return rc;
-    if (optind < argc)
-        return rl_cli_usage_error("report", "unexpected argument \"%s\"",
-                                  argv[optind]);
     if (!since)
         return rl_cli_usage_error("report", "--since is required");
 

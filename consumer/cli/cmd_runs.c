@@ -99,6 +99,17 @@ valid_run_id(const char *s)
     return i == RL_HEX_SIZE - 1;
 }
 
+/* Returns RL_EXIT_OK for a run ID, else reports it and returns
+ * RL_EXIT_USAGE. */
+static int
+check_run_id(const char *run_id)
+{
+    if (!valid_run_id(run_id))
+        return rl_cli_usage_error(
+            "runs", "\"%s\" is not a run ID (64 lowercase hex)", run_id);
+    return RL_EXIT_OK;
+}
+
 static int
 cmd_list(int argc, char **argv)
 {
@@ -120,7 +131,11 @@ cmd_list(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    static const struct rl_cli_opts opts = {"runs", usage_text, options, 0};
+    static const struct rl_cli_opts opts = {
+        .command = "runs",
+        .usage = usage_text,
+        .options = options,
+    };
     static const char *const statuses[] = {"pending",   "running",
                                            "completed", "failed",
                                            "unknown",   "awaiting_approval"};
@@ -170,9 +185,6 @@ cmd_list(int argc, char **argv)
     }
     if (opt < 0)
         return rc;
-    if (optind < argc)
-        return rl_cli_usage_error("runs", "unexpected argument \"%s\"",
-                                  argv[optind]);
 
     rc = rl_cli_db_open("runs list", &db);
     if (rc != RL_EXIT_OK)
@@ -350,9 +362,9 @@ cmd_show(int argc, char **argv)
     }
     if (!run_id)
         return rl_cli_usage_error("runs", "runs show needs a RUN_ID");
-    if (!valid_run_id(run_id))
-        return rl_cli_usage_error(
-            "runs", "\"%s\" is not a run ID (64 lowercase hex)", run_id);
+    rc = check_run_id(run_id);
+    if (rc != RL_EXIT_OK)
+        return rc;
     rc = rl_cli_db_open("runs show", &db);
     if (rc != RL_EXIT_OK)
         return rc;
@@ -410,78 +422,118 @@ read_file(const char *path, char *errstr, size_t errstr_size)
     return buf;
 }
 
+/* The options and RUN_ID of a decision on one run: retry, resolve,
+ * approve or reject. */
+struct decision {
+    const char *run_id, *actor, *reason, *from, *digest;
+    int failed;
+};
+
+enum { OPT_ACTOR = 1, OPT_REASON, OPT_FAILED, OPT_COMPLETED_FROM, OPT_DIGEST };
+
+static const struct option decide_options[] = {
+    {"actor", required_argument, NULL, OPT_ACTOR},
+    {"reason", required_argument, NULL, OPT_REASON},
+    {"failed", no_argument, NULL, OPT_FAILED},
+    {"completed-from", required_argument, NULL, OPT_COMPLETED_FROM},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+static const struct option approve_options[] = {
+    {"digest", required_argument, NULL, OPT_DIGEST},
+    {"actor", required_argument, NULL, OPT_ACTOR},
+    {"reason", required_argument, NULL, OPT_REASON},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+/* Parses `runs <what>` with options into d. Returns 0, or -1 when the
+ * command ends here with exit code *rc (help printed, or bad usage
+ * reported). */
+static int
+parse_decision(int argc, char **argv, const char *what,
+               const struct option *options, struct decision *d, int *rc)
+{
+    const struct rl_cli_opts opts = {
+        .command = "runs",
+        .usage = usage_text,
+        .options = options,
+        .operands = 1,
+    };
+    int opt;
+
+    memset(d, 0, sizeof(*d));
+    rl_cli_opts_begin();
+    while ((opt = rl_cli_next_opt(&opts, argc, argv, rc)) > 0) {
+        switch (opt) {
+        case OPT_ACTOR:
+            d->actor = optarg;
+            break;
+        case OPT_REASON:
+            d->reason = optarg;
+            break;
+        case OPT_FAILED:
+            d->failed = 1;
+            break;
+        case OPT_COMPLETED_FROM:
+            d->from = optarg;
+            break;
+        case OPT_DIGEST:
+            d->digest = optarg;
+            break;
+        }
+    }
+    if (opt < 0)
+        return -1;
+    if (optind + 1 != argc) {
+        *rc = rl_cli_usage_error("runs", "runs %s needs exactly one RUN_ID",
+                                 what);
+        return -1;
+    }
+    d->run_id = argv[optind];
+    *rc = check_run_id(d->run_id);
+    return *rc == RL_EXIT_OK ? 0 : -1;
+}
+
 /* retry and resolve */
 static int
 cmd_decide(int argc, char **argv, int resolve)
 {
-    enum { OPT_ACTOR = 1, OPT_REASON, OPT_FAILED, OPT_COMPLETED_FROM };
-    static const struct option options[] = {
-        {"actor", required_argument, NULL, OPT_ACTOR},
-        {"reason", required_argument, NULL, OPT_REASON},
-        {"failed", no_argument, NULL, OPT_FAILED},
-        {"completed-from", required_argument, NULL, OPT_COMPLETED_FROM},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    static const struct rl_cli_opts opts = {"runs", usage_text, options, 0};
-    const char *actor = NULL, *reason = NULL, *from = NULL, *run_id;
     const char *what = resolve ? "resolve" : "retry";
-    int failed = 0, rc, err, opt;
+    struct decision d;
+    int rc, err;
     char errstr[512], command[32];
     char *output = NULL;
     struct rl_decision dec;
     struct rl_db *db;
     cJSON *parsed;
 
-    rl_cli_opts_begin();
-    while ((opt = rl_cli_next_opt(&opts, argc, argv, &rc)) > 0) {
-        switch (opt) {
-        case OPT_ACTOR:
-            actor = optarg;
-            break;
-        case OPT_REASON:
-            reason = optarg;
-            break;
-        case OPT_FAILED:
-            failed = 1;
-            break;
-        case OPT_COMPLETED_FROM:
-            from = optarg;
-            break;
-        }
-    }
-    if (opt < 0)
+    if (parse_decision(argc, argv, what, decide_options, &d, &rc) != 0)
         return rc;
-    if (optind + 1 != argc)
-        return rl_cli_usage_error("runs", "runs %s needs exactly one RUN_ID",
-                                  what);
-    run_id = argv[optind];
-    if (!valid_run_id(run_id))
-        return rl_cli_usage_error(
-            "runs", "\"%s\" is not a run ID (64 lowercase hex)", run_id);
     if (!resolve) {
-        if (failed || from)
+        if (d.failed || d.from)
             return rl_cli_usage_error("runs",
                                       "--failed and --completed-from belong to "
                                       "runs resolve");
-        if (!actor)
-            actor = getenv("USER");
-        if (!actor || !*actor)
-            actor = "operator";
-        if (!reason)
-            reason = "re-opened for a new attempt";
+        if (!d.actor)
+            d.actor = getenv("USER");
+        if (!d.actor || !*d.actor)
+            d.actor = "operator";
+        if (!d.reason)
+            d.reason = "re-opened for a new attempt";
     } else {
-        if (failed == !!from)
+        if (d.failed == !!d.from)
             return rl_cli_usage_error(
                 "runs", "runs resolve needs exactly one of --failed "
                         "and --completed-from");
-        if (!actor || !*actor || !reason || !*reason)
+        if (!d.actor || !*d.actor || !d.reason || !*d.reason)
             return rl_cli_usage_error(
                 "runs", "runs resolve needs --actor and --reason: "
                         "the decision is recorded with who and why");
     }
-    if (from) {
-        output = read_file(from, errstr, sizeof(errstr));
+    if (d.from) {
+        output = read_file(d.from, errstr, sizeof(errstr));
         if (!output) {
             fprintf(stderr, "runledger runs resolve: %s\n", errstr);
             return RL_EXIT_USAGE;
@@ -493,7 +545,7 @@ cmd_decide(int argc, char **argv, int resolve)
             fprintf(stderr,
                     "runledger runs resolve: %s is not a JSON output "
                     "(null is not an output either)\n",
-                    from);
+                    d.from);
             return RL_EXIT_USAGE;
         }
         cJSON_Delete(parsed);
@@ -506,14 +558,14 @@ cmd_decide(int argc, char **argv, int resolve)
         return rc;
     }
     if (!resolve)
-        err = rl_db_run_retry(db, run_id, actor, reason, &dec, errstr,
+        err = rl_db_run_retry(db, d.run_id, d.actor, d.reason, &dec, errstr,
                               sizeof(errstr));
-    else if (failed)
-        err = rl_db_run_resolve_failed(db, run_id, actor, reason, &dec, errstr,
-                                       sizeof(errstr));
+    else if (d.failed)
+        err = rl_db_run_resolve_failed(db, d.run_id, d.actor, d.reason, &dec,
+                                       errstr, sizeof(errstr));
     else
-        err = rl_db_run_resolve_completed(db, run_id, actor, reason, output,
-                                          &dec, errstr, sizeof(errstr));
+        err = rl_db_run_resolve_completed(db, d.run_id, d.actor, d.reason,
+                                          output, &dec, errstr, sizeof(errstr));
     rl_db_destroy(db);
     free(output);
     if (err)
@@ -521,15 +573,15 @@ cmd_decide(int argc, char **argv, int resolve)
     if (!resolve)
         printf("run %s re-opened (was %s after %d attempts%s); the next "
                "sweep claims it\n",
-               run_id, dec.prior_status, dec.attempts,
+               d.run_id, dec.prior_status, dec.attempts,
                dec.attempts_closed ? ", an attempt without outcome closed as "
                                      "ambiguous"
                                    : "");
-    else if (failed)
-        printf("run %s resolved failed by %s\n", run_id, actor);
+    else if (d.failed)
+        printf("run %s resolved failed by %s\n", d.run_id, d.actor);
     else
         printf("run %s resolved completed by %s; %d notifications queued\n",
-               run_id, actor, dec.outbox_rows);
+               d.run_id, d.actor, dec.outbox_rows);
     return RL_EXIT_OK;
 }
 
@@ -538,52 +590,22 @@ cmd_decide(int argc, char **argv, int resolve)
 static int
 cmd_approve(int argc, char **argv, int approve)
 {
-    enum { OPT_DIGEST = 1, OPT_ACTOR, OPT_REASON };
-    static const struct option options[] = {
-        {"digest", required_argument, NULL, OPT_DIGEST},
-        {"actor", required_argument, NULL, OPT_ACTOR},
-        {"reason", required_argument, NULL, OPT_REASON},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    static const struct rl_cli_opts opts = {"runs", usage_text, options, 0};
-    const char *digest = NULL, *actor = NULL, *reason = NULL, *run_id;
     const char *what = approve ? "approve" : "reject";
     struct rl_approval_decision dec;
+    struct decision d;
     char errstr[1024], command[32];
     struct rl_db *db;
-    int rc, err, opt;
+    int rc, err;
 
-    rl_cli_opts_begin();
-    while ((opt = rl_cli_next_opt(&opts, argc, argv, &rc)) > 0) {
-        switch (opt) {
-        case OPT_DIGEST:
-            digest = optarg;
-            break;
-        case OPT_ACTOR:
-            actor = optarg;
-            break;
-        case OPT_REASON:
-            reason = optarg;
-            break;
-        }
-    }
-    if (opt < 0)
+    if (parse_decision(argc, argv, what, approve_options, &d, &rc) != 0)
         return rc;
-    if (optind + 1 != argc)
-        return rl_cli_usage_error("runs", "runs %s needs exactly one RUN_ID",
-                                  what);
-    run_id = argv[optind];
-    if (!valid_run_id(run_id))
-        return rl_cli_usage_error(
-            "runs", "\"%s\" is not a run ID (64 lowercase hex)", run_id);
-    if (!digest || !valid_run_id(digest))
+    if (!d.digest || !valid_run_id(d.digest))
         return rl_cli_usage_error(
             "runs",
             "runs %s needs --digest: the 64 hex digest of the "
             "proposal (runs show)",
             what);
-    if (!actor || !*actor)
+    if (!d.actor || !*d.actor)
         return rl_cli_usage_error(
             "runs",
             "runs %s needs --actor: the decision is recorded "
@@ -594,18 +616,18 @@ cmd_approve(int argc, char **argv, int approve)
     rc = rl_cli_db_open(command, &db);
     if (rc != RL_EXIT_OK)
         return rc;
-    err = rl_db_decide_run(db, run_id, digest, actor, approve, reason, &dec,
-                           errstr, sizeof(errstr));
+    err = rl_db_decide_run(db, d.run_id, d.digest, d.actor, approve, d.reason,
+                           &dec, errstr, sizeof(errstr));
     rl_db_destroy(db);
     if (err)
         return rl_cli_error(command, err, errstr);
     if (approve)
         printf("run %s approved by %s (digest %s); %d notifications "
                "queued\n",
-               run_id, actor, dec.digest, dec.outbox_rows);
+               d.run_id, d.actor, dec.digest, dec.outbox_rows);
     else
         printf("run %s rejected by %s (digest %s); nothing is published\n",
-               run_id, actor, dec.digest);
+               d.run_id, d.actor, dec.digest);
     return RL_EXIT_OK;
 }
 

@@ -61,7 +61,11 @@ rl_cli_next_opt(const struct rl_cli_opts *opts, int argc, char **argv, int *rc)
 
     switch (opt) {
     case -1:
-        return 0;
+        if (opts->operands || optind >= argc)
+            return 0;
+        *rc = rl_cli_usage_error(opts->command, "unexpected argument \"%s\"",
+                                 argv[optind]);
+        return -1;
     case 'h':
         fputs(opts->usage, stdout);
         *rc = RL_EXIT_OK;

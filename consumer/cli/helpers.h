@@ -31,12 +31,14 @@ int rl_cli_error(const char *command, int err, const char *errstr);
  * text -h and --help print on stdout, and getopt_long's table (with
  * {"help", no_argument, NULL, 'h'}). A missing value or an unknown option
  * is reported as "bad option --x", or with name_errors as "--x needs a
- * value" and "unknown option --x". */
+ * value" and "unknown option --x". Without operands, an argument after
+ * the options is reported as unexpected. */
 struct rl_cli_opts {
     const char *command;
     const char *usage;
     const struct option *options;
     int name_errors;
+    int operands;
 };
 
 /* Starts parsing the options of argv (argv[0] is the command's name and
@@ -44,7 +46,8 @@ struct rl_cli_opts {
 void rl_cli_opts_begin(void);
 
 /* The next option of argv as getopt_long returns it (optarg set), 0 when
- * none is left (argv[optind] is the first operand), or -1 when the
+ * none is left (argv[optind] is the first operand, if operands are
+ * taken), or -1 when the
  * command ends here with exit code *rc: RL_EXIT_OK after printing the
  * usage for -h or --help, RL_EXIT_USAGE after reporting a bad option. */
 int rl_cli_next_opt(const struct rl_cli_opts *opts, int argc, char **argv,
