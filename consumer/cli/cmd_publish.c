@@ -468,14 +468,9 @@ rl_cmd_publish(int argc, char **argv)
                                       "give exactly one of --at and --now");
     }
 
-    cfg = rl_config_load(errstr, sizeof(errstr));
-    if (!cfg) {
-        fprintf(stderr, "runledger publish: %s\n", errstr);
+    if (rl_cli_config_load("publish", &cfg) != RL_EXIT_OK)
         return RL_EXIT_USAGE;
-    }
-    rl_log_set_level(rl_log_level_parse(cfg->log_level) >= 0
-                         ? rl_log_level_parse(cfg->log_level)
-                         : RL_LOG_INFO);
+    rl_cli_log_init(cfg);
     if (from_stdin) {
         if (read_stdin(&evs, &n, (size_t)cfg->max_event_bytes) != 0)
             goto done;

@@ -13,6 +13,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "helpers.h"
 #include "rl/config.h"
 #include "rl/db.h"
 #include "rl/err.h"
@@ -152,14 +153,9 @@ rl_cmd_receive(int argc, char **argv)
         fputs(usage_text, stderr);
         return RL_EXIT_USAGE;
     }
-    cfg = rl_config_load(errstr, sizeof(errstr));
-    if (!cfg) {
-        fprintf(stderr, "runledger receive: %s\n", errstr);
+    if (rl_cli_config_load("receive", &cfg) != RL_EXIT_OK)
         return RL_EXIT_USAGE;
-    }
-    rl_log_set_level(rl_log_level_parse(cfg->log_level) >= 0
-                         ? rl_log_level_parse(cfg->log_level)
-                         : RL_LOG_INFO);
+    rl_cli_log_init(cfg);
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_signal;
     sigaction(SIGTERM, &sa, NULL);

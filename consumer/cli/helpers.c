@@ -7,6 +7,7 @@
 #include "rl/config.h"
 #include "rl/db.h"
 #include "rl/err.h"
+#include "rl/log.h"
 
 int
 rl_cli_usage_error(const char *command, const char *fmt, ...)
@@ -99,6 +100,14 @@ rl_cli_config_load(const char *command, struct rl_config **cfg)
     if (!*cfg)
         return rl_cli_error(command, RL_ERR_INVALID, errstr);
     return RL_EXIT_OK;
+}
+
+void
+rl_cli_log_init(const struct rl_config *cfg)
+{
+    int level = rl_log_level_parse(cfg->log_level);
+
+    rl_log_set_level(level >= 0 ? level : RL_LOG_INFO);
 }
 
 int

@@ -58,6 +58,10 @@ int rl_cli_next_opt(const struct rl_cli_opts *opts, int argc, char **argv,
  * RL_EXIT_USAGE with the reason printed as rl_cli_error does. */
 int rl_cli_config_load(const char *command, struct rl_config **cfg);
 
+/* Sets the log level the configuration names (info when it names none
+ * the logger knows). */
+void rl_cli_log_init(const struct rl_config *cfg);
+
 /* Connects to the ledger the configuration names (DATABASE_URL) and sets
  * *db (the caller destroys it with rl_db_destroy). Returns RL_EXIT_OK;
  * else *db is NULL, the reason is printed as rl_cli_error does, and the
