@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli/cli.h"
 #include "commands.h"
 
 struct command {
@@ -42,10 +43,15 @@ cmd_version(int argc, char **argv)
 static void
 usage(FILE *out)
 {
-    fprintf(out, "usage: runledger <command> [options]\n\ncommands:\n");
+    fputs("usage: runledger <command> [options]\n"
+          "\n"
+          "commands:\n",
+          out);
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
-    fprintf(out, "\n`runledger <command> --help` describes one command.\n");
+    fputs("\n"
+          "`runledger <command> --help` describes one command.\n",
+          out);
 }
 
 int

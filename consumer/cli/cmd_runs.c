@@ -12,61 +12,80 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "helpers.h"
 #include "rl/approval.h"
-#include "rl/config.h"
 #include "rl/db_ops.h"
 #include "rl/err.h"
 #include "rl/runid.h"
 #include "rl/timefmt.h"
+#include "table.h"
 
-static void
-usage(FILE *out)
-{
-    fprintf(
-        out,
-        "usage: runledger runs list [--status S] [--tenant T] [--job J]\n"
-        "                           [--since RFC3339] [--limit N] [--json]\n"
-        "       runledger runs show RUN_ID [--json]\n"
-        "       runledger runs retry RUN_ID [--actor NAME] [--reason TEXT]\n"
-        "       runledger runs resolve RUN_ID (--failed | --completed-from "
-        "FILE)\n"
-        "                              --actor NAME --reason TEXT\n"
-        "       runledger runs approve RUN_ID --digest D --actor NAME "
-        "[--reason TEXT]\n"
-        "       runledger runs reject RUN_ID --digest D --actor NAME "
-        "[--reason TEXT]\n"
-        "\n"
-        "  list     runs, newest scheduled first (default limit 50); "
-        "--status is\n"
-        "           pending, running, awaiting_approval, completed, failed or "
-        "unknown;\n"
-        "           --since "
-        "keeps\n"
-        "           runs scheduled at or after the time\n"
-        "  show     one run with its attempts (outcome, HTTP status, "
-        "tokens,\n"
-        "           latency), outbox rows (delivered or pending) and "
-        "operator\n"
-        "           decisions\n"
-        "  retry    re-open a failed or unknown run for a new attempt under "
-        "the\n"
-        "           same run ID (status pending, due now). An attempt "
-        "without an\n"
-        "           outcome is closed as ambiguous: you accept that it may "
-        "have\n"
-        "           generated. --actor defaults to $USER.\n"
-        "  resolve  decide an unknown run: --failed, or --completed-from "
-        "FILE\n"
-        "           (a JSON output, stored write-once; the run's "
-        "notifications\n"
-        "           are queued in the same transaction, as a completion "
-        "would)\n"
-        "\n"
-        "The ledger is DATABASE_URL (see `runledger config`).\n"
-        "Exit status: 0 ok; 1 PostgreSQL unreachable or failed; 2 bad usage "
-        "or\n"
-        "invalid input; 3 no such run, or its status refuses the change.\n");
-}
+/* As printed, one literal per line: clang-format would rewrap it. */
+/* clang-format off */
+static const char usage_text[] =
+"usage: runledger runs list [--status S] [--tenant T] [--job J]\n"
+"                           [--since RFC3339] [--limit N] [--json]\n"
+"       runledger runs show RUN_ID [--json]\n"
+"       runledger runs retry RUN_ID [--actor NAME] [--reason TEXT]\n"
+"       runledger runs resolve RUN_ID (--failed | --completed-from FILE)\n"
+"                              --actor NAME --reason TEXT\n"
+"       runledger runs approve RUN_ID --digest D --actor NAME [--reason TEXT]\n"
+"       runledger runs reject RUN_ID --digest D --actor NAME [--reason TEXT]\n"
+"\n"
+"  list     runs, newest scheduled first (default limit 50); --status is\n"
+"           pending, running, awaiting_approval, completed, failed or unknown;\n"
+"           --since keeps\n"
+"           runs scheduled at or after the time\n"
+"  show     one run with its attempts (outcome, HTTP status, tokens,\n"
+"           latency), outbox rows (delivered or pending) and operator\n"
+"           decisions\n"
+"  retry    re-open a failed or unknown run for a new attempt under the\n"
+"           same run ID (status pending, due now). An attempt without an\n"
+"           outcome is closed as ambiguous: you accept that it may have\n"
+"           generated. --actor defaults to $USER.\n"
+"  resolve  decide an unknown run: --failed, or --completed-from FILE\n"
+"           (a JSON output, stored write-once; the run's notifications\n"
+"           are queued in the same transaction, as a completion would)\n"
+"\n"
+"The ledger is DATABASE_URL (see `runledger config`).\n"
+"Exit status: 0 ok; 1 PostgreSQL unreachable or failed; 2 bad usage or\n"
+"invalid input; 3 no such run, or its status refuses the change.\n";
+/* clang-format on */
+
+static const struct rl_cli_column list_columns[] = {
+    {"RUN_ID", "run_id", -64},
+    {"STATUS", "status", -17},
+    {"ERROR_CLASS", "error_class", -18},
+    {"ATT", "attempts", 3},
+    {"SCHEDULED_AT", "scheduled_at", -25},
+    {"JOB / TENANT / VERSION", "job / tenant / version", 0}};
+
+static const struct rl_cli_table list_table = {"", "  ", "-", list_columns,
+                                               RL_CLI_NCOLUMNS(list_columns)};
+
+static const struct rl_cli_column attempt_columns[] = {
+    {"NO", "attempt_no", -3},
+    {"OUTCOME", "outcome", -14},
+    {"HTTP", "http_status", -4},
+    {"PROMPT", "prompt_tokens", -7},
+    {"COMPL", "completion_tokens", -7},
+    {"CACHED", "cached_tokens", -7},
+    {"LAT_MS", "latency_ms", -8},
+    {"DISPATCHED_AT", "dispatched_at", -26},
+    {"WORKER / EPOCH / ERROR", "worker / lease_epoch / error", 0}};
+
+static const struct rl_cli_table attempt_table = {
+    "  ", " ", "-", attempt_columns, RL_CLI_NCOLUMNS(attempt_columns)};
+
+static const struct rl_cli_column outbox_columns[] = {
+    {"CHANNEL", "channel", -16},
+    {"DELIVERED", "delivered", -9},
+    {"COUNT", "delivery_count", -6},
+    {"CREATED_AT", "created_at", -33},
+    {"DELIVERED_AT", "delivered_at", 0}};
+
+static const struct rl_cli_table outbox_table = {
+    "  ", " ", "-", outbox_columns, RL_CLI_NCOLUMNS(outbox_columns)};
 
 static int
 valid_run_id(const char *s)
@@ -80,27 +99,15 @@ valid_run_id(const char *s)
     return i == RL_HEX_SIZE - 1;
 }
 
-/* A JSON member as display text into buf: strings as is, null as "-". */
-static const char *
-text_of(const cJSON *obj, const char *name, char *buf, size_t size)
+/* Returns RL_EXIT_OK for a run ID, else reports it and returns
+ * RL_EXIT_USAGE. */
+static int
+check_run_id(const char *run_id)
 {
-    const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, name);
-    char *json;
-
-    if (!item || cJSON_IsNull(item))
-        return "-";
-    if (cJSON_IsString(item))
-        return item->valuestring;
-    if (cJSON_IsBool(item))
-        return cJSON_IsTrue(item) ? "yes" : "no";
-    if (cJSON_IsNumber(item)) {
-        snprintf(buf, size, "%.0f", item->valuedouble);
-        return buf;
-    }
-    json = cJSON_PrintUnformatted(item);
-    snprintf(buf, size, "%s", json ? json : "?");
-    cJSON_free(json);
-    return buf;
+    if (!valid_run_id(run_id))
+        return rl_cli_usage_error(
+            "runs", "\"%s\" is not a run ID (64 lowercase hex)", run_id);
+    return RL_EXIT_OK;
 }
 
 static int
@@ -124,20 +131,23 @@ cmd_list(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
+    static const struct rl_cli_opts opts = {
+        .command = "runs",
+        .usage = usage_text,
+        .options = options,
+    };
     static const char *const statuses[] = {"pending",   "running",
                                            "completed", "failed",
                                            "unknown",   "awaiting_approval"};
     struct rl_runs_filter filter = {NULL, NULL, NULL, NULL, 50};
     char errstr[512];
     char *json = NULL, *end;
-    cJSON *arr, *row;
     struct rl_db *db;
     int as_json = 0, rc, err, opt, known;
     int64_t epoch;
 
-    opterr = 0;
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+    rl_cli_opts_begin();
+    while ((opt = rl_cli_next_opt(&opts, argc, argv, &rc)) > 0) {
         switch (opt) {
         case OPT_STATUS:
             known = 0;
@@ -171,52 +181,20 @@ cmd_list(int argc, char **argv)
         case OPT_JSON:
             as_json = 1;
             break;
-        case 'h':
-            usage(stdout);
-            return RL_EXIT_OK;
-        default:
-            return rl_cli_usage_error("runs", "bad option %s",
-                                      argv[optind - 1]);
         }
     }
-    if (optind < argc)
-        return rl_cli_usage_error("runs", "unexpected argument \"%s\"",
-                                  argv[optind]);
-
-    db = rl_cli_open_ledger(errstr, sizeof(errstr), &rc);
-    if (!db) {
-        fprintf(stderr, "runledger runs list: %s\n", errstr);
+    if (opt < 0)
         return rc;
-    }
+
+    rc = rl_cli_db_open("runs list", &db);
+    if (rc != RL_EXIT_OK)
+        return rc;
     err = rl_db_runs_list_json(db, &filter, &json, errstr, sizeof(errstr));
     rl_db_destroy(db);
-    if (err) {
-        fprintf(stderr, "runledger runs list: %s\n", errstr);
-        return rl_cli_exit_code(err);
-    }
-    if (as_json) {
-        printf("%s\n", json);
-        free(json);
-        return RL_EXIT_OK;
-    }
-    arr = cJSON_Parse(json);
+    if (err)
+        return rl_cli_error("runs list", err, errstr);
+    rl_cli_table_print_json(&list_table, json, as_json);
     free(json);
-    printf("%-64s  %-17s  %-18s  %3s  %-25s  %s\n", "RUN_ID", "STATUS",
-           "ERROR_CLASS", "ATT", "SCHEDULED_AT", "JOB / TENANT / VERSION");
-    cJSON_ArrayForEach(row, arr)
-    {
-        char b[6][64];
-
-        printf("%-64s  %-17s  %-18s  %3s  %-25s  %s / %s / %s\n",
-               text_of(row, "run_id", b[0], 64),
-               text_of(row, "status", b[1], 64),
-               text_of(row, "error_class", b[5], 64),
-               text_of(row, "attempts", b[2], 64),
-               text_of(row, "scheduled_at", b[3], 64),
-               text_of(row, "job", b[4], 64), text_of(row, "tenant", b[0], 64),
-               text_of(row, "version", b[1], 64));
-    }
-    cJSON_Delete(arr);
     return RL_EXIT_OK;
 }
 
@@ -240,49 +218,26 @@ print_run(const cJSON *report)
     char b[4][8192];
 
     for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
-        printf("%-17s %s\n", fields[i], text_of(run, fields[i], b[0], 8192));
+        printf("%-17s %s\n", fields[i],
+               rl_cli_json_text(run, fields[i], "-", b[0], 8192));
 
-    printf("\nattempts:\n  %-3s %-14s %-4s %-7s %-7s %-7s %-8s %-26s %s\n",
-           "NO", "OUTCOME", "HTTP", "PROMPT", "COMPL", "CACHED", "LAT_MS",
-           "DISPATCHED_AT", "WORKER / EPOCH / ERROR");
-    cJSON_ArrayForEach(item,
-                       cJSON_GetObjectItemCaseSensitive(report, "attempts"))
-    {
-        printf("  %-3s %-14s %-4s %-7s ", text_of(item, "attempt_no", b[0], 64),
-               text_of(item, "outcome", b[1], 64),
-               text_of(item, "http_status", b[2], 64),
-               text_of(item, "prompt_tokens", b[3], 64));
-        printf("%-7s %-7s %-8s %-26s ",
-               text_of(item, "completion_tokens", b[0], 64),
-               text_of(item, "cached_tokens", b[1], 64),
-               text_of(item, "latency_ms", b[2], 64),
-               text_of(item, "dispatched_at", b[3], 64));
-        printf("%s / %s / %s\n", text_of(item, "worker", b[0], 256),
-               text_of(item, "lease_epoch", b[1], 64),
-               text_of(item, "error", b[2], 512));
-    }
-    printf("\noutbox:\n  %-16s %-9s %-6s %-33s %s\n", "CHANNEL", "DELIVERED",
-           "COUNT", "CREATED_AT", "DELIVERED_AT");
-    cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(report, "outbox"))
-    {
-        printf("  %-16s %-9s %-6s %-33s %s\n",
-               text_of(item, "channel", b[0], 256),
-               text_of(item, "delivered", b[1], 64),
-               text_of(item, "delivery_count", b[2], 64),
-               text_of(item, "created_at", b[3], 64),
-               text_of(item, "delivered_at", b[0], 64));
-    }
+    printf("\nattempts:\n");
+    rl_cli_table_print(&attempt_table,
+                       cJSON_GetObjectItemCaseSensitive(report, "attempts"));
+    printf("\noutbox:\n");
+    rl_cli_table_print(&outbox_table,
+                       cJSON_GetObjectItemCaseSensitive(report, "outbox"));
     printf("\ndecisions:\n");
     cJSON_ArrayForEach(item,
                        cJSON_GetObjectItemCaseSensitive(report, "decisions"))
     {
         printf("  %s %s by %s (was %s after %s attempts): %s\n",
-               text_of(item, "decided_at", b[0], 64),
-               text_of(item, "decision", b[1], 64),
-               text_of(item, "actor", b[2], 256),
-               text_of(item, "prior_status", b[3], 64),
-               text_of(item, "attempts", b[0] + 64, 64),
-               text_of(item, "reason", b[3] + 64, 4096));
+               rl_cli_json_text(item, "decided_at", "-", b[0], 64),
+               rl_cli_json_text(item, "decision", "-", b[1], 64),
+               rl_cli_json_text(item, "actor", "-", b[2], 256),
+               rl_cli_json_text(item, "prior_status", "-", b[3], 64),
+               rl_cli_json_text(item, "attempts", "-", b[0] + 64, 64),
+               rl_cli_json_text(item, "reason", "-", b[3] + 64, 4096));
     }
 }
 
@@ -397,7 +352,7 @@ cmd_show(int argc, char **argv)
         if (strcmp(argv[i], "--json") == 0)
             as_json = 1;
         else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            usage(stdout);
+            fputs(usage_text, stdout);
             return RL_EXIT_OK;
         } else if (argv[i][0] == '-' || run_id)
             return rl_cli_usage_error("runs", "unexpected argument \"%s\"",
@@ -407,22 +362,19 @@ cmd_show(int argc, char **argv)
     }
     if (!run_id)
         return rl_cli_usage_error("runs", "runs show needs a RUN_ID");
-    if (!valid_run_id(run_id))
-        return rl_cli_usage_error(
-            "runs", "\"%s\" is not a run ID (64 lowercase hex)", run_id);
-    db = rl_cli_open_ledger(errstr, sizeof(errstr), &rc);
-    if (!db) {
-        fprintf(stderr, "runledger runs show: %s\n", errstr);
+    rc = check_run_id(run_id);
+    if (rc != RL_EXIT_OK)
         return rc;
-    }
+    rc = rl_cli_db_open("runs show", &db);
+    if (rc != RL_EXIT_OK)
+        return rc;
     err = rl_db_run_report_json(db, run_id, &json, errstr, sizeof(errstr));
     if (!err)
         err = rl_db_run_proposal(db, run_id, &prop, errstr, sizeof(errstr));
     rl_db_destroy(db);
     if (err) {
         free(json);
-        fprintf(stderr, "runledger runs show: %s\n", errstr);
-        return rl_cli_exit_code(err);
+        return rl_cli_error("runs show", err, errstr);
     }
     if (as_json) {
         rc = prop.proposal_json ? print_json_with_proposal(json, &prop)
@@ -470,82 +422,118 @@ read_file(const char *path, char *errstr, size_t errstr_size)
     return buf;
 }
 
+/* The options and RUN_ID of a decision on one run: retry, resolve,
+ * approve or reject. */
+struct decision {
+    const char *run_id, *actor, *reason, *from, *digest;
+    int failed;
+};
+
+enum { OPT_ACTOR = 1, OPT_REASON, OPT_FAILED, OPT_COMPLETED_FROM, OPT_DIGEST };
+
+static const struct option decide_options[] = {
+    {"actor", required_argument, NULL, OPT_ACTOR},
+    {"reason", required_argument, NULL, OPT_REASON},
+    {"failed", no_argument, NULL, OPT_FAILED},
+    {"completed-from", required_argument, NULL, OPT_COMPLETED_FROM},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+static const struct option approve_options[] = {
+    {"digest", required_argument, NULL, OPT_DIGEST},
+    {"actor", required_argument, NULL, OPT_ACTOR},
+    {"reason", required_argument, NULL, OPT_REASON},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+/* Parses `runs <what>` with options into d. Returns 0, or -1 when the
+ * command ends here with exit code *rc (help printed, or bad usage
+ * reported). */
+static int
+parse_decision(int argc, char **argv, const char *what,
+               const struct option *options, struct decision *d, int *rc)
+{
+    const struct rl_cli_opts opts = {
+        .command = "runs",
+        .usage = usage_text,
+        .options = options,
+        .operands = 1,
+    };
+    int opt;
+
+    memset(d, 0, sizeof(*d));
+    rl_cli_opts_begin();
+    while ((opt = rl_cli_next_opt(&opts, argc, argv, rc)) > 0) {
+        switch (opt) {
+        case OPT_ACTOR:
+            d->actor = optarg;
+            break;
+        case OPT_REASON:
+            d->reason = optarg;
+            break;
+        case OPT_FAILED:
+            d->failed = 1;
+            break;
+        case OPT_COMPLETED_FROM:
+            d->from = optarg;
+            break;
+        case OPT_DIGEST:
+            d->digest = optarg;
+            break;
+        }
+    }
+    if (opt < 0)
+        return -1;
+    if (optind + 1 != argc) {
+        *rc = rl_cli_usage_error("runs", "runs %s needs exactly one RUN_ID",
+                                 what);
+        return -1;
+    }
+    d->run_id = argv[optind];
+    *rc = check_run_id(d->run_id);
+    return *rc == RL_EXIT_OK ? 0 : -1;
+}
+
 /* retry and resolve */
 static int
 cmd_decide(int argc, char **argv, int resolve)
 {
-    enum { OPT_ACTOR = 1, OPT_REASON, OPT_FAILED, OPT_COMPLETED_FROM };
-    static const struct option options[] = {
-        {"actor", required_argument, NULL, OPT_ACTOR},
-        {"reason", required_argument, NULL, OPT_REASON},
-        {"failed", no_argument, NULL, OPT_FAILED},
-        {"completed-from", required_argument, NULL, OPT_COMPLETED_FROM},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    const char *actor = NULL, *reason = NULL, *from = NULL, *run_id;
     const char *what = resolve ? "resolve" : "retry";
-    int failed = 0, rc, err, opt;
-    char errstr[512];
+    struct decision d;
+    int rc, err;
+    char errstr[512], command[32];
     char *output = NULL;
     struct rl_decision dec;
     struct rl_db *db;
     cJSON *parsed;
 
-    opterr = 0;
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
-        switch (opt) {
-        case OPT_ACTOR:
-            actor = optarg;
-            break;
-        case OPT_REASON:
-            reason = optarg;
-            break;
-        case OPT_FAILED:
-            failed = 1;
-            break;
-        case OPT_COMPLETED_FROM:
-            from = optarg;
-            break;
-        case 'h':
-            usage(stdout);
-            return RL_EXIT_OK;
-        default:
-            return rl_cli_usage_error("runs", "bad option %s",
-                                      argv[optind - 1]);
-        }
-    }
-    if (optind + 1 != argc)
-        return rl_cli_usage_error("runs", "runs %s needs exactly one RUN_ID",
-                                  what);
-    run_id = argv[optind];
-    if (!valid_run_id(run_id))
-        return rl_cli_usage_error(
-            "runs", "\"%s\" is not a run ID (64 lowercase hex)", run_id);
+    if (parse_decision(argc, argv, what, decide_options, &d, &rc) != 0)
+        return rc;
     if (!resolve) {
-        if (failed || from)
+        if (d.failed || d.from)
             return rl_cli_usage_error("runs",
                                       "--failed and --completed-from belong to "
                                       "runs resolve");
-        if (!actor)
-            actor = getenv("USER");
-        if (!actor || !*actor)
-            actor = "operator";
-        if (!reason)
-            reason = "re-opened for a new attempt";
+        if (!d.actor)
+            d.actor = getenv("USER");
+        if (!d.actor || !*d.actor)
+            d.actor = "operator";
+        if (!d.reason)
+            d.reason = "re-opened for a new attempt";
     } else {
-        if (failed == !!from)
+        if (d.failed == !!d.from)
             return rl_cli_usage_error(
                 "runs", "runs resolve needs exactly one of --failed "
                         "and --completed-from");
-        if (!actor || !*actor || !reason || !*reason)
+        if (!d.actor || !*d.actor || !d.reason || !*d.reason)
             return rl_cli_usage_error(
                 "runs", "runs resolve needs --actor and --reason: "
                         "the decision is recorded with who and why");
     }
-    if (from) {
-        output = read_file(from, errstr, sizeof(errstr));
+    if (d.from) {
+        output = read_file(d.from, errstr, sizeof(errstr));
         if (!output) {
             fprintf(stderr, "runledger runs resolve: %s\n", errstr);
             return RL_EXIT_USAGE;
@@ -557,45 +545,43 @@ cmd_decide(int argc, char **argv, int resolve)
             fprintf(stderr,
                     "runledger runs resolve: %s is not a JSON output "
                     "(null is not an output either)\n",
-                    from);
+                    d.from);
             return RL_EXIT_USAGE;
         }
         cJSON_Delete(parsed);
     }
 
-    db = rl_cli_open_ledger(errstr, sizeof(errstr), &rc);
-    if (!db) {
-        fprintf(stderr, "runledger runs %s: %s\n", what, errstr);
+    snprintf(command, sizeof(command), "runs %s", what);
+    rc = rl_cli_db_open(command, &db);
+    if (rc != RL_EXIT_OK) {
         free(output);
         return rc;
     }
     if (!resolve)
-        err = rl_db_run_retry(db, run_id, actor, reason, &dec, errstr,
+        err = rl_db_run_retry(db, d.run_id, d.actor, d.reason, &dec, errstr,
                               sizeof(errstr));
-    else if (failed)
-        err = rl_db_run_resolve_failed(db, run_id, actor, reason, &dec, errstr,
-                                       sizeof(errstr));
+    else if (d.failed)
+        err = rl_db_run_resolve_failed(db, d.run_id, d.actor, d.reason, &dec,
+                                       errstr, sizeof(errstr));
     else
-        err = rl_db_run_resolve_completed(db, run_id, actor, reason, output,
-                                          &dec, errstr, sizeof(errstr));
+        err = rl_db_run_resolve_completed(db, d.run_id, d.actor, d.reason,
+                                          output, &dec, errstr, sizeof(errstr));
     rl_db_destroy(db);
     free(output);
-    if (err) {
-        fprintf(stderr, "runledger runs %s: %s\n", what, errstr);
-        return rl_cli_exit_code(err);
-    }
+    if (err)
+        return rl_cli_error(command, err, errstr);
     if (!resolve)
         printf("run %s re-opened (was %s after %d attempts%s); the next "
                "sweep claims it\n",
-               run_id, dec.prior_status, dec.attempts,
+               d.run_id, dec.prior_status, dec.attempts,
                dec.attempts_closed ? ", an attempt without outcome closed as "
                                      "ambiguous"
                                    : "");
-    else if (failed)
-        printf("run %s resolved failed by %s\n", run_id, actor);
+    else if (d.failed)
+        printf("run %s resolved failed by %s\n", d.run_id, d.actor);
     else
         printf("run %s resolved completed by %s; %d notifications queued\n",
-               run_id, actor, dec.outbox_rows);
+               d.run_id, d.actor, dec.outbox_rows);
     return RL_EXIT_OK;
 }
 
@@ -604,81 +590,44 @@ cmd_decide(int argc, char **argv, int resolve)
 static int
 cmd_approve(int argc, char **argv, int approve)
 {
-    enum { OPT_DIGEST = 1, OPT_ACTOR, OPT_REASON };
-    static const struct option options[] = {
-        {"digest", required_argument, NULL, OPT_DIGEST},
-        {"actor", required_argument, NULL, OPT_ACTOR},
-        {"reason", required_argument, NULL, OPT_REASON},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    const char *digest = NULL, *actor = NULL, *reason = NULL, *run_id;
     const char *what = approve ? "approve" : "reject";
     struct rl_approval_decision dec;
-    char errstr[1024];
+    struct decision d;
+    char errstr[1024], command[32];
     struct rl_db *db;
-    int rc, err, opt;
+    int rc, err;
 
-    opterr = 0;
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
-        switch (opt) {
-        case OPT_DIGEST:
-            digest = optarg;
-            break;
-        case OPT_ACTOR:
-            actor = optarg;
-            break;
-        case OPT_REASON:
-            reason = optarg;
-            break;
-        case 'h':
-            usage(stdout);
-            return RL_EXIT_OK;
-        default:
-            return rl_cli_usage_error("runs", "bad option %s",
-                                      argv[optind - 1]);
-        }
-    }
-    if (optind + 1 != argc)
-        return rl_cli_usage_error("runs", "runs %s needs exactly one RUN_ID",
-                                  what);
-    run_id = argv[optind];
-    if (!valid_run_id(run_id))
-        return rl_cli_usage_error(
-            "runs", "\"%s\" is not a run ID (64 lowercase hex)", run_id);
-    if (!digest || !valid_run_id(digest))
+    if (parse_decision(argc, argv, what, approve_options, &d, &rc) != 0)
+        return rc;
+    if (!d.digest || !valid_run_id(d.digest))
         return rl_cli_usage_error(
             "runs",
             "runs %s needs --digest: the 64 hex digest of the "
             "proposal (runs show)",
             what);
-    if (!actor || !*actor)
+    if (!d.actor || !*d.actor)
         return rl_cli_usage_error(
             "runs",
             "runs %s needs --actor: the decision is recorded "
             "with who took it",
             what);
 
-    db = rl_cli_open_ledger(errstr, sizeof(errstr), &rc);
-    if (!db) {
-        fprintf(stderr, "runledger runs %s: %s\n", what, errstr);
+    snprintf(command, sizeof(command), "runs %s", what);
+    rc = rl_cli_db_open(command, &db);
+    if (rc != RL_EXIT_OK)
         return rc;
-    }
-    err = rl_db_decide_run(db, run_id, digest, actor, approve, reason, &dec,
-                           errstr, sizeof(errstr));
+    err = rl_db_decide_run(db, d.run_id, d.digest, d.actor, approve, d.reason,
+                           &dec, errstr, sizeof(errstr));
     rl_db_destroy(db);
-    if (err) {
-        fprintf(stderr, "runledger runs %s: %s\n", what, errstr);
-        return rl_cli_exit_code(err);
-    }
+    if (err)
+        return rl_cli_error(command, err, errstr);
     if (approve)
         printf("run %s approved by %s (digest %s); %d notifications "
                "queued\n",
-               run_id, actor, dec.digest, dec.outbox_rows);
+               d.run_id, d.actor, dec.digest, dec.outbox_rows);
     else
         printf("run %s rejected by %s (digest %s); nothing is published\n",
-               run_id, actor, dec.digest);
+               d.run_id, d.actor, dec.digest);
     return RL_EXIT_OK;
 }
 
@@ -686,12 +635,12 @@ int
 rl_cmd_runs(int argc, char **argv)
 {
     if (argc < 2) {
-        usage(stderr);
+        fputs(usage_text, stderr);
         return RL_EXIT_USAGE;
     }
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
         strcmp(argv[1], "help") == 0) {
-        usage(stdout);
+        fputs(usage_text, stdout);
         return RL_EXIT_OK;
     }
     if (strcmp(argv[1], "list") == 0)

@@ -8,37 +8,31 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "helpers.h"
 #include "rl/event.h"
 #include "rl/runid.h"
 #include "rl/timefmt.h"
 
-static void
-usage(FILE *out)
-{
-    fprintf(
-        out,
-        "usage: runledger id --job JOB --tenant TENANT --at RFC3339 "
-        "--version VERSION\n"
-        "                    [--window DURATION] [--json]\n"
-        "\n"
-        "Prints the run ID of one logical run: the SHA-256 of\n"
-        "job|tenant|scheduled_at in UTC (floored to the window)|version.\n"
-        "\n"
-        "  --job JOB           job name (surrounding whitespace is "
-        "ignored)\n"
-        "  --tenant TENANT     tenant (surrounding whitespace is "
-        "ignored)\n"
-        "  --at RFC3339        scheduled time with a utc offset, e.g.\n"
-        "                      2026-08-07T09:00:00+00:00\n"
-        "  --version VERSION   job version (surrounding whitespace is "
-        "ignored)\n"
-        "  --window DURATION   schedule window, e.g. PT15M, PT1H, P1D, "
-        "P1W, P1M\n"
-        "  --json              print {\"run_id\":...,\"scheduled_at\":...}\n"
-        "  -h, --help          print this help\n"
-        "\n"
-        "Exit status: 0 printed, 2 bad arguments or invalid input.\n");
-}
+/* As printed, one literal per line: clang-format would rewrap it. */
+/* clang-format off */
+static const char usage_text[] =
+"usage: runledger id --job JOB --tenant TENANT --at RFC3339 --version VERSION\n"
+"                    [--window DURATION] [--json]\n"
+"\n"
+"Prints the run ID of one logical run: the SHA-256 of\n"
+"job|tenant|scheduled_at in UTC (floored to the window)|version.\n"
+"\n"
+"  --job JOB           job name (surrounding whitespace is ignored)\n"
+"  --tenant TENANT     tenant (surrounding whitespace is ignored)\n"
+"  --at RFC3339        scheduled time with a utc offset, e.g.\n"
+"                      2026-08-07T09:00:00+00:00\n"
+"  --version VERSION   job version (surrounding whitespace is ignored)\n"
+"  --window DURATION   schedule window, e.g. PT15M, PT1H, P1D, P1W, P1M\n"
+"  --json              print {\"run_id\":...,\"scheduled_at\":...}\n"
+"  -h, --help          print this help\n"
+"\n"
+"Exit status: 0 printed, 2 bad arguments or invalid input.\n";
+/* clang-format on */
 
 /* Refuses what rl_event_parse() would refuse for these fields, so the CLI
  * never prints an ID the consumer can not produce. */
@@ -86,6 +80,12 @@ rl_cmd_id(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
+    static const struct rl_cli_opts opts = {
+        .command = "id",
+        .usage = usage_text,
+        .options = options,
+        .name_errors = 1,
+    };
     static const char *const names[] = {NULL,   "--job",     "--tenant",
                                         "--at", "--version", "--window"};
     const char *values[6] = {NULL};
@@ -97,13 +97,10 @@ rl_cmd_id(int argc, char **argv)
     size_t window_len;
     const char *reason = NULL;
     int json = 0;
-    int opt;
+    int opt, rc;
 
-    /* Errors are reported below in one line with the command's name;
-     * getopt's own messages would be prefixed "id:". */
-    opterr = 0;
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+    rl_cli_opts_begin();
+    while ((opt = rl_cli_next_opt(&opts, argc, argv, &rc)) > 0) {
         switch (opt) {
         case OPT_JOB:
         case OPT_TENANT:
@@ -120,22 +117,10 @@ rl_cmd_id(int argc, char **argv)
         case OPT_JSON:
             json = 1;
             break;
-        case 'h':
-            usage(stdout);
-            return RL_EXIT_OK;
-        case ':':
-            return rl_cli_usage_error("id", "%s needs a value",
-                                      argv[optind - 1]);
-        default:
-            if (optopt)
-                return rl_cli_usage_error("id", "unknown option -%c", optopt);
-            return rl_cli_usage_error("id", "unknown option %s",
-                                      argv[optind - 1]);
         }
     }
-    if (optind < argc)
-        return rl_cli_usage_error("id", "unexpected argument \"%s\"",
-                                  argv[optind]);
+    if (opt < 0)
+        return rc;
     for (int i = OPT_JOB; i <= OPT_VERSION; i++) {
         if (!values[i])
             return rl_cli_usage_error("id", "missing %s", names[i]);

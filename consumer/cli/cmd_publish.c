@@ -15,62 +15,48 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "helpers.h"
 #include "rl/config.h"
 #include "rl/event.h"
 #include "rl/kafka.h"
 #include "rl/log.h"
 #include "rl/timefmt.h"
 
-static void
-usage(FILE *out)
-{
-    fprintf(
-        out,
-        "usage: runledger publish --job JOB --tenant TENANT (--at RFC3339 | "
-        "--now)\n"
-        "                         --version VERSION --request JSON|@FILE\n"
-        "                         [--window DURATION] [--input JSON|@FILE]\n"
-        "                         [--notify CHANNEL,...] [--topic TOPIC] "
-        "[--dry-run]\n"
-        "       runledger publish --stdin [--topic TOPIC] [--dry-run]\n"
-        "\n"
-        "Produces schedule events to RUNLEDGER_TOPIC (key = tenant) with the\n"
-        "idempotent producer and waits until the broker acknowledged each "
-        "one.\n"
-        "Every event is validated first as the consumer validates it; if "
-        "any is\n"
-        "invalid, nothing is sent. Prints one run ID per event on stdout.\n"
-        "\n"
-        "  --job JOB            job name\n"
-        "  --tenant TENANT      tenant (also the Kafka key)\n"
-        "  --at RFC3339         scheduled time with a UTC offset\n"
-        "  --now                scheduled now; with --window, at the start "
-        "of the\n"
-        "                       current window (firing twice or late within "
-        "one\n"
-        "                       window gives the same run ID)\n"
-        "  --window DURATION    schedule window, e.g. PT15M, PT1H, P1D, P1W\n"
-        "  --version VERSION    job version (a new answer needs a new "
-        "version)\n"
-        "  --request JSON|@F    the model request: {\"model\":...,"
-        "\"messages\":[...],...}\n"
-        "  --input JSON|@F      the collected source data (default none)\n"
-        "  --notify A,B         outbox channels to notify on completion\n"
-        "  --stdin              read one event (a JSON object) per line from "
-        "stdin\n"
-        "  --topic TOPIC        override RUNLEDGER_TOPIC\n"
-        "  --dry-run            validate and print the run IDs; send "
-        "nothing\n"
-        "  -h, --help           print this help\n"
-        "\n"
-        "Kafka settings come from the environment (see `runledger config`).\n"
-        "Exit status: 0 every event acknowledged (or validated, with "
-        "--dry-run);\n"
-        "1 Kafka failure (events may be partly sent: publishing again is "
-        "safe,\n"
-        "the run ID is the same); 2 bad usage or an invalid event (nothing "
-        "sent).\n");
-}
+/* As printed, one literal per line: clang-format would rewrap it. */
+/* clang-format off */
+static const char usage_text[] =
+"usage: runledger publish --job JOB --tenant TENANT (--at RFC3339 | --now)\n"
+"                         --version VERSION --request JSON|@FILE\n"
+"                         [--window DURATION] [--input JSON|@FILE]\n"
+"                         [--notify CHANNEL,...] [--topic TOPIC] [--dry-run]\n"
+"       runledger publish --stdin [--topic TOPIC] [--dry-run]\n"
+"\n"
+"Produces schedule events to RUNLEDGER_TOPIC (key = tenant) with the\n"
+"idempotent producer and waits until the broker acknowledged each one.\n"
+"Every event is validated first as the consumer validates it; if any is\n"
+"invalid, nothing is sent. Prints one run ID per event on stdout.\n"
+"\n"
+"  --job JOB            job name\n"
+"  --tenant TENANT      tenant (also the Kafka key)\n"
+"  --at RFC3339         scheduled time with a UTC offset\n"
+"  --now                scheduled now; with --window, at the start of the\n"
+"                       current window (firing twice or late within one\n"
+"                       window gives the same run ID)\n"
+"  --window DURATION    schedule window, e.g. PT15M, PT1H, P1D, P1W\n"
+"  --version VERSION    job version (a new answer needs a new version)\n"
+"  --request JSON|@F    the model request: {\"model\":...,\"messages\":[...],...}\n"
+"  --input JSON|@F      the collected source data (default none)\n"
+"  --notify A,B         outbox channels to notify on completion\n"
+"  --stdin              read one event (a JSON object) per line from stdin\n"
+"  --topic TOPIC        override RUNLEDGER_TOPIC\n"
+"  --dry-run            validate and print the run IDs; send nothing\n"
+"  -h, --help           print this help\n"
+"\n"
+"Kafka settings come from the environment (see `runledger config`).\n"
+"Exit status: 0 every event acknowledged (or validated, with --dry-run);\n"
+"1 Kafka failure (events may be partly sent: publishing again is safe,\n"
+"the run ID is the same); 2 bad usage or an invalid event (nothing sent).\n";
+/* clang-format on */
 
 /* One event to send: its text and what validation made of it. */
 struct pending {
@@ -407,6 +393,12 @@ rl_cmd_publish(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
+    static const struct rl_cli_opts opts = {
+        .command = "publish",
+        .usage = usage_text,
+        .options = options,
+        .name_errors = 1,
+    };
     struct flags f;
     struct rl_config *cfg = NULL;
     struct pending *evs = NULL;
@@ -418,9 +410,8 @@ rl_cmd_publish(int argc, char **argv)
     int opt;
 
     memset(&f, 0, sizeof(f));
-    opterr = 0;
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+    rl_cli_opts_begin();
+    while ((opt = rl_cli_next_opt(&opts, argc, argv, &rc)) > 0) {
         any_flag |= opt >= OPT_JOB && opt <= OPT_NOTIFY;
         switch (opt) {
         case OPT_JOB:
@@ -459,23 +450,10 @@ rl_cmd_publish(int argc, char **argv)
         case OPT_DRY_RUN:
             dry_run = 1;
             break;
-        case 'h':
-            usage(stdout);
-            return RL_EXIT_OK;
-        case ':':
-            return rl_cli_usage_error("publish", "%s needs a value",
-                                      argv[optind - 1]);
-        default:
-            if (optopt)
-                return rl_cli_usage_error("publish", "unknown option -%c",
-                                          optopt);
-            return rl_cli_usage_error("publish", "unknown option %s",
-                                      argv[optind - 1]);
         }
     }
-    if (optind < argc)
-        return rl_cli_usage_error("publish", "unexpected argument \"%s\"",
-                                  argv[optind]);
+    if (opt < 0)
+        return rc;
     if (from_stdin && any_flag)
         return rl_cli_usage_error(
             "publish", "--stdin reads whole events; event flags do not "
@@ -490,14 +468,9 @@ rl_cmd_publish(int argc, char **argv)
                                       "give exactly one of --at and --now");
     }
 
-    cfg = rl_config_load(errstr, sizeof(errstr));
-    if (!cfg) {
-        fprintf(stderr, "runledger publish: %s\n", errstr);
+    if (rl_cli_config_load("publish", &cfg) != RL_EXIT_OK)
         return RL_EXIT_USAGE;
-    }
-    rl_log_set_level(rl_log_level_parse(cfg->log_level) >= 0
-                         ? rl_log_level_parse(cfg->log_level)
-                         : RL_LOG_INFO);
+    rl_cli_log_init(cfg);
     if (from_stdin) {
         if (read_stdin(&evs, &n, (size_t)cfg->max_event_bytes) != 0)
             goto done;

@@ -11,7 +11,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli.h"
 #include "commands.h"
+#include "helpers.h"
 #include "rl/config.h"
 #include "rl/db_ops.h"
 #include "rl/err.h"
@@ -26,27 +28,19 @@ on_signal(int sig)
     got_signal = sig;
 }
 
-static void
-usage(FILE *out)
-{
-    fprintf(out,
-            "usage: runledger receive\n"
-            "\n"
-            "Consumes RUNLEDGER_NOTIFY_TOPIC as consumer group "
-            "RUNLEDGER_RECEIVER_GROUP_ID\n"
-            "and applies each notification exactly once into the ledger "
-            "table\n"
-            "received_notifications, keyed by its idempotency-key header "
-            "(INSERT ...\n"
-            "ON CONFLICT DO NOTHING). A redelivery with the same payload is "
-            "counted as a\n"
-            "duplicate; the same key with another payload is refused, "
-            "logged and kept in\n"
-            "receiver_conflicts, never overwritten. Offsets are committed "
-            "only after\n"
-            "the row is durable. SIGTERM or SIGINT: commit and leave the "
-            "group.\n");
-}
+/* As printed, one literal per line: clang-format would rewrap it. */
+/* clang-format off */
+static const char usage_text[] =
+"usage: runledger receive\n"
+"\n"
+"Consumes RUNLEDGER_NOTIFY_TOPIC as consumer group RUNLEDGER_RECEIVER_GROUP_ID\n"
+"and applies each notification exactly once into the ledger table\n"
+"received_notifications, keyed by its idempotency-key header (INSERT ...\n"
+"ON CONFLICT DO NOTHING). A redelivery with the same payload is counted as a\n"
+"duplicate; the same key with another payload is refused, logged and kept in\n"
+"receiver_conflicts, never overwritten. Offsets are committed only after\n"
+"the row is durable. SIGTERM or SIGINT: commit and leave the group.\n";
+/* clang-format on */
 
 static rd_kafka_t *
 receiver_new(const struct rl_config *cfg, char *errstr, size_t errstr_size)
@@ -152,21 +146,16 @@ rl_cmd_receive(int argc, char **argv)
 
     if (argc > 1 &&
         (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-        usage(stdout);
+        fputs(usage_text, stdout);
         return RL_EXIT_OK;
     }
     if (argc > 1) {
-        usage(stderr);
+        fputs(usage_text, stderr);
         return RL_EXIT_USAGE;
     }
-    cfg = rl_config_load(errstr, sizeof(errstr));
-    if (!cfg) {
-        fprintf(stderr, "runledger receive: %s\n", errstr);
+    if (rl_cli_config_load("receive", &cfg) != RL_EXIT_OK)
         return RL_EXIT_USAGE;
-    }
-    rl_log_set_level(rl_log_level_parse(cfg->log_level) >= 0
-                         ? rl_log_level_parse(cfg->log_level)
-                         : RL_LOG_INFO);
+    rl_cli_log_init(cfg);
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_signal;
     sigaction(SIGTERM, &sa, NULL);

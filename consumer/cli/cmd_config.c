@@ -3,21 +3,30 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli.h"
 #include "commands.h"
+#include "helpers.h"
 #include "rl/config.h"
+
+/* As printed, one literal per line: clang-format would rewrap it. */
+/* clang-format off */
+static const char usage_text[] =
+"usage: runledger config [--effective]\n"
+"\n"
+"Prints every setting (environment variable) with its default; --effective adds\n"
+"the value in force, secrets shown as \"(set)\".\n";
+/* clang-format on */
 
 int
 rl_cmd_config(int argc, char **argv)
 {
-    char errstr[512];
     struct rl_config *cfg;
+    int rc;
 
     if (argc > 1 && strcmp(argv[1], "--effective") == 0) {
-        cfg = rl_config_load(errstr, sizeof(errstr));
-        if (!cfg) {
-            fprintf(stderr, "runledger config: %s\n", errstr);
-            return RL_EXIT_USAGE;
-        }
+        rc = rl_cli_config_load("config", &cfg);
+        if (rc != RL_EXIT_OK)
+            return rc;
         rl_config_print(stdout, cfg);
         rl_config_destroy(cfg);
         return RL_EXIT_OK;
@@ -25,10 +34,7 @@ rl_cmd_config(int argc, char **argv)
     if (argc > 1) {
         FILE *out = strcmp(argv[1], "--help") == 0 ? stdout : stderr;
 
-        fprintf(out, "usage: runledger config [--effective]\n\n"
-                     "Prints every setting (environment variable) with its "
-                     "default; --effective adds\nthe value in force, secrets "
-                     "shown as \"(set)\".\n");
+        fputs(usage_text, out);
         return out == stdout ? RL_EXIT_OK : RL_EXIT_USAGE;
     }
     rl_config_print(stdout, NULL);

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli.h"
 #include "commands.h"
 #include "rl/db.h"
 #include "rl/err.h"
@@ -11,27 +12,23 @@
  * look, so it gets its own exit code. */
 #define MIGRATE_EXIT_CHECKSUM 3
 
-static void
-migrate_usage(FILE *out)
-{
-    fprintf(out,
-            "usage: runledger migrate [--database-url URL] [--schema NAME]\n"
-            "\n"
-            "Applies the pending ledger migrations (schema/NNN_*.sql, compiled "
-            "in),\n"
-            "each in its own transaction, under an advisory lock. Running it "
-            "again\n"
-            "is a no-op.\n"
-            "\n"
-            "  --database-url URL  PostgreSQL connection string (default: "
-            "DATABASE_URL,\n"
-            "                      else libpq's PG* variables)\n"
-            "  --schema NAME       create and use this schema instead of the\n"
-            "                      search_path default\n"
-            "\n"
-            "exit status: 0 applied or up to date, 1 failure, 2 bad usage,\n"
-            "3 an applied migration was changed (checksum mismatch)\n");
-}
+/* As printed, one literal per line: clang-format would rewrap it. */
+/* clang-format off */
+static const char usage_text[] =
+"usage: runledger migrate [--database-url URL] [--schema NAME]\n"
+"\n"
+"Applies the pending ledger migrations (schema/NNN_*.sql, compiled in),\n"
+"each in its own transaction, under an advisory lock. Running it again\n"
+"is a no-op.\n"
+"\n"
+"  --database-url URL  PostgreSQL connection string (default: DATABASE_URL,\n"
+"                      else libpq's PG* variables)\n"
+"  --schema NAME       create and use this schema instead of the\n"
+"                      search_path default\n"
+"\n"
+"exit status: 0 applied or up to date, 1 failure, 2 bad usage,\n"
+"3 an applied migration was changed (checksum mismatch)\n";
+/* clang-format on */
 
 int
 rl_cmd_migrate(int argc, char **argv)
@@ -45,7 +42,7 @@ rl_cmd_migrate(int argc, char **argv)
 
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            migrate_usage(stdout);
+            fputs(usage_text, stdout);
             return RL_EXIT_OK;
         } else if (strcmp(argv[i], "--database-url") == 0 && i + 1 < argc) {
             url = argv[++i];
@@ -61,7 +58,7 @@ rl_cmd_migrate(int argc, char **argv)
                     "runledger migrate: unknown or incomplete option "
                     "(argument %d)\n",
                     i);
-            migrate_usage(stderr);
+            fputs(usage_text, stderr);
             return RL_EXIT_USAGE;
         }
     }

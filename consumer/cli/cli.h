@@ -1,0 +1,37 @@
+#ifndef RL_CLI_H
+#define RL_CLI_H
+
+/* The operator commands of the runledger binary (the rl_cli library).
+ * Each takes argv with argv[0] the subcommand name, prints its result on
+ * stdout and its errors on stderr, never exits, and returns the process
+ * exit code documented in commands.h. */
+
+/* `runs`: list and show runs; retry, resolve, approve or reject one. */
+int rl_cmd_runs(int argc, char **argv);
+
+/* `approvers`: add, remove or list who may approve a tenant's runs. */
+int rl_cmd_approvers(int argc, char **argv);
+
+/* `budgets`: set, show or remove daily token budgets. */
+int rl_cmd_budgets(int argc, char **argv);
+
+/* `report`: runs, generations and tokens of a period. */
+int rl_cmd_report(int argc, char **argv);
+
+/* `publish`: validate schedule events and produce them to Kafka. */
+int rl_cmd_publish(int argc, char **argv);
+
+/* `receive`: the reference receiver of the notification topic. Runs until
+ * SIGTERM or SIGINT. */
+int rl_cmd_receive(int argc, char **argv);
+
+/* `config`: the configuration settings, or the values in force. */
+int rl_cmd_config(int argc, char **argv);
+
+/* `id`: the run ID of one logical run. */
+int rl_cmd_id(int argc, char **argv);
+
+/* `migrate`: apply the pending ledger migrations. */
+int rl_cmd_migrate(int argc, char **argv);
+
+#endif /* RL_CLI_H */
