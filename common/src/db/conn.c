@@ -16,27 +16,38 @@
 static const char set_search_path[] =
     "SELECT set_config('search_path', quote_ident($1), false)";
 
-/* Replaces every occurrence of the connection's password in msg by "***":
- * server messages do not carry it, but a libpq message quoting a malformed
- * parameter could. */
-static void
-scrub_password(PGconn *conn, char *msg)
+void
+db_scrub_password(const char *pass, char *msg, size_t size)
 {
-    const char *pass = conn ? PQpass(conn) : NULL;
-    size_t plen;
-    char *hit;
+    char out[1024];
+    size_t plen, o = 0;
+    const char *in = msg;
+    const char *hit;
 
-    if (!pass || !*pass)
+    if (!pass || !*pass || !msg || size == 0)
         return;
     plen = strlen(pass);
-    while ((hit = strstr(msg, pass)) != NULL) {
-        size_t rest = strlen(hit + plen);
+    if (size > sizeof(out))
+        size = sizeof(out);
+    /* Built in a copy, left to right: "***" is longer than a password of
+     * one or two characters, so replacing in place would move the tail
+     * past the end of msg, and a rescan could find the password inside
+     * what was just written. What does not fit is cut. */
+    while ((hit = strstr(in, pass)) != NULL && o + 1 < size) {
+        size_t keep = (size_t)(hit - in);
 
-        memmove(hit + 3, hit + plen, rest + 1);
-        memcpy(hit, "***", 3);
-        if (plen < 3) /* the replacement could contain it again */
-            break;
+        if (keep > size - 1 - o)
+            keep = size - 1 - o;
+        memcpy(out + o, in, keep);
+        o += keep;
+        for (int i = 0; i < 3 && o + 1 < size; i++)
+            out[o++] = '*';
+        in = hit + plen;
     }
+    while (*in && o + 1 < size)
+        out[o++] = *in++;
+    out[o] = '\0';
+    memcpy(msg, out, o + 1);
 }
 
 void
@@ -71,7 +82,8 @@ db_fail_msg(struct rl_db *db, const PGresult *res, char *errstr,
         if (*p == '\n' || *p == '\r' || *p == '\t')
             *p = ' ';
     }
-    scrub_password(db ? db->conn : NULL, msg);
+    db_scrub_password(db && db->conn ? PQpass(db->conn) : NULL, msg,
+                      sizeof(msg));
     snprintf(errstr, errstr_size, "could not %s: %s", what, msg);
 }
 

@@ -73,6 +73,12 @@ void db_fail_msg(struct rl_db *db, const PGresult *res, char *errstr,
                  size_t errstr_size, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
+/* Replaces every occurrence of pass (NULL or "": nothing to do) in the
+ * string msg, a buffer of size bytes (at most 1024 are used), by "***",
+ * cutting what no longer fits: a libpq message quoting a malformed
+ * parameter could carry the password. */
+void db_scrub_password(const char *pass, char *msg, size_t size);
+
 /* RL_ERR_INVALID for data exceptions (class 22) and integrity violations
  * (23), the caller's input; RL_ERR_DB for anything else. */
 int db_err_from_result(const PGresult *res);
