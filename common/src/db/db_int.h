@@ -21,6 +21,7 @@ struct rl_db {
     char *outbox_schema; /* rl_db_outbox_listen: where outbox resolved */
     int outbox_vacuum;   /* may vacuum the outbox: 0 unchecked, 1 yes, -1 no */
     int vacuuming;       /* rl_db_outbox_vacuum_start sent, result pending */
+    char *user_options;  /* options sent: ours, then the string's own */
 };
 
 /* ---- statements ---------------------------------------------------------
