@@ -40,6 +40,7 @@ struct rl_http {
     struct MHD_Daemon *daemon;
 
     atomic_llong heartbeat_ms; /* monotonic ms of the last loop turn */
+    atomic_llong ledger_ms;    /* ... of the ledger thread's; 0: none yet */
     atomic_int db_ok;
     atomic_int group_joined;
     atomic_int stopping;
@@ -295,12 +296,23 @@ handle(void *cls, struct MHD_Connection *conn, const char *url,
                      strlen(text), 0);
     }
     if (strcmp(url, "/healthz") == 0) {
-        int64_t idle = rl_clock_ms() - atomic_load(&h->heartbeat_ms);
+        int64_t now = rl_clock_ms();
+        int64_t idle = now - atomic_load(&h->heartbeat_ms);
+        int64_t ledger = atomic_load(&h->ledger_ms);
         int ok = idle <= (int64_t)h->cfg->liveness_seconds * 1000;
 
         snprintf(text, sizeof(text),
                  ok ? "ok\n" : "main loop stalled for %lld ms\n",
                  (long long)idle);
+        /* A ledger statement stalled on PostgreSQL (a failover without a
+         * reset, a lock held elsewhere) stops claims, dispatches and
+         * completions while the Kafka loop turns on. */
+        if (ok && ledger > 0 &&
+            now - ledger > (int64_t)h->cfg->ledger_liveness_seconds * 1000) {
+            ok = 0;
+            snprintf(text, sizeof(text), "ledger loop stalled for %lld ms\n",
+                     (long long)(now - ledger));
+        }
         return reply(conn, ok ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE,
                      "text/plain; charset=utf-8", text, strlen(text), 0);
     }
@@ -401,7 +413,8 @@ health_main(void *arg)
 
         pthread_mutex_unlock(&h->health_lock);
         if (!db)
-            db = rl_db_connect(h->cfg->database_url, errstr, sizeof(errstr));
+            db = rl_db_connect_role(h->cfg, RL_DB_ROLE_HEALTH, errstr,
+                                    sizeof(errstr));
         err = db ? rl_db_ops_gauges(db, &g, errstr, sizeof(errstr)) : -1;
         if (err == 0) {
             rl_metrics_set(h->metrics, "runledger_outbox_backlog", NULL,
@@ -548,6 +561,13 @@ rl_http_heartbeat(struct rl_http *h)
 {
     if (h)
         atomic_store(&h->heartbeat_ms, rl_clock_ms());
+}
+
+void
+rl_http_ledger_turned(struct rl_http *h)
+{
+    if (h)
+        atomic_store(&h->ledger_ms, rl_clock_ms());
 }
 
 void

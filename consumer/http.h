@@ -7,7 +7,8 @@
  * 5 s):
  *
  *   /healthz  200 while the main loop turned within
- *             RUNLEDGER_LIVENESS_SECONDS, else 503
+ *             RUNLEDGER_LIVENESS_SECONDS and (consume) the ledger thread
+ *             within RUNLEDGER_LEDGER_LIVENESS_SECONDS, else 503
  *   /readyz   200 when PostgreSQL answers (checked every
  *             RUNLEDGER_HEALTH_INTERVAL_SECONDS on a connection of its
  *             own) and, for `consume`, the process is in the consumer
@@ -44,6 +45,11 @@ void rl_http_stop(struct rl_http *h);
 
 /* The main loop turned: /healthz stays 200. */
 void rl_http_heartbeat(struct rl_http *h);
+
+/* The ledger thread's loop turned. Once it has, /healthz also answers 503
+ * when it has not turned for RUNLEDGER_LEDGER_LIVENESS_SECONDS.
+ * @locality any thread */
+void rl_http_ledger_turned(struct rl_http *h);
 
 /* The relay loop turned: the liveness of `runledger relay`. Ignored in
  * `consume`, whose liveness is its Kafka loop (a relay thread turning

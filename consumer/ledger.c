@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "http.h"
 #include "pipeline.h"
 #include "rl/approval.h"
 #include "rl/clock.h"
@@ -31,7 +32,15 @@ struct ledger {
     struct rl_item *live; /* runs this worker holds a lease on */
     size_t live_count;
     struct rl_item *retry; /* results whose ledger write must be redone */
-    int64_t next_heartbeat;
+    /* The renewer thread walks live and writes the renewal fields of its
+     * items (renewed_at, renew_lost) under live_lock; the ledger thread
+     * changes the list under it too, and reads the list without it. */
+    pthread_mutex_t live_lock;
+    pthread_cond_t renew_wake;
+    pthread_t renewer;
+    int renewer_started;
+    int renew_stop;          /* @locks live_lock */
+    atomic_long leases_gone; /* renew_lost set, not yet seen by ledger */
     int64_t next_sweep;
     int64_t next_connect;
     long connect_backoff;
@@ -69,27 +78,34 @@ log_ctx(const struct rl_item *item, struct rl_log_ctx *ctx)
 static void
 live_add(struct ledger *lg, struct rl_item *item)
 {
+    pthread_mutex_lock(&lg->live_lock);
+    item->renewed_at = item->leased_at;
+    item->renew_lost = 0;
     item->live_prev = NULL;
     item->live_next = lg->live;
     if (lg->live)
         lg->live->live_prev = item;
     lg->live = item;
     lg->live_count++;
+    pthread_mutex_unlock(&lg->live_lock);
 }
 
 static void
 live_remove(struct ledger *lg, struct rl_item *item)
 {
+    pthread_mutex_lock(&lg->live_lock);
     if (item->live_prev)
         item->live_prev->live_next = item->live_next;
     else if (lg->live == item)
         lg->live = item->live_next;
     else
-        return; /* not in the list */
+        goto done; /* not in the list */
     if (item->live_next)
         item->live_next->live_prev = item->live_prev;
     item->live_prev = item->live_next = NULL;
     lg->live_count--;
+done:
+    pthread_mutex_unlock(&lg->live_lock);
 }
 
 /* Leaves the ledger stage: the run reached a durable state (or is someone
@@ -988,73 +1004,166 @@ sweep(struct ledger *lg)
     start_attempts(lg, list);
 }
 
-/* Renews, in one statement, every held lease that is a third of its term
- * old; a run whose lease is gone has its call cancelled and is never
- * completed by this worker. The heartbeat runs every sixth of the term, so
- * a lease is renewed before half of it has passed, and a run that finishes
- * within a third of the term is never renewed: a renewal rewrites the
- * run's row and every index entry of it (lock_expires_at is indexed). */
-static void
-heartbeat(struct ledger *lg)
+/* ---- the renewer --------------------------------------------------------
+ * Renews, in one statement, every held lease that is a third of its term
+ * old, on a thread and a connection of its own (runledger-renew): a ledger
+ * statement stalled on PostgreSQL (a failover without a reset, a row lock
+ * held elsewhere, a backend stopped) must not let the leases of the runs
+ * in flight run out. The renewer runs every sixth of the term, so a lease
+ * is renewed before half of it has passed, and a run that finishes within
+ * a third of the term is never renewed: a renewal rewrites the run's row
+ * and every index entry of it (lock_expires_at is indexed). Its session's
+ * statement and lock timeouts are at most a third and a sixth of the
+ * lease, so one stuck renewal gives way to the next. A run whose lease is
+ * gone is marked renew_lost; the ledger thread cancels its call and never
+ * completes it. @locality renewer thread */
+
+struct renewal {
+    char run_id[RL_HEX_SIZE];
+    int64_t epoch;
+};
+
+static int
+renewal_cmp(const void *a, const void *b)
 {
-    const char **ids;
-    int64_t *epochs;
-    int *held;
-    struct rl_item **items;
+    return strcmp(((const struct renewal *)a)->run_id,
+                  ((const struct renewal *)b)->run_id);
+}
+
+/* One round: what is due, copied under the lock; the statement without
+ * it; the answers applied to the runs still live. Returns the connection
+ * to use next time (NULL after an error). */
+static struct rl_db *
+renew_round(struct ledger *lg, struct rl_db *db)
+{
     int64_t now = rl_clock_ms();
     int64_t due = now - lg->cfg->lease_seconds * 1000LL / 3;
-    size_t n = 0;
+    struct renewal *batch = NULL;
+    const char **ids = NULL;
+    int64_t *epochs = NULL;
+    int *held = NULL;
+    size_t n = 0, cap = lg->live_count;
     char errstr[512];
     int err;
 
-    if (lg->live_count == 0)
-        return;
-    ids = calloc(lg->live_count, sizeof(*ids));
-    epochs = calloc(lg->live_count, sizeof(*epochs));
-    held = calloc(lg->live_count, sizeof(*held));
-    items = calloc(lg->live_count, sizeof(*items));
-    if (!ids || !epochs || !held || !items) {
-        rl_log_warn(NULL, "could not renew %zu leases: out of memory",
-                    lg->live_count);
+    if (cap == 0)
+        return db;
+    batch = calloc(cap, sizeof(*batch));
+    ids = calloc(cap, sizeof(*ids));
+    epochs = calloc(cap, sizeof(*epochs));
+    held = calloc(cap, sizeof(*held));
+    if (!batch || !ids || !epochs || !held) {
+        rl_log_warn(NULL, "could not renew %zu leases: out of memory", cap);
         goto done;
     }
-    for (struct rl_item *it = lg->live; it; it = it->live_next) {
-        if (it->leased_at > due)
+    for (struct rl_item *it = lg->live; it && n < cap; it = it->live_next) {
+        if (it->renew_lost || it->renewed_at > due)
             continue;
-        ids[n] = it->run_id;
-        epochs[n] = it->lease_epoch;
-        items[n++] = it;
+        memcpy(batch[n].run_id, it->run_id, sizeof(batch[n].run_id));
+        batch[n++].epoch = it->lease_epoch;
     }
     if (n == 0)
         goto done;
-    err = rl_db_renew_leases(lg->db, lg->cfg->worker_id, lg->cfg->lease_seconds,
-                             ids, epochs, n, held, errstr, sizeof(errstr));
-    /* A count of the leases still held, or a negative error. */
-    if (err < 0) {
-        rl_log_warn(NULL, "could not renew %zu leases: %s", n, errstr);
-        rl_db_destroy(lg->db);
-        lg->db = NULL;
-        goto done;
-    }
-    for (size_t i = 0; i < n; i++) {
-        struct rl_log_ctx ctx;
+    pthread_mutex_unlock(&lg->live_lock);
 
-        items[i]->leased_at = now;
-        /* A completing run is not held once its completion committed;
-         * a lease really lost shows in the completion's answer. */
-        if (held[i] || items[i]->lease_lost || items[i]->completing)
+    qsort(batch, n, sizeof(*batch), renewal_cmp);
+    for (size_t i = 0; i < n; i++) {
+        ids[i] = batch[i].run_id;
+        epochs[i] = batch[i].epoch;
+    }
+    if (!db) {
+        db = rl_db_connect_role(lg->cfg, RL_DB_ROLE_RENEW, errstr,
+                                sizeof(errstr));
+        if (!db)
+            rl_log_warn(NULL, "renewer: %s", errstr);
+    }
+    err =
+        db ? rl_db_renew_leases(db, lg->cfg->worker_id, lg->cfg->lease_seconds,
+                                ids, epochs, n, held, errstr, sizeof(errstr))
+           : RL_ERR_DB;
+    /* A count of the leases still held, or a negative error. */
+    if (err < 0 && db) {
+        rl_log_warn(NULL, "could not renew %zu leases: %s", n, errstr);
+        rl_db_destroy(db);
+        db = NULL;
+    }
+
+    pthread_mutex_lock(&lg->live_lock);
+    if (err < 0)
+        goto done;
+    for (struct rl_item *it = lg->live; it; it = it->live_next) {
+        struct renewal key;
+        struct renewal *hit;
+
+        memcpy(key.run_id, it->run_id, sizeof(key.run_id));
+        hit = bsearch(&key, batch, n, sizeof(*batch), renewal_cmp);
+        if (!hit || hit->epoch != it->lease_epoch)
             continue;
-        items[i]->lease_lost = 1;
-        log_ctx(items[i], &ctx);
-        rl_log_warn(&ctx, "lease lost: cancelling the model call");
-        if (items[i]->in_model)
-            rl_model_cancel(lg->pl->model, &items[i]->call);
+        if (held[hit - batch]) {
+            it->renewed_at = now;
+        } else if (!it->renew_lost) {
+            it->renew_lost = 1;
+            atomic_fetch_add(&lg->leases_gone, 1);
+        }
     }
 done:
+    free(batch);
     free(ids);
     free(epochs);
     free(held);
-    free(items);
+    return db;
+}
+
+static void *
+renewer_main(void *arg)
+{
+    struct ledger *lg = arg;
+    long period = lg->cfg->lease_seconds * 1000L / 6;
+    struct rl_db *db = NULL;
+    struct timespec ts;
+
+    pthread_mutex_lock(&lg->live_lock);
+    while (!lg->renew_stop) {
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += period / 1000;
+        ts.tv_nsec += (period % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&lg->renew_wake, &lg->live_lock, &ts);
+        if (lg->renew_stop)
+            break;
+        db = renew_round(lg, db);
+    }
+    pthread_mutex_unlock(&lg->live_lock);
+    rl_db_destroy(db);
+    return NULL;
+}
+
+/* The leases the renewer found gone: their calls are cancelled, and they
+ * are never completed by this worker. A completing run is not held once
+ * its completion committed; a lease really lost shows in the completion's
+ * answer. @locality ledger thread */
+static void
+leases_gone(struct ledger *lg)
+{
+    if (atomic_load(&lg->leases_gone) == 0)
+        return;
+    atomic_store(&lg->leases_gone, 0);
+    pthread_mutex_lock(&lg->live_lock);
+    for (struct rl_item *it = lg->live; it; it = it->live_next) {
+        struct rl_log_ctx ctx;
+
+        if (!it->renew_lost || it->lease_lost || it->completing)
+            continue;
+        it->lease_lost = 1;
+        log_ctx(it, &ctx);
+        rl_log_warn(&ctx, "lease lost: cancelling the model call");
+        if (it->in_model)
+            rl_model_cancel(lg->pl->model, &it->call);
+    }
+    pthread_mutex_unlock(&lg->live_lock);
 }
 
 static int
@@ -1066,7 +1175,8 @@ ensure_db(struct ledger *lg)
         return 1;
     if (rl_clock_ms() < lg->next_connect)
         return 0;
-    lg->db = rl_db_connect(lg->cfg->database_url, errstr, sizeof(errstr));
+    lg->db =
+        rl_db_connect_role(lg->cfg, RL_DB_ROLE_LEDGER, errstr, sizeof(errstr));
     if (!lg->db) {
         rl_log_warn(NULL, "ledger: %s", errstr);
         lg->next_connect = rl_clock_ms() + lg->connect_backoff;
@@ -1141,6 +1251,14 @@ rl_ledger_main(void *arg)
     lg.cfg = pl->cfg;
     lg.connect_backoff = 100;
     lg.seed = (unsigned int)rl_clock_ms();
+    pthread_mutex_init(&lg.live_lock, NULL);
+    pthread_cond_init(&lg.renew_wake, NULL);
+    atomic_init(&lg.leases_gone, 0);
+    if (pthread_create(&lg.renewer, NULL, renewer_main, &lg) == 0)
+        lg.renewer_started = 1;
+    else
+        rl_log_error(NULL, "ledger: could not start the lease renewer thread; "
+                           "leases will expire under runs in flight");
 
     for (;;) {
         int64_t now;
@@ -1152,6 +1270,8 @@ rl_ledger_main(void *arg)
 
         /* Once the grace period is over nothing is redone: the leases of
          * what waits expire, and another worker's sweeper takes over. */
+        rl_http_ledger_turned(pl->http);
+        leases_gone(&lg);
         if (ensure_db(&lg) && lg.retry && !atomic_load(&pl->abandon))
             redo_deferred(&lg);
 
@@ -1189,15 +1309,9 @@ rl_ledger_main(void *arg)
             claimed = 1;
         }
 
-        /* Leases are renewed and the sweeper runs on time even while a
-         * backlog keeps the intake busy: a lease left to expire under load
-         * would let another worker's sweeper take a run whose call is still
-         * in flight. */
+        /* The sweeper runs on time even while a backlog keeps the intake
+         * busy (leases are renewed by the renewer thread). */
         now = rl_clock_ms();
-        if (lg.db && now >= lg.next_heartbeat) {
-            heartbeat(&lg);
-            lg.next_heartbeat = now + lg.cfg->lease_seconds * 1000LL / 6;
-        }
         if (lg.db && !stopping && now >= lg.next_sweep) {
             sweep(&lg);
             lg.next_sweep = now + lg.cfg->sweep_interval_ms;
@@ -1231,6 +1345,15 @@ rl_ledger_main(void *arg)
         atomic_fetch_sub(&pl->in_flight, 1);
         rl_item_destroy(it);
     }
+    if (lg.renewer_started) {
+        pthread_mutex_lock(&lg.live_lock);
+        lg.renew_stop = 1;
+        pthread_cond_signal(&lg.renew_wake);
+        pthread_mutex_unlock(&lg.live_lock);
+        pthread_join(lg.renewer, NULL);
+    }
+    pthread_cond_destroy(&lg.renew_wake);
+    pthread_mutex_destroy(&lg.live_lock);
     rl_db_destroy(lg.db);
     return NULL;
 }
@@ -1284,7 +1407,8 @@ completer_db(struct completer *cp)
     char errstr[512];
 
     while (!cp->db) {
-        cp->db = rl_db_connect(cp->cfg->database_url, errstr, sizeof(errstr));
+        cp->db = rl_db_connect_role(cp->cfg, RL_DB_ROLE_COMPLETER, errstr,
+                                    sizeof(errstr));
         if (cp->db) {
             cp->connect_backoff = 100;
             break;

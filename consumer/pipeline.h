@@ -63,9 +63,13 @@ struct rl_item {
     int ambiguous_count;
     int deadline_passed; /* the claim found the run's deadline spent */
     int lease_lost;
-    int in_model;   /* the model thread holds call */
-    int in_result;  /* the call came back; its result is being recorded */
-    int redo;       /* ledger step to redo after a lost connection */
+    int64_t renewed_at; /* monotonic ms of the last renewal: @locks the
+                           ledger's live_lock, shared with its renewer */
+    int renew_lost;     /* the renewer found the lease gone: @locks the
+                           same */
+    int in_model;       /* the model thread holds call */
+    int in_result;      /* the call came back; its result is being recorded */
+    int redo;           /* ledger step to redo after a lost connection */
     int completing; /* the completer holds it (set and read by the ledger) */
     int landed;     /* what the completer did with it: RL_LANDED_* */
     int landed_err; /* RL_LANDED_DONE: 0, RL_ERR_STALE or RL_ERR_NOTFOUND */

@@ -178,7 +178,8 @@ relay_vacuum(struct vacuum_state *vs, const struct rl_config *cfg,
         return;
     vs->since = 0;
     if (!vs->db) {
-        vs->db = rl_db_connect(cfg->database_url, errstr, sizeof(errstr));
+        vs->db =
+            rl_db_connect_role(cfg, RL_DB_ROLE_VACUUM, errstr, sizeof(errstr));
         if (!vs->db) {
             rl_log_warn(NULL, "relay: vacuum connection: %s", errstr);
             return;
@@ -229,7 +230,8 @@ rl_relay_run(const struct rl_config *cfg, atomic_int *stop,
 
         rl_http_relay_turned(http);
         if (!db) {
-            db = rl_db_connect(cfg->database_url, errstr, sizeof(errstr));
+            db = rl_db_connect_role(cfg, RL_DB_ROLE_RELAY, errstr,
+                                    sizeof(errstr));
             if (db && rl_db_outbox_listen(db, errstr, sizeof(errstr)) != 0) {
                 rl_db_destroy(db);
                 db = NULL;

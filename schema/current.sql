@@ -449,6 +449,15 @@ BEGIN
               LEFT JOIN runs r ON r.run_id = u.run_id
              ORDER BY r.tenant, r.job, u.run_id, u.ord
         LOOP
+            IF NOT EXISTS (SELECT 1 FROM runs r
+                            WHERE r.run_id = v_run.run_id
+                              AND r.lock_owner = p_worker
+                              AND r.lease_epoch = v_run.epoch
+                              AND r.lock_expires_at > clock_timestamp()) THEN
+                RETURN QUERY SELECT v_run.ord, 'stale'::text,
+                                    NULL::integer, NULL::text, NULL::text;
+                CONTINUE;
+            END IF;
             IF EXISTS (SELECT 1 FROM runs r
                         WHERE r.run_id = v_run.run_id
                           AND r.lock_owner = p_worker
@@ -478,6 +487,7 @@ BEGIN
                coalesce(r.deadline_at <= now(), false) AS late
           FROM u JOIN runs r ON r.run_id = u.run_id
          WHERE r.lock_owner = p_worker AND r.lease_epoch = u.epoch
+           AND r.lock_expires_at > clock_timestamp()
          ORDER BY u.run_id
     ), prior AS (
         -- Redo after a lost COMMIT: one lease dispatches at most once.

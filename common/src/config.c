@@ -111,6 +111,28 @@ static const struct cfg_row rows[] = {
      "run the outbox relay thread inside `consume`"},
     {"RUNLEDGER_LIVENESS_SECONDS", CFG_INT, S(liveness_seconds), "30", 1, 3600,
      0, "/healthz answers 503 when the main loop has not turned for this long"},
+    {"RUNLEDGER_LEDGER_LIVENESS_SECONDS", CFG_INT, S(ledger_liveness_seconds),
+     "60", 1, 86400, 0,
+     "/healthz answers 503 when the ledger thread has not turned its loop "
+     "for this long (a statement stalled on PostgreSQL)"},
+    {"RUNLEDGER_PG_STATEMENT_TIMEOUT_MS", CFG_INT, S(pg_statement_timeout_ms),
+     "30000", 0, 86400000, 0,
+     "statement_timeout of the service's PostgreSQL sessions (0: none); "
+     "renewals use at most a third of the lease, vacuums none"},
+    {"RUNLEDGER_PG_LOCK_TIMEOUT_MS", CFG_INT, S(pg_lock_timeout_ms), "10000", 0,
+     86400000, 0,
+     "lock_timeout of the service's PostgreSQL sessions (0: none); renewals "
+     "use at most a sixth of the lease"},
+    {"RUNLEDGER_PG_IDLE_IN_TX_TIMEOUT_MS", CFG_INT, S(pg_idle_in_tx_timeout_ms),
+     "60000", 0, 86400000, 0,
+     "idle_in_transaction_session_timeout of the service's PostgreSQL "
+     "sessions (0: none); not set on the relay, whose transaction waits for "
+     "the broker"},
+    {"RUNLEDGER_PG_TCP_USER_TIMEOUT_MS", CFG_INT, S(pg_tcp_user_timeout_ms),
+     "30000", 0, 86400000, 0,
+     "libpq tcp_user_timeout of the service's sessions (0: the system's); "
+     "keepalives are on (idle 10 s, interval 5 s, 3 probes); DATABASE_URL "
+     "wins for each parameter it sets"},
     {"RUNLEDGER_HEALTH_INTERVAL_SECONDS", CFG_INT, S(health_interval_seconds),
      "5", 1, 3600, 0,
      "how often PostgreSQL is checked for /readyz and the outbox backlog "

@@ -54,8 +54,13 @@ struct rl_config {
     int http_port;
     int shutdown_grace_seconds;
     int relay_enabled;
-    int liveness_seconds;          /* /healthz fails when the loop stalls */
-    int health_interval_seconds;   /* PostgreSQL check + ledger gauges */
+    int liveness_seconds;        /* /healthz fails when the loop stalls */
+    int health_interval_seconds; /* PostgreSQL check + ledger gauges */
+    int ledger_liveness_seconds; /* /healthz fails when the ledger stalls */
+    int pg_statement_timeout_ms; /* service sessions; 0: none */
+    int pg_lock_timeout_ms;
+    int pg_idle_in_tx_timeout_ms;
+    int pg_tcp_user_timeout_ms;
     int budget_default_max_tokens; /* reservation when the request names no
                                       max_tokens */
     char *receiver_group_id;       /* `runledger receive` consumer group */

@@ -54,6 +54,36 @@ struct rl_db *rl_db_connect(const char *conninfo, char *errstr,
 struct rl_db *rl_db_connect_schema(const char *conninfo, const char *schema,
                                    char *errstr, size_t errstr_size);
 
+struct rl_config;
+
+/* What a connection of the service is for: its application_name
+ * (runledger-<role>, in pg_stat_activity) and its timeouts. */
+enum rl_db_role {
+    RL_DB_ROLE_LEDGER,    /* claims, dispatches, the sweeper */
+    RL_DB_ROLE_RENEW,     /* lease renewals */
+    RL_DB_ROLE_COMPLETER, /* completions and their outbox rows */
+    RL_DB_ROLE_RELAY,     /* the outbox relay's batches */
+    RL_DB_ROLE_VACUUM,    /* the relay's vacuums of the outbox */
+    RL_DB_ROLE_HEALTH     /* /readyz checks and gauges */
+};
+
+/* "ledger", "renew", ... */
+const char *rl_db_role_name(enum rl_db_role role);
+
+/* Opens a service connection to cfg->database_url (as rl_db_connect) for
+ * role. The session gets statement_timeout, lock_timeout and
+ * idle_in_transaction_session_timeout from cfg (RUNLEDGER_PG_*_MS; the
+ * renewal session at most a third and a sixth of the lease, the vacuum
+ * session no statement_timeout, the relay's no idle-in-transaction
+ * timeout), libpq's TCP keepalives and tcp_user_timeout, and
+ * application_name runledger-<role>. Every connection parameter the
+ * connection string sets wins, and its `options` are applied after these
+ * settings, so its own -c statement_timeout=... wins as well. Returns a
+ * new connection (rl_db_destroy) or NULL with errstr set. */
+struct rl_db *rl_db_connect_role(const struct rl_config *cfg,
+                                 enum rl_db_role role, char *errstr,
+                                 size_t errstr_size);
+
 /* Closes the connection and frees db; NULL is accepted. An open relay
  * transaction is rolled back by the server. */
 void rl_db_destroy(struct rl_db *db);

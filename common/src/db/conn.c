@@ -10,33 +10,45 @@
 #include <string.h>
 
 #include "db_int.h"
+#include "rl/config.h"
 #include "rl/err.h"
 #include "rl/log.h"
 
 static const char set_search_path[] =
     "SELECT set_config('search_path', quote_ident($1), false)";
 
-/* Replaces every occurrence of the connection's password in msg by "***":
- * server messages do not carry it, but a libpq message quoting a malformed
- * parameter could. */
-static void
-scrub_password(PGconn *conn, char *msg)
+void
+db_scrub_password(const char *pass, char *msg, size_t size)
 {
-    const char *pass = conn ? PQpass(conn) : NULL;
-    size_t plen;
-    char *hit;
+    char out[1024];
+    size_t plen, o = 0;
+    const char *in = msg;
+    const char *hit;
 
-    if (!pass || !*pass)
+    if (!pass || !*pass || !msg || size == 0)
         return;
     plen = strlen(pass);
-    while ((hit = strstr(msg, pass)) != NULL) {
-        size_t rest = strlen(hit + plen);
+    if (size > sizeof(out))
+        size = sizeof(out);
+    /* Built in a copy, left to right: "***" is longer than a password of
+     * one or two characters, so replacing in place would move the tail
+     * past the end of msg, and a rescan could find the password inside
+     * what was just written. What does not fit is cut. */
+    while ((hit = strstr(in, pass)) != NULL && o + 1 < size) {
+        size_t keep = (size_t)(hit - in);
 
-        memmove(hit + 3, hit + plen, rest + 1);
-        memcpy(hit, "***", 3);
-        if (plen < 3) /* the replacement could contain it again */
-            break;
+        if (keep > size - 1 - o)
+            keep = size - 1 - o;
+        memcpy(out + o, in, keep);
+        o += keep;
+        for (int i = 0; i < 3 && o + 1 < size; i++)
+            out[o++] = '*';
+        in = hit + plen;
     }
+    while (*in && o + 1 < size)
+        out[o++] = *in++;
+    out[o] = '\0';
+    memcpy(msg, out, o + 1);
 }
 
 void
@@ -71,7 +83,8 @@ db_fail_msg(struct rl_db *db, const PGresult *res, char *errstr,
         if (*p == '\n' || *p == '\r' || *p == '\t')
             *p = ' ';
     }
-    scrub_password(db ? db->conn : NULL, msg);
+    db_scrub_password(db && db->conn ? PQpass(db->conn) : NULL, msg,
+                      sizeof(msg));
     snprintf(errstr, errstr_size, "could not %s: %s", what, msg);
 }
 
@@ -156,27 +169,36 @@ db_apply_schema(struct rl_db *db, char *errstr, size_t errstr_size)
     return 0;
 }
 
-struct rl_db *
-rl_db_connect_schema(const char *conninfo, const char *schema, char *errstr,
-                     size_t errstr_size)
+/* What a session is given besides the connection string; NULL for the
+ * connections of operator commands and tests. */
+struct session {
+    const char *application_name;
+    long statement_timeout_ms; /* -1: not set */
+    long lock_timeout_ms;
+    long idle_in_tx_timeout_ms;
+    long tcp_user_timeout_ms;
+};
+
+static struct rl_db *
+connect_session(const char *conninfo, const char *schema,
+                const struct session *ss, char *errstr, size_t errstr_size)
 {
-    /* Earlier entries are defaults the connection string may override.
-     * Statements are planned for the values they are given (custom plans):
-     * a generic plan cached while the ledger was small keeps sequential
-     * scans as the tables grow (see schema/007_batches.sql). */
-    const char *keys[] = {"connect_timeout",
-                          "fallback_application_name",
-                          "keepalives",
-                          "keepalives_idle",
-                          "options",
-                          "dbname",
-                          NULL};
-    const char *values[] = {
-        "10", "runledger", "1", "30", "-c plan_cache_mode=force_custom_plan",
-        NULL, NULL};
+    /* Entries before dbname are defaults the connection string may
+     * override; options comes after it, with the string's own options
+     * appended (the server applies -c settings in order, so the string's
+     * win there too). Statements are planned for the values they are given
+     * (custom plans): a generic plan cached while the ledger was small
+     * keeps sequential scans as the tables grow (see
+     * schema/007_batches.sql). */
+    const char *keys[12];
+    const char *values[12];
+    char tcp_user[24], options[512], app[64];
+    const char *user_options = NULL;
     struct rl_db *db = NULL;
-    PQconninfoOption *opts;
+    PQconninfoOption *opts = NULL;
     char *parse_err = NULL;
+    int k = 0;
+    size_t o;
 
     if (schema && !valid_schema_name(schema)) {
         rl_set_err(errstr, errstr_size,
@@ -201,18 +223,77 @@ rl_db_connect_schema(const char *conninfo, const char *schema, char *errstr,
                        "is malformed (not shown: it may hold a password)");
             return NULL;
         }
-        PQconninfoFree(opts);
+        for (PQconninfoOption *opt = opts; opt->keyword; opt++) {
+            if (strcmp(opt->keyword, "options") == 0 && opt->val && *opt->val)
+                user_options = opt->val;
+        }
     }
-    values[5] = conninfo;
+
+    o = (size_t)snprintf(options, sizeof(options), "%s",
+                         "-c plan_cache_mode=force_custom_plan");
+    keys[k] = "connect_timeout";
+    values[k++] = "10";
+    keys[k] = "fallback_application_name";
+    values[k++] = "runledger";
+    keys[k] = "keepalives";
+    values[k++] = "1";
+    if (ss) {
+        snprintf(app, sizeof(app), "%s", ss->application_name);
+        keys[k] = "application_name";
+        values[k++] = app;
+        keys[k] = "keepalives_idle";
+        values[k++] = "10";
+        keys[k] = "keepalives_interval";
+        values[k++] = "5";
+        keys[k] = "keepalives_count";
+        values[k++] = "3";
+        if (ss->tcp_user_timeout_ms > 0) {
+            snprintf(tcp_user, sizeof(tcp_user), "%ld",
+                     ss->tcp_user_timeout_ms);
+            keys[k] = "tcp_user_timeout";
+            values[k++] = tcp_user;
+        }
+        if (ss->statement_timeout_ms >= 0)
+            o += (size_t)snprintf(options + o, sizeof(options) - o,
+                                  " -c statement_timeout=%ld",
+                                  ss->statement_timeout_ms);
+        if (ss->lock_timeout_ms >= 0)
+            o += (size_t)snprintf(options + o, sizeof(options) - o,
+                                  " -c lock_timeout=%ld", ss->lock_timeout_ms);
+        if (ss->idle_in_tx_timeout_ms >= 0)
+            o += (size_t)snprintf(options + o, sizeof(options) - o,
+                                  " -c idle_in_transaction_session_timeout=%ld",
+                                  ss->idle_in_tx_timeout_ms);
+    } else {
+        keys[k] = "keepalives_idle";
+        values[k++] = "30";
+    }
+    keys[k] = "dbname";
+    values[k++] = conninfo;
+    keys[k] = "options";
+    values[k++] = options;
+    keys[k] = NULL;
+    values[k] = NULL;
 
     db = calloc(1, sizeof(*db));
     if (!db)
         goto oom;
+    if (user_options) {
+        /* Kept out of options[] (and so out of every message): it is the
+         * string's own text. */
+        db->user_options = malloc(o + 1 + strlen(user_options) + 1);
+        if (!db->user_options)
+            goto oom;
+        sprintf(db->user_options, "%s %s", options, user_options);
+        values[k - 1] = db->user_options;
+    }
     if (schema) {
         db->schema = strdup(schema);
         if (!db->schema)
             goto oom;
     }
+    PQconninfoFree(opts);
+    opts = NULL;
     db->conn = PQconnectdbParams(keys, values, 1);
     if (!db->conn)
         goto oom;
@@ -229,10 +310,83 @@ rl_db_connect_schema(const char *conninfo, const char *schema, char *errstr,
     return db;
 
 oom:
+    PQconninfoFree(opts);
     rl_db_destroy(db);
     rl_set_err(errstr, errstr_size,
                "could not connect to postgresql: out of memory");
     return NULL;
+}
+
+struct rl_db *
+rl_db_connect_schema(const char *conninfo, const char *schema, char *errstr,
+                     size_t errstr_size)
+{
+    return connect_session(conninfo, schema, NULL, errstr, errstr_size);
+}
+
+const char *
+rl_db_role_name(enum rl_db_role role)
+{
+    switch (role) {
+    case RL_DB_ROLE_LEDGER:
+        return "ledger";
+    case RL_DB_ROLE_RENEW:
+        return "renew";
+    case RL_DB_ROLE_COMPLETER:
+        return "completer";
+    case RL_DB_ROLE_RELAY:
+        return "relay";
+    case RL_DB_ROLE_VACUUM:
+        return "vacuum";
+    case RL_DB_ROLE_HEALTH:
+        return "health";
+    }
+    return "unknown";
+}
+
+static long
+at_most(long value, long cap)
+{
+    return value == 0 || value > cap ? cap : value;
+}
+
+struct rl_db *
+rl_db_connect_role(const struct rl_config *cfg, enum rl_db_role role,
+                   char *errstr, size_t errstr_size)
+{
+    struct session ss;
+    char app[64];
+    long lease_ms = (long)cfg->lease_seconds * 1000;
+
+    snprintf(app, sizeof(app), "runledger-%s", rl_db_role_name(role));
+    ss = (struct session){
+        .application_name = app,
+        .statement_timeout_ms = cfg->pg_statement_timeout_ms,
+        .lock_timeout_ms = cfg->pg_lock_timeout_ms,
+        .idle_in_tx_timeout_ms = cfg->pg_idle_in_tx_timeout_ms,
+        .tcp_user_timeout_ms = cfg->pg_tcp_user_timeout_ms,
+    };
+    switch (role) {
+    case RL_DB_ROLE_RENEW:
+        /* A renewal that waits longer than a third of the lease is worth
+         * less than the next one, due a sixth of the lease later. */
+        ss.statement_timeout_ms =
+            at_most(ss.statement_timeout_ms, lease_ms / 3);
+        ss.lock_timeout_ms = at_most(ss.lock_timeout_ms, lease_ms / 6);
+        break;
+    case RL_DB_ROLE_VACUUM:
+        /* VACUUM of a large outbox takes what it takes. */
+        ss.statement_timeout_ms = 0;
+        break;
+    case RL_DB_ROLE_RELAY:
+        /* The batch's transaction stays open while the broker
+         * acknowledges its records. */
+        ss.idle_in_tx_timeout_ms = 0;
+        break;
+    default:
+        break;
+    }
+    return connect_session(cfg->database_url, NULL, &ss, errstr, errstr_size);
 }
 
 struct rl_db *
@@ -250,6 +404,7 @@ rl_db_destroy(struct rl_db *db)
         PQfinish(db->conn);
     free(db->schema);
     free(db->outbox_schema);
+    free(db->user_options);
     free(db);
 }
 

@@ -21,6 +21,7 @@ struct rl_db {
     char *outbox_schema; /* rl_db_outbox_listen: where outbox resolved */
     int outbox_vacuum;   /* may vacuum the outbox: 0 unchecked, 1 yes, -1 no */
     int vacuuming;       /* rl_db_outbox_vacuum_start sent, result pending */
+    char *user_options;  /* options sent: ours, then the string's own */
 };
 
 /* ---- statements ---------------------------------------------------------
@@ -72,6 +73,12 @@ struct db_stmt {
 void db_fail_msg(struct rl_db *db, const PGresult *res, char *errstr,
                  size_t errstr_size, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
+
+/* Replaces every occurrence of pass (NULL or "": nothing to do) in the
+ * string msg, a buffer of size bytes (at most 1024 are used), by "***",
+ * cutting what no longer fits: a libpq message quoting a malformed
+ * parameter could carry the password. */
+void db_scrub_password(const char *pass, char *msg, size_t size);
 
 /* RL_ERR_INVALID for data exceptions (class 22) and integrity violations
  * (23), the caller's input; RL_ERR_DB for anything else. */
