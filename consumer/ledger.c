@@ -8,6 +8,7 @@
  * lease_epoch); a refused write means the lease is gone and the run is
  * abandoned, never completed. @locality ledger thread */
 #include <cjson/cJSON.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -241,16 +242,15 @@ retry_later(struct ledger *lg, struct rl_item *item, long delay_ms,
 }
 
 /* Tokens a dispatch reserves against the run's budgets: the prompt
- * estimated at 4 bytes a token over the request and the input it is
- * filled with, plus the completion's cap (max_tokens or
- * max_completion_tokens of the request, else
+ * estimated at 4 bytes a token over the body that is sent (after
+ * {{input}} substitution, measured by prepare_attempt), plus the completion's
+ * cap (max_tokens or max_completion_tokens of the request, else
  * RUNLEDGER_BUDGET_DEFAULT_MAX_TOKENS). Only consulted when a budget
  * covers the run. */
 static int64_t
 budget_estimate(const struct ledger *lg, const struct rl_item *item)
 {
-    size_t bytes = strlen(item->request_json ? item->request_json : "") +
-                   strlen(item->raw_input ? item->raw_input : "");
+    size_t bytes = item->request_bytes;
     int64_t completion = lg->cfg->budget_default_max_tokens;
     cJSON *root = cJSON_Parse(item->request_json ? item->request_json : "");
     const cJSON *req = cJSON_GetObjectItemCaseSensitive(root, "request");
@@ -287,15 +287,15 @@ defer_batch(struct ledger *lg, struct rl_item **items, size_t n, int redo,
         requeue(lg, items[i], redo);
 }
 
+static int store_input(struct ledger *lg, struct rl_item *item);
+static int within_request_limit(struct ledger *lg, struct rl_item *item);
+
 /* The checks before a dispatch, and the collect step: returns 1 when item
  * is ready to be dispatched, 0 when it was handled here (finished, given
  * up, or waiting for a connection). */
 static int
 prepare_attempt(struct ledger *lg, struct rl_item *item)
 {
-    char errstr[512];
-    char *stored = NULL;
-    int err;
 
     /* An earlier item of the same batch lost the connection: this one
      * waits for the next one instead of writing through none. */
@@ -326,25 +326,77 @@ prepare_attempt(struct ledger *lg, struct rl_item *item)
         give_up(lg, item, "failed", "attempts_exhausted", "no attempts left");
         return 0;
     }
-    if (item->raw_input)
-        return 1;
+    if (!item->raw_input && store_input(lg, item) != 0)
+        return 0;
+    return within_request_limit(lg, item);
+}
+
+/* The collect step: the input is stored write-once; returns 0, or -1 when
+ * the item was handled here (deferred or lease lost). */
+static int
+store_input(struct ledger *lg, struct rl_item *item)
+{
+    char errstr[512];
+    char *stored = NULL;
+    int err;
+
     err = rl_db_store_raw_input(lg->db, item->run_id, lg->cfg->worker_id,
                                 item->lease_epoch,
                                 item->ev ? item->ev->input_json : "null",
                                 &stored, errstr, sizeof(errstr));
     if (err == RL_ERR_DB) {
         defer(lg, item, REDO_START, "store the collected input", errstr);
-        return 0;
+        return -1;
     }
     if (err) {
         atomic_fetch_add(&lg->pl->counters.lease_lost, 1);
         finish(lg, item);
-        return 0;
+        return -1;
     }
     /* Use what the ledger holds, not the local copy: a concurrent worker
      * may have collected first. */
     item->raw_input = stored;
-    return 1;
+    return 0;
+}
+
+/* Measures the body the run would send, before any of it is built: a
+ * prompt that repeats "{{input}}" thousands of times over a large input
+ * would otherwise allocate gigabytes on this thread, and stall the lease
+ * renewals of every other run while it copies them. Over
+ * RUNLEDGER_MAX_REQUEST_BYTES the run fails at once (no dispatch is
+ * recorded, nothing is sent) and is dead-lettered; under it, building the
+ * body later costs at most that many bytes copied. Returns 1 when the run
+ * may go on, 0 when it was failed here. */
+static int
+within_request_limit(struct ledger *lg, struct rl_item *item)
+{
+    char errstr[512], detail[256];
+    size_t size = 0;
+
+    if (rl_model_body_size(item->request_json, item->raw_input, &size, errstr,
+                           sizeof(errstr)) != RL_OK) {
+        /* send_call() fails it as invalid_request with the builder's
+         * reason; the estimate meanwhile counts what the ledger holds. */
+        item->request_bytes =
+            strlen(item->request_json ? item->request_json : "") +
+            strlen(item->raw_input ? item->raw_input : "");
+        return 1;
+    }
+    item->request_bytes = size;
+    if (size <= (size_t)lg->cfg->max_request_bytes)
+        return 1;
+    if (size == SIZE_MAX)
+        snprintf(detail, sizeof(detail),
+                 "the model request after {{input}} substitution would be "
+                 "larger than the address space; the limit is %d bytes",
+                 lg->cfg->max_request_bytes);
+    else
+        snprintf(detail, sizeof(detail),
+                 "the model request after {{input}} substitution would be "
+                 "%zu bytes, over RUNLEDGER_MAX_REQUEST_BYTES (%d)",
+                 size, lg->cfg->max_request_bytes);
+    give_up(lg, item, "failed", "request_too_large", detail);
+    return 0;
 }
 
 /* Sends the call of a run whose dispatch is recorded. */
