@@ -1300,7 +1300,19 @@ struct completer {
     const struct rl_config *cfg;
     struct rl_db *db;
     long connect_backoff;
+    long retry_backoff; /* ms before redoing a failed statement */
+    unsigned int seed;
 };
+
+/* complete_statement(): the statement's answers exceed
+ * RUNLEDGER_COMPLETE_MAX_BYTES, or the server refused it for its size;
+ * nothing was written. Positive, apart from every rl_err. */
+#define COMPLETE_TOO_LARGE 1
+
+/* The first and the longest wait before a failed completion statement is
+ * redone. */
+#define COMPLETE_BACKOFF_MIN_MS 100L
+#define COMPLETE_BACKOFF_MAX_MS 5000L
 
 /* Hands a run back to the ledger with what was done to it. */
 static void
@@ -1351,6 +1363,38 @@ completer_db(struct completer *cp)
     return 1;
 }
 
+/* Hands n answers back undone: the ledger redoes them, or, once the grace
+ * period is over, leaves their runs leased. */
+static void
+defer_answers(struct completer *cp, struct rl_item **items, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        hand_back(cp, items[i], RL_LANDED_DEFERRED, NULL, NULL);
+}
+
+/* 1 when errstr reads as the server or libpq refusing a statement for its
+ * size (a message over 1 GB, an allocation beyond 1 GB, a value too long):
+ * the same statement would fail again, and half of it may not. */
+static int
+refused_for_size(const char *errstr)
+{
+    static const char *const signs[] = {
+        "out of memory",
+        "invalid memory alloc request size",
+        "invalid message length",
+        "message too large",
+        "too long",
+        "exceeds the maximum",
+        "program limit exceeded",
+    };
+
+    for (size_t i = 0; i < sizeof(signs) / sizeof(signs[0]); i++) {
+        if (strstr(errstr, signs[i]))
+            return 1;
+    }
+    return 0;
+}
+
 /* One completion statement for n answers: each run's attempt outcome, its
  * write-once output and its outbox rows, under its own lease. Returns
  * rl_db_complete_runs' answer; on RL_OK every run has been handed back. */
@@ -1361,6 +1405,7 @@ complete_statement(struct completer *cp, struct rl_item **items, size_t n,
     struct rl_complete_req *reqs = calloc(n, sizeof(*reqs));
     struct rl_complete_res *res = calloc(n, sizeof(*res));
     char ***channels = calloc(n, sizeof(*channels));
+    size_t bytes = 0;
     int err = RL_ERR_NOMEM;
 
     snprintf(errstr, errstr_size, "out of memory");
@@ -1377,10 +1422,28 @@ complete_statement(struct completer *cp, struct rl_item **items, size_t n,
         reqs[i].channels = (const char *const *)channels[i];
         if (!reqs[i].output_json)
             goto done;
+        bytes += strlen(reqs[i].output_json);
+    }
+    /* Bounded before sending: PostgreSQL refuses a message over 1 GB, and
+     * the client holds every parameter of it at once. */
+    if (bytes > (size_t)cp->cfg->complete_max_bytes) {
+        snprintf(errstr, errstr_size,
+                 "%zu answers of %zu bytes exceed "
+                 "RUNLEDGER_COMPLETE_MAX_BYTES (%d)",
+                 n, bytes, cp->cfg->complete_max_bytes);
+        err = COMPLETE_TOO_LARGE;
+        goto done;
+    }
+    if (rl_failpoint("before_complete_statement")) {
+        snprintf(errstr, errstr_size, "failpoint before_complete_statement");
+        err = RL_ERR_DB;
+        goto done;
     }
     rl_failpoint("after_model_response");
     err = rl_db_complete_runs(cp->db, reqs, n, cp->cfg->worker_id, res, errstr,
                               errstr_size);
+    if (err == RL_ERR_DB && refused_for_size(errstr))
+        err = COMPLETE_TOO_LARGE;
     if (err == RL_OK) {
         rl_failpoint("after_complete_commit");
         for (size_t i = 0; i < n; i++)
@@ -1400,7 +1463,9 @@ done:
 
 /* Completes n answers and hands every one of them back: a failed
  * statement is redone (every step is guarded and write-once) on a new
- * connection until it commits or the grace period ends. */
+ * connection, after a backoff that doubles up to COMPLETE_BACKOFF_MAX_MS
+ * with jitter, until it commits or the grace period ends; a statement too
+ * large is split in halves. */
 static void
 complete_answers(struct completer *cp, struct rl_item **items, size_t n)
 {
@@ -1410,13 +1475,27 @@ complete_answers(struct completer *cp, struct rl_item **items, size_t n)
         int err;
 
         if (!completer_db(cp)) {
-            for (size_t i = 0; i < n; i++)
-                hand_back(cp, items[i], RL_LANDED_DEFERRED, NULL, NULL);
+            defer_answers(cp, items, n);
             break;
         }
         err = complete_statement(cp, items, n, errstr, sizeof(errstr));
-        if (err == RL_OK)
+        if (err == RL_OK) {
+            cp->retry_backoff = 0;
             break;
+        }
+        if (err == COMPLETE_TOO_LARGE && n > 1) {
+            rl_log_warn(NULL, "could not complete %zu runs: %s; splitting", n,
+                        errstr);
+            complete_answers(cp, items, n / 2);
+            complete_answers(cp, items + n / 2, n - n / 2);
+            break;
+        }
+        if (err == COMPLETE_TOO_LARGE) {
+            /* One answer the database cannot take in one statement:
+             * retrying cannot help, the run fails with the reason. */
+            hand_back(cp, items[0], RL_LANDED_INVALID, NULL, errstr);
+            break;
+        }
         if (err == RL_ERR_INVALID && n > 1) {
             /* The database refused a value of one run (an output jsonb
              * rejects): it must not hold up the others, so they complete
@@ -1433,10 +1512,27 @@ complete_answers(struct completer *cp, struct rl_item **items, size_t n)
             hand_back(cp, items[0], RL_LANDED_INVALID, NULL, errstr);
             break;
         }
-        rl_log_warn(NULL, "could not complete %zu runs: %s; will retry", n,
-                    errstr);
         rl_db_destroy(cp->db);
         cp->db = NULL;
+        if (atomic_load(&cp->pl->abandon)) {
+            /* The grace period is over: the runs keep their leases until
+             * those expire and the sweeper of a worker takes them over. */
+            rl_log_warn(NULL, "could not complete %zu runs: %s; leaving them",
+                        n, errstr);
+            defer_answers(cp, items, n);
+            break;
+        }
+        cp->retry_backoff = cp->retry_backoff == 0 ? COMPLETE_BACKOFF_MIN_MS
+                            : cp->retry_backoff < COMPLETE_BACKOFF_MAX_MS / 2
+                                ? cp->retry_backoff * 2
+                                : COMPLETE_BACKOFF_MAX_MS;
+        rl_log_warn(NULL, "could not complete %zu runs: %s; will retry", n,
+                    errstr);
+        /* Half the delay fixed, half drawn: completers of several workers
+         * failing together do not come back in step. */
+        completer_pause(cp, cp->retry_backoff / 2 +
+                                (long)((double)rand_r(&cp->seed) / RAND_MAX *
+                                       (double)(cp->retry_backoff / 2)));
     }
     rl_pipeline_wake(cp->pl);
 }
@@ -1448,18 +1544,28 @@ rl_completer_main(void *arg)
     struct rl_queue *q = &cp.pl->answers;
 
     cp.cfg = cp.pl->cfg;
+    cp.seed = (unsigned int)rl_clock_ms() ^ 0x5bd1e995u;
     for (;;) {
         struct rl_item *items[BATCH_MAX];
         struct rl_item *list;
         size_t n = 0;
 
         pthread_mutex_lock(&q->lock);
-        while (!q->head && !atomic_load(&cp.pl->completer_stop))
-            pthread_cond_wait(&q->cond, &q->lock);
+        if (!q->head && !atomic_load(&cp.pl->completer_stop)) {
+            /* Bounded: a wake-up lost to a bug costs a second, not the
+             * process. */
+            struct timespec ts;
+
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_sec += 1;
+            pthread_cond_timedwait(&q->cond, &q->lock, &ts);
+        }
         pthread_mutex_unlock(&q->lock);
         list = rl_queue_take(q, BATCH_MAX);
-        if (!list)
+        if (!list && atomic_load(&cp.pl->completer_stop))
             break; /* stopping, and nothing left */
+        if (!list)
+            continue;
         for (; list; list = list->next)
             items[n++] = list;
         complete_answers(&cp, items, n);
