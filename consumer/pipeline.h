@@ -56,7 +56,8 @@ struct rl_item {
     char run_id[RL_HEX_SIZE];
     char *job, *tenant, *request_json, *raw_input; /* owned copies */
     int64_t lease_epoch;
-    int64_t leased_at; /* monotonic ms: the statement that set the lease */
+    int64_t leased_at;    /* monotonic ms: the statement that set the lease */
+    size_t request_bytes; /* the model body, measured before it is built */
     int attempt_no;
     int attempts_before; /* dispatches before this claim */
     int ambiguous_prior;
