@@ -671,10 +671,11 @@ rl_http_dead_letters_undelivered(struct rl_http *h, long count,
 {
     if (!h)
         return;
-    pthread_mutex_lock(&h->reason_lock);
-    snprintf(h->dlq_reason, sizeof(h->dlq_reason), "%s",
-             reason ? reason : "");
-    pthread_mutex_unlock(&h->reason_lock);
+    if (reason) {
+        pthread_mutex_lock(&h->reason_lock);
+        snprintf(h->dlq_reason, sizeof(h->dlq_reason), "%s", reason);
+        pthread_mutex_unlock(&h->reason_lock);
+    }
     atomic_store(&h->dlq_undelivered, count);
     rl_metrics_set(h->metrics, "runledger_dead_letters_undelivered", NULL,
                    (double)count);

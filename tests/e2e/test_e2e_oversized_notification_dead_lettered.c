@@ -69,8 +69,8 @@ main(void)
     snprintf(job, sizeof(job), "job-%s", t.name);
     snprintf(port_env, sizeof(port_env), "RUNLEDGER_HTTP_PORT=%d", port);
 
-    e2e_produce_event(&t, job, "tenant-a", 0,
-                      "[[fault:oversize bytes=300000]]", big1);
+    e2e_produce_event(&t, job, "tenant-a", 0, "[[fault:oversize bytes=300000]]",
+                      big1);
     e2e_produce_event(&t, job, "tenant-a", 1,
                       "[[fault:oversize bytes=1500000]]", big2);
     for (int i = 0; i < ORDINARY; i++)

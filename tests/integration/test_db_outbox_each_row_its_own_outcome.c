@@ -97,10 +97,9 @@ main(void)
     RL_REQUIRE(rl_db_outbox_lock_batch(relay, 100, &rows, &n, errstr,
                                        sizeof(errstr)) == 0);
     RL_CHECK_INTEQ(n, 0);
-    RL_CHECK_INTEQ(
-        rl_db_outbox_finish_rows(relay, NULL, 0, NULL, 0, 0, errstr,
-                                 sizeof(errstr)),
-        0);
+    RL_CHECK_INTEQ(rl_db_outbox_finish_rows(relay, NULL, 0, NULL, 0, 0, errstr,
+                                            sizeof(errstr)),
+                   0);
 
     /* once due they come back; a second failure doubles the wait (120 s),
      * here above the cap of 90 s */

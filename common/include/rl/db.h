@@ -389,9 +389,8 @@ struct rl_outbox_outcome {
  * transaction. Returns 0, or RL_ERR_NOMEM / RL_ERR_DB after rolling back
  * (every row stays pending as it was; the idempotency-key header makes
  * the redelivery harmless). */
-int rl_db_outbox_finish_rows(struct rl_db *db,
-                             const struct rl_outbox_row *rows, size_t n,
-                             const struct rl_outbox_outcome *outcomes,
+int rl_db_outbox_finish_rows(struct rl_db *db, const struct rl_outbox_row *rows,
+                             size_t n, const struct rl_outbox_outcome *outcomes,
                              long retry_base_ms, long retry_max_ms,
                              char *errstr, size_t errstr_size);
 

@@ -396,8 +396,8 @@ rl_db_outbox_finish_rows(struct rl_db *db, const struct rl_outbox_row *rows,
         db_array_add(&arrays[0], rows[i].ctid);
         db_array_add(&arrays[1], rows[i].run_id);
         db_array_add(&arrays[2], outcome_names[fate]);
-        db_array_add(&arrays[3], outcomes[i].reason[0] ? outcomes[i].reason
-                                                       : NULL);
+        db_array_add(&arrays[3],
+                     outcomes[i].reason[0] ? outcomes[i].reason : NULL);
     }
     if (db_arrays_close(arrays, 4, params) != 0) {
         rl_set_err(errstr, errstr_size,
