@@ -1,12 +1,13 @@
 /* Consumer A's ledger session stalls on PostgreSQL for three leases: its
  * backend process is stopped (SIGSTOP) while idle, so the next claim,
  * dispatch or sweep of A's ledger thread waits for an answer that does
- * not come, while A's model calls (6 s each) are in flight and consumer B
+ * not come, while A's model calls (8 s each) are in flight and consumer B
  * works on. Asserts:
  *   - the leases of A's running runs are renewed during the stall (the
  *     renewer has a connection of its own): sampled twice more than a
  *     lease apart, each is still A's under the same epoch, expires later
- *     and has not expired;
+ *     and has not expired, and some calls are still in flight at the
+ *     second sample;
  *   - A's /healthz answers 503 "ledger loop stalled" during the stall
  *     (RUNLEDGER_LEDGER_LIVENESS_SECONDS=3) and 200 again after it;
  *   - no run is taken over: every run has one attempt and one generation
@@ -36,7 +37,9 @@
 #define LATE_RUNS 12
 #define TENANTS 8
 #define LEASE_SECONDS 3
-#define CALL_MS 6000
+#define CALL_MS 8000
+#define SAMPLE1_MS 500
+#define SAMPLE2_MS (SAMPLE1_MS + LEASE_SECONDS * 1000 + 500)
 #define STALL_MS (3 * LEASE_SECONDS * 1000)
 #define LIVENESS_SECONDS 3
 #define STR_(x) #x
@@ -250,6 +253,7 @@ main(void)
     int64_t stopped_at = 0, resumed_at = 0, first_503 = -1, healthy_at = -1;
     int64_t n_renewed = -1, gens_total = 0, attempts_total = 0;
     int64_t unrecorded_gens = 0, a_completed = -1, recover_ms = -1;
+    int64_t calls_at_sample2 = -1;
     pid_t backend = 0, dog = -1;
     int a, b, port, dog_fd = -1, idle = 0, n1 = -1, n2 = -1, saw_503 = 0;
     size_t o = 0;
@@ -311,15 +315,21 @@ main(void)
         if (status == 503 && strstr(body, "ledger loop stalled") &&
             first_503 < 0)
             first_503 = now - stopped_at;
-        if (n1 < 0 && now >= stopped_at + 1000) {
+        if (n1 < 0 && now >= stopped_at + SAMPLE1_MS) {
             snprintf(sample1, sizeof(sample1), "%s", leases_of(&t, worker_a));
             n1 = count_entries(sample1);
         }
-        if (n1 >= 0 && n2 < 0 &&
-            now >= stopped_at + 2500 + LEASE_SECONDS * 1000) {
+        if (n1 >= 0 && n2 < 0 && now >= stopped_at + SAMPLE2_MS) {
             n_renewed = leases_renewed(&t, worker_a, sample1);
             snprintf(sample2, sizeof(sample2), "%s", leases_of(&t, worker_a));
             n2 = count_entries(sample2);
+            calls_at_sample2 = e2e_intf(
+                &t,
+                "SELECT count(*) FROM runs r JOIN attempts a USING (run_id) "
+                "WHERE r.status='running' AND r.lock_owner='%s' AND "
+                "a.lease_epoch=r.lease_epoch AND a.dispatched_at > now() - "
+                "make_interval(secs => %d)",
+                worker_a, CALL_MS / 1000);
         }
         sleep_ms(100);
     }
@@ -384,14 +394,16 @@ main(void)
     }
 
     fprintf(stderr,
-            "stall %d ms; A held %d running runs 1 s in, %d of them renewed "
-            "(still A's, same epoch, later unexpired lease) %d ms later; %d "
-            "running at the second sample\n",
-            STALL_MS, n1, (int)n_renewed, 1500 + LEASE_SECONDS * 1000, n2);
+            "stall %d ms; A held %d running runs %d ms in; %d ms in, %d of "
+            "them were renewed (still A's, same epoch, expiring later, "
+            "unexpired), %d running, %lld with the call still in flight\n",
+            STALL_MS, n1, SAMPLE1_MS, SAMPLE2_MS, (int)n_renewed, n2,
+            (long long)calls_at_sample2);
     fprintf(stderr,
             "A's /healthz: first 503 \"ledger loop stalled\" %lld ms into "
             "the stall; 200 again %lld ms after the resume; A's runs all "
-            "finished %lld ms after the resume; A completed %lld runs\n",
+            "finished %lld ms after the resume; A's attempts ended ok on %lld "
+            "runs\n",
             (long long)first_503, (long long)healthy_at, (long long)recover_ms,
             (long long)a_completed);
     fprintf(stderr,
@@ -402,6 +414,7 @@ main(void)
 
     RL_CHECK(n1 >= 3);
     RL_CHECK_INTEQ(n_renewed, n1);
+    RL_CHECK(calls_at_sample2 >= 1);
     RL_CHECK(saw_503);
     RL_CHECK(first_503 >= LIVENESS_SECONDS * 1000 - 500);
     RL_CHECK(healthy_at >= 0);
