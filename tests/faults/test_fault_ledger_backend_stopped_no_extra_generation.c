@@ -224,6 +224,13 @@ count_entries(const char *list)
     return n;
 }
 
+static int
+two_members(struct e2e *t, void *opaque)
+{
+    (void)opaque;
+    return ops_group_members(t) == 2;
+}
+
 struct late {
     const char *ids;
     const char *worker;
@@ -272,6 +279,8 @@ main(void)
     snprintf(worker_a, sizeof(worker_a), "%s-w%d", t.name, a);
     RL_REQUIRE(ops_wait_http(port, "/readyz", 200, 60000));
     atexit(resume_backend);
+    /* Both in the group before the runs come, so both hold partitions. */
+    RL_CHECK(e2e_wait(two_members, &t, NULL, 60000));
 
     for (int i = 0; i < RUNS; i++) {
         char tenant[32];
