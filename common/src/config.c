@@ -145,6 +145,11 @@ static const struct cfg_row rows[] = {
      "libpq tcp_user_timeout of the service's sessions (0: the system's); "
      "keepalives are on (idle 10 s, interval 5 s, 3 probes); DATABASE_URL "
      "wins for each parameter it sets"},
+    {"RUNLEDGER_PG_POOL_MODE", CFG_STR, S(pg_pool_mode_name), "direct", 0, 0, 0,
+     "what DATABASE_URL reaches: direct (PostgreSQL; a pooler that drops or "
+     "refuses startup options is found out and the settings applied with "
+     "SET), session (a pooler in session mode: settings always by SET) or "
+     "transaction (refused, see docs/pgbouncer.md)"},
     {"RUNLEDGER_HEALTH_INTERVAL_SECONDS", CFG_INT, S(health_interval_seconds),
      "5", 1, 3600, 0,
      "how often PostgreSQL is checked for /readyz and the outbox backlog "
@@ -471,6 +476,10 @@ rl_config_load(char *errstr, size_t errstr_size)
         err = RL_ERR_INVALID;
         goto done;
     }
+    err = rl_config_pool_mode_parse(cfg->pg_pool_mode_name, &cfg->pg_pool_mode,
+                                    errstr, errstr_size);
+    if (err)
+        goto done;
     if (cfg->backoff_max_ms < cfg->backoff_base_ms) {
         snprintf(errstr, errstr_size,
                  "RUNLEDGER_BACKOFF_MAX_MS must not be below "
@@ -507,6 +516,36 @@ done:
         return NULL;
     }
     return cfg;
+}
+
+int
+rl_config_pool_mode_parse(const char *value, enum rl_pg_pool_mode *mode,
+                          char *errstr, size_t errstr_size)
+{
+    *mode = RL_PG_POOL_DIRECT;
+    if (!value || !*value || strcmp(value, "direct") == 0)
+        return 0;
+    if (strcmp(value, "session") == 0) {
+        *mode = RL_PG_POOL_SESSION;
+        return 0;
+    }
+    if (strcmp(value, "transaction") == 0) {
+        *mode = RL_PG_POOL_TRANSACTION;
+        snprintf(errstr, errstr_size,
+                 "RUNLEDGER_PG_POOL_MODE=transaction is not supported: the "
+                 "service keeps session state (LISTEN runledger_outbox, the "
+                 "migration's advisory lock, named prepared statements, "
+                 "timeouts and planner settings) that a pooler in transaction "
+                 "mode hands to other clients; use a session-mode pool "
+                 "(RUNLEDGER_PG_POOL_MODE=session) or connect directly, see "
+                 "docs/pgbouncer.md");
+        return RL_ERR_INVALID;
+    }
+    snprintf(errstr, errstr_size,
+             "RUNLEDGER_PG_POOL_MODE must be direct, session or transaction, "
+             "not \"%s\"",
+             value);
+    return RL_ERR_INVALID;
 }
 
 void

@@ -1,10 +1,12 @@
 /* runledger migrate: applies the schema migrations compiled into this
  * binary to the ledger database. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 #include "commands.h"
+#include "rl/config.h"
 #include "rl/db.h"
 #include "rl/err.h"
 
@@ -37,6 +39,7 @@ rl_cmd_migrate(int argc, char **argv)
     const char *schema = NULL;
     char errstr[1024];
     struct rl_db *db;
+    enum rl_pg_pool_mode mode;
     int applied = 0;
     int err;
 
@@ -63,6 +66,13 @@ rl_cmd_migrate(int argc, char **argv)
         }
     }
 
+    /* The migration lock is a session's: a transaction pool would let it
+     * go with the first statement's transaction. */
+    if (rl_config_pool_mode_parse(getenv("RUNLEDGER_PG_POOL_MODE"), &mode,
+                                  errstr, sizeof(errstr)) != 0) {
+        fprintf(stderr, "runledger migrate: %s\n", errstr);
+        return RL_EXIT_USAGE;
+    }
     db = rl_db_connect_schema(url, schema, errstr, sizeof(errstr));
     if (!db) {
         fprintf(stderr, "runledger migrate: %s\n", errstr);

@@ -35,7 +35,7 @@ pom_property() {
 packages=(
     build-essential cmake pkg-config
     librdkafka-dev libcjson-dev libmicrohttpd-dev libcurl4-openssl-dev
-    libssl-dev libpq-dev postgresql-15
+    libssl-dev libpq-dev postgresql-15 pgbouncer
     clang clang-format libclang-rt-14-dev valgrind kcat python3
 )
 

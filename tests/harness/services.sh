@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# services.sh up|down|status [--only pg|kafka|stub] — the real services the
-# pg, kafka and e2e tests need, all on loopback, all throwaway:
+# services.sh up|down|status [--only pg|pgbouncer|kafka|stub] — the real
+# services the pg, kafka and e2e tests need, all on loopback, all throwaway:
 #
 #   pg     PostgreSQL 15 (tests/harness/pg.sh)        -> DATABASE_URL
+#   pgbouncer  PgBouncer in front of it (pgbouncer.sh) -> PGBOUNCER_URL_SESSION,
+#                                                  PGBOUNCER_URL_TRANSACTION
 #   kafka  single-node KRaft broker (kafka.sh)        -> KAFKA_BOOTSTRAP_SERVERS
 #   stub   the stub model server, when tests/stub/stub_model.py exists
 #                                                     -> MODEL_BASE_URL
@@ -24,7 +26,7 @@ die() {
     exit 1
 }
 usage() {
-    echo "usage: $prog up|down|status [--only pg|kafka|stub]" >&2
+    echo "usage: $prog up|down|status [--only pg|pgbouncer|kafka|stub]" >&2
     exit 2
 }
 
@@ -56,8 +58,8 @@ while [ $# -gt 0 ]; do
     esac
 done
 case "$only" in
-'' | pg | kafka | stub) ;;
-*) die "unknown service \"$only\" (pg, kafka or stub)" ;;
+'' | pg | pgbouncer | kafka | stub) ;;
+*) die "unknown service \"$only\" (pg, pgbouncer, kafka or stub)" ;;
 esac
 
 wanted() {
@@ -177,6 +179,7 @@ write_envfile() {
     {
         echo "# Written by tests/harness/services.sh; source it: . $envfile"
         for line in $("$harness/pg.sh" env "$sdir/pg" 9>&- 2>/dev/null) \
+            $("$harness/pgbouncer.sh" env "$sdir/pgbouncer" 9>&- 2>/dev/null) \
             $("$harness/kafka.sh" env "$sdir/kafka" 9>&- 2>/dev/null) \
             $(stub_pid >/dev/null && cat "$stub_dir/env"); do
             printf 'export %s=%q\n' "${line%%=*}" "${line#*=}"
@@ -195,6 +198,7 @@ rollback() {
     for svc in "${started[@]}"; do
         case "$svc" in
         pg) "$harness/pg.sh" destroy "$sdir/pg" 9>&- >&2 || true ;;
+        pgbouncer) "$harness/pgbouncer.sh" stop "$sdir/pgbouncer" 9>&- >&2 || true ;;
         kafka) "$harness/kafka.sh" stop "$sdir/kafka" 9>&- >&2 || true ;;
         stub) stub_stop >&2 || true ;;
         esac
@@ -212,6 +216,15 @@ up() {
     if wanted pg; then
         "$harness/pg.sh" env "$sdir/pg" 9>&- >/dev/null 2>&1 || started+=(pg)
         "$harness/pg.sh" start "$sdir/pg" 9>&-
+    fi
+    # In front of the PostgreSQL above, whose URL pg.sh prints.
+    if wanted pgbouncer; then
+        "$harness/pgbouncer.sh" env "$sdir/pgbouncer" 9>&- >/dev/null 2>&1 ||
+            started+=(pgbouncer)
+        PGBOUNCER_UPSTREAM_URL=$("$harness/pg.sh" env "$sdir/pg" 9>&- | sed -n 's/^DATABASE_URL=//p') ||
+            die "pgbouncer needs the harness PostgreSQL: start it first"
+        PGBOUNCER_UPSTREAM_URL=$PGBOUNCER_UPSTREAM_URL \
+            "$harness/pgbouncer.sh" start "$sdir/pgbouncer" 9>&-
     fi
     if wanted kafka; then
         "$harness/kafka.sh" env "$sdir/kafka" 9>&- >/dev/null 2>&1 || started+=(kafka)
@@ -233,6 +246,9 @@ up() {
 down() {
     local failed=0
     if wanted stub; then stub_stop || failed=1; fi
+    if wanted pgbouncer && [ -d "$sdir/pgbouncer" ]; then
+        "$harness/pgbouncer.sh" stop "$sdir/pgbouncer" 9>&- || failed=1
+    fi
     if wanted kafka && [ -d "$sdir/kafka" ]; then
         "$harness/kafka.sh" stop "$sdir/kafka" 9>&- || failed=1
     fi
@@ -262,6 +278,7 @@ up) up ;;
 down) down ;;
 status)
     "$harness/pg.sh" env "$sdir/pg" 9>&- 2>/dev/null || echo "pg: not running"
+    "$harness/pgbouncer.sh" env "$sdir/pgbouncer" 9>&- 2>/dev/null || echo "pgbouncer: not running"
     "$harness/kafka.sh" env "$sdir/kafka" 9>&- 2>/dev/null || echo "kafka: not running"
     if stub_pid >/dev/null; then cat "$stub_dir/env"; else echo "stub: not running"; fi
     ;;

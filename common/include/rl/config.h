@@ -19,6 +19,15 @@ enum rl_ambiguous_policy {
     RL_AMBIGUOUS_PARK        /* unknown at once */
 };
 
+/* What stands between the service and PostgreSQL (RUNLEDGER_PG_POOL_MODE).
+ * Transaction pooling is refused when the configuration is loaded: see
+ * docs/pgbouncer.md. */
+enum rl_pg_pool_mode {
+    RL_PG_POOL_DIRECT,     /* PostgreSQL, or a pooler found out at connect */
+    RL_PG_POOL_SESSION,    /* a pooler in session mode: settings by SET */
+    RL_PG_POOL_TRANSACTION /* never accepted */
+};
+
 struct rl_config {
     char *kafka_bootstrap_servers;
     char *group_id;
@@ -64,6 +73,8 @@ struct rl_config {
     int pg_lock_timeout_ms;
     int pg_idle_in_tx_timeout_ms;
     int pg_tcp_user_timeout_ms;
+    char *pg_pool_mode_name;
+    enum rl_pg_pool_mode pg_pool_mode;
     int budget_default_max_tokens; /* reservation when the request names no
                                       max_tokens */
     char *receiver_group_id;       /* `runledger receive` consumer group */
@@ -76,6 +87,13 @@ struct rl_config {
  * rl_config_destroy) or NULL with errstr naming the bad setting, e.g.
  * "RUNLEDGER_MAX_IN_FLIGHT must be an integer in 1..100000, not \"x\"". */
 struct rl_config *rl_config_load(char *errstr, size_t errstr_size);
+
+/* Reads a RUNLEDGER_PG_POOL_MODE value (NULL or "": direct) into *mode.
+ * Returns 0, or RL_ERR_INVALID with errstr saying why: an unknown value, or
+ * "transaction", which the service refuses (its sessions keep state that
+ * transaction pooling does not keep). */
+int rl_config_pool_mode_parse(const char *value, enum rl_pg_pool_mode *mode,
+                              char *errstr, size_t errstr_size);
 
 /* Frees cfg; NULL is accepted. */
 void rl_config_destroy(struct rl_config *cfg);

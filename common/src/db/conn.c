@@ -177,7 +177,143 @@ struct session {
     long lock_timeout_ms;
     long idle_in_tx_timeout_ms;
     long tcp_user_timeout_ms;
+    int pool_session; /* RUNLEDGER_PG_POOL_MODE=session */
 };
+
+/* PgBouncer's answer to a startup packet with `options` when its
+ * ignore_startup_parameters does not list it. */
+static const char options_refused[] = "unsupported startup parameter: options";
+
+static int
+add_setting(struct rl_db *db, const char *name, size_t name_len,
+            const char *value)
+{
+    if (db->n_settings == DB_SETTINGS_MAX)
+        return RL_ERR_INVALID;
+    db->set_names[db->n_settings] = strndup(name, name_len);
+    db->set_values[db->n_settings] = strdup(value);
+    if (!db->set_names[db->n_settings] || !db->set_values[db->n_settings]) {
+        free(db->set_names[db->n_settings]);
+        free(db->set_values[db->n_settings]);
+        return RL_ERR_NOMEM;
+    }
+    db->n_settings++;
+    return 0;
+}
+
+/* Adds "name=value" (a -c argument) as a setting; '-' in the name is '_',
+ * as the server reads it. */
+static int
+add_setting_arg(struct rl_db *db, char *arg)
+{
+    char *eq = strchr(arg, '=');
+
+    if (!eq || eq == arg)
+        return RL_ERR_INVALID;
+    for (char *p = arg; p < eq; p++) {
+        if (*p == '-')
+            *p = '_';
+    }
+    return add_setting(db, arg, (size_t)(eq - arg), eq + 1);
+}
+
+/* Keeps the -c name=value, -cname=value and --name=value settings of a
+ * startup options string, split as the server splits it (whitespace
+ * between arguments, a backslash escaping the next character). Anything
+ * else (another switch) cannot be sent with SET: RL_ERR_INVALID. */
+static int
+add_options_settings(struct rl_db *db, const char *options)
+{
+    size_t len = strlen(options);
+    char *arg = malloc(len + 1);
+    const char *p = options;
+    int want_value = 0;
+    int err = 0;
+
+    if (!arg)
+        return RL_ERR_NOMEM;
+    while (err == 0) {
+        size_t n = 0;
+
+        while (*p && isspace((unsigned char)*p))
+            p++;
+        if (!*p)
+            break;
+        while (*p && !isspace((unsigned char)*p)) {
+            if (*p == '\\' && p[1])
+                p++;
+            arg[n++] = *p++;
+        }
+        arg[n] = '\0';
+        if (want_value) {
+            err = add_setting_arg(db, arg);
+            want_value = 0;
+        } else if (strcmp(arg, "-c") == 0) {
+            want_value = 1;
+        } else if (strncmp(arg, "-c", 2) == 0) {
+            err = add_setting_arg(db, arg + 2);
+        } else if (strncmp(arg, "--", 2) == 0) {
+            err = add_setting_arg(db, arg + 2);
+        } else {
+            err = RL_ERR_INVALID;
+        }
+    }
+    if (err == 0 && want_value)
+        err = RL_ERR_INVALID;
+    free(arg);
+    return err;
+}
+
+int
+db_apply_settings(struct rl_db *db, char *errstr, size_t errstr_size)
+{
+    char sql[DB_SETTINGS_MAX * 48 + 16];
+    const char *params[DB_SETTINGS_MAX * 2];
+    size_t o;
+    PGresult *res;
+    int err = RL_ERR_DB;
+
+    if (!db->set_after_connect || db->settings_set || db->n_settings == 0)
+        return 0;
+    o = (size_t)snprintf(sql, sizeof(sql), "SELECT ");
+    for (int i = 0; i < db->n_settings; i++) {
+        o += (size_t)snprintf(sql + o, sizeof(sql) - o,
+                              "%sset_config($%d, $%d, false)", i ? ", " : "",
+                              2 * i + 1, 2 * i + 2);
+        params[2 * i] = db->set_names[i];
+        params[2 * i + 1] = db->set_values[i];
+    }
+    res = db_exec_simple(db, sql, 2 * db->n_settings, params, &err, errstr,
+                         errstr_size, "apply the session settings");
+    if (!res)
+        return err;
+    PQclear(res);
+    db->settings_set = 1;
+    return 0;
+}
+
+/* 1 when the settings sent as startup options are in force: a pooler with
+ * options in ignore_startup_parameters accepts the connection and drops
+ * them without a word. plan_cache_mode is sent on every connection; the
+ * value expected is the last one given (the string's own may change it). */
+static int
+startup_options_in_force(struct rl_db *db)
+{
+    const char *want = NULL;
+    PGresult *res;
+    int ok;
+
+    for (int i = 0; i < db->n_settings; i++) {
+        if (strcmp(db->set_names[i], "plan_cache_mode") == 0)
+            want = db->set_values[i];
+    }
+    res = PQexecParams(db->conn, "SELECT current_setting('plan_cache_mode')", 0,
+                       NULL, NULL, NULL, NULL, 0);
+    ok = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
+         want && strcmp(PQgetvalue(res, 0, 0), want) == 0;
+    PQclear(res);
+    return ok;
+}
 
 static struct rl_db *
 connect_session(const char *conninfo, const char *schema,
@@ -189,16 +325,25 @@ connect_session(const char *conninfo, const char *schema,
      * win there too). Statements are planned for the values they are given
      * (custom plans): a generic plan cached while the ledger was small
      * keeps sequential scans as the tables grow (see
-     * schema/007_batches.sql). */
+     * schema/007_batches.sql).
+     *
+     * A pooler (PgBouncer) either refuses startup options or, told to
+     * ignore them, drops them: then the connection string is sent as its
+     * parsed parameters without options, and the same settings, in the
+     * same order, are applied with set_config once connected (and after
+     * each reconnect). RUNLEDGER_PG_POOL_MODE=session goes that way at
+     * once. See docs/pgbouncer.md. */
     const char *keys[12];
     const char *values[12];
-    char tcp_user[24], options[512], app[64];
+    const char **pkeys = NULL, **pvalues = NULL;
+    char tcp_user[24], options[512], app[64], num[3][24];
     const char *user_options = NULL;
     struct rl_db *db = NULL;
     PQconninfoOption *opts = NULL;
     char *parse_err = NULL;
-    int k = 0;
-    size_t o;
+    int k = 0, nbase, pooled = ss && ss->pool_session;
+    int opts_err = 0;
+    size_t o, nopts = 0;
 
     if (schema && !valid_schema_name(schema)) {
         rl_set_err(errstr, errstr_size,
@@ -224,13 +369,19 @@ connect_session(const char *conninfo, const char *schema,
             return NULL;
         }
         for (PQconninfoOption *opt = opts; opt->keyword; opt++) {
+            nopts++;
             if (strcmp(opt->keyword, "options") == 0 && opt->val && *opt->val)
                 user_options = opt->val;
         }
     }
 
+    db = calloc(1, sizeof(*db));
+    if (!db)
+        goto oom;
     o = (size_t)snprintf(options, sizeof(options), "%s",
                          "-c plan_cache_mode=force_custom_plan");
+    if (add_setting(db, "plan_cache_mode", 15, "force_custom_plan") != 0)
+        goto oom;
     keys[k] = "connect_timeout";
     values[k++] = "10";
     keys[k] = "fallback_application_name";
@@ -238,6 +389,11 @@ connect_session(const char *conninfo, const char *schema,
     keys[k] = "keepalives";
     values[k++] = "1";
     if (ss) {
+        const char *names[3] = {"statement_timeout", "lock_timeout",
+                                "idle_in_transaction_session_timeout"};
+        long ms[3] = {ss->statement_timeout_ms, ss->lock_timeout_ms,
+                      ss->idle_in_tx_timeout_ms};
+
         snprintf(app, sizeof(app), "%s", ss->application_name);
         keys[k] = "application_name";
         values[k++] = app;
@@ -253,21 +409,26 @@ connect_session(const char *conninfo, const char *schema,
             keys[k] = "tcp_user_timeout";
             values[k++] = tcp_user;
         }
-        if (ss->statement_timeout_ms >= 0)
-            o += (size_t)snprintf(options + o, sizeof(options) - o,
-                                  " -c statement_timeout=%ld",
-                                  ss->statement_timeout_ms);
-        if (ss->lock_timeout_ms >= 0)
-            o += (size_t)snprintf(options + o, sizeof(options) - o,
-                                  " -c lock_timeout=%ld", ss->lock_timeout_ms);
-        if (ss->idle_in_tx_timeout_ms >= 0)
-            o += (size_t)snprintf(options + o, sizeof(options) - o,
-                                  " -c idle_in_transaction_session_timeout=%ld",
-                                  ss->idle_in_tx_timeout_ms);
+        for (int i = 0; i < 3; i++) {
+            if (ms[i] < 0)
+                continue;
+            snprintf(num[i], sizeof(num[i]), "%ld", ms[i]);
+            o += (size_t)snprintf(options + o, sizeof(options) - o, " -c %s=%s",
+                                  names[i], num[i]);
+            if (add_setting(db, names[i], strlen(names[i]), num[i]) != 0)
+                goto oom;
+        }
     } else {
         keys[k] = "keepalives_idle";
         values[k++] = "30";
     }
+    nbase = k;
+    /* Needed only when the settings go by SET; a switch other than -c is
+     * fine as a startup option. */
+    if (user_options)
+        opts_err = add_options_settings(db, user_options);
+    if (opts_err == RL_ERR_NOMEM)
+        goto oom;
     keys[k] = "dbname";
     values[k++] = conninfo;
     keys[k] = "options";
@@ -275,9 +436,6 @@ connect_session(const char *conninfo, const char *schema,
     keys[k] = NULL;
     values[k] = NULL;
 
-    db = calloc(1, sizeof(*db));
-    if (!db)
-        goto oom;
     if (user_options) {
         /* Kept out of options[] (and so out of every message): it is the
          * string's own text. */
@@ -292,28 +450,84 @@ connect_session(const char *conninfo, const char *schema,
         if (!db->schema)
             goto oom;
     }
-    PQconninfoFree(opts);
-    opts = NULL;
-    db->conn = PQconnectdbParams(keys, values, 1);
-    if (!db->conn)
-        goto oom;
-    if (PQstatus(db->conn) != CONNECTION_OK) {
-        db_fail_msg(db, NULL, errstr, errstr_size, "connect to postgresql");
-        rl_db_destroy(db);
-        return NULL;
+    if (!pooled) {
+        db->conn = PQconnectdbParams(keys, values, 1);
+        if (!db->conn)
+            goto oom;
+        if (PQstatus(db->conn) != CONNECTION_OK) {
+            if (!strstr(PQerrorMessage(db->conn), options_refused)) {
+                db_fail_msg(db, NULL, errstr, errstr_size,
+                            "connect to postgresql");
+                goto fail;
+            }
+            rl_log_warn(NULL, "postgresql: the server (a pooler) refused "
+                              "startup options: connecting without them and "
+                              "applying the session settings with SET; "
+                              "RUNLEDGER_PG_POOL_MODE=session skips the "
+                              "first attempt");
+            PQfinish(db->conn);
+            db->conn = NULL;
+            pooled = 1;
+        } else if (!startup_options_in_force(db)) {
+            rl_log_debug(NULL, "postgresql: startup options were dropped (a "
+                               "pooler's ignore_startup_parameters): "
+                               "applying the session settings with SET");
+            db->set_after_connect = 1;
+        }
+    }
+    if (pooled) {
+        /* The string's parameters one by one, after our defaults (a later
+         * entry wins), without options. */
+        pkeys = calloc((size_t)nbase + nopts + 1, sizeof(*pkeys));
+        pvalues = calloc((size_t)nbase + nopts + 1, sizeof(*pvalues));
+        if (!pkeys || !pvalues)
+            goto oom;
+        k = 0;
+        for (int i = 0; i < nbase; i++, k++) {
+            pkeys[k] = keys[i];
+            pvalues[k] = values[i];
+        }
+        for (size_t i = 0; i < nopts; i++) {
+            if (!opts[i].val || strcmp(opts[i].keyword, "options") == 0)
+                continue;
+            pkeys[k] = opts[i].keyword;
+            pvalues[k++] = opts[i].val;
+        }
+        db->conn = PQconnectdbParams(pkeys, pvalues, 0);
+        if (!db->conn)
+            goto oom;
+        if (PQstatus(db->conn) != CONNECTION_OK) {
+            db_fail_msg(db, NULL, errstr, errstr_size, "connect to postgresql");
+            goto fail;
+        }
+        db->set_after_connect = 1;
+    }
+    if (db->set_after_connect && opts_err != 0) {
+        rl_set_err(errstr, errstr_size,
+                   "could not connect to postgresql: startup options do not "
+                   "reach the server (a pooler), and the connection string's "
+                   "options hold more than %d settings or something other "
+                   "than -c name=value, which cannot be applied with SET",
+                   DB_SETTINGS_MAX - 4);
+        goto fail;
     }
     PQsetNoticeProcessor(db->conn, notice_to_log, NULL);
-    if (db_apply_schema(db, errstr, errstr_size) != 0) {
-        rl_db_destroy(db);
-        return NULL;
-    }
+    if (db_apply_settings(db, errstr, errstr_size) != 0 ||
+        db_apply_schema(db, errstr, errstr_size) != 0)
+        goto fail;
+    PQconninfoFree(opts);
+    free(pkeys);
+    free(pvalues);
     return db;
 
 oom:
-    PQconninfoFree(opts);
-    rl_db_destroy(db);
     rl_set_err(errstr, errstr_size,
                "could not connect to postgresql: out of memory");
+fail:
+    PQconninfoFree(opts);
+    free(pkeys);
+    free(pvalues);
+    rl_db_destroy(db);
     return NULL;
 }
 
@@ -365,6 +579,7 @@ rl_db_connect_role(const struct rl_config *cfg, enum rl_db_role role,
         .lock_timeout_ms = cfg->pg_lock_timeout_ms,
         .idle_in_tx_timeout_ms = cfg->pg_idle_in_tx_timeout_ms,
         .tcp_user_timeout_ms = cfg->pg_tcp_user_timeout_ms,
+        .pool_session = cfg->pg_pool_mode == RL_PG_POOL_SESSION,
     };
     switch (role) {
     case RL_DB_ROLE_RENEW:
@@ -405,6 +620,10 @@ rl_db_destroy(struct rl_db *db)
     free(db->schema);
     free(db->outbox_schema);
     free(db->user_options);
+    for (int i = 0; i < db->n_settings; i++) {
+        free(db->set_names[i]);
+        free(db->set_values[i]);
+    }
     free(db);
 }
 
@@ -418,6 +637,7 @@ rl_db_ping(struct rl_db *db, char *errstr, size_t errstr_size)
         PQreset(db->conn);
         db->prepared = 0;
         db->schema_set = 0;
+        db->settings_set = 0;
         db->in_tx = 0;
         if (PQstatus(db->conn) != CONNECTION_OK) {
             db_fail_msg(db, NULL, errstr, errstr_size,
@@ -425,6 +645,9 @@ rl_db_ping(struct rl_db *db, char *errstr, size_t errstr_size)
             return RL_ERR_DB;
         }
     }
+    err = db_apply_settings(db, errstr, errstr_size);
+    if (err != 0)
+        return err;
     err = db_apply_schema(db, errstr, errstr_size);
     if (err != 0)
         return err;
@@ -448,6 +671,9 @@ db_exec_stmt(struct rl_db *db, const struct db_stmt *st,
     ExecStatusType status;
 
     *err = RL_ERR_DB;
+    if (db->set_after_connect && !db->settings_set &&
+        db_apply_settings(db, errstr, errstr_size) != 0)
+        return NULL;
     if (!db->schema_set && db->schema &&
         db_apply_schema(db, errstr, errstr_size) != 0)
         return NULL;

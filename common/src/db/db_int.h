@@ -12,6 +12,10 @@
 #include "rl/buf.h"
 #include "rl/db.h"
 
+/* Session settings a connection carries at most: ours and the connection
+ * string's own -c settings. */
+#define DB_SETTINGS_MAX 32
+
 struct rl_db {
     PGconn *conn;
     char *schema;        /* NULL: the server's search_path */
@@ -22,6 +26,16 @@ struct rl_db {
     int outbox_vacuum;   /* may vacuum the outbox: 0 unchecked, 1 yes, -1 no */
     int vacuuming;       /* rl_db_outbox_vacuum_start sent, result pending */
     char *user_options;  /* options sent: ours, then the string's own */
+    /* Session settings applied with set_config after each connect (and
+     * reconnect) when startup options cannot carry them: a pooler refused
+     * or dropped them, or RUNLEDGER_PG_POOL_MODE=session. Ours first, then
+     * the connection string's own -c settings, so those win as they do as
+     * startup options. */
+    char *set_names[DB_SETTINGS_MAX];
+    char *set_values[DB_SETTINGS_MAX];
+    int n_settings;
+    int set_after_connect; /* 1: apply them after each connect */
+    int settings_set;      /* applied on this session */
 };
 
 /* ---- statements ---------------------------------------------------------
@@ -101,6 +115,10 @@ PGresult *db_exec_stmt(struct rl_db *db, const struct db_stmt *st,
 /* Applies the configured schema to a session that has not got it yet.
  * Returns 0 or an rl_err. */
 int db_apply_schema(struct rl_db *db, char *errstr, size_t errstr_size);
+
+/* Applies the session settings with set_config when the connection needs
+ * them after a connect (struct rl_db.set_after_connect); 0 or an rl_err. */
+int db_apply_settings(struct rl_db *db, char *errstr, size_t errstr_size);
 
 /* ---- parameters and results (text.c) ------------------------------------ */
 
