@@ -460,6 +460,8 @@ struct rl_db_gauges {
     int backlog_estimated;         /* over 100,000: pg_class.reltuples */
     double oldest_pending_seconds; /* age of the oldest undelivered row */
     int64_t unknown_runs;          /* runs waiting for an operator */
+    int64_t awaiting_approval_runs; /* proposals waiting for a decision */
+    int64_t cancelled_runs;         /* runs an operator cancelled */
 };
 
 /* Reads the gauges in one round trip (cheap: bounded count, index scans).
