@@ -141,6 +141,10 @@ static const struct family_def families[] = {
      "age of the oldest undelivered outbox row (ledger-wide)"},
     {"runledger_unknown_runs", RL_METRIC_GAUGE,
      "runs in status unknown waiting for an operator (ledger-wide)"},
+    {"runledger_runs_awaiting_approval", RL_METRIC_GAUGE,
+     "runs whose proposal waits for an approve or reject (ledger-wide)"},
+    {"runledger_cancelled_runs", RL_METRIC_GAUGE,
+     "runs an operator cancelled, still in the ledger (ledger-wide)"},
     {"runledger_budget_deferrals_total", RL_METRIC_COUNTER,
      "dispatches refused by a token budget, without spending an attempt, "
      "by until: next_window (spent for the UTC day: the run waits for "
@@ -439,6 +443,10 @@ health_main(void *arg)
                            g.oldest_pending_seconds);
             rl_metrics_set(h->metrics, "runledger_unknown_runs", NULL,
                            (double)g.unknown_runs);
+            rl_metrics_set(h->metrics, "runledger_runs_awaiting_approval",
+                           NULL, (double)g.awaiting_approval_runs);
+            rl_metrics_set(h->metrics, "runledger_cancelled_runs", NULL,
+                           (double)g.cancelled_runs);
             if (!atomic_exchange(&h->db_ok, 1))
                 rl_log_info(NULL, "health: postgresql reachable");
         } else {

@@ -1061,8 +1061,11 @@ sweep(struct ledger *lg)
  * old, on a thread and a connection of its own (runledger-renew): a ledger
  * statement stalled on PostgreSQL (a failover without a reset, a row lock
  * held elsewhere, a backend stopped) must not let the leases of the runs
- * in flight run out. The renewer runs every sixth of the term, so a lease
- * is renewed before half of it has passed, and a run that finishes within
+ * in flight run out. The renewer runs every sixth of the term (at least
+ * every second), so a lease is renewed before half of it has passed; in
+ * between it only checks, read-only, that the leases are still held, so
+ * a run an operator cancelled (`runs cancel` fences its lease) has its
+ * call cancelled within about a second. A run that finishes within
  * a third of the term is never renewed: a renewal rewrites the run's row
  * and every index entry of it (lock_expires_at is indexed). Its session's
  * statement and lock timeouts are at most a third and a sixth of the
@@ -1073,6 +1076,7 @@ sweep(struct ledger *lg)
 struct renewal {
     char run_id[RL_HEX_SIZE];
     int64_t epoch;
+    int renew; /* due: extended; else only checked */
 };
 
 static int
@@ -1082,9 +1086,46 @@ renewal_cmp(const void *a, const void *b)
                   ((const struct renewal *)b)->run_id);
 }
 
-/* One round: what is due, copied under the lock; the statement without
- * it; the answers applied to the runs still live. Returns the connection
- * to use next time (NULL after an error). */
+/* One statement over the renewals of batch[0..n) whose renew flag is
+ * renew: extends those leases (renew) or only reads whether they are
+ * still held. held[k] is set for batch[k]. Returns the number held or a
+ * negative error. */
+static int
+renew_some(struct ledger *lg, struct rl_db *db, const struct renewal *batch,
+           size_t n, int renew, const char **ids, int64_t *epochs, int *held,
+           size_t *idx, char *errstr, size_t errstr_size)
+{
+    size_t m = 0;
+    int *got = held + n; /* scratch: the second half of held */
+    int err;
+
+    for (size_t i = 0; i < n; i++) {
+        if (batch[i].renew != renew)
+            continue;
+        ids[m] = batch[i].run_id;
+        epochs[m] = batch[i].epoch;
+        idx[m++] = i;
+    }
+    if (m == 0)
+        return 0;
+    err = renew ? rl_db_renew_leases(db, lg->cfg->worker_id,
+                                     lg->cfg->lease_seconds, ids, epochs, m,
+                                     got, errstr, errstr_size)
+                : rl_db_check_leases(db, lg->cfg->worker_id, ids, epochs, m,
+                                     got, errstr, errstr_size);
+    if (err < 0)
+        return err;
+    for (size_t k = 0; k < m; k++)
+        held[idx[k]] = got[k];
+    return err;
+}
+
+/* One round: what is held, copied under the lock; the statements without
+ * it; the answers applied to the runs still live. Leases a third of their
+ * term old are renewed; the others are only checked, read-only, so a
+ * lease an operator's cancel fenced is seen within a round (a second),
+ * not when its renewal falls due. Returns the connection to use next time
+ * (NULL after an error). */
 static struct rl_db *
 renew_round(struct ledger *lg, struct rl_db *db)
 {
@@ -1094,6 +1135,7 @@ renew_round(struct ledger *lg, struct rl_db *db)
     const char **ids = NULL;
     int64_t *epochs = NULL;
     int *held = NULL;
+    size_t *idx = NULL;
     size_t n = 0, cap = lg->live_count;
     char errstr[512];
     int err;
@@ -1103,15 +1145,17 @@ renew_round(struct ledger *lg, struct rl_db *db)
     batch = calloc(cap, sizeof(*batch));
     ids = calloc(cap, sizeof(*ids));
     epochs = calloc(cap, sizeof(*epochs));
-    held = calloc(cap, sizeof(*held));
-    if (!batch || !ids || !epochs || !held) {
+    held = calloc(2 * cap, sizeof(*held));
+    idx = calloc(cap, sizeof(*idx));
+    if (!batch || !ids || !epochs || !held || !idx) {
         rl_log_warn(NULL, "could not renew %zu leases: out of memory", cap);
         goto done;
     }
     for (struct rl_item *it = lg->live; it && n < cap; it = it->live_next) {
-        if (it->renew_lost || it->renewed_at > due)
+        if (it->renew_lost)
             continue;
         memcpy(batch[n].run_id, it->run_id, sizeof(batch[n].run_id));
+        batch[n].renew = it->renewed_at <= due;
         batch[n++].epoch = it->lease_epoch;
     }
     if (n == 0)
@@ -1119,21 +1163,20 @@ renew_round(struct ledger *lg, struct rl_db *db)
     pthread_mutex_unlock(&lg->live_lock);
 
     qsort(batch, n, sizeof(*batch), renewal_cmp);
-    for (size_t i = 0; i < n; i++) {
-        ids[i] = batch[i].run_id;
-        epochs[i] = batch[i].epoch;
-    }
     if (!db) {
         db = rl_db_connect_role(lg->cfg, RL_DB_ROLE_RENEW, errstr,
                                 sizeof(errstr));
         if (!db)
             rl_log_warn(NULL, "renewer: %s", errstr);
     }
-    err =
-        db ? rl_db_renew_leases(db, lg->cfg->worker_id, lg->cfg->lease_seconds,
-                                ids, epochs, n, held, errstr, sizeof(errstr))
-           : RL_ERR_DB;
-    /* A count of the leases still held, or a negative error. */
+    /* Renewals first: they are what keeps the leases. Each returns a
+     * count of the leases still held, or a negative error. */
+    err = db ? renew_some(lg, db, batch, n, 1, ids, epochs, held, idx, errstr,
+                          sizeof(errstr))
+             : RL_ERR_DB;
+    if (err >= 0)
+        err = renew_some(lg, db, batch, n, 0, ids, epochs, held, idx, errstr,
+                         sizeof(errstr));
     if (err < 0 && db) {
         rl_log_warn(NULL, "could not renew %zu leases: %s", n, errstr);
         rl_db_destroy(db);
@@ -1152,7 +1195,8 @@ renew_round(struct ledger *lg, struct rl_db *db)
         if (!hit || hit->epoch != it->lease_epoch)
             continue;
         if (held[hit - batch]) {
-            it->renewed_at = now;
+            if (hit->renew)
+                it->renewed_at = now;
         } else if (!it->renew_lost) {
             it->renew_lost = 1;
             atomic_fetch_add(&lg->leases_gone, 1);
@@ -1163,6 +1207,7 @@ done:
     free(ids);
     free(epochs);
     free(held);
+    free(idx);
     return db;
 }
 
@@ -1170,7 +1215,9 @@ static void *
 renewer_main(void *arg)
 {
     struct ledger *lg = arg;
-    long period = lg->cfg->lease_seconds * 1000L / 6;
+    long period = lg->cfg->lease_seconds * 1000L / 6 < 1000
+                      ? lg->cfg->lease_seconds * 1000L / 6
+                      : 1000;
     struct rl_db *db = NULL;
     struct timespec ts;
 

@@ -99,7 +99,8 @@ BEGIN
                    THEN 'conflict'
                WHEN i.first AND (w.run_id IS NOT NULL OR i.new) THEN 'won'
                WHEN cur.status = 'completed' THEN 'completed'
-               WHEN cur.status IN ('failed', 'unknown') THEN 'parked'
+               WHEN cur.status IN ('failed', 'unknown', 'cancelled')
+                   THEN 'parked'
                WHEN cur.status = 'pending' AND cur.next_attempt_at > now()
                    THEN 'not_due'
                ELSE 'leased'
@@ -945,7 +946,7 @@ CREATE TABLE run_decisions (
     attempts integer NOT NULL,
     decided_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT run_decisions_actor_named CHECK ((actor <> ''::text)),
-    CONSTRAINT run_decisions_decision_known CHECK ((decision = ANY (ARRAY['retry'::text, 'resolve_failed'::text, 'resolve_completed'::text]))),
+    CONSTRAINT run_decisions_decision_known CHECK ((decision = ANY (ARRAY['retry'::text, 'resolve_failed'::text, 'resolve_completed'::text, 'cancel'::text, 'wake'::text]))),
     CONSTRAINT run_decisions_reason_given CHECK ((reason <> ''::text))
 );
 
@@ -996,7 +997,7 @@ CREATE TABLE runs (
     CONSTRAINT runs_proposal_digest_is_sha256_hex CHECK ((proposal_digest ~ '^[0-9a-f]{64}$'::text)),
     CONSTRAINT runs_proposal_is_whole CHECK (((proposal IS NULL) = (proposal_digest IS NULL))),
     CONSTRAINT runs_run_id_is_sha256_hex CHECK ((run_id ~ '^[0-9a-f]{64}$'::text)),
-    CONSTRAINT runs_status_known CHECK ((status = ANY (ARRAY['pending'::text, 'running'::text, 'completed'::text, 'failed'::text, 'unknown'::text, 'awaiting_approval'::text])))
+    CONSTRAINT runs_status_known CHECK ((status = ANY (ARRAY['pending'::text, 'running'::text, 'completed'::text, 'failed'::text, 'unknown'::text, 'awaiting_approval'::text, 'cancelled'::text])))
 )
 WITH (fillfactor='70');
 
@@ -1059,6 +1060,8 @@ CREATE INDEX run_decisions_by_run_idx ON run_decisions USING btree (run_id, deci
 
 CREATE INDEX runs_awaiting_approval_idx ON runs USING btree (created_at) WHERE (status = 'awaiting_approval'::text);
 
+CREATE INDEX runs_cancelled_idx ON runs USING btree (updated_at) WHERE (status = 'cancelled'::text);
+
 CREATE INDEX runs_due_retries_idx ON runs USING btree (next_attempt_at) WHERE (status = 'pending'::text);
 
 CREATE INDEX runs_expiring_leases_idx ON runs USING btree (lock_expires_at) WHERE (status = 'running'::text);
@@ -1068,6 +1071,8 @@ CREATE INDEX runs_unknown_idx ON runs USING btree (created_at) WHERE (status = '
 CREATE TRIGGER attempts_settle_budget AFTER UPDATE OF outcome ON attempts FOR EACH ROW WHEN (((old.outcome IS NULL) AND (new.outcome IS NOT NULL))) EXECUTE FUNCTION rl_settle_budget();
 
 CREATE TRIGGER outbox_wakeup AFTER INSERT ON outbox REFERENCING NEW TABLE AS queued FOR EACH STATEMENT EXECUTE FUNCTION rl_outbox_wakeup();
+
+CREATE TRIGGER runs_cancelled_stays_cancelled BEFORE UPDATE OF status ON runs FOR EACH ROW WHEN (((old.status = 'cancelled'::text) AND (new.status <> 'cancelled'::text))) EXECUTE FUNCTION rl_refuse_update('a cancelled run stays cancelled');
 
 CREATE TRIGGER runs_identity_immutable BEFORE UPDATE OF run_id, job, tenant, scheduled_at, version, fingerprint, request ON runs FOR EACH ROW WHEN (((old.run_id IS DISTINCT FROM new.run_id) OR (old.job IS DISTINCT FROM new.job) OR (old.tenant IS DISTINCT FROM new.tenant) OR (old.scheduled_at IS DISTINCT FROM new.scheduled_at) OR (old.version IS DISTINCT FROM new.version) OR (old.fingerprint IS DISTINCT FROM new.fingerprint) OR (old.request IS DISTINCT FROM new.request))) EXECUTE FUNCTION rl_refuse_update('identity and effective request never change');
 

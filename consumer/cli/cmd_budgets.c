@@ -19,6 +19,8 @@ static const char usage_text[] =
 "                             [--actor NAME]\n"
 "       runledger budgets remove --tenant T [--job J]\n"
 "       runledger budgets show [--tenant T] [--json]\n"
+"       runledger budgets wake --tenant T [--job J] [--actor NAME]\n"
+"                              [--reason TEXT]\n"
 "\n"
 "  set     the tenant's token budget per UTC day (prompt + completion\n"
 "          tokens); with --job, a budget of that job alone. Both apply\n"
@@ -26,6 +28,10 @@ static const char usage_text[] =
 "  remove  drop a budget (the tenant or job is unlimited again)\n"
 "  show    every budget with today's reserved, spent and left tokens,\n"
 "          deferrals and runs waiting for the next window\n"
+"  wake    make the tenant's (job's) budget-deferred runs due now, e.g.\n"
+"          after raising its budget, and print how many; each is recorded\n"
+"          as a 'wake' decision (runs show). A run that still does not fit\n"
+"          is deferred again. --actor defaults to $USER.\n"
 "\n"
 "Before each model call a worker reserves the estimated prompt tokens plus\n"
 "max_tokens (or RUNLEDGER_BUDGET_DEFAULT_MAX_TOKENS); the attempt's real\n"
@@ -73,12 +79,20 @@ print_budgets(const char *json)
 int
 rl_cmd_budgets(int argc, char **argv)
 {
-    enum { OPT_TENANT = 1, OPT_JOB, OPT_TOKENS, OPT_ACTOR, OPT_JSON };
+    enum {
+        OPT_TENANT = 1,
+        OPT_JOB,
+        OPT_TOKENS,
+        OPT_ACTOR,
+        OPT_REASON,
+        OPT_JSON
+    };
     static const struct option options[] = {
         {"tenant", required_argument, NULL, OPT_TENANT},
         {"job", required_argument, NULL, OPT_JOB},
         {"tokens", required_argument, NULL, OPT_TOKENS},
         {"actor", required_argument, NULL, OPT_ACTOR},
+        {"reason", required_argument, NULL, OPT_REASON},
         {"json", no_argument, NULL, OPT_JSON},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -89,8 +103,9 @@ rl_cmd_budgets(int argc, char **argv)
         .options = options,
     };
     const char *tenant = NULL, *job = NULL, *actor = getenv("USER");
-    const char *action;
+    const char *action, *reason = "made due now by budgets wake";
     long long tokens = -1;
+    int64_t woken = 0;
     char errstr[512], command[32], *end, *json = NULL;
     struct rl_db *db;
     int as_json = 0, opt, err, rc;
@@ -102,7 +117,7 @@ rl_cmd_budgets(int argc, char **argv)
     }
     action = argv[1];
     if (strcmp(action, "set") && strcmp(action, "show") &&
-        strcmp(action, "remove"))
+        strcmp(action, "remove") && strcmp(action, "wake"))
         return rl_cli_usage_error("budgets", "unknown action \"%s\"", action);
     rl_cli_opts_begin();
     while ((opt = rl_cli_next_opt(&opts, argc - 1, argv + 1, &rc)) > 0) {
@@ -123,6 +138,9 @@ rl_cmd_budgets(int argc, char **argv)
         case OPT_ACTOR:
             actor = optarg;
             break;
+        case OPT_REASON:
+            reason = optarg;
+            break;
         case OPT_JSON:
             as_json = 1;
             break;
@@ -136,6 +154,10 @@ rl_cmd_budgets(int argc, char **argv)
         return rl_cli_usage_error("budgets", "set needs --tokens");
     if (job && !*job)
         return rl_cli_usage_error("budgets", "--job must not be empty");
+    if (!actor || !*actor)
+        actor = "operator";
+    if (!*reason)
+        return rl_cli_usage_error("budgets", "--reason must not be empty");
 
     rc = rl_cli_db_open("budgets", &db);
     if (rc != RL_EXIT_OK)
@@ -150,6 +172,13 @@ rl_cmd_budgets(int argc, char **argv)
         err = rl_db_budget_remove(db, tenant, job, errstr, sizeof(errstr));
         if (!err)
             printf("budget of %s%s%s removed\n", tenant, job ? " job " : "",
+                   job ? job : "");
+    } else if (strcmp(action, "wake") == 0) {
+        err = rl_db_budget_wake(db, tenant, job, actor, reason, &woken, errstr,
+                                sizeof(errstr));
+        if (!err)
+            printf("%lld deferred runs of %s%s%s made due now\n",
+                   (long long)woken, tenant, job ? " job " : "",
                    job ? job : "");
     } else {
         err = rl_db_budgets_json(db, tenant, &json, errstr, sizeof(errstr));

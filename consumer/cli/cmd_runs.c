@@ -1,6 +1,7 @@
-/* `runledger runs`: the operator's view of the ledger and the two repairs
- * an operator may make: re-open a parked run (retry) and decide an
- * unknown one (resolve). Every change is one transaction that also records
+/* `runledger runs`: the operator's view of the ledger and the changes an
+ * operator may make: re-open a parked run (retry), decide an unknown one
+ * (resolve), decide a proposal (approve, reject) and stop runs that should
+ * not run (cancel). Every change is one transaction that also records
  * who decided and why (run_decisions, schema/003). */
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -31,9 +32,14 @@ static const char usage_text[] =
 "                              --actor NAME --reason TEXT\n"
 "       runledger runs approve RUN_ID --digest D --actor NAME [--reason TEXT]\n"
 "       runledger runs reject RUN_ID --digest D --actor NAME [--reason TEXT]\n"
+"       runledger runs cancel RUN_ID --actor NAME --reason TEXT\n"
+"       runledger runs cancel --tenant T [--job J] [--version V]\n"
+"                             [--status S[,S...]] [--dry-run]\n"
+"                             --actor NAME --reason TEXT\n"
 "\n"
 "  list     runs, newest scheduled first (default limit 50); --status is\n"
-"           pending, running, awaiting_approval, completed, failed or unknown;\n"
+"           pending, running, awaiting_approval, completed, failed, unknown\n"
+"           or cancelled;\n"
 "           --since keeps\n"
 "           runs scheduled at or after the time\n"
 "  show     one run with its attempts (outcome, HTTP status, tokens,\n"
@@ -46,6 +52,14 @@ static const char usage_text[] =
 "  resolve  decide an unknown run: --failed, or --completed-from FILE\n"
 "           (a JSON output, stored write-once; the run's notifications\n"
 "           are queued in the same transaction, as a completion would)\n"
+"  cancel   stop a pending (budget-deferred too), running or\n"
+"           awaiting_approval run for good: status cancelled, nothing is\n"
+"           published. A running run's lease is fenced (its worker can no\n"
+"           longer write), its attempt closed as cancelled, and its worker\n"
+"           cancels the call. With --tenant instead of RUN_ID, every run of\n"
+"           the tenant (and job, version) in --status (default\n"
+"           pending,awaiting_approval), in batches of 500; --dry-run prints\n"
+"           how many runs match and changes nothing\n"
 "\n"
 "The ledger is DATABASE_URL (see `runledger config`).\n"
 "Exit status: 0 ok; 1 PostgreSQL unreachable or failed; 2 bad usage or\n"
@@ -136,9 +150,9 @@ cmd_list(int argc, char **argv)
         .usage = usage_text,
         .options = options,
     };
-    static const char *const statuses[] = {"pending",   "running",
-                                           "completed", "failed",
-                                           "unknown",   "awaiting_approval"};
+    static const char *const statuses[] = {
+        "pending", "running",           "completed", "failed",
+        "unknown", "awaiting_approval", "cancelled"};
     struct rl_runs_filter filter = {NULL, NULL, NULL, NULL, 50};
     char errstr[512];
     char *json = NULL, *end;
@@ -156,8 +170,8 @@ cmd_list(int argc, char **argv)
             if (!known)
                 return rl_cli_usage_error(
                     "runs", "--status must be pending, running, "
-                            "awaiting_approval, completed, failed or "
-                            "unknown");
+                            "awaiting_approval, completed, failed, "
+                            "unknown or cancelled");
             filter.status = optarg;
             break;
         case OPT_TENANT:
@@ -631,6 +645,129 @@ cmd_approve(int argc, char **argv, int approve)
     return RL_EXIT_OK;
 }
 
+/* cancel: one run by RUN_ID, or every run a filter names (tenant
+ * required), each a recorded decision. */
+static int
+cmd_cancel(int argc, char **argv)
+{
+    enum {
+        OPT_C_ACTOR = 1,
+        OPT_C_REASON,
+        OPT_C_TENANT,
+        OPT_C_JOB,
+        OPT_C_VERSION,
+        OPT_C_STATUS,
+        OPT_C_DRY_RUN
+    };
+    static const struct option options[] = {
+        {"actor", required_argument, NULL, OPT_C_ACTOR},
+        {"reason", required_argument, NULL, OPT_C_REASON},
+        {"tenant", required_argument, NULL, OPT_C_TENANT},
+        {"job", required_argument, NULL, OPT_C_JOB},
+        {"version", required_argument, NULL, OPT_C_VERSION},
+        {"status", required_argument, NULL, OPT_C_STATUS},
+        {"dry-run", no_argument, NULL, OPT_C_DRY_RUN},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    static const struct rl_cli_opts opts = {
+        .command = "runs",
+        .usage = usage_text,
+        .options = options,
+        .operands = 1,
+    };
+    struct rl_cancel_filter filter = {NULL, NULL, NULL, NULL};
+    const char *actor = NULL, *reason = NULL, *run_id = NULL;
+    struct rl_decision dec;
+    struct rl_db *db;
+    char errstr[512];
+    int64_t n = 0;
+    int dry_run = 0, rc, err, opt;
+
+    rl_cli_opts_begin();
+    while ((opt = rl_cli_next_opt(&opts, argc, argv, &rc)) > 0) {
+        switch (opt) {
+        case OPT_C_ACTOR:
+            actor = optarg;
+            break;
+        case OPT_C_REASON:
+            reason = optarg;
+            break;
+        case OPT_C_TENANT:
+            filter.tenant = optarg;
+            break;
+        case OPT_C_JOB:
+            filter.job = optarg;
+            break;
+        case OPT_C_VERSION:
+            filter.version = optarg;
+            break;
+        case OPT_C_STATUS:
+            filter.statuses = optarg;
+            break;
+        case OPT_C_DRY_RUN:
+            dry_run = 1;
+            break;
+        }
+    }
+    if (opt < 0)
+        return rc;
+    if (optind + 1 < argc)
+        return rl_cli_usage_error("runs", "runs cancel takes one RUN_ID");
+    if (optind < argc)
+        run_id = argv[optind];
+    if (run_id) {
+        if (filter.tenant || filter.job || filter.version || filter.statuses ||
+            dry_run)
+            return rl_cli_usage_error(
+                "runs", "runs cancel takes a RUN_ID or a filter "
+                        "(--tenant ...), not both");
+        rc = check_run_id(run_id);
+        if (rc != RL_EXIT_OK)
+            return rc;
+    } else if (!filter.tenant || !*filter.tenant) {
+        return rl_cli_usage_error(
+            "runs", "runs cancel needs a RUN_ID or --tenant: a filter "
+                    "cancel is refused without a tenant");
+    }
+    if (!dry_run && (!actor || !*actor || !reason || !*reason))
+        return rl_cli_usage_error("runs",
+                                  "runs cancel needs --actor and --reason: "
+                                  "the decision is recorded with who and why");
+
+    rc = rl_cli_db_open("runs cancel", &db);
+    if (rc != RL_EXIT_OK)
+        return rc;
+    if (run_id)
+        err = rl_db_run_cancel(db, run_id, actor, reason, &dec, errstr,
+                               sizeof(errstr));
+    else if (dry_run)
+        err = rl_db_runs_cancel_count(db, &filter, &n, errstr, sizeof(errstr));
+    else
+        err = rl_db_runs_cancel(db, &filter, actor, reason, 0, &n, errstr,
+                                sizeof(errstr));
+    rl_db_destroy(db);
+    if (err) {
+        if (!run_id && n > 0)
+            fprintf(stderr, "runledger runs cancel: %lld runs cancelled "
+                            "before the error\n",
+                    (long long)n);
+        return rl_cli_error("runs cancel", err, errstr);
+    }
+    if (run_id)
+        printf("run %s cancelled by %s (was %s after %d attempts%s)\n", run_id,
+               actor, dec.prior_status, dec.attempts,
+               dec.attempts_closed ? "; the call in flight is cancelled and "
+                                     "its attempt closed as cancelled"
+                                   : "");
+    else if (dry_run)
+        printf("%lld runs would be cancelled (dry run; nothing changed)\n",
+               (long long)n);
+    else
+        printf("%lld runs cancelled by %s\n", (long long)n, actor);
+    return RL_EXIT_OK;
+}
+
 int
 rl_cmd_runs(int argc, char **argv)
 {
@@ -655,5 +792,7 @@ rl_cmd_runs(int argc, char **argv)
         return cmd_approve(argc - 1, argv + 1, 1);
     if (strcmp(argv[1], "reject") == 0)
         return cmd_approve(argc - 1, argv + 1, 0);
+    if (strcmp(argv[1], "cancel") == 0)
+        return cmd_cancel(argc - 1, argv + 1);
     return rl_cli_usage_error("runs", "unknown runs command \"%s\"", argv[1]);
 }

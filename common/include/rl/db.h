@@ -281,6 +281,14 @@ int rl_db_renew_leases(struct rl_db *db, const char *worker, int lease_seconds,
                        const char *const *run_ids, const int64_t *epochs,
                        size_t n, int *held, char *errstr, size_t errstr_size);
 
+/* As rl_db_renew_leases without extending anything: held[k] says whether
+ * run_ids[k] with epochs[k] is still worker's lease (an operator's cancel
+ * clears it at once). Read-only. Returns the number still held (>= 0) or
+ * RL_ERR_INVALID / RL_ERR_DB. */
+int rl_db_check_leases(struct rl_db *db, const char *worker,
+                       const char *const *run_ids, const int64_t *epochs,
+                       size_t n, int *held, char *errstr, size_t errstr_size);
+
 /* Gives a run back for a later attempt: status pending, lease cleared,
  * next_attempt_at = now() + delay_ms (database clock), error_class and
  * error recorded. Returns 0, RL_ERR_STALE or RL_ERR_DB. */
@@ -482,6 +490,8 @@ struct rl_db_gauges {
     int backlog_estimated;         /* over 100,000: pg_class.reltuples */
     double oldest_pending_seconds; /* age of the oldest undelivered row */
     int64_t unknown_runs;          /* runs waiting for an operator */
+    int64_t awaiting_approval_runs; /* proposals waiting for a decision */
+    int64_t cancelled_runs;         /* runs an operator cancelled */
 };
 
 /* Reads the gauges in one round trip (cheap: bounded count, index scans).

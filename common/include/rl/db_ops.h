@@ -95,6 +95,50 @@ int rl_db_run_resolve_completed(struct rl_db *db, const char *run_id,
                                 struct rl_decision *out, char *errstr,
                                 size_t errstr_size);
 
+/* `runs cancel RUN_ID` (schema/015_cancel.sql): a pending (budget-deferred
+ * included), running or awaiting_approval run becomes cancelled, a
+ * terminal status, and the decision (actor, reason, prior status) is
+ * recorded in run_decisions, in one statement. A running run's lease is
+ * fenced: lock cleared and lease_epoch + 1, so every later write of its
+ * worker (dispatch, outcome, completion, proposal) is refused as stale;
+ * its attempt without an outcome gets outcome "cancelled" (out->
+ * attempts_closed), and the worker's renewer, finding the lease gone,
+ * cancels the model call. Nothing is published for a cancelled run.
+ * Returns 0, RL_ERR_NOTFOUND, RL_ERR_CONFLICT (completed, failed, unknown
+ * or already cancelled; nothing changed; errstr names the status) or
+ * RL_ERR_DB. */
+int rl_db_run_cancel(struct rl_db *db, const char *run_id, const char *actor,
+                     const char *reason, struct rl_decision *out, char *errstr,
+                     size_t errstr_size);
+
+/* Which runs `runs cancel --tenant` cancels. tenant is required; job and
+ * version NULL match every one; statuses is a comma-separated subset of
+ * "pending,running,awaiting_approval" (NULL: "pending,awaiting_approval"). */
+struct rl_cancel_filter {
+    const char *tenant;
+    const char *job;
+    const char *version;
+    const char *statuses;
+};
+
+/* `runs cancel --tenant ... --dry-run`: how many runs filter matches now.
+ * Returns 0, RL_ERR_INVALID (no tenant, or a status that cannot be
+ * cancelled) or RL_ERR_DB. */
+int rl_db_runs_cancel_count(struct rl_db *db,
+                            const struct rl_cancel_filter *filter,
+                            int64_t *count, char *errstr, size_t errstr_size);
+
+/* `runs cancel --tenant ...`: cancels the runs filter matches as
+ * rl_db_run_cancel does each one, in transactions of at most batch runs
+ * (<= 0: 500) so no run stays locked for long, until none matches. A run
+ * that leaves the filter meanwhile (claimed, completed) is left alone.
+ * *cancelled is the number cancelled, also when an error stops it
+ * midway (the batches before it are committed). Returns 0,
+ * RL_ERR_INVALID or RL_ERR_DB. */
+int rl_db_runs_cancel(struct rl_db *db, const struct rl_cancel_filter *filter,
+                      const char *actor, const char *reason, int batch,
+                      int64_t *cancelled, char *errstr, size_t errstr_size);
+
 /* ---- budgets, cost report (schema/004_budgets.sql) -------------------- */
 
 /* `budgets set`: the daily token budget of tenant (job NULL or "": the
@@ -106,6 +150,17 @@ int rl_db_budget_set(struct rl_db *db, const char *tenant, const char *job,
 /* `budgets remove`. Returns 0, RL_ERR_NOTFOUND or RL_ERR_DB. */
 int rl_db_budget_remove(struct rl_db *db, const char *tenant, const char *job,
                         char *errstr, size_t errstr_size);
+
+/* `budgets wake`: the budget-deferred runs of tenant (of job too, when
+ * not NULL or "") waiting for a later window become due now, each with a
+ * 'wake' decision (actor, reason) in run_decisions; a deadline the
+ * deferral extended gives back the part of the wait that was skipped. A
+ * run that still does not fit is deferred again at its dispatch. Works
+ * in batches of 500. *woken is the number made due. Returns 0,
+ * RL_ERR_INVALID (no tenant) or RL_ERR_DB. */
+int rl_db_budget_wake(struct rl_db *db, const char *tenant, const char *job,
+                      const char *actor, const char *reason, int64_t *woken,
+                      char *errstr, size_t errstr_size);
 
 /* `budgets show`: every budget (of tenant when not NULL) with today's
  * (UTC) reserved, spent, left and deferrals, as a JSON array. *json is

@@ -1,4 +1,4 @@
-/* budget.c: token budgets as the operator sets and reads them
+/* budget.c: token budgets as the operator sets, reads and wakes them
  * (`runledger budgets`) and the cost report (`runledger report`), over
  * schema/004_budgets.sql. Dispatching within budgets is a lease write
  * (lease.c). */
@@ -42,6 +42,42 @@ static const char ops_budgets_list[] =
     "            ON u.tenant = b.tenant AND u.job = b.job"
     "           AND u.day = " OPS_DAY
     "         WHERE $1::text IS NULL OR b.tenant = $1) x";
+
+/* Wake (`budgets wake`): budget-deferred runs not yet due become due now,
+ * in batches in run_id order (the lock order of every claim). A deferral
+ * to the next window moved the deadline by the wait (rl_dispatch_within_
+ * budget); the part of the wait the wake skips is taken back, so the run
+ * keeps the deadline it would have had. A run waiting for calls in flight
+ * to settle (also error_class budget, due within milliseconds) is made
+ * due too, its deadline untouched. Each woken run gets a 'wake' decision
+ * (schema/015_cancel.sql). */
+static const char ops_budget_wake[] =
+    "WITH cur AS ("
+    "  SELECT run_id, attempts, next_attempt_at FROM runs"
+    "   WHERE tenant = $1 AND ($2::text IS NULL OR job = $2)"
+    "     AND status = 'pending' AND error_class = 'budget'"
+    "     AND next_attempt_at > now()"
+    "   ORDER BY run_id LIMIT 500"
+    "     FOR NO KEY UPDATE"
+    "), upd AS ("
+    "  UPDATE runs r"
+    "     SET next_attempt_at = now(),"
+    "         deadline_at = CASE WHEN cur.next_attempt_at"
+    "                                 = rl_next_budget_window()"
+    "                            THEN r.deadline_at"
+    "                                 - (cur.next_attempt_at - now())"
+    "                            ELSE r.deadline_at END,"
+    "         updated_at = now()"
+    "    FROM cur WHERE r.run_id = cur.run_id"
+    "  RETURNING r.run_id"
+    "), dec AS ("
+    "  INSERT INTO run_decisions (run_id, decision, actor, reason,"
+    "                             prior_status, attempts)"
+    "  SELECT cur.run_id, 'wake', $3, $4, 'pending', cur.attempts"
+    "    FROM cur JOIN upd ON upd.run_id = cur.run_id"
+    "  RETURNING 1"
+    ")"
+    "SELECT (SELECT count(*) FROM upd), (SELECT count(*) FROM dec)";
 
 /* Extra generations: per run, the attempts that may have generated (ok,
  * ambiguous, lease lost, or no outcome: a worker died after sending) beyond
@@ -132,4 +168,35 @@ rl_db_report_json(struct rl_db *db, const char *since, const char *by,
 
     return db_one_text(db, ops_report, 2, params, "report", json, errstr,
                        errstr_size);
+}
+
+int
+rl_db_budget_wake(struct rl_db *db, const char *tenant, const char *job,
+                  const char *actor, const char *reason, int64_t *woken,
+                  char *errstr, size_t errstr_size)
+{
+    const char *params[4] = {tenant, job && *job ? job : NULL, actor, reason};
+    PGresult *res;
+    int64_t n;
+    int err;
+
+    *woken = 0;
+    if (!tenant || !*tenant) {
+        rl_set_err(errstr, errstr_size,
+                   "could not wake deferred runs: no tenant");
+        return RL_ERR_INVALID;
+    }
+    if (db_apply_schema(db, errstr, errstr_size) != 0)
+        return RL_ERR_DB;
+    do {
+        err = RL_ERR_DB;
+        res = db_exec_simple(db, ops_budget_wake, 4, params, &err, errstr,
+                             errstr_size, "wake deferred runs");
+        if (!res)
+            return err;
+        n = db_int_value(res, 0, 0, 0);
+        PQclear(res);
+        *woken += n;
+    } while (n > 0);
+    return 0;
 }

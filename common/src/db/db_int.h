@@ -53,6 +53,7 @@ enum db_stmt_id {
     DB_STMT_STORE_RAW_INPUT_ONCE,              /* lease.c */
     DB_STMT_RECORD_OUTCOME_ONCE,               /* lease.c */
     DB_STMT_RENEW_LEASES_OF_OWNER,             /* lease.c */
+    DB_STMT_CHECK_LEASES_OF_OWNER,             /* lease.c */
     DB_STMT_RELEASE_RUN_UNDER_LEASE,           /* lease.c */
     DB_STMT_PARK_RUN_UNDER_LEASE,              /* lease.c */
     DB_STMT_DISPATCH_RUNS,                     /* lease.c */

@@ -54,6 +54,18 @@ static const struct db_stmt renew_leases_of_owner = {
     " RETURNING held.ord",
     4};
 
+/* The renewer's look at the leases it does not renew this round: which
+ * are still held, without writing (an operator's cancel, or a claim after
+ * expiry, took the others). Read-only, so it may run every second. */
+static const struct db_stmt check_leases_of_owner = {
+    DB_STMT_CHECK_LEASES_OF_OWNER, "check_leases_of_owner",
+    "SELECT u.ord"
+    "  FROM unnest($2::text[], $3::int8[]) WITH ORDINALITY"
+    "       AS u(run_id, epoch, ord)"
+    "  JOIN runs r ON r.run_id = u.run_id AND r.lease_epoch = u.epoch"
+    " WHERE r.lock_owner = $1",
+    3};
+
 static const struct db_stmt release_run_under_lease = {
     DB_STMT_RELEASE_RUN_UNDER_LEASE, "release_run_under_lease",
     "UPDATE runs"
@@ -181,10 +193,11 @@ rl_db_record_outcome(struct rl_db *db, const char *run_id, int attempt_no,
     return 0;
 }
 
-int
-rl_db_renew_leases(struct rl_db *db, const char *worker, int lease_seconds,
-                   const char *const *run_ids, const int64_t *epochs, size_t n,
-                   int *held, char *errstr, size_t errstr_size)
+/* Renews (lease_seconds > 0) or checks (0) the leases of n runs. */
+static int
+leases_of_owner(struct rl_db *db, const char *worker, int lease_seconds,
+                const char *const *run_ids, const int64_t *epochs, size_t n,
+                int *held, char *errstr, size_t errstr_size)
 {
     struct rl_buf ids = {0}, eps = {0};
     char lease[32];
@@ -196,7 +209,7 @@ rl_db_renew_leases(struct rl_db *db, const char *worker, int lease_seconds,
     if (n == 0)
         return 0;
     memset(held, 0, n * sizeof(*held));
-    if (!worker || !*worker || lease_seconds <= 0) {
+    if (!worker || !*worker || lease_seconds < 0) {
         rl_set_err(
             errstr, errstr_size,
             "could not renew leases: need a worker and a positive lease");
@@ -221,9 +234,19 @@ rl_db_renew_leases(struct rl_db *db, const char *worker, int lease_seconds,
     params[1] = lease;
     params[2] = ids.data;
     params[3] = eps.data;
-    res = db_exec_stmt(db, &renew_leases_of_owner, params,
-                       n == 1 ? "renew lease of run" : "renew leases",
-                       n == 1 ? run_ids[0] : NULL, &err, errstr, errstr_size);
+    if (lease_seconds == 0) {
+        params[1] = ids.data;
+        params[2] = eps.data;
+        res = db_exec_stmt(db, &check_leases_of_owner, params,
+                           n == 1 ? "check lease of run" : "check leases",
+                           n == 1 ? run_ids[0] : NULL, &err, errstr,
+                           errstr_size);
+    } else {
+        res = db_exec_stmt(db, &renew_leases_of_owner, params,
+                           n == 1 ? "renew lease of run" : "renew leases",
+                           n == 1 ? run_ids[0] : NULL, &err, errstr,
+                           errstr_size);
+    }
     if (!res)
         goto done;
     for (int row = 0; row < PQntuples(res); row++) {
@@ -241,6 +264,30 @@ done:
     rl_buf_free(&ids);
     rl_buf_free(&eps);
     return err;
+}
+
+int
+rl_db_renew_leases(struct rl_db *db, const char *worker, int lease_seconds,
+                   const char *const *run_ids, const int64_t *epochs, size_t n,
+                   int *held, char *errstr, size_t errstr_size)
+{
+    if (lease_seconds <= 0) {
+        rl_set_err(
+            errstr, errstr_size,
+            "could not renew leases: need a worker and a positive lease");
+        return RL_ERR_INVALID;
+    }
+    return leases_of_owner(db, worker, lease_seconds, run_ids, epochs, n, held,
+                           errstr, errstr_size);
+}
+
+int
+rl_db_check_leases(struct rl_db *db, const char *worker,
+                   const char *const *run_ids, const int64_t *epochs, size_t n,
+                   int *held, char *errstr, size_t errstr_size)
+{
+    return leases_of_owner(db, worker, 0, run_ids, epochs, n, held, errstr,
+                           errstr_size);
 }
 
 /* Runs a lease-guarded UPDATE; no row means the lease is gone. */

@@ -1,5 +1,5 @@
 /* ops.c: the operator's statements of `runledger runs ...` (list, show,
- * retry, resolve) and of the health thread (ledger gauges), the ad hoc
+ * retry, resolve, cancel) and of the health thread (ledger gauges), the ad hoc
  * statement of tests and tools (rl_db_exec), and the two shapes most
  * operator statements take (one JSON text, one write). Unprepared: a
  * command runs each once. */
@@ -44,7 +44,9 @@ rl_db_exec(struct rl_db *db, const char *sql, int nparams,
  * outbox_pending_by_age_idx (the ORDER BY asks for it): a sequential scan
  * would read every page the churn left behind since the last vacuum,
  * 20,000 pages for 130 pending rows in one soak. The oldest pending row
- * comes from the same index; unknown runs from runs_unknown_idx. */
+ * comes from the same index; unknown runs from runs_unknown_idx, runs
+ * awaiting approval from runs_awaiting_approval_idx, cancelled runs from
+ * runs_cancelled_idx. */
 static const char ops_gauges[] =
     "SELECT (SELECT count(*) FROM (SELECT 1 FROM outbox"
     "                               ORDER BY created_at LIMIT 100000) s),"
@@ -52,7 +54,9 @@ static const char ops_gauges[] =
     "         WHERE c.oid = to_regclass('outbox')),"
     "       (SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0)"
     "          FROM outbox),"
-    "       (SELECT count(*) FROM runs WHERE status = 'unknown')";
+    "       (SELECT count(*) FROM runs WHERE status = 'unknown'),"
+    "       (SELECT count(*) FROM runs WHERE status = 'awaiting_approval'),"
+    "       (SELECT count(*) FROM runs WHERE status = 'cancelled')";
 
 static const char ops_list_runs[] =
     "SELECT coalesce(json_agg(x ORDER BY x.scheduled_at DESC, x.run_id),"
@@ -280,6 +284,74 @@ static const char ops_resolve_failed[] =
     "       (SELECT count(*) FROM dec), 0"
     "  FROM cur";
 
+/* Cancel (schema/015_cancel.sql). The run's lease is cleared and its
+ * epoch bumped in the statement that cancels it, so its worker's next
+ * write (dispatch, outcome, completion, proposal) names a lease that no
+ * longer exists and is refused as stale. The attempt in flight is closed
+ * as cancelled: the call may have generated, and the reservation it held
+ * is settled as spent (rl_settle_budget), as for a lost lease. The
+ * statement after the cancel CTEs is shared by one run and a batch. */
+#define OPS_CANCEL_TAIL(actor, reason)                                         \
+    "), upd AS ("                                                              \
+    "  UPDATE runs r"                                                          \
+    "     SET status = 'cancelled', lock_owner = NULL,"                        \
+    "         lock_expires_at = NULL, next_attempt_at = NULL,"                 \
+    "         lease_epoch = CASE WHEN cur.status = 'running'"                  \
+    "                            THEN r.lease_epoch + 1"                       \
+    "                            ELSE r.lease_epoch END,"                      \
+    "         error_class = 'cancelled',"                                      \
+    "         last_error = format('cancelled by %s: %s', " actor "::text,"     \
+    "                             " reason "::text),"                          \
+    "         updated_at = now()"                                              \
+    "    FROM cur"                                                             \
+    "   WHERE r.run_id = cur.run_id"                                           \
+    "     AND cur.status IN ('pending', 'running', 'awaiting_approval')"       \
+    "  RETURNING r.run_id"                                                     \
+    "), closed AS ("                                                           \
+    "  UPDATE attempts a"                                                      \
+    "     SET outcome = 'cancelled', finished_at = now(),"                     \
+    "         error = coalesce(a.error, format('run cancelled by %s while"     \
+    " the call was in flight: %s', " actor "::text, " reason "::text))"        \
+    "    FROM upd WHERE a.run_id = upd.run_id AND a.outcome IS NULL"           \
+    "  RETURNING 1"                                                            \
+    "), dec AS ("                                                              \
+    "  INSERT INTO run_decisions (run_id, decision, actor, reason,"            \
+    "                             prior_status, attempts)"                     \
+    "  SELECT cur.run_id, 'cancel', " actor ", " reason ", cur.status,"        \
+    "         cur.attempts"                                                    \
+    "    FROM cur JOIN upd ON upd.run_id = cur.run_id"                         \
+    "  RETURNING 1"                                                            \
+    ")"
+
+static const char ops_cancel_run[] =
+    "WITH cur AS ("
+    "  SELECT run_id, status, attempts FROM runs WHERE run_id = $1"
+    "     FOR NO KEY UPDATE"
+    OPS_CANCEL_TAIL("$2", "$3")
+    "SELECT cur.status, cur.attempts, (SELECT count(*) FROM upd),"
+    "       (SELECT count(*) FROM dec), (SELECT count(*) FROM closed)"
+    "  FROM cur";
+
+/* The runs of a filter cancel: $1 tenant, $2 job, $3 version (NULL: any),
+ * $4 the statuses as a text[]. */
+#define OPS_CANCEL_FILTER                                                      \
+    "  FROM runs WHERE tenant = $1 AND ($2::text IS NULL OR job = $2)"         \
+    "   AND ($3::text IS NULL OR version = $3) AND status = ANY ($4::text[])"
+
+static const char ops_cancel_count[] =
+    "SELECT count(*)" OPS_CANCEL_FILTER;
+
+/* One batch, in run_id order (the lock order of every claim): a row that
+ * left the filter while this statement waited for its lock is re-checked
+ * and dropped by PostgreSQL, never cancelled. */
+static const char ops_cancel_batch[] =
+    "WITH cur AS ("
+    "  SELECT run_id, status, attempts" OPS_CANCEL_FILTER
+    "   ORDER BY run_id LIMIT $7"
+    "     FOR NO KEY UPDATE"
+    OPS_CANCEL_TAIL("$5", "$6")
+    "SELECT (SELECT count(*) FROM upd), (SELECT count(*) FROM cur)";
+
 /* The operator takes a lease of its own (a new fencing token, so any
  * worker still holding an older one cannot write), then completes through
  * rl_complete_run exactly as a worker would: write-once output and the
@@ -332,6 +404,8 @@ rl_db_ops_gauges(struct rl_db *db, struct rl_db_gauges *g, char *errstr,
     g->oldest_pending_seconds =
         PQgetisnull(res, 0, 2) ? 0 : strtod(PQgetvalue(res, 0, 2), NULL);
     g->unknown_runs = db_int_value(res, 0, 3, 0);
+    g->awaiting_approval_runs = db_int_value(res, 0, 4, 0);
+    g->cancelled_runs = db_int_value(res, 0, 5, 0);
     PQclear(res);
     return 0;
 }
@@ -452,6 +526,139 @@ rl_db_run_resolve_failed(struct rl_db *db, const char *run_id,
 {
     return ops_decide(db, ops_resolve_failed, "resolve", run_id, actor, reason,
                       "unknown", out, errstr, errstr_size);
+}
+
+int
+rl_db_run_cancel(struct rl_db *db, const char *run_id, const char *actor,
+                 const char *reason, struct rl_decision *out, char *errstr,
+                 size_t errstr_size)
+{
+    return ops_decide(db, ops_cancel_run, "cancel", run_id, actor, reason,
+                      "pending, running or awaiting_approval", out, errstr,
+                      errstr_size);
+}
+
+/* The statuses of a filter cancel as a text[] literal in buf. Returns 0
+ * or RL_ERR_INVALID with errstr filled. */
+static int
+cancel_statuses(const struct rl_cancel_filter *filter, char *buf,
+                size_t size, char *errstr, size_t errstr_size)
+{
+    static const char *const allowed[] = {"pending", "running",
+                                          "awaiting_approval"};
+    const char *list = filter->statuses ? filter->statuses
+                                        : "pending,awaiting_approval";
+    const char *p = list;
+    size_t used = 0;
+
+    if (!filter->tenant || !*filter->tenant) {
+        rl_set_err(errstr, errstr_size,
+                   "refused to cancel by filter without a tenant");
+        return RL_ERR_INVALID;
+    }
+    buf[used++] = '{';
+    while (*p) {
+        size_t len = strcspn(p, ",");
+        int known = 0;
+
+        for (size_t i = 0; i < sizeof(allowed) / sizeof(allowed[0]); i++)
+            known |= strlen(allowed[i]) == len &&
+                     strncmp(allowed[i], p, len) == 0;
+        if (!known || used + len + 2 >= size) {
+            rl_set_err(errstr, errstr_size,
+                       "could not cancel runs: status \"%.*s\" cannot be "
+                       "cancelled (pending, running or awaiting_approval)",
+                       (int)len, p);
+            return RL_ERR_INVALID;
+        }
+        if (used > 1)
+            buf[used++] = ',';
+        memcpy(buf + used, p, len);
+        used += len;
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    if (used == 1) {
+        rl_set_err(errstr, errstr_size, "could not cancel runs: no status");
+        return RL_ERR_INVALID;
+    }
+    buf[used++] = '}';
+    buf[used] = '\0';
+    return 0;
+}
+
+int
+rl_db_runs_cancel_count(struct rl_db *db,
+                        const struct rl_cancel_filter *filter, int64_t *count,
+                        char *errstr, size_t errstr_size)
+{
+    char statuses[128];
+    const char *params[4];
+    PGresult *res;
+    int err;
+
+    *count = 0;
+    err = cancel_statuses(filter, statuses, sizeof(statuses), errstr,
+                          errstr_size);
+    if (err)
+        return err;
+    if (db_apply_schema(db, errstr, errstr_size) != 0)
+        return RL_ERR_DB;
+    params[0] = filter->tenant;
+    params[1] = filter->job;
+    params[2] = filter->version;
+    params[3] = statuses;
+    err = RL_ERR_DB;
+    res = db_exec_simple(db, ops_cancel_count, 4, params, &err, errstr,
+                         errstr_size, "count the runs to cancel");
+    if (!res)
+        return err;
+    *count = db_int_value(res, 0, 0, 0);
+    PQclear(res);
+    return 0;
+}
+
+int
+rl_db_runs_cancel(struct rl_db *db, const struct rl_cancel_filter *filter,
+                  const char *actor, const char *reason, int batch,
+                  int64_t *cancelled, char *errstr, size_t errstr_size)
+{
+    char statuses[128], limit[16];
+    const char *params[7];
+    PGresult *res;
+    int64_t picked;
+    int err;
+
+    *cancelled = 0;
+    err = cancel_statuses(filter, statuses, sizeof(statuses), errstr,
+                          errstr_size);
+    if (err)
+        return err;
+    if (db_apply_schema(db, errstr, errstr_size) != 0)
+        return RL_ERR_DB;
+    snprintf(limit, sizeof(limit), "%d", batch > 0 ? batch : 500);
+    params[0] = filter->tenant;
+    params[1] = filter->job;
+    params[2] = filter->version;
+    params[3] = statuses;
+    params[4] = actor;
+    params[5] = reason;
+    params[6] = limit;
+    /* Each batch is its own transaction: a big cancel never holds the
+     * locks of every run it cancels, and the claims it races wait at
+     * most one batch. */
+    do {
+        err = RL_ERR_DB;
+        res = db_exec_simple(db, ops_cancel_batch, 7, params, &err, errstr,
+                             errstr_size, "cancel runs");
+        if (!res)
+            return err;
+        *cancelled += db_int_value(res, 0, 0, 0);
+        picked = db_int_value(res, 0, 1, 0);
+        PQclear(res);
+    } while (picked > 0);
+    return 0;
 }
 
 int
