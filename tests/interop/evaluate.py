@@ -7,7 +7,7 @@ LiteLLM's venv. Commands:
   free-ports N                 N loopback ports nobody listens on now
   http-ok URL                  exit 0 when GET URL answers 200
   get URL / post URL           print the body of GET / POST (empty) URL
-  probe PROXY_URL STUB_URL     one chat request through the proxy with an
+  probe PROXY STUB KEY_FILE    one chat request through the proxy with an
                                Idempotency-Key; what came back, what arrived
   settled OUT MAX [--why]      exit 0 when the runs in OUT/runs.txt are final
                                and the topics hold their records
@@ -134,11 +134,14 @@ def cmd_http_ok(url):
     return 0 if status == 200 else 1
 
 
-def cmd_probe(proxy_url, stub_url):
+def cmd_probe(proxy_url, stub_url, key_file):
+    with open(key_file) as f:
+        key = f.read().strip()
     body = json.dumps({"model": "stub-1", "messages": [
         {"role": "user", "content": "interop probe"}]}).encode()
     status, hdrs, raw = http(proxy_url + "/v1/chat/completions", body, {
         "Content-Type": "application/json",
+        "Authorization": "Bearer " + key,
         "Idempotency-Key": "interop-probe"}, timeout=120)
     try:
         answer = json.loads(raw)
@@ -420,7 +423,7 @@ def main():
         sys.stdout.write(raw.decode() + "\n")
         sys.exit(0 if status == 200 else 1)
     elif cmd == "probe":
-        sys.exit(cmd_probe(args[0], args[1]))
+        sys.exit(cmd_probe(args[0], args[1], args[2]))
     elif cmd == "settled":
         sys.exit(cmd_settled(args[0], args[1], "--why" in args))
     elif cmd == "sockets":

@@ -7,8 +7,9 @@
 #   2. starts PostgreSQL, Kafka and the stub model of its own in
 #      $RL_INTEROP_DIR/services (never the shared build/services)
 #   3. starts the proxy on a free loopback port with litellm.yaml: model
-#      stub-1 routed to the stub as an OpenAI-compatible upstream; LiteLLM
-#      telemetry vetoed, no callbacks, no database, local copies of every
+#      stub-1 routed to the stub as an OpenAI-compatible upstream, a fresh
+#      master key (the consumer's MODEL_API_KEY_FILE); LiteLLM telemetry
+#      vetoed, no callbacks, no database, local copies of every
 #      file it would fetch, and an HTTP(S) proxy setting that sends any
 #      non-loopback request to a closed loopback port
 #   4. sends one probe request through the proxy (the headers it answers
@@ -125,7 +126,7 @@ cleanup() {
     fi
     [ -z "$consumer_pid" ] || stop "$consumer_pid" consumer
     [ -z "$proxy_pid" ] || stop "$proxy_pid" "LiteLLM proxy"
-    rm -f "$idir"/*.pid
+    rm -f "$idir"/*.pid "$idir/litellm-master-key"
     if [ "$services_started" -eq 1 ]; then
         "$services" down 8>&- >"$logs/services-down.log" 2>&1 ||
             { cat "$logs/services-down.log" >&2; [ "$rc" -ne 0 ] || rc=1; }
@@ -189,6 +190,11 @@ echo "   stub model $MODEL_BASE_URL"
 proxy_port=$(py free-ports 1)
 proxy_url=http://127.0.0.1:$proxy_port
 echo "== LiteLLM proxy on $proxy_url -> openai/stub-1 at $MODEL_BASE_URL"
+# LiteLLM 1.108 refuses to start without a strong master key. A fresh one
+# per run, in a file only this user reads: the consumer sends it as its
+# MODEL_API_KEY_FILE, as it would send a virtual key.
+key_file=$idir/litellm-master-key
+(umask 077 && python3 -c 'import secrets; print("sk-" + secrets.token_hex(32))' >"$key_file")
 # A clean environment: LiteLLM reads DATABASE_URL, REDIS_*, provider keys
 # and callback settings from it, and must see none of the caller's.
 # HTTP(S)_PROXY point at a closed loopback port so that anything that
@@ -197,6 +203,7 @@ setsid env -i PATH="$venv/bin:/usr/bin:/bin" HOME="$idir" LANG=C.UTF-8 \
     TMPDIR="${TMPDIR:-/tmp}" \
     RL_INTEROP_STUB_BASE_URL="$MODEL_BASE_URL" \
     RL_INTEROP_STUB_API_KEY=interop-unchecked \
+    LITELLM_MASTER_KEY="$(cat "$key_file")" \
     LITELLM_TELEMETRY_DISABLED=true \
     LITELLM_LOCAL_MODEL_COST_MAP=True \
     LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS=True \
@@ -223,7 +230,7 @@ done
 echo "   answering after $((SECONDS - t0)) s"
 
 echo "== Probe: one request through the proxy with Idempotency-Key: interop-probe"
-py probe "$proxy_url" "$stub_url" | tee "$out/probe.txt"
+py probe "$proxy_url" "$stub_url" "$key_file" | tee "$out/probe.txt"
 py post "$stub_url/admin/reset" >/dev/null
 
 # --- 4. consumer ---------------------------------------------------------------
@@ -231,6 +238,7 @@ py post "$stub_url/admin/reset" >/dev/null
 consumer_port=$(py free-ports 1)
 RUNLEDGER_WORKER_ID=interop-1 \
     MODEL_BASE_URL=$proxy_url/v1 \
+    MODEL_API_KEY_FILE=$key_file \
     RUNLEDGER_HTTP_PORT=$consumer_port \
     RUNLEDGER_MAX_ATTEMPTS=$max_attempts \
     RUNLEDGER_BACKOFF_BASE_MS=500 \
