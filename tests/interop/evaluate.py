@@ -7,8 +7,9 @@ LiteLLM's venv. Commands:
   free-ports N                 N loopback ports nobody listens on now
   http-ok URL                  exit 0 when GET URL answers 200
   get URL / post URL           print the body of GET / POST (empty) URL
-  probe PROXY STUB KEY_FILE    one chat request through the proxy with an
-                               Idempotency-Key; what came back, what arrived
+  probe PROXY STUB KEY_FILE    an ok, a 400 and an always-429 request through
+                               the proxy with an Idempotency-Key: status,
+                               time, stub calls, id headers, key arrival
   settled OUT MAX [--why]      exit 0 when the runs in OUT/runs.txt are final
                                and the topics hold their records
   sockets PID                  non-loopback TCP peers of PID and its children
@@ -21,6 +22,7 @@ import os
 import re
 import socket
 import sys
+import time
 import urllib.error
 import urllib.request
 
@@ -135,32 +137,45 @@ def cmd_http_ok(url):
 
 
 def cmd_probe(proxy_url, stub_url, key_file):
+    """One ok, one 400 and one always-429 request through the proxy."""
     with open(key_file) as f:
         key = f.read().strip()
-    body = json.dumps({"model": "stub-1", "messages": [
-        {"role": "user", "content": "interop probe"}]}).encode()
-    status, hdrs, raw = http(proxy_url + "/v1/chat/completions", body, {
-        "Content-Type": "application/json",
-        "Authorization": "Bearer " + key,
-        "Idempotency-Key": "interop-probe"}, timeout=120)
-    try:
-        answer = json.loads(raw)
-    except ValueError:
-        answer = {}
-    print("   proxy answered HTTP %d, body id %s, model %s" % (
-        status, answer.get("id"), answer.get("model")))
-    for name, value in sorted(hdrs.items(), key=lambda kv: kv[0].lower()):
-        low = name.lower()
-        if "request-id" in low or "call-id" in low or low == "retry-after":
-            print("   header %s: %s" % (low, value))
-    _, _, raw = http(stub_url + "/stats?key=interop-probe")
-    keyed = json.loads(raw)
-    _, _, raw = http(stub_url + "/stats")
-    stats = json.loads(raw)
-    print("   stub: %d request(s), %d generation(s); with Idempotency-Key "
-          "interop-probe: %d" % (stats["requests"], stats["generations"],
-                                 keyed["requests"]))
-    return 0 if status == 200 else 1
+    worst = 0
+    for label, content in (("ok", "interop probe"),
+                           ("400", "interop probe [[fault:400]]"),
+                           ("429", "interop probe [[fault:429 retry_after=1]]")):
+        before = json.loads(http(stub_url + "/stats")[2])["requests"]
+        body = json.dumps({"model": "stub-1", "messages": [
+            {"role": "user", "content": content}]}).encode()
+        t0 = time.monotonic()
+        status, hdrs, raw = http(proxy_url + "/v1/chat/completions", body, {
+            "Content-Type": "application/json",
+            "Authorization": "Bearer " + key,
+            "Idempotency-Key": "interop-probe"}, timeout=120)
+        took = time.monotonic() - t0
+        try:
+            answer = json.loads(raw)
+        except ValueError:
+            answer = {}
+        calls = json.loads(http(stub_url + "/stats")[2])["requests"] - before
+        print("   %s: proxy answered HTTP %d in %.1f s after %d stub call(s)"
+              "%s" % (label, status, took, calls,
+                      ", body id %s" % answer.get("id") if status == 200
+                      else ""))
+        names = sorted(n.lower() for n in hdrs)
+        for name, value in sorted(hdrs.items(), key=lambda kv: kv[0].lower()):
+            low = name.lower()
+            if "request-id" in low or "call-id" in low or low == "retry-after":
+                print("      header %s: %s" % (low, value))
+        print("      (x-request-id %s, retry-after %s)" % (
+            "present" if "x-request-id" in names else "absent",
+            "present" if "retry-after" in names else "absent"))
+        if label == "ok" and status != 200:
+            worst = 1
+    keyed = json.loads(http(stub_url + "/stats?key=interop-probe")[2])
+    print("   stub calls that carried Idempotency-Key interop-probe: %d" %
+          keyed["requests"])
+    return worst
 
 
 def cmd_settled(out, max_attempts, why=False):
@@ -238,7 +253,7 @@ def id_form(rid):
     if rid.startswith("chatcmpl-"):
         return "chatcmpl-… (a body id the gateway made)"
     if re.fullmatch(r"req-(err-)?\d+", rid):
-        return "req-… (the stub's x-request-id, passed through)"
+        return "req-… (the stub's x-request-id, relayed as request-id)"
     if re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-"
                     r"[0-9a-f]{12}", rid):
         return "uuid (LiteLLM's x-litellm-call-id)"

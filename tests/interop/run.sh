@@ -12,8 +12,9 @@
 #      vetoed, no callbacks, no database, local copies of every
 #      file it would fetch, and an HTTP(S) proxy setting that sends any
 #      non-loopback request to a closed loopback port
-#   4. sends one probe request through the proxy (the headers it answers
-#      with, whether Idempotency-Key reaches the stub)
+#   4. probes the proxy directly: an ok, a 400 and an always-429 request
+#      (status, time, upstream calls, id headers, whether Idempotency-Key
+#      reaches the stub); then resets the stub's counters
 #   5. phase 1: publishes four plain runs, one whose first upstream answer
 #      is 429 with Retry-After ([[fault:429 retry_after=1 times=1]]) and one
 #      the model rejects ([[fault:400]]); one consumer with MODEL_BASE_URL
@@ -229,7 +230,7 @@ until py http-ok "$proxy_url/health/liveliness"; do
 done
 echo "   answering after $((SECONDS - t0)) s"
 
-echo "== Probe: one request through the proxy with Idempotency-Key: interop-probe"
+echo "== Probe: requests straight to the proxy, with Idempotency-Key: interop-probe"
 py probe "$proxy_url" "$stub_url" "$key_file" | tee "$out/probe.txt"
 py post "$stub_url/admin/reset" >/dev/null
 
