@@ -49,7 +49,7 @@ export RL_SERVICES_ENV := $(abspath $(SERVICES_ENV))
 .NOTPARALLEL:
 
 .PHONY: all deps build build-asan services-up services-down format-check \
-	test demo bench image image-smoke schema clean distclean
+	test demo bench image image-smoke schema clean distclean interop
 
 all: build
 
@@ -93,6 +93,14 @@ demo: deps build
 # Not part of `make test`. Takes ~5-10 minutes on 2 cores.
 bench:
 	tests/bench/bench.sh
+
+# `make interop`: the e2e scenario through a real LiteLLM proxy (pinned
+# version, private venv under $(RL_CACHE_DIR)/interop/) in front of the
+# stub model, on private services; reports what the gateway does to
+# retries, request ids and Idempotency-Key (tests/interop/README.md,
+# docs/gateways.md). Not part of `make test`: it takes minutes.
+interop: deps build
+	tests/interop/run.sh
 
 # --- container image (tests/image/) --------------------------------------
 # `make image`: builds the top-level Dockerfile with buildah (no Docker
