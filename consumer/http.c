@@ -133,6 +133,10 @@ static const struct family_def families[] = {
      "age of the oldest undelivered outbox row (ledger-wide)"},
     {"runledger_unknown_runs", RL_METRIC_GAUGE,
      "runs in status unknown waiting for an operator (ledger-wide)"},
+    {"runledger_ledger_rows", RL_METRIC_GAUGE,
+     "estimated rows of a ledger table, by table: runs, attempts, "
+     "outbox_delivered (ledger-wide: aggregate with max; the statistics "
+     "collector's live-row estimate, what `runledger purge` shrinks)"},
     {"runledger_budget_deferrals_total", RL_METRIC_COUNTER,
      "dispatches refused by a token budget, without spending an attempt, "
      "by until: next_window (spent for the UTC day: the run waits for "
@@ -424,6 +428,12 @@ health_main(void *arg)
                            g.oldest_pending_seconds);
             rl_metrics_set(h->metrics, "runledger_unknown_runs", NULL,
                            (double)g.unknown_runs);
+            set_labelled(h->metrics, "runledger_ledger_rows", "table", "runs",
+                         (double)g.runs_rows);
+            set_labelled(h->metrics, "runledger_ledger_rows", "table",
+                         "attempts", (double)g.attempts_rows);
+            set_labelled(h->metrics, "runledger_ledger_rows", "table",
+                         "outbox_delivered", (double)g.delivered_rows);
             if (!atomic_exchange(&h->db_ok, 1))
                 rl_log_info(NULL, "health: postgresql reachable");
         } else {

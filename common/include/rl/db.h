@@ -460,6 +460,9 @@ struct rl_db_gauges {
     int backlog_estimated;         /* over 100,000: pg_class.reltuples */
     double oldest_pending_seconds; /* age of the oldest undelivered row */
     int64_t unknown_runs;          /* runs waiting for an operator */
+    int64_t runs_rows;             /* estimated rows of runs, */
+    int64_t attempts_rows;         /* attempts and outbox_delivered */
+    int64_t delivered_rows;        /* (pg_stat_get_live_tuples) */
 };
 
 /* Reads the gauges in one round trip (cheap: bounded count, index scans).

@@ -44,7 +44,10 @@ rl_db_exec(struct rl_db *db, const char *sql, int nparams,
  * outbox_pending_by_age_idx (the ORDER BY asks for it): a sequential scan
  * would read every page the churn left behind since the last vacuum,
  * 20,000 pages for 130 pending rows in one soak. The oldest pending row
- * comes from the same index; unknown runs from runs_unknown_idx. */
+ * comes from the same index; unknown runs from runs_unknown_idx. The
+ * ledger's size is the statistics collector's live-row estimate (what
+ * autovacuum goes by, kept current by every insert and delete), never a
+ * count: a count of runs would read the whole table on every scrape. */
 static const char ops_gauges[] =
     "SELECT (SELECT count(*) FROM (SELECT 1 FROM outbox"
     "                               ORDER BY created_at LIMIT 100000) s),"
@@ -52,7 +55,10 @@ static const char ops_gauges[] =
     "         WHERE c.oid = to_regclass('outbox')),"
     "       (SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0)"
     "          FROM outbox),"
-    "       (SELECT count(*) FROM runs WHERE status = 'unknown')";
+    "       (SELECT count(*) FROM runs WHERE status = 'unknown'),"
+    "       pg_stat_get_live_tuples(to_regclass('runs')),"
+    "       pg_stat_get_live_tuples(to_regclass('attempts')),"
+    "       pg_stat_get_live_tuples(to_regclass('outbox_delivered'))";
 
 static const char ops_list_runs[] =
     "SELECT coalesce(json_agg(x ORDER BY x.scheduled_at DESC, x.run_id),"
@@ -332,6 +338,9 @@ rl_db_ops_gauges(struct rl_db *db, struct rl_db_gauges *g, char *errstr,
     g->oldest_pending_seconds =
         PQgetisnull(res, 0, 2) ? 0 : strtod(PQgetvalue(res, 0, 2), NULL);
     g->unknown_runs = db_int_value(res, 0, 3, 0);
+    g->runs_rows = db_int_value(res, 0, 4, 0);
+    g->attempts_rows = db_int_value(res, 0, 5, 0);
+    g->delivered_rows = db_int_value(res, 0, 6, 0);
     PQclear(res);
     return 0;
 }

@@ -66,7 +66,7 @@ static const char purge_count[] =
     "       (SELECT count(*) FROM budget_reservations x JOIN v USING (run_id))";
 
 static const char purge_cutoff[] =
-    "SELECT " DB_TS_US("now() - make_interval(secs => $1::float8)");
+    "SELECT " DB_TS_US("(now() - make_interval(secs => $1::float8))");
 
 int
 rl_db_purge_status_known(const char *status)
