@@ -59,6 +59,71 @@ rl_pipeline_finish(struct rl_pipeline *pl, struct rl_item *item)
     rl_item_destroy(item);
 }
 
+/* A dead letter kept until the broker acknowledges it. Its event's
+ * offset is done only then: a dead letter the broker does not take
+ * (missing topic, ACL denial, broker away past message.timeout.ms) is
+ * produced again after a backoff, and meanwhile the partition's
+ * committed offset stays before it, /readyz answers 503 and
+ * runledger_dead_letters_undelivered counts it. */
+struct rl_dead_letter {
+    struct rl_item *item; /* finished on acknowledgement; may be NULL */
+    char *value;          /* a copy of what is produced */
+    size_t len;
+    rd_kafka_headers_t *hdrs; /* copied for every try */
+    int failures;
+    int64_t due_ms; /* rl_clock_ms() of the next try */
+    struct rl_log_ctx ctx;
+    struct rl_dead_letter *next;
+};
+
+#define DEAD_LETTER_RETRY_BASE_MS 500
+#define DEAD_LETTER_RETRY_MAX_MS 30000
+
+static void
+dead_letter_destroy(struct rl_dead_letter *dl)
+{
+    if (!dl)
+        return;
+    if (dl->hdrs)
+        rd_kafka_headers_destroy(dl->hdrs);
+    free(dl->value);
+    free(dl);
+}
+
+static void dead_letter_send(struct rl_pipeline *pl, struct rl_dead_letter *dl);
+
+/* The broker or the producer did not take dl: say so and queue it for
+ * another try after a backoff. @locality any thread */
+static void
+dead_letter_failed(struct rl_pipeline *pl, struct rl_dead_letter *dl,
+                   rd_kafka_resp_err_t err)
+{
+    long wait = DEAD_LETTER_RETRY_BASE_MS;
+    long count;
+    char reason[160];
+
+    for (int i = 0; i < dl->failures && wait < DEAD_LETTER_RETRY_MAX_MS; i++)
+        wait *= 2;
+    if (wait > DEAD_LETTER_RETRY_MAX_MS)
+        wait = DEAD_LETTER_RETRY_MAX_MS;
+    snprintf(reason, sizeof(reason), "could not write dead letter to %s: %s",
+             pl->cfg->dlq_topic, rd_kafka_err2str(err));
+    pthread_mutex_lock(&pl->dlq_lock);
+    if (dl->failures == 0)
+        pl->dlq_undelivered++;
+    dl->failures++;
+    dl->due_ms = rl_clock_ms() + wait;
+    dl->next = pl->dlq_retry;
+    pl->dlq_retry = dl;
+    count = pl->dlq_undelivered;
+    pthread_mutex_unlock(&pl->dlq_lock);
+    rl_log_warn(&dl->ctx,
+                "%s (try %d); trying again in %ld ms, and the offsets of "
+                "its partition are not committed past it meanwhile",
+                reason, dl->failures, wait);
+    rl_http_dead_letters_undelivered(pl->http, count, reason);
+}
+
 /* Dead-letter delivery report: the item's offset is done only once the
  * dead letter is durable on the broker. @locality kafka thread (served by
  * rd_kafka_poll on the dead-letter producer) */
@@ -66,19 +131,25 @@ static void
 dlq_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *rkm, void *opaque)
 {
     struct rl_pipeline *pl = opaque;
-    struct rl_item *item = rkm->_private;
+    struct rl_dead_letter *dl = rkm->_private;
 
     (void)rk;
-    if (rkm->err) {
-        /* Not acknowledged: leave the offset uncommitted so the event is
-         * consumed again after a restart rather than lost. */
-        rl_log_error(NULL, "could not write dead letter: %s",
-                     rd_kafka_err2str(rkm->err));
-        if (item) {
-            atomic_fetch_sub(&pl->in_flight, 1);
-            rl_item_destroy(item);
-        }
+    if (!dl)
         return;
+    if (rkm->err) {
+        dead_letter_failed(pl, dl, rkm->err);
+        return;
+    }
+    if (dl->failures > 0) {
+        long count;
+
+        pthread_mutex_lock(&pl->dlq_lock);
+        count = --pl->dlq_undelivered;
+        pthread_mutex_unlock(&pl->dlq_lock);
+        rl_log_info(&dl->ctx, "dead letter written to %s after %d failed tries",
+                    pl->cfg->dlq_topic, dl->failures);
+        rl_http_dead_letters_undelivered(pl->http, count,
+                                         count > 0 ? NULL : "");
     }
     atomic_fetch_add(&pl->counters.dead_letters, 1);
     if (pl->http) {
@@ -93,8 +164,83 @@ dlq_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *rkm, void *opaque)
                      (const char *)val);
         rl_http_dead_letter(pl->http, reason);
     }
-    if (item)
-        rl_pipeline_finish(pl, item);
+    if (dl->item)
+        rl_pipeline_finish(pl, dl->item);
+    dl->item = NULL;
+    dead_letter_destroy(dl);
+}
+
+/* Produces dl (again). @locality any thread */
+static void
+dead_letter_send(struct rl_pipeline *pl, struct rl_dead_letter *dl)
+{
+    rd_kafka_headers_t *hdrs = rd_kafka_headers_copy(dl->hdrs);
+    rd_kafka_resp_err_t err;
+
+    err = rd_kafka_producev(pl->dlq, RD_KAFKA_V_TOPIC(pl->cfg->dlq_topic),
+                            RD_KAFKA_V_VALUE(dl->value, dl->len),
+                            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                            RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_OPAQUE(dl),
+                            RD_KAFKA_V_END);
+    if (err) {
+        rd_kafka_headers_destroy(hdrs);
+        dead_letter_failed(pl, dl, err);
+    }
+}
+
+/* Sends the dead letters whose next try is due; at shutdown past the
+ * grace period (abandon), drops them instead: their events stay
+ * uncommitted and are consumed again after a restart. @locality kafka
+ * thread */
+static void
+retry_dead_letters(struct rl_pipeline *pl, int abandon)
+{
+    struct rl_dead_letter *due = NULL, **link;
+    int64_t now = rl_clock_ms();
+    long dropped = 0, count;
+
+    pthread_mutex_lock(&pl->dlq_lock);
+    link = &pl->dlq_retry;
+    while (*link) {
+        struct rl_dead_letter *dl = *link;
+
+        if (abandon || dl->due_ms <= now) {
+            *link = dl->next;
+            dl->next = due;
+            due = dl;
+        } else {
+            link = &dl->next;
+        }
+    }
+    pthread_mutex_unlock(&pl->dlq_lock);
+    while (due) {
+        struct rl_dead_letter *dl = due;
+
+        due = dl->next;
+        dl->next = NULL;
+        if (!abandon) {
+            dead_letter_send(pl, dl);
+            continue;
+        }
+        if (dl->item) {
+            atomic_fetch_sub(&pl->in_flight, 1);
+            rl_item_destroy(dl->item);
+        }
+        dead_letter_destroy(dl);
+        dropped++;
+    }
+    if (dropped > 0) {
+        pthread_mutex_lock(&pl->dlq_lock);
+        pl->dlq_undelivered -= dropped;
+        count = pl->dlq_undelivered;
+        pthread_mutex_unlock(&pl->dlq_lock);
+        rl_log_error(NULL,
+                     "abandoning %ld undelivered dead letters: their events "
+                     "are not committed and are consumed again after a "
+                     "restart",
+                     dropped);
+        rl_http_dead_letters_undelivered(pl->http, count, "");
+    }
 }
 
 void
@@ -102,10 +248,10 @@ rl_pipeline_dead_letter(struct rl_pipeline *pl, struct rl_item *item,
                         const char *value, size_t len, const char *reason,
                         const char *detail)
 {
+    struct rl_dead_letter *dl = calloc(1, sizeof(*dl));
     rd_kafka_headers_t *hdrs = rd_kafka_headers_new(8);
     char part[16], off[24], orig[24];
     const size_t cap = 900000; /* below the broker's default message size */
-    rd_kafka_resp_err_t err;
     struct rl_log_ctx ctx = RL_LOG_CTX_INIT;
 
     rd_kafka_header_add(hdrs, "reason", -1, reason, -1);
@@ -132,20 +278,26 @@ rl_pipeline_dead_letter(struct rl_pipeline *pl, struct rl_item *item,
     }
     rl_log_warn(&ctx, "dead-lettering event: %s%s%s", reason,
                 detail ? ": " : "", detail ? detail : "");
-    err = rd_kafka_producev(pl->dlq, RD_KAFKA_V_TOPIC(pl->cfg->dlq_topic),
-                            RD_KAFKA_V_VALUE((void *)value, len),
-                            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                            RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_OPAQUE(item),
-                            RD_KAFKA_V_END);
-    if (err) {
+    if (dl)
+        dl->value = malloc(len + 1);
+    if (!dl || !dl->value) {
         rd_kafka_headers_destroy(hdrs);
-        rl_log_error(&ctx, "could not produce dead letter: %s",
-                     rd_kafka_err2str(err));
+        free(dl);
+        rl_log_error(&ctx, "could not produce dead letter: out of memory");
         if (item) {
             atomic_fetch_sub(&pl->in_flight, 1);
             rl_item_destroy(item);
         }
+        return;
     }
+    if (len > 0)
+        memcpy(dl->value, value, len);
+    dl->len = len;
+    dl->item = item;
+    dl->hdrs = hdrs;
+    dl->ctx = ctx;
+    /* The context points into the item, which lives as long as dl. */
+    dead_letter_send(pl, dl);
 }
 
 /* Stores the done prefix of every assigned partition for the next commit.
@@ -485,6 +637,7 @@ rl_cmd_consume(int argc, char **argv)
     rl_queue_init(&pl.landed);
     pthread_mutex_init(&pl.wake_lock, NULL);
     pthread_cond_init(&pl.wake, NULL);
+    pthread_mutex_init(&pl.dlq_lock, NULL);
     raise_nofile();
 
     memset(&sa, 0, sizeof(sa));
@@ -588,9 +741,10 @@ rl_cmd_consume(int argc, char **argv)
             }
         }
         rl_http_heartbeat(pl.http);
+        rd_kafka_poll(pl.dlq, 0);
+        retry_dead_letters(&pl, atomic_load(&pl.abandon));
         store_done(&ks);
         flow_control(&ks);
-        rd_kafka_poll(pl.dlq, 0);
 
         rkm = rd_kafka_consumer_poll(ks.rk, 50);
         if (!rkm)
@@ -642,6 +796,7 @@ done:
     rl_model_destroy(pl.model);
     if (pl.dlq) {
         rd_kafka_flush(pl.dlq, 10000);
+        retry_dead_letters(&pl, 1);
         rd_kafka_destroy(pl.dlq);
     }
     if (ks.assignment)
@@ -654,6 +809,7 @@ done:
     rl_queue_destroy(&pl.landed);
     pthread_cond_destroy(&pl.wake);
     pthread_mutex_destroy(&pl.wake_lock);
+    pthread_mutex_destroy(&pl.dlq_lock);
     rl_log_info(NULL,
                 "stopped: events=%lld completed=%lld duplicates=%lld "
                 "dead_letters=%lld",

@@ -46,6 +46,8 @@ struct rl_http {
     atomic_int stopping;
     pthread_mutex_t reason_lock;
     char db_reason[256]; /* @locks reason_lock */
+    atomic_long dlq_undelivered;
+    char dlq_reason[160]; /* @locks reason_lock */
 
     pthread_t health_tid;
     int health_started;
@@ -119,6 +121,12 @@ static const struct family_def families[] = {
      "model call latency, transfer start to end"},
     {"runledger_dead_letters_total", RL_METRIC_COUNTER,
      "dead letters acknowledged by the broker, by reason"},
+    {"runledger_dead_letters_undelivered", RL_METRIC_GAUGE,
+     "dead letters produced and not yet acknowledged by the broker (being "
+     "retried); their events' offsets are not committed past them"},
+    {"runledger_outbox_dead_lettered_total", RL_METRIC_COUNTER,
+     "outbox rows refused for good by the broker or the producer, "
+     "dead-lettered and moved to outbox_dead, by reason"},
     {"runledger_outbox_relayed_total", RL_METRIC_COUNTER,
      "outbox rows this process delivered to the notification topic"},
     {"runledger_outbox_delivery_latency_seconds", RL_METRIC_HISTOGRAM,
@@ -195,6 +203,13 @@ is_ready(struct rl_http *h, char *reason, size_t size)
     if (h->consumer && !atomic_load(&h->group_joined)) {
         snprintf(reason, size, "kafka: not in consumer group %s yet",
                  h->cfg->group_id);
+        return 0;
+    }
+    if (atomic_load(&h->dlq_undelivered) > 0) {
+        pthread_mutex_lock(&h->reason_lock);
+        snprintf(reason, size, "kafka: %ld dead letters undelivered: %s",
+                 atomic_load(&h->dlq_undelivered), h->dlq_reason);
+        pthread_mutex_unlock(&h->reason_lock);
         return 0;
     }
     snprintf(reason, size, "ready");
@@ -665,6 +680,35 @@ rl_http_dead_letter(struct rl_http *h, const char *reason)
     code[len] = '\0';
     rl_metrics_labels(labels, sizeof(labels), "reason", code, NULL);
     rl_metrics_add(h->metrics, "runledger_dead_letters_total", labels, 1);
+}
+
+void
+rl_http_outbox_dead_lettered(struct rl_http *h, const char *reason)
+{
+    char labels[128];
+
+    if (!h)
+        return;
+    rl_metrics_labels(labels, sizeof(labels), "reason",
+                      reason && *reason ? reason : "unspecified", NULL);
+    rl_metrics_add(h->metrics, "runledger_outbox_dead_lettered_total", labels,
+                   1);
+}
+
+void
+rl_http_dead_letters_undelivered(struct rl_http *h, long count,
+                                 const char *reason)
+{
+    if (!h)
+        return;
+    if (reason) {
+        pthread_mutex_lock(&h->reason_lock);
+        snprintf(h->dlq_reason, sizeof(h->dlq_reason), "%s", reason);
+        pthread_mutex_unlock(&h->reason_lock);
+    }
+    atomic_store(&h->dlq_undelivered, count);
+    rl_metrics_set(h->metrics, "runledger_dead_letters_undelivered", NULL,
+                   (double)count);
 }
 
 void

@@ -15,7 +15,7 @@
  *             group; else 503 with the reason (a class such as
  *             "postgresql: could not connect: connection refused", never
  *             a host, user or database name: those go to the log); 503
- *             once stopping
+ *             while dead letters are undelivered; 503 once stopping
  *   /metrics  Prometheus text format 0.0.4 (names in docs/operations.md)
  *
  * Every function accepts h == NULL and then does nothing, so the callers
@@ -78,6 +78,17 @@ void rl_http_kafka_stats(struct rl_http *h, const char *json, size_t len);
 
 /* A relay batch of rows was acknowledged seconds after it was locked. */
 void rl_http_relay_batch(struct rl_http *h, size_t rows, double seconds);
+
+/* The relay set an outbox row aside, refused for good by the broker or
+ * the producer; reason is the Kafka error's name (the label). */
+void rl_http_outbox_dead_lettered(struct rl_http *h, const char *reason);
+
+/* Dead letters produced and not acknowledged (undelivered, being
+ * retried): while count > 0, /readyz answers 503 with "kafka: <count>
+ * dead letters undelivered: <reason>", because the offsets of their events
+ * cannot be committed past them. @locality kafka thread */
+void rl_http_dead_letters_undelivered(struct rl_http *h, long count,
+                                      const char *reason);
 
 /* The relay vacuumed the outbox in seconds. */
 void rl_http_outbox_vacuumed(struct rl_http *h, double seconds);

@@ -8,6 +8,7 @@
  * lease_epoch); a refused write means the lease is gone and the run is
  * abandoned, never completed. @locality ledger thread */
 #include <cjson/cJSON.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -257,16 +258,15 @@ retry_later(struct ledger *lg, struct rl_item *item, long delay_ms,
 }
 
 /* Tokens a dispatch reserves against the run's budgets: the prompt
- * estimated at 4 bytes a token over the request and the input it is
- * filled with, plus the completion's cap (max_tokens or
- * max_completion_tokens of the request, else
+ * estimated at 4 bytes a token over the body that is sent (after
+ * {{input}} substitution, measured by prepare_attempt), plus the completion's
+ * cap (max_tokens or max_completion_tokens of the request, else
  * RUNLEDGER_BUDGET_DEFAULT_MAX_TOKENS). Only consulted when a budget
  * covers the run. */
 static int64_t
 budget_estimate(const struct ledger *lg, const struct rl_item *item)
 {
-    size_t bytes = strlen(item->request_json ? item->request_json : "") +
-                   strlen(item->raw_input ? item->raw_input : "");
+    size_t bytes = item->request_bytes;
     int64_t completion = lg->cfg->budget_default_max_tokens;
     cJSON *root = cJSON_Parse(item->request_json ? item->request_json : "");
     const cJSON *req = cJSON_GetObjectItemCaseSensitive(root, "request");
@@ -303,15 +303,15 @@ defer_batch(struct ledger *lg, struct rl_item **items, size_t n, int redo,
         requeue(lg, items[i], redo);
 }
 
+static int store_input(struct ledger *lg, struct rl_item *item);
+static int within_request_limit(struct ledger *lg, struct rl_item *item);
+
 /* The checks before a dispatch, and the collect step: returns 1 when item
  * is ready to be dispatched, 0 when it was handled here (finished, given
  * up, or waiting for a connection). */
 static int
 prepare_attempt(struct ledger *lg, struct rl_item *item)
 {
-    char errstr[512];
-    char *stored = NULL;
-    int err;
 
     /* An earlier item of the same batch lost the connection: this one
      * waits for the next one instead of writing through none. */
@@ -342,25 +342,77 @@ prepare_attempt(struct ledger *lg, struct rl_item *item)
         give_up(lg, item, "failed", "attempts_exhausted", "no attempts left");
         return 0;
     }
-    if (item->raw_input)
-        return 1;
+    if (!item->raw_input && store_input(lg, item) != 0)
+        return 0;
+    return within_request_limit(lg, item);
+}
+
+/* The collect step: the input is stored write-once; returns 0, or -1 when
+ * the item was handled here (deferred or lease lost). */
+static int
+store_input(struct ledger *lg, struct rl_item *item)
+{
+    char errstr[512];
+    char *stored = NULL;
+    int err;
+
     err = rl_db_store_raw_input(lg->db, item->run_id, lg->cfg->worker_id,
                                 item->lease_epoch,
                                 item->ev ? item->ev->input_json : "null",
                                 &stored, errstr, sizeof(errstr));
     if (err == RL_ERR_DB) {
         defer(lg, item, REDO_START, "store the collected input", errstr);
-        return 0;
+        return -1;
     }
     if (err) {
         atomic_fetch_add(&lg->pl->counters.lease_lost, 1);
         finish(lg, item);
-        return 0;
+        return -1;
     }
     /* Use what the ledger holds, not the local copy: a concurrent worker
      * may have collected first. */
     item->raw_input = stored;
-    return 1;
+    return 0;
+}
+
+/* Measures the body the run would send, before any of it is built: a
+ * prompt that repeats "{{input}}" thousands of times over a large input
+ * would otherwise allocate gigabytes on this thread, and stall the lease
+ * renewals of every other run while it copies them. Over
+ * RUNLEDGER_MAX_REQUEST_BYTES the run fails at once (no dispatch is
+ * recorded, nothing is sent) and is dead-lettered; under it, building the
+ * body later costs at most that many bytes copied. Returns 1 when the run
+ * may go on, 0 when it was failed here. */
+static int
+within_request_limit(struct ledger *lg, struct rl_item *item)
+{
+    char errstr[512], detail[256];
+    size_t size = 0;
+
+    if (rl_model_body_size(item->request_json, item->raw_input, &size, errstr,
+                           sizeof(errstr)) != RL_OK) {
+        /* send_call() fails it as invalid_request with the builder's
+         * reason; the estimate meanwhile counts what the ledger holds. */
+        item->request_bytes =
+            strlen(item->request_json ? item->request_json : "") +
+            strlen(item->raw_input ? item->raw_input : "");
+        return 1;
+    }
+    item->request_bytes = size;
+    if (size <= (size_t)lg->cfg->max_request_bytes)
+        return 1;
+    if (size == SIZE_MAX)
+        snprintf(detail, sizeof(detail),
+                 "the model request after {{input}} substitution would be "
+                 "larger than the address space; the limit is %d bytes",
+                 lg->cfg->max_request_bytes);
+    else
+        snprintf(detail, sizeof(detail),
+                 "the model request after {{input}} substitution would be "
+                 "%zu bytes, over RUNLEDGER_MAX_REQUEST_BYTES (%d)",
+                 size, lg->cfg->max_request_bytes);
+    give_up(lg, item, "failed", "request_too_large", detail);
+    return 0;
 }
 
 /* Sends the call of a run whose dispatch is recorded. */
@@ -1371,7 +1423,19 @@ struct completer {
     const struct rl_config *cfg;
     struct rl_db *db;
     long connect_backoff;
+    long retry_backoff; /* ms before redoing a failed statement */
+    unsigned int seed;
 };
+
+/* complete_statement(): the statement's answers exceed
+ * RUNLEDGER_COMPLETE_MAX_BYTES, or the server refused it for its size;
+ * nothing was written. Positive, apart from every rl_err. */
+#define COMPLETE_TOO_LARGE 1
+
+/* The first and the longest wait before a failed completion statement is
+ * redone. */
+#define COMPLETE_BACKOFF_MIN_MS 100L
+#define COMPLETE_BACKOFF_MAX_MS 5000L
 
 /* Hands a run back to the ledger with what was done to it. */
 static void
@@ -1423,6 +1487,38 @@ completer_db(struct completer *cp)
     return 1;
 }
 
+/* Hands n answers back undone: the ledger redoes them, or, once the grace
+ * period is over, leaves their runs leased. */
+static void
+defer_answers(struct completer *cp, struct rl_item **items, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        hand_back(cp, items[i], RL_LANDED_DEFERRED, NULL, NULL);
+}
+
+/* 1 when errstr reads as the server or libpq refusing a statement for its
+ * size (a message over 1 GB, an allocation beyond 1 GB, a value too long):
+ * the same statement would fail again, and half of it may not. */
+static int
+refused_for_size(const char *errstr)
+{
+    static const char *const signs[] = {
+        "out of memory",
+        "invalid memory alloc request size",
+        "invalid message length",
+        "message too large",
+        "too long",
+        "exceeds the maximum",
+        "program limit exceeded",
+    };
+
+    for (size_t i = 0; i < sizeof(signs) / sizeof(signs[0]); i++) {
+        if (strstr(errstr, signs[i]))
+            return 1;
+    }
+    return 0;
+}
+
 /* One completion statement for n answers: each run's attempt outcome, its
  * write-once output and its outbox rows, under its own lease. Returns
  * rl_db_complete_runs' answer; on RL_OK every run has been handed back. */
@@ -1433,6 +1529,7 @@ complete_statement(struct completer *cp, struct rl_item **items, size_t n,
     struct rl_complete_req *reqs = calloc(n, sizeof(*reqs));
     struct rl_complete_res *res = calloc(n, sizeof(*res));
     char ***channels = calloc(n, sizeof(*channels));
+    size_t bytes = 0;
     int err = RL_ERR_NOMEM;
 
     snprintf(errstr, errstr_size, "out of memory");
@@ -1449,10 +1546,28 @@ complete_statement(struct completer *cp, struct rl_item **items, size_t n,
         reqs[i].channels = (const char *const *)channels[i];
         if (!reqs[i].output_json)
             goto done;
+        bytes += strlen(reqs[i].output_json);
+    }
+    /* Bounded before sending: PostgreSQL refuses a message over 1 GB, and
+     * the client holds every parameter of it at once. */
+    if (bytes > (size_t)cp->cfg->complete_max_bytes) {
+        snprintf(errstr, errstr_size,
+                 "%zu answers of %zu bytes exceed "
+                 "RUNLEDGER_COMPLETE_MAX_BYTES (%d)",
+                 n, bytes, cp->cfg->complete_max_bytes);
+        err = COMPLETE_TOO_LARGE;
+        goto done;
+    }
+    if (rl_failpoint("before_complete_statement")) {
+        snprintf(errstr, errstr_size, "failpoint before_complete_statement");
+        err = RL_ERR_DB;
+        goto done;
     }
     rl_failpoint("after_model_response");
     err = rl_db_complete_runs(cp->db, reqs, n, cp->cfg->worker_id, res, errstr,
                               errstr_size);
+    if (err == RL_ERR_DB && refused_for_size(errstr))
+        err = COMPLETE_TOO_LARGE;
     if (err == RL_OK) {
         rl_failpoint("after_complete_commit");
         for (size_t i = 0; i < n; i++)
@@ -1472,7 +1587,9 @@ done:
 
 /* Completes n answers and hands every one of them back: a failed
  * statement is redone (every step is guarded and write-once) on a new
- * connection until it commits or the grace period ends. */
+ * connection, after a backoff that doubles up to COMPLETE_BACKOFF_MAX_MS
+ * with jitter, until it commits or the grace period ends; a statement too
+ * large is split in halves. */
 static void
 complete_answers(struct completer *cp, struct rl_item **items, size_t n)
 {
@@ -1482,13 +1599,27 @@ complete_answers(struct completer *cp, struct rl_item **items, size_t n)
         int err;
 
         if (!completer_db(cp)) {
-            for (size_t i = 0; i < n; i++)
-                hand_back(cp, items[i], RL_LANDED_DEFERRED, NULL, NULL);
+            defer_answers(cp, items, n);
             break;
         }
         err = complete_statement(cp, items, n, errstr, sizeof(errstr));
-        if (err == RL_OK)
+        if (err == RL_OK) {
+            cp->retry_backoff = 0;
             break;
+        }
+        if (err == COMPLETE_TOO_LARGE && n > 1) {
+            rl_log_warn(NULL, "could not complete %zu runs: %s; splitting", n,
+                        errstr);
+            complete_answers(cp, items, n / 2);
+            complete_answers(cp, items + n / 2, n - n / 2);
+            break;
+        }
+        if (err == COMPLETE_TOO_LARGE) {
+            /* One answer the database cannot take in one statement:
+             * retrying cannot help, the run fails with the reason. */
+            hand_back(cp, items[0], RL_LANDED_INVALID, NULL, errstr);
+            break;
+        }
         if (err == RL_ERR_INVALID && n > 1) {
             /* The database refused a value of one run (an output jsonb
              * rejects): it must not hold up the others, so they complete
@@ -1505,10 +1636,27 @@ complete_answers(struct completer *cp, struct rl_item **items, size_t n)
             hand_back(cp, items[0], RL_LANDED_INVALID, NULL, errstr);
             break;
         }
-        rl_log_warn(NULL, "could not complete %zu runs: %s; will retry", n,
-                    errstr);
         rl_db_destroy(cp->db);
         cp->db = NULL;
+        if (atomic_load(&cp->pl->abandon)) {
+            /* The grace period is over: the runs keep their leases until
+             * those expire and the sweeper of a worker takes them over. */
+            rl_log_warn(NULL, "could not complete %zu runs: %s; leaving them",
+                        n, errstr);
+            defer_answers(cp, items, n);
+            break;
+        }
+        cp->retry_backoff = cp->retry_backoff == 0 ? COMPLETE_BACKOFF_MIN_MS
+                            : cp->retry_backoff < COMPLETE_BACKOFF_MAX_MS / 2
+                                ? cp->retry_backoff * 2
+                                : COMPLETE_BACKOFF_MAX_MS;
+        rl_log_warn(NULL, "could not complete %zu runs: %s; will retry", n,
+                    errstr);
+        /* Half the delay fixed, half drawn: completers of several workers
+         * failing together do not come back in step. */
+        completer_pause(cp, cp->retry_backoff / 2 +
+                                (long)((double)rand_r(&cp->seed) / RAND_MAX *
+                                       (double)(cp->retry_backoff / 2)));
     }
     rl_pipeline_wake(cp->pl);
 }
@@ -1520,18 +1668,28 @@ rl_completer_main(void *arg)
     struct rl_queue *q = &cp.pl->answers;
 
     cp.cfg = cp.pl->cfg;
+    cp.seed = (unsigned int)rl_clock_ms() ^ 0x5bd1e995u;
     for (;;) {
         struct rl_item *items[BATCH_MAX];
         struct rl_item *list;
         size_t n = 0;
 
         pthread_mutex_lock(&q->lock);
-        while (!q->head && !atomic_load(&cp.pl->completer_stop))
-            pthread_cond_wait(&q->cond, &q->lock);
+        if (!q->head && !atomic_load(&cp.pl->completer_stop)) {
+            /* Bounded: a wake-up lost to a bug costs a second, not the
+             * process. */
+            struct timespec ts;
+
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_sec += 1;
+            pthread_cond_timedwait(&q->cond, &q->lock, &ts);
+        }
         pthread_mutex_unlock(&q->lock);
         list = rl_queue_take(q, BATCH_MAX);
-        if (!list)
+        if (!list && atomic_load(&cp.pl->completer_stop))
             break; /* stopping, and nothing left */
+        if (!list)
+            continue;
         for (; list; list = list->next)
             items[n++] = list;
         complete_answers(&cp, items, n);

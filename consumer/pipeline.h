@@ -56,7 +56,8 @@ struct rl_item {
     char run_id[RL_HEX_SIZE];
     char *job, *tenant, *request_json, *raw_input; /* owned copies */
     int64_t lease_epoch;
-    int64_t leased_at; /* monotonic ms: the statement that set the lease */
+    int64_t leased_at;    /* monotonic ms: the statement that set the lease */
+    size_t request_bytes; /* the model body, measured before it is built */
     int attempt_no;
     int attempts_before; /* dispatches before this claim */
     int ambiguous_prior;
@@ -145,6 +146,12 @@ struct rl_pipeline {
     atomic_int completer_stop; /* set once the ledger thread has ended */
     struct rl_queue done;      /* ledger -> kafka (items with an offset) */
     rd_kafka_t *dlq;           /* producer for the dead-letter topic */
+    /* Dead letters the broker did not acknowledge, waiting for their next
+     * try (consume.c); dlq_undelivered counts them and those re-sent and
+     * not yet reported. */
+    pthread_mutex_t dlq_lock;
+    struct rl_dead_letter *dlq_retry; /* @locks dlq_lock */
+    long dlq_undelivered;             /* @locks dlq_lock */
     struct rl_model *model;
     pthread_mutex_t wake_lock; /* ledger thread sleeps here */
     pthread_cond_t wake;

@@ -1,7 +1,18 @@
 /* The outbox relay: a thread inside `runledger consume` and the
- * `runledger relay` process. It takes undelivered outbox rows in SKIP
- * LOCKED batches, produces them with the idempotent producer and records
- * them delivered only after every delivery report of the batch came back.
+ * `runledger relay` process. It takes due outbox rows in SKIP LOCKED
+ * batches, produces them with the idempotent producer and, once every
+ * delivery report of the batch came back, records an outcome per row:
+ *
+ *   acknowledged  moved to outbox_delivered, never sent again, whatever
+ *                 became of the other rows of its batch;
+ *   refused for good (see refused_for_good)
+ *                 dead-lettered to RUNLEDGER_DLQ_TOPIC (headers only: the
+ *                 run id, channel, reason and payload size, never the
+ *                 payload) and moved to outbox_dead with the reason;
+ *   anything else stays pending, due again after a backoff that doubles
+ *                 with each failed delivery (RELAY_RETRY_BASE_MS up to
+ *                 RELAY_RETRY_MAX_MS), so the rows behind it go first.
+ *
  * A crash between produce and record re-sends the batch: delivery is at
  * least once and every duplicate carries the same idempotency-key header
  * (<run_id>:<channel>), which is the receiver's deduplication key. */
@@ -21,25 +32,61 @@
 #include "rl/kafka.h"
 #include "rl/log.h"
 
-struct batch_state {
-    size_t acked;
-    size_t failed;
-    rd_kafka_resp_err_t last_err;
+/* A row that failed transiently is due again after 1 s, 2 s, 4 s ... and
+ * at most 5 minutes. */
+#define RELAY_RETRY_BASE_MS 1000L
+#define RELAY_RETRY_MAX_MS 300000L
+
+/* One message in flight: its delivery report lands here. */
+struct row_report {
+    size_t *pending; /* the batch's count of reports still to come */
+    int done;
+    rd_kafka_resp_err_t err;
 };
 
-/* @locality relay thread (served by rd_kafka_flush) */
+/* @locality relay thread (served by rd_kafka_poll) */
 static void
 relay_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *rkm, void *opaque)
 {
-    struct batch_state *bs = rkm->_private;
+    struct row_report *rr = rkm->_private;
 
     (void)rk;
     (void)opaque;
-    if (rkm->err) {
-        bs->failed++;
-        bs->last_err = rkm->err;
-    } else {
-        bs->acked++;
+    if (!rr)
+        return;
+    rr->err = rkm->err;
+    rr->done = 1;
+    (*rr->pending)--;
+}
+
+/* Errors that say this message can never be written, whatever is retried
+ * or waited for, as opposed to the state of the broker, the topic, the
+ * network or the producer (timeouts, leaders moving, missing topics,
+ * authorisation, a full queue: an operator or time fixes those, and the
+ * row is retried):
+ *   MSG_SIZE_TOO_LARGE     the message exceeds the producer's
+ *                          message.max.bytes (returned by producev) or the
+ *                          topic's max.message.bytes (the broker's report)
+ *   INVALID_MSG_SIZE       the broker found the message size invalid
+ *   RECORD_LIST_TOO_LARGE  its record batch exceeds the segment size
+ *   INVALID_MSG            the broker found the message corrupt (CRC)
+ *   INVALID_RECORD         the broker refused the record itself (e.g. no
+ *                          key on a compacted topic)
+ * A broker's refusal covers a whole record batch, so rows batched with
+ * the culprit share it: each row refused by the broker is sent once more
+ * on its own (confirm_refusals) before it is set aside. */
+static int
+refused_for_good(rd_kafka_resp_err_t err)
+{
+    switch (err) {
+    case RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE:
+    case RD_KAFKA_RESP_ERR_INVALID_MSG_SIZE:
+    case RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE:
+    case RD_KAFKA_RESP_ERR_INVALID_MSG:
+    case RD_KAFKA_RESP_ERR_INVALID_RECORD:
+        return 1;
+    default:
+        return 0;
     }
 }
 
@@ -51,72 +98,209 @@ nap_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
-/* Produces one batch; returns the rows delivered or a negative rl_err. */
+/* Produces value to topic with hdrs (ownership passes to librdkafka on
+ * success, else destroyed here), waiting while the queue is full. The
+ * report goes to rr; a message producev refuses is reported at once. */
+static void
+produce_row(rd_kafka_t *rk, const char *topic, const char *key,
+            const char *value, rd_kafka_headers_t *hdrs, struct row_report *rr)
+{
+    rd_kafka_resp_err_t kerr;
+
+    rr->done = 0;
+    rr->err = RD_KAFKA_RESP_ERR_NO_ERROR;
+    (*rr->pending)++;
+    do {
+        kerr = rd_kafka_producev(
+            rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(key, strlen(key)),
+            RD_KAFKA_V_VALUE((void *)value, value ? strlen(value) : 0),
+            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(hdrs),
+            RD_KAFKA_V_OPAQUE(rr), RD_KAFKA_V_END);
+        if (kerr == RD_KAFKA_RESP_ERR__QUEUE_FULL)
+            rd_kafka_poll(rk, 100);
+    } while (kerr == RD_KAFKA_RESP_ERR__QUEUE_FULL);
+    if (kerr) {
+        rd_kafka_headers_destroy(hdrs);
+        rr->err = kerr;
+        rr->done = 1;
+        (*rr->pending)--;
+    }
+}
+
+static rd_kafka_headers_t *
+row_headers(const struct rl_outbox_row *row)
+{
+    rd_kafka_headers_t *hdrs = rd_kafka_headers_new(8);
+    char key[RL_HEX_SIZE + 80];
+
+    snprintf(key, sizeof(key), "%s:%s", row->run_id, row->channel);
+    rd_kafka_header_add(hdrs, "idempotency-key", -1, key, -1);
+    rd_kafka_header_add(hdrs, "run_id", -1, row->run_id, -1);
+    rd_kafka_header_add(hdrs, "channel", -1, row->channel, -1);
+    rd_kafka_header_add(hdrs, "job", -1, row->job, -1);
+    rd_kafka_header_add(hdrs, "tenant", -1, row->tenant, -1);
+    return hdrs;
+}
+
+static void
+wait_reports(rd_kafka_t *rk, const size_t *pending)
+{
+    while (*pending > 0)
+        rd_kafka_poll(rk, 100);
+}
+
+/* Sends each row the broker refused for good once more, alone, and waits
+ * for its report: the refusal of a record batch names every row in it,
+ * and only the culprit is refused again. */
+static void
+confirm_refusals(rd_kafka_t *rk, const struct rl_config *cfg,
+                 const struct rl_outbox_row *rows, size_t n,
+                 struct row_report *rr, const int *local, size_t *pending)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (local[i] || !refused_for_good(rr[i].err))
+            continue;
+        produce_row(rk, cfg->notify_topic, rows[i].run_id, rows[i].payload,
+                    row_headers(&rows[i]), &rr[i]);
+        wait_reports(rk, pending);
+    }
+}
+
+/* The dead letter of a refused row: its identity, the reason and the
+ * payload's size in headers, no value (the payload is what was refused;
+ * it stays in outbox_dead). */
+static void
+produce_dead_letter(rd_kafka_t *rk, const struct rl_config *cfg,
+                    const struct rl_outbox_row *row, const char *reason,
+                    struct row_report *rr)
+{
+    rd_kafka_headers_t *hdrs = row_headers(row);
+    char size[32];
+
+    snprintf(size, sizeof(size), "%zu", strlen(row->payload));
+    rd_kafka_header_add(hdrs, "reason", -1, reason, -1);
+    rd_kafka_header_add(hdrs, "payload_bytes", -1, size, -1);
+    rd_kafka_header_add(hdrs, "source", -1, "outbox", -1);
+    produce_row(rk, cfg->dlq_topic, row->run_id, NULL, hdrs, rr);
+}
+
+struct batch_result {
+    size_t rows;      /* locked */
+    size_t delivered; /* acknowledged */
+    size_t dead;      /* refused for good and dead-lettered */
+    size_t retried;   /* left pending with a backoff */
+};
+
+/* Produces one batch and records an outcome per row. Returns 0 (counts
+ * in *br) or a negative rl_err. */
 static int
 relay_batch(rd_kafka_t *rk, struct rl_db *db, const struct rl_config *cfg,
-            char *errstr, size_t errstr_size)
+            struct rl_http *http, struct batch_result *br, char *errstr,
+            size_t errstr_size)
 {
     struct rl_outbox_row *rows = NULL;
-    size_t n = 0;
-    struct batch_state bs = {0, 0, RD_KAFKA_RESP_ERR_NO_ERROR};
+    struct row_report *rr = NULL, *dl = NULL;
+    struct rl_outbox_outcome *oc = NULL;
+    int *local = NULL;
+    size_t n = 0, pending = 0;
+    rd_kafka_resp_err_t last_err = RD_KAFKA_RESP_ERR_NO_ERROR;
     double t0 = rl_clock_seconds(), t_locked, t_acked, t_done;
     int err;
 
+    memset(br, 0, sizeof(*br));
     err = rl_db_outbox_lock_batch(db, cfg->relay_batch, &rows, &n, errstr,
                                   errstr_size);
     if (err)
         return err;
-    if (n == 0) {
-        rl_db_outbox_finish_batch(db, NULL, 0, 0, errstr, errstr_size);
-        return 0;
+    if (n == 0)
+        return rl_db_outbox_finish_rows(db, NULL, 0, NULL, 0, 0, errstr,
+                                        errstr_size);
+    rr = calloc(n, sizeof(*rr));
+    dl = calloc(n, sizeof(*dl));
+    oc = calloc(n, sizeof(*oc));
+    local = calloc(n, sizeof(*local));
+    if (!rr || !dl || !oc || !local) {
+        rl_db_outbox_finish_rows(db, NULL, 0, NULL, 0, 0, errstr, errstr_size);
+        rl_set_err(errstr, errstr_size,
+                   "could not relay outbox rows: out of memory");
+        err = RL_ERR_NOMEM;
+        goto done;
     }
     t_locked = rl_clock_seconds();
     for (size_t i = 0; i < n; i++) {
-        struct rl_outbox_row *row = &rows[i];
-        rd_kafka_headers_t *hdrs = rd_kafka_headers_new(4);
-        char key[RL_HEX_SIZE + 80];
-        rd_kafka_resp_err_t kerr;
-
-        snprintf(key, sizeof(key), "%s:%s", row->run_id, row->channel);
-        rd_kafka_header_add(hdrs, "idempotency-key", -1, key, -1);
-        rd_kafka_header_add(hdrs, "run_id", -1, row->run_id, -1);
-        rd_kafka_header_add(hdrs, "channel", -1, row->channel, -1);
-        rd_kafka_header_add(hdrs, "job", -1, row->job, -1);
-        rd_kafka_header_add(hdrs, "tenant", -1, row->tenant, -1);
-        do {
-            kerr = rd_kafka_producev(
-                rk, RD_KAFKA_V_TOPIC(cfg->notify_topic),
-                RD_KAFKA_V_KEY(row->run_id, strlen(row->run_id)),
-                RD_KAFKA_V_VALUE(row->payload, strlen(row->payload)),
-                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_OPAQUE(&bs),
-                RD_KAFKA_V_END);
-            if (kerr == RD_KAFKA_RESP_ERR__QUEUE_FULL)
-                rd_kafka_poll(rk, 100);
-        } while (kerr == RD_KAFKA_RESP_ERR__QUEUE_FULL);
-        if (kerr) {
-            rd_kafka_headers_destroy(hdrs);
-            bs.failed++;
-            bs.last_err = kerr;
-        }
+        rr[i].pending = &pending;
+        dl[i].pending = &pending;
+        produce_row(rk, cfg->notify_topic, rows[i].run_id, rows[i].payload,
+                    row_headers(&rows[i]), &rr[i]);
+        local[i] = rr[i].done; /* refused by producev itself */
     }
-    /* Every report must be in before a row may be marked delivered. */
-    while (bs.acked + bs.failed < n)
-        rd_kafka_poll(rk, 100);
+    /* Every report must be in before any row's outcome is recorded. */
+    wait_reports(rk, &pending);
+    confirm_refusals(rk, cfg, rows, n, rr, local, &pending);
     t_acked = rl_clock_seconds();
     if (rl_failpoint("relay_after_produce")) {
-        bs.failed = n;
-        bs.last_err = RD_KAFKA_RESP_ERR__FAIL;
+        for (size_t i = 0; i < n; i++)
+            rr[i].err = RD_KAFKA_RESP_ERR__FAIL;
     }
-    if (bs.failed) {
-        snprintf(errstr, errstr_size, "could not deliver %zu of %zu: %s",
-                 bs.failed, n, rd_kafka_err2str(bs.last_err));
-        rl_db_outbox_finish_batch(db, rows, n, 0, errstr, errstr_size);
-        rl_db_outbox_rows_free(rows, n);
-        return RL_ERR_KAFKA;
+    for (size_t i = 0; i < n; i++) {
+        if (refused_for_good(rr[i].err)) {
+            snprintf(oc[i].reason, sizeof(oc[i].reason), "%s: %s%s",
+                     rd_kafka_err2name(rr[i].err), rd_kafka_err2str(rr[i].err),
+                     local[i] ? " (refused by the producer)" : "");
+            produce_dead_letter(rk, cfg, &rows[i], oc[i].reason, &dl[i]);
+        }
     }
-    err = rl_db_outbox_finish_batch(db, rows, n, 1, errstr, errstr_size);
-    rl_db_outbox_rows_free(rows, n);
+    wait_reports(rk, &pending);
+    for (size_t i = 0; i < n; i++) {
+        struct rl_log_ctx ctx = RL_LOG_CTX_INIT;
+
+        ctx.run_id = rows[i].run_id;
+        ctx.tenant = rows[i].tenant;
+        ctx.job = rows[i].job;
+        ctx.topic = cfg->notify_topic;
+        if (rr[i].err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+            oc[i].fate = RL_OUTBOX_DELIVERED;
+            br->delivered++;
+        } else if (refused_for_good(rr[i].err) &&
+                   dl[i].err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+            oc[i].fate = RL_OUTBOX_DEAD;
+            br->dead++;
+            rl_log_warn(&ctx,
+                        "relay: notification on channel %s (%zu bytes) "
+                        "refused for good, dead-lettered to %s: %s",
+                        rows[i].channel, strlen(rows[i].payload),
+                        cfg->dlq_topic, oc[i].reason);
+        } else {
+            oc[i].fate = RL_OUTBOX_RETRY;
+            br->retried++;
+            if (refused_for_good(rr[i].err)) {
+                last_err = dl[i].err;
+                snprintf(oc[i].reason, sizeof(oc[i].reason),
+                         "dead letter to %s: %s: %s", cfg->dlq_topic,
+                         rd_kafka_err2name(dl[i].err),
+                         rd_kafka_err2str(dl[i].err));
+            } else {
+                last_err = rr[i].err;
+                snprintf(oc[i].reason, sizeof(oc[i].reason), "%s: %s",
+                         rd_kafka_err2name(rr[i].err),
+                         rd_kafka_err2str(rr[i].err));
+            }
+        }
+    }
+    err = rl_db_outbox_finish_rows(db, rows, n, oc, RELAY_RETRY_BASE_MS,
+                                   RELAY_RETRY_MAX_MS, errstr, errstr_size);
+    if (err)
+        goto done;
+    br->rows = n;
+    for (size_t i = 0; i < n; i++) {
+        if (oc[i].fate == RL_OUTBOX_DEAD)
+            rl_http_outbox_dead_lettered(http, rd_kafka_err2name(rr[i].err));
+    }
+    if (br->retried > 0)
+        rl_log_warn(NULL,
+                    "relay: could not deliver %zu of %zu rows, each due "
+                    "again after a backoff: %s",
+                    br->retried, n, rd_kafka_err2str(last_err));
     t_done = rl_clock_seconds();
     /* Rows queue behind a slow batch; say which step was slow. */
     if (t_done - t0 >= 1.0)
@@ -125,7 +309,14 @@ relay_batch(rd_kafka_t *rk, struct rl_db *db, const struct rl_config *cfg,
                     "broker acks %.2f s, record %.2f s)",
                     n, t_done - t0, t_locked - t0, t_acked - t_locked,
                     t_done - t_acked);
-    return err ? err : (int)n;
+
+done:
+    rl_db_outbox_rows_free(rows, n);
+    free(rr);
+    free(dl);
+    free(oc);
+    free(local);
+    return err;
 }
 
 /* The relay's vacuums of the outbox (see rl_db_outbox_vacuum_start): one
@@ -225,8 +416,10 @@ rl_relay_run(const struct rl_config *cfg, atomic_int *stop,
     }
     rl_log_info(NULL, "relay producing outbox rows to %s", cfg->notify_topic);
     while (!atomic_load(stop)) {
-        int n;
+        struct batch_result br;
+        size_t n;
         double started;
+        int err;
 
         rl_http_relay_turned(http);
         if (!db) {
@@ -245,10 +438,10 @@ rl_relay_run(const struct rl_config *cfg, atomic_int *stop,
             backoff = 100;
         }
         started = rl_clock_seconds();
-        n = relay_batch(rk, db, cfg, errstr, sizeof(errstr));
-        if (n < 0) {
+        err = relay_batch(rk, db, cfg, http, &br, errstr, sizeof(errstr));
+        if (err < 0) {
             rl_log_warn(NULL, "relay: %s", errstr);
-            if (n == RL_ERR_DB) {
+            if (err == RL_ERR_DB) {
                 rl_db_destroy(db);
                 db = NULL;
             }
@@ -258,10 +451,11 @@ rl_relay_run(const struct rl_config *cfg, atomic_int *stop,
         }
         backoff = 100;
         if (counters)
-            atomic_fetch_add(&counters->relayed, n);
-        rl_http_relay_batch(http, (size_t)n, rl_clock_seconds() - started);
-        vacuum.since += (size_t)n;
+            atomic_fetch_add(&counters->relayed, (long long)br.delivered);
+        rl_http_relay_batch(http, br.delivered, rl_clock_seconds() - started);
+        vacuum.since += br.rows;
         relay_vacuum(&vacuum, cfg, http);
+        n = br.rows;
         /* Nothing pending: sleep until a statement queues rows (the
          * outbox's wake-up) or the interval passes, whichever is first. */
         if (n == 0 && rl_db_outbox_wait(db, cfg->relay_interval_ms, errstr,

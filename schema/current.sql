@@ -881,7 +881,20 @@ CREATE TABLE outbox (
     payload jsonb NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     delivered_at timestamp with time zone,
-    delivery_count integer DEFAULT 0 NOT NULL
+    delivery_count integer DEFAULT 0 NOT NULL,
+    due_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_error text
+);
+
+CREATE TABLE outbox_dead (
+    run_id text NOT NULL,
+    channel text NOT NULL,
+    payload jsonb NOT NULL,
+    payload_bytes integer NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    dead_at timestamp with time zone DEFAULT now() NOT NULL,
+    delivery_count integer NOT NULL,
+    reason text NOT NULL
 );
 
 CREATE TABLE outbox_delivered (
@@ -1011,6 +1024,9 @@ ALTER TABLE ONLY budget_usage
 ALTER TABLE ONLY budgets
     ADD CONSTRAINT budgets_pkey PRIMARY KEY (tenant, job);
 
+ALTER TABLE ONLY outbox_dead
+    ADD CONSTRAINT outbox_dead_pkey PRIMARY KEY (run_id, channel);
+
 ALTER TABLE ONLY outbox_delivered
     ADD CONSTRAINT outbox_delivered_pkey PRIMARY KEY (run_id, channel);
 
@@ -1034,6 +1050,8 @@ ALTER TABLE ONLY runs
 
 ALTER TABLE ONLY schema_migrations
     ADD CONSTRAINT schema_migrations_pkey PRIMARY KEY (name);
+
+CREATE INDEX outbox_due_idx ON outbox USING btree (due_at);
 
 CREATE INDEX outbox_pending_by_age_idx ON outbox USING btree (created_at);
 

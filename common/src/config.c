@@ -86,6 +86,18 @@ static const struct cfg_row rows[] = {
      1024, 1073741824, 0, "responses larger than this fail the run"},
     {"RUNLEDGER_MAX_EVENT_BYTES", CFG_INT, S(max_event_bytes), "1048576", 256,
      67108864, 0, "larger schedule events are dead-lettered (too_large)"},
+    {"RUNLEDGER_MAX_REQUEST_BYTES", CFG_INT, S(max_request_bytes), "8388608",
+     1024, 1073741824, 0,
+     "a run whose model request body, after {{input}} substitution, is "
+     "larger fails at once (request_too_large); measured before it is built"},
+    {"RUNLEDGER_MAX_HELD_BYTES", CFG_INT, S(max_held_bytes), "268435456",
+     1048576, 2147483647, 0,
+     "bytes of runs one process holds (events, requests, inputs, bodies, "
+     "answers); its partitions pause there and resume below three quarters"},
+    {"RUNLEDGER_COMPLETE_MAX_BYTES", CFG_INT, S(complete_max_bytes), "67108864",
+     65536, 1073741824, 0,
+     "most answer bytes one completion statement carries; larger batches are "
+     "split"},
     {"RUNLEDGER_SWEEP_INTERVAL_MS", CFG_INT, S(sweep_interval_ms), "1000", 10,
      600000, 0, "how often due retries and expired leases are claimed"},
     {"RUNLEDGER_RELAY_BATCH", CFG_INT, S(relay_batch), "1000", 1, 100000, 0,

@@ -1927,6 +1927,130 @@ append_input_message(cJSON *messages, const char *raw)
     return 0;
 }
 
+/* Bytes cJSON prints for the characters of s inside a JSON string: the
+ * quote, the backslash and the five short escapes take two, any other
+ * control character six (\u00XX), every other byte one. */
+static size_t
+escaped_len(const char *s)
+{
+    size_t n = 0;
+
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\' || *p == '\b' || *p == '\f' || *p == '\n' ||
+            *p == '\r' || *p == '\t')
+            n += 2;
+        else if (*p < 32)
+            n += 6;
+        else
+            n++;
+    }
+    return n;
+}
+
+static size_t
+count_placeholders(const cJSON *item)
+{
+    const size_t ph_len = sizeof(INPUT_PLACEHOLDER) - 1;
+    size_t n = 0;
+
+    if (!cJSON_IsString(item) || !item->valuestring)
+        return 0;
+    for (const char *p = strstr(item->valuestring, INPUT_PLACEHOLDER); p;
+         p = strstr(p + ph_len, INPUT_PLACEHOLDER))
+        n++;
+    return n;
+}
+
+int
+rl_model_body_size(const char *request_json, const char *raw_input_json,
+                   size_t *size, char *errstr, size_t errstr_size)
+{
+    const char *input = raw_input_json ? raw_input_json : "null";
+    const size_t ph_len = sizeof(INPUT_PLACEHOLDER) - 1;
+    cJSON *root = NULL, *req, *model, *messages, *msg, *stream;
+    char *printed = NULL;
+    size_t found = 0, in_len;
+    int err = RL_ERR_INVALID;
+
+    *size = 0;
+    if (!request_json) {
+        rl_set_err(errstr, errstr_size, "effective request is missing");
+        goto done;
+    }
+    root = cJSON_Parse(request_json);
+    req = cJSON_GetObjectItemCaseSensitive(root, "request");
+    model = cJSON_GetObjectItemCaseSensitive(req, "model");
+    messages = cJSON_GetObjectItemCaseSensitive(req, "messages");
+    if (!cJSON_IsObject(req) || !cJSON_IsString(model) ||
+        !cJSON_IsArray(messages) || cJSON_GetArraySize(messages) == 0) {
+        rl_set_err(errstr, errstr_size,
+                   "effective request is not a request rl_model_build_body "
+                   "accepts");
+        goto done;
+    }
+    /* The members rl_model_build_body() substitutes, counted where they
+     * stand: the placeholders stay in the tree, printed as themselves. */
+    cJSON_ArrayForEach(msg, messages)
+    {
+        cJSON *content = cJSON_GetObjectItemCaseSensitive(msg, "content");
+        cJSON *part;
+
+        if (cJSON_IsString(content)) {
+            found += count_placeholders(content);
+            continue;
+        }
+        if (!cJSON_IsArray(content))
+            continue;
+        cJSON_ArrayForEach(part, content)
+        {
+            cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
+
+            if (cJSON_IsString(type) && type->valuestring &&
+                strcmp(type->valuestring, "text") == 0)
+                found += count_placeholders(
+                    cJSON_GetObjectItemCaseSensitive(part, "text"));
+        }
+    }
+    err = RL_ERR_NOMEM;
+    /* Appended once, so its cost is one copy of an input the event
+     * already bounds. */
+    if (!found && !is_null_input(raw_input_json) &&
+        append_input_message(messages, raw_input_json) != 0)
+        goto nomem;
+    cJSON_DeleteItemFromObjectCaseSensitive(req, "stream_options");
+    stream = cJSON_GetObjectItemCaseSensitive(req, "stream");
+    if (stream) {
+        cJSON *no = cJSON_CreateFalse();
+
+        if (!no || !cJSON_ReplaceItemInObjectCaseSensitive(req, "stream", no)) {
+            cJSON_Delete(no);
+            goto nomem;
+        }
+    } else if (!cJSON_AddFalseToObject(req, "stream")) {
+        goto nomem;
+    }
+    printed = cJSON_PrintUnformatted(req);
+    if (!printed)
+        goto nomem;
+    in_len = found ? escaped_len(input) : 0;
+    /* Saturates instead of wrapping: any such size is over every limit. */
+    if (found && in_len > ph_len &&
+        found > (SIZE_MAX - strlen(printed)) / (in_len - ph_len))
+        *size = SIZE_MAX;
+    else
+        *size = strlen(printed) - found * ph_len + found * in_len;
+    err = RL_OK;
+    goto done;
+
+nomem:
+    rl_set_err(errstr, errstr_size, "out of memory measuring model request");
+done:
+    if (printed)
+        cJSON_free(printed);
+    cJSON_Delete(root);
+    return err;
+}
+
 char *
 rl_model_build_body(const char *request_json, const char *raw_input_json,
                     char *errstr, size_t errstr_size)

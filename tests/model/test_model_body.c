@@ -474,6 +474,91 @@ test_destroy_delivers_every_pending_call_cancelled(void)
     close(fd);
 }
 
+/* The measured size is the built body's length, to the byte, whatever
+ * the escapes, the number of placeholders and where they stand. */
+static void
+test_measured_size_is_the_built_body_length(void)
+{
+    static const char *const requests[] = {
+        REQUEST,
+        REQUEST_NO_PLACEHOLDER,
+        "{\"request\":{\"model\":\"m\",\"stream\":true,\"stream_options\":{},"
+        "\"messages\":[{\"role\":\"user\",\"content\":["
+        "{\"type\":\"text\",\"text\":\"a {{input}} b {{input}}{{input}}\"},"
+        "{\"type\":\"image_url\",\"text\":\"{{input}}\"}]}]}}",
+        "{\"request\":{\"model\":\"m\",\"messages\":[{\"role\":\"user\","
+        "\"content\":\"{{input}}\\n\\t\\\"q\\\" {{input\"}]}}",
+    };
+    static const char *const inputs[] = {
+        NULL,
+        "null",
+        "{\"k\":1}",
+        "{\"s\":\"quote \\\" back \\\\ nl \\n tab \\t ctl \\u0001 \xc3\xa9\"}",
+        "\"{{input}}\"",
+    };
+    char errstr[256];
+
+    for (size_t r = 0; r < sizeof(requests) / sizeof(requests[0]); r++) {
+        for (size_t i = 0; i < sizeof(inputs) / sizeof(inputs[0]); i++) {
+            char *body = rl_model_build_body(requests[r], inputs[i], errstr,
+                                             sizeof(errstr));
+            size_t size = 0;
+
+            RL_CHECK(body != NULL);
+            RL_CHECK_INTEQ(rl_model_body_size(requests[r], inputs[i], &size,
+                                              errstr, sizeof(errstr)),
+                           RL_OK);
+            if (body)
+                RL_CHECK_INTEQ((long)size, (long)strlen(body));
+            free(body);
+        }
+    }
+    RL_CHECK_INTEQ(rl_model_body_size("{\"request\":{}}", "1", &(size_t){0},
+                                      errstr, sizeof(errstr)),
+                   RL_ERR_INVALID);
+}
+
+/* A prompt of 20,000 placeholders over a 200 KB input is 4 GB once
+ * substituted: measuring it allocates nothing of that size and is quick. */
+static void
+test_placeholder_bomb_is_measured_without_building_it(void)
+{
+    const size_t n_ph = 20000, in_len = 200000;
+    const char *head = "{\"request\":{\"model\":\"m\",\"messages\":[{\"role\":"
+                       "\"user\",\"content\":\"";
+    const char *tail = "\"}]}}";
+    char *request = malloc(strlen(head) + n_ph * 9 + strlen(tail) + 1);
+    char *input = malloc(in_len + 3);
+    struct timespec t0, t1;
+    size_t size = 0;
+    char errstr[256];
+    char *p;
+
+    RL_CHECK(request && input);
+    if (!request || !input)
+        goto done;
+    p = request + sprintf(request, "%s", head);
+    for (size_t i = 0; i < n_ph; i++)
+        p += sprintf(p, "{{input}}");
+    strcpy(p, tail);
+    input[0] = '"';
+    memset(input + 1, 'x', in_len);
+    strcpy(input + 1 + in_len, "\"");
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    RL_CHECK_INTEQ(
+        rl_model_body_size(request, input, &size, errstr, sizeof(errstr)),
+        RL_OK);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    /* each placeholder becomes the input, quotes escaped */
+    RL_CHECK(size > n_ph * in_len);
+    RL_CHECK((t1.tv_sec - t0.tv_sec) * 1000 +
+                 (t1.tv_nsec - t0.tv_nsec) / 1000000 <
+             1000);
+done:
+    free(request);
+    free(input);
+}
+
 int
 main(void)
 {
@@ -492,5 +577,7 @@ main(void)
     test_bad_config_is_refused_and_key_never_echoed();
     test_submit_rejects_bad_calls_and_leaves_body_with_caller();
     test_destroy_delivers_every_pending_call_cancelled();
+    test_measured_size_is_the_built_body_length();
+    test_placeholder_bomb_is_measured_without_building_it();
     RL_TEST_END();
 }

@@ -46,6 +46,9 @@ struct rl_config {
     int model_timeout_ms;
     int max_response_bytes;
     int max_event_bytes;
+    int max_request_bytes;  /* model body after substitution */
+    int max_held_bytes;     /* bytes of runs held per process */
+    int complete_max_bytes; /* answer bytes per completion statement */
     int sweep_interval_ms;
     int relay_batch;
     int relay_interval_ms;

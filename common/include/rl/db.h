@@ -398,12 +398,34 @@ int rl_db_outbox_lock_batch(struct rl_db *db, int limit,
                             struct rl_outbox_row **rows, size_t *n_rows,
                             char *errstr, size_t errstr_size);
 
-/* Ends the batch transaction. delivered: every row of the batch was
- * acknowledged by the broker; they move from outbox to outbox_delivered
- * (delivered_at now(), delivery_count + 1). Not delivered: they stay
- * pending with delivery_count + 1. n == 0 just closes the transaction.
- * Returns 0, or RL_ERR_DB after rolling back (every row stays pending; the
- * idempotency-key header makes the redelivery harmless). */
+/* What became of one locked row. */
+enum rl_outbox_fate {
+    RL_OUTBOX_RETRY = 0, /* not acknowledged: stays pending, backs off */
+    RL_OUTBOX_DELIVERED, /* acknowledged: moves to outbox_delivered */
+    RL_OUTBOX_DEAD,      /* refused for good: moves to outbox_dead */
+};
+
+struct rl_outbox_outcome {
+    enum rl_outbox_fate fate;
+    char reason[128]; /* RETRY: last_error; DEAD: the reason ("" none) */
+};
+
+/* Ends the batch transaction with an outcome per row (outcomes[i] for
+ * rows[i]): delivered rows move to outbox_delivered (delivered_at now(),
+ * delivery_count + 1), dead ones to outbox_dead with their reason, and
+ * retried ones stay pending with delivery_count + 1, last_error set and
+ * due again in retry_base_ms * 2^(earlier delivery attempts), at most
+ * retry_max_ms (0 and 0: due at once). n == 0 just closes the
+ * transaction. Returns 0, or RL_ERR_NOMEM / RL_ERR_DB after rolling back
+ * (every row stays pending as it was; the idempotency-key header makes
+ * the redelivery harmless). */
+int rl_db_outbox_finish_rows(struct rl_db *db, const struct rl_outbox_row *rows,
+                             size_t n, const struct rl_outbox_outcome *outcomes,
+                             long retry_base_ms, long retry_max_ms,
+                             char *errstr, size_t errstr_size);
+
+/* rl_db_outbox_finish_rows with one outcome for the batch: delivered, or
+ * retried (due again at once). */
 int rl_db_outbox_finish_batch(struct rl_db *db,
                               const struct rl_outbox_row *rows, size_t n,
                               int delivered, char *errstr, size_t errstr_size);

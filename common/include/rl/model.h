@@ -229,6 +229,16 @@ void rl_model_destroy(struct rl_model *m);
 char *rl_model_build_body(const char *request_json, const char *raw_input_json,
                           char *errstr, size_t errstr_size);
 
+/* Sets *size to the length of the body rl_model_build_body() returns for
+ * the same arguments, without substituting: the placeholders are counted
+ * and the input's printed (escaped) length multiplied by their number, so
+ * a prompt that repeats "{{input}}" costs no more to measure than to
+ * parse. Returns RL_OK, RL_ERR_INVALID (errstr set: a request
+ * rl_model_build_body() refuses too) or RL_ERR_NOMEM. A size beyond
+ * SIZE_MAX saturates. @locality any thread */
+int rl_model_body_size(const char *request_json, const char *raw_input_json,
+                       size_t *size, char *errstr, size_t errstr_size);
+
 /* The accepted result of an RL_MODEL_OK call, as stored in runs.output and
  * carried by the default notification envelope:
  *   {"text": "..." | null,

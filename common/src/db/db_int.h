@@ -44,7 +44,7 @@ enum db_stmt_id {
     DB_STMT_DISPATCH_RUNS,                     /* lease.c */
     DB_STMT_COMPLETE_RUNS,                     /* lease.c */
     DB_STMT_LOCK_PENDING_OUTBOX,               /* outbox.c */
-    DB_STMT_MOVE_DELIVERED_OUTBOX,             /* outbox.c */
+    DB_STMT_FINISH_OUTBOX_ROWS,                /* outbox.c */
     DB_STMT_PROPOSE_ATTEMPT_AWAITING_APPROVAL, /* approval.c */
     DB_STMT_COUNT
 };

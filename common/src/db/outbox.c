@@ -11,44 +11,55 @@
 #include "db_int.h"
 #include "rl/err.h"
 
-/* Oldest first; rows another relay holds are skipped, not waited for.
+/* Due first, oldest due first; rows another relay holds are skipped, not
+ * waited for; rows backing off after a failure (due_at later than now())
+ * are not read at all.
  *
  * The outbox is a queue: its row count swings between a few hundred and
  * a backlog, and the statistics say whatever it held at the last vacuum.
  * Both statements are written so that no estimate can make them cost more
  * than the batch: the inner query locks at most $1 rows through
- * outbox_pending_by_age_idx, and only those rows look up their run. The
- * join form (outbox JOIN runs ... ORDER BY ... LIMIT ... FOR UPDATE) was
- * planned, with the outbox believed to hold one row, as every pending row
- * joined to its run and sorted before the limit: in a soak each batch
- * then read 160,000 rows, 1.4 s, and the backlog fed itself to 270,000. */
+ * outbox_due_idx, reading it only up to now(), and only those rows look
+ * up their run. The join form (outbox JOIN runs ... ORDER BY ... LIMIT
+ * ... FOR UPDATE) was planned, with the outbox believed to hold one row,
+ * as every pending row joined to its run and sorted before the limit: in
+ * a soak each batch then read 160,000 rows, 1.4 s, and the backlog fed
+ * itself to 270,000. A filter on the due time over the created_at index
+ * would have read every row backing off at every batch: with the broker
+ * away, that is the whole backlog. */
 static const struct db_stmt lock_pending_outbox = {
     DB_STMT_LOCK_PENDING_OUTBOX, "lock_pending_outbox",
     "SELECT o.run_id, o.channel, r.job, r.tenant, o.payload,"
     "       o.delivery_count, o.ctid"
     "  FROM (SELECT ob.ctid, ob.run_id, ob.channel, ob.payload,"
-    "               ob.delivery_count, ob.created_at"
+    "               ob.delivery_count, ob.due_at"
     "          FROM outbox ob"
-    "         ORDER BY ob.created_at"
+    "         WHERE ob.due_at <= now()"
+    "         ORDER BY ob.due_at"
     "         LIMIT $1::int8"
     "           FOR UPDATE SKIP LOCKED) o"
     "  JOIN runs r ON r.run_id = o.run_id"
-    " ORDER BY o.created_at",
+    " ORDER BY o.due_at",
     1};
 
-/* Delivered rows leave the pending set for the insert-only audit table;
- * the others stay with their delivery count raised. The rows are the ones
- * this transaction locked, named by ctid (stable while locked) and checked
- * against their run ids: a TID scan, whatever the statistics say. A join
- * of the batch against the outbox was planned, with the outbox believed
- * to hold one row, as a nested loop comparing every pending row with
- * every row of the batch: 71 million comparisons, 18.6 s, in one soak. */
-static const struct db_stmt move_delivered_outbox = {
-    DB_STMT_MOVE_DELIVERED_OUTBOX, "move_delivered_outbox",
+/* Each locked row gets its own outcome ($3, aligned with the ctids in $1
+ * and the run ids in $2): 'delivered' rows leave the pending set for the
+ * insert-only audit table; 'dead' rows (refused for good) move to
+ * outbox_dead with their reason ($4); 'retry' rows stay pending with
+ * their delivery count raised, the error in last_error and a due time
+ * $5 ms * 2^(earlier deliveries) from now, at most $6 ms. The rows are
+ * the ones this transaction locked, named by ctid (stable while locked)
+ * and checked against their run ids: a TID scan, whatever the statistics
+ * say; a row's outcome is looked up by its position in $1. A join of the
+ * batch against the outbox was planned, with the outbox believed to hold
+ * one row, as a nested loop comparing every pending row with every row of
+ * the batch: 71 million comparisons, 18.6 s, in one soak. */
+static const struct db_stmt finish_outbox_rows = {
+    DB_STMT_FINISH_OUTBOX_ROWS, "finish_outbox_rows",
     "WITH moved AS ("
     "  DELETE FROM outbox o"
-    "   WHERE $3::bool AND o.ctid = ANY ($1::tid[])"
-    "     AND o.run_id = ANY ($2::text[])"
+    "   WHERE o.ctid = ANY ($1::tid[]) AND o.run_id = ANY ($2::text[])"
+    "     AND ($3::text[])[array_position($1::tid[], o.ctid)] = 'delivered'"
     "  RETURNING o.run_id, o.channel, o.payload, o.created_at,"
     "            o.delivery_count"
     "), audit AS ("
@@ -59,14 +70,35 @@ static const struct db_stmt move_delivered_outbox = {
     "    FROM moved m"
     "      ON CONFLICT DO NOTHING"
     "  RETURNING 1"
+    "), dead AS ("
+    "  DELETE FROM outbox o"
+    "   WHERE o.ctid = ANY ($1::tid[]) AND o.run_id = ANY ($2::text[])"
+    "     AND ($3::text[])[array_position($1::tid[], o.ctid)] = 'dead'"
+    "  RETURNING o.run_id, o.channel, o.payload, o.created_at,"
+    "            o.delivery_count,"
+    "            ($4::text[])[array_position($1::tid[], o.ctid)] AS reason"
+    "), set_aside AS ("
+    "  INSERT INTO outbox_dead (run_id, channel, payload, payload_bytes,"
+    "                           created_at, dead_at, delivery_count, reason)"
+    "  SELECT d.run_id, d.channel, d.payload,"
+    "         octet_length(d.payload::text), d.created_at, now(),"
+    "         d.delivery_count + 1, coalesce(d.reason, 'unspecified')"
+    "    FROM dead d"
+    "      ON CONFLICT DO NOTHING"
+    "  RETURNING 1"
     "), retry AS ("
-    "  UPDATE outbox o SET delivery_count = o.delivery_count + 1"
-    "   WHERE NOT $3::bool AND o.ctid = ANY ($1::tid[])"
-    "     AND o.run_id = ANY ($2::text[])"
+    "  UPDATE outbox o SET delivery_count = o.delivery_count + 1,"
+    "         last_error = ($4::text[])[array_position($1::tid[], o.ctid)],"
+    "         due_at = now() + least($6::float8, $5::float8"
+    "                  * power(2, least(o.delivery_count, 30)))"
+    "                  * interval '1 millisecond'"
+    "   WHERE o.ctid = ANY ($1::tid[]) AND o.run_id = ANY ($2::text[])"
+    "     AND ($3::text[])[array_position($1::tid[], o.ctid)] = 'retry'"
     "  RETURNING 1"
     ")"
-    "SELECT (SELECT count(*) FROM moved), (SELECT count(*) FROM retry)",
-    3};
+    "SELECT (SELECT count(*) FROM moved), (SELECT count(*) FROM dead),"
+    "       (SELECT count(*) FROM retry)",
+    6};
 
 void
 rl_db_outbox_rows_free(struct rl_outbox_row *rows, size_t n)
@@ -90,7 +122,7 @@ static const char outbox_schema_sql[] =
     " WHERE c.oid = 'outbox'::regclass";
 
 /* The relay's session plans by index only. Its statements touch a batch
- * of rows that outbox_pending_by_age_idx (the oldest, in order) or their
+ * of rows that outbox_due_idx (the due, in order) or their
  * ctids name, and nothing else; the planner's alternatives (a sequential
  * scan, or the primary key, then a sort of every pending row) look cheaper
  * only when the statistics say the outbox is nearly empty, which a queue's
@@ -326,13 +358,21 @@ rl_db_outbox_lock_batch(struct rl_db *db, int limit,
     return 0;
 }
 
+static const char *const outcome_names[] = {
+    [RL_OUTBOX_RETRY] = "retry",
+    [RL_OUTBOX_DELIVERED] = "delivered",
+    [RL_OUTBOX_DEAD] = "dead",
+};
+
 int
-rl_db_outbox_finish_batch(struct rl_db *db, const struct rl_outbox_row *rows,
-                          size_t n, int delivered, char *errstr,
-                          size_t errstr_size)
+rl_db_outbox_finish_rows(struct rl_db *db, const struct rl_outbox_row *rows,
+                         size_t n, const struct rl_outbox_outcome *outcomes,
+                         long retry_base_ms, long retry_max_ms, char *errstr,
+                         size_t errstr_size)
 {
-    struct rl_buf ids = {0}, tids = {0};
-    const char *params[3];
+    struct rl_buf arrays[4] = {{0}};
+    const char *params[6];
+    char base[32], cap[32];
     PGresult *res = NULL;
     int err = RL_ERR_DB;
 
@@ -347,25 +387,30 @@ rl_db_outbox_finish_batch(struct rl_db *db, const struct rl_outbox_row *rows,
         PQclear(res);
         return 0;
     }
-    rl_buf_put(&ids, "{", 1);
-    rl_buf_put(&tids, "{", 1);
+    db_arrays_open(arrays, 4);
     for (size_t i = 0; i < n; i++) {
-        db_array_add(&ids, rows[i].run_id);
-        db_array_add(&tids, rows[i].ctid);
+        enum rl_outbox_fate fate = outcomes[i].fate;
+
+        if ((int)fate < 0 || fate > RL_OUTBOX_DEAD)
+            fate = RL_OUTBOX_RETRY;
+        db_array_add(&arrays[0], rows[i].ctid);
+        db_array_add(&arrays[1], rows[i].run_id);
+        db_array_add(&arrays[2], outcome_names[fate]);
+        db_array_add(&arrays[3],
+                     outcomes[i].reason[0] ? outcomes[i].reason : NULL);
     }
-    rl_buf_put(&ids, "}", 1);
-    rl_buf_put(&tids, "}", 1);
-    if (ids.failed || tids.failed) {
+    if (db_arrays_close(arrays, 4, params) != 0) {
         rl_set_err(errstr, errstr_size,
                    "could not finish outbox batch: out of memory");
         err = RL_ERR_NOMEM;
         goto done;
     }
-    params[0] = tids.data;
-    params[1] = ids.data;
-    params[2] = delivered ? "t" : "f";
-    res = db_exec_stmt(db, &move_delivered_outbox, params,
-                       "finish outbox batch", NULL, &err, errstr, errstr_size);
+    snprintf(base, sizeof(base), "%ld", retry_base_ms > 0 ? retry_base_ms : 0);
+    snprintf(cap, sizeof(cap), "%ld", retry_max_ms > 0 ? retry_max_ms : 0);
+    params[4] = base;
+    params[5] = cap;
+    res = db_exec_stmt(db, &finish_outbox_rows, params, "finish outbox batch",
+                       NULL, &err, errstr, errstr_size);
     if (!res)
         goto done;
     PQclear(res);
@@ -380,7 +425,33 @@ done:
     if (err != 0 && db->in_tx)
         end_tx(db, "ROLLBACK");
     PQclear(res);
-    rl_buf_free(&ids);
-    rl_buf_free(&tids);
+    db_arrays_free(arrays, 4);
+    return err;
+}
+
+int
+rl_db_outbox_finish_batch(struct rl_db *db, const struct rl_outbox_row *rows,
+                          size_t n, int delivered, char *errstr,
+                          size_t errstr_size)
+{
+    struct rl_outbox_outcome *outcomes = NULL;
+    int err;
+
+    if (n > 0) {
+        outcomes = calloc(n, sizeof(*outcomes));
+        if (!outcomes) {
+            if (db->in_tx)
+                end_tx(db, "ROLLBACK");
+            rl_set_err(errstr, errstr_size,
+                       "could not finish outbox batch: out of memory");
+            return RL_ERR_NOMEM;
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        outcomes[i].fate = delivered ? RL_OUTBOX_DELIVERED : RL_OUTBOX_RETRY;
+    /* Due again at once: the caller said nothing about backing off. */
+    err = rl_db_outbox_finish_rows(db, rows, n, outcomes, 0, 0, errstr,
+                                   errstr_size);
+    free(outcomes);
     return err;
 }
