@@ -25,7 +25,8 @@ static const char usage_text[] =
 "delivered notifications, --batch runs per transaction (default 1000).\n"
 "--status: the statuses removed, of completed and failed (default: all).\n"
 "Runs that may still change (pending, running, unknown,\n"
-"awaiting_approval) and runs with a notification not delivered yet are\n"
+"awaiting_approval) and runs with a notification not delivered yet\n"
+"(pending or dead-lettered) are\n"
 "kept. --dry-run prints what would be removed and removes nothing.\n"
 "Exit status: 0 ok; 1 PostgreSQL failed; 2 bad usage.\n";
 /* clang-format on */

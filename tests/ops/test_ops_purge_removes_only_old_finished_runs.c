@@ -3,7 +3,7 @@
  * undelivered notification, with their attempts, decisions, approvals,
  * delivered notifications and budget reservations; it keeps unknown,
  * pending, running and awaiting-approval runs however old, recent finished
- * runs, and runs with a pending outbox row; --status narrows it, --dry-run
+ * runs, and runs with a pending or dead-lettered outbox row; --status narrows it, --dry-run
  * counts without deleting, small batches add up to the same result, a
  * second purge finds nothing. /metrics reports runledger_ledger_rows. */
 #include <stdio.h>
@@ -137,6 +137,12 @@ main(void)
     exec_sql(&t, "UPDATE runs SET updated_at = now() - interval '1 day'"
                  " WHERE run_id = (SELECT min(run_id) FROM runs"
                  "                  WHERE job = 'old-failed')");
+    /* so does a dead-lettered one, kept for an operator */
+    add_runs(&t, "old-dead", "completed", 2, 40);
+    exec_sql(&t, "INSERT INTO outbox_dead (run_id, channel, payload,"
+                 "       payload_bytes, created_at, delivery_count, reason)"
+                 " SELECT run_id, 'slack', '{}', 2, updated_at, 5, 'refused'"
+                 "   FROM runs WHERE job = 'old-dead'");
     /* decisions, approvals and leftover reservations go with their run */
     exec_sql(&t, "INSERT INTO run_decisions (run_id, decision, actor, reason,"
                  "       prior_status, attempts)"
@@ -156,7 +162,7 @@ main(void)
                  "   FROM runs WHERE job = 'old-failed'"
                  "    AND updated_at < now() - interval '30 days' LIMIT 2");
     total = e2e_int(&t, "SELECT count(*) FROM runs");
-    RL_REQUIRE(total == 79);
+    RL_REQUIRE(total == 81);
 
     /* ---- bad usage: nothing touched ---- */
     RL_CHECK(purge(&t, NULL, NULL, NULL, NULL, NULL, NULL) == 2);
@@ -199,7 +205,7 @@ main(void)
     RL_CHECK(e2e_int(&t, "SELECT count(*) FROM runs") == total - 49);
     RL_CHECK(e2e_int(&t, "SELECT count(*) FROM attempts") == total - 49);
     RL_CHECK(e2e_int(&t, "SELECT count(*) FROM outbox_delivered") ==
-             30 + 20 + 10 + 3 - 49);
+             30 + 20 + 10 + 3 + 2 - 49);
     RL_CHECK(e2e_int(&t, "SELECT count(*) FROM attempts a WHERE NOT EXISTS"
                          " (SELECT 1 FROM runs r WHERE r.run_id = a.run_id)") ==
              0);
@@ -220,6 +226,7 @@ main(void)
     RL_CHECK(group_rows(&t, "runs", "old-queued") == 3);
     RL_CHECK(group_rows(&t, "outbox", "old-queued") == 3);
     RL_CHECK(group_rows(&t, "outbox_delivered", "old-queued") == 3);
+    RL_CHECK(group_rows(&t, "runs", "old-dead") == 2);
 
     /* ---- nothing left to do; a shorter retention reaches newer runs ---- */
     RL_CHECK(purge(&t, "--older-than", "30d", NULL, NULL, NULL, NULL) == 0);

@@ -234,7 +234,8 @@ int rl_db_purge_cutoff(struct rl_db *db, int64_t older_than_seconds,
 
 /* What a purge of runs in one of statuses (nstatuses, each one of
  * rl_db_purge_statuses) last updated before cutoff would remove: runs
- * with no undelivered outbox row, and their attempts, decisions,
+ * with no undelivered outbox row and no dead-lettered one (outbox_dead),
+ * and their attempts, decisions,
  * approvals, delivered notifications and budget reservations. Reads only.
  * Returns 0, RL_ERR_INVALID (a status that is not final) or RL_ERR_DB. */
 int rl_db_purge_count(struct rl_db *db, const char *const *statuses,

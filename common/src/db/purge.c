@@ -7,7 +7,8 @@
  *
  * A run qualifies when its status is one of the purgeable statuses the
  * caller names, its updated_at is before the cutoff, and no outbox row
- * (a notification not delivered yet) names it. updated_at, not
+ * (a notification not delivered yet) and no outbox_dead row (a
+ * notification the relay gave up on, waiting for an operator) names it. updated_at, not
  * completed_at: failed runs have no completed_at, and updated_at is the
  * last time anything (the worker, an operator's decision) changed the
  * run, never earlier than completed_at, so a run an operator touched
@@ -36,7 +37,9 @@ static const char *const purgeable_statuses[] = {"completed", "failed"};
     "SELECT r.run_id FROM runs r"                                              \
     " WHERE r.status = ANY ($1::text[])"                                       \
     "   AND r.updated_at < $2::timestamptz"                                    \
-    "   AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.run_id = r.run_id)"
+    "   AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.run_id = r.run_id)"   \
+    "   AND NOT EXISTS (SELECT 1 FROM outbox_dead o"                           \
+    "                    WHERE o.run_id = r.run_id)"
 
 static const char purge_batch[] =
     "WITH v AS (" PURGE_VICTIMS " LIMIT $3::int4 FOR UPDATE SKIP LOCKED),"
