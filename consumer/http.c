@@ -145,6 +145,10 @@ static const struct family_def families[] = {
      "runs whose proposal waits for an approve or reject (ledger-wide)"},
     {"runledger_cancelled_runs", RL_METRIC_GAUGE,
      "runs an operator cancelled, still in the ledger (ledger-wide)"},
+    {"runledger_ledger_rows", RL_METRIC_GAUGE,
+     "estimated rows of a ledger table, by table: runs, attempts, "
+     "outbox_delivered (ledger-wide: aggregate with max; the statistics "
+     "collector's live-row estimate, what `runledger purge` shrinks)"},
     {"runledger_budget_deferrals_total", RL_METRIC_COUNTER,
      "dispatches refused by a token budget, without spending an attempt, "
      "by until: next_window (spent for the UTC day: the run waits for "
@@ -443,10 +447,16 @@ health_main(void *arg)
                            g.oldest_pending_seconds);
             rl_metrics_set(h->metrics, "runledger_unknown_runs", NULL,
                            (double)g.unknown_runs);
-            rl_metrics_set(h->metrics, "runledger_runs_awaiting_approval",
-                           NULL, (double)g.awaiting_approval_runs);
+            rl_metrics_set(h->metrics, "runledger_runs_awaiting_approval", NULL,
+                           (double)g.awaiting_approval_runs);
             rl_metrics_set(h->metrics, "runledger_cancelled_runs", NULL,
                            (double)g.cancelled_runs);
+            set_labelled(h->metrics, "runledger_ledger_rows", "table", "runs",
+                         (double)g.runs_rows);
+            set_labelled(h->metrics, "runledger_ledger_rows", "table",
+                         "attempts", (double)g.attempts_rows);
+            set_labelled(h->metrics, "runledger_ledger_rows", "table",
+                         "outbox_delivered", (double)g.delivered_rows);
             if (!atomic_exchange(&h->db_ok, 1))
                 rl_log_info(NULL, "health: postgresql reachable");
         } else {

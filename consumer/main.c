@@ -28,6 +28,7 @@ static const struct command commands[] = {
     {"config", rl_cmd_config, "print the configuration settings"},
     {"id", rl_cmd_id, "print the run ID of one logical run"},
     {"migrate", rl_cmd_migrate, "apply pending ledger migrations"},
+    {"purge", rl_cmd_purge, "remove finished runs past their retention"},
     {"version", cmd_version, "print the version"},
 };
 

@@ -31,6 +31,9 @@ int rl_cmd_config(int argc, char **argv);
 /* `id`: the run ID of one logical run. */
 int rl_cmd_id(int argc, char **argv);
 
+/* `purge`: remove finished runs older than a retention period. */
+int rl_cmd_purge(int argc, char **argv);
+
 /* `migrate`: apply the pending ledger migrations. */
 int rl_cmd_migrate(int argc, char **argv);
 

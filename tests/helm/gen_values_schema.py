@@ -41,6 +41,7 @@ OPEN_OBJECTS = {
     "consumer.affinity", "relay.affinity", "migration.affinity",
     "consumer.updateStrategy", "relay.updateStrategy", "keda.advanced",
     "keda.fallback", "receiver.resources", "receiver.affinity",
+    "purge.resources",
 }
 
 
@@ -144,6 +145,19 @@ OVERRIDES = {
     "scheduleDefaults.failedJobsHistoryLimit": rng(0, 100),
     "scheduleDefaults.backoffLimit": rng(0, 100),
     "scheduleDefaults.activeDeadlineSeconds": rng(1, 86400),
+    "purge.schedule": {"type": "string", "minLength": 1},
+    "purge.olderThan": {"type": "string", "pattern": "^[1-9][0-9]*[dhm]$"},
+    "purge.statuses": {"type": "array", "uniqueItems": True,
+                       "items": {"type": "string",
+                                 "enum": ["completed", "failed", "cancelled"]}},
+    "purge.batch": rng(1, 100000),
+    "purge.concurrencyPolicy": {
+        "type": "string", "enum": ["Allow", "Forbid", "Replace"]},
+    "purge.startingDeadlineSeconds": rng(1, 86400),
+    "purge.successfulJobsHistoryLimit": rng(0, 100),
+    "purge.failedJobsHistoryLimit": rng(0, 100),
+    "purge.backoffLimit": rng(0, 100),
+    "purge.activeDeadlineSeconds": rng(1, 86400),
     "metrics.service.type": {"type": "string", "enum": [
         "ClusterIP", "NodePort", "LoadBalancer"]},
     "metrics.service.port": rng(1, 65535),

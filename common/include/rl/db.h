@@ -486,12 +486,15 @@ int rl_db_outbox_vacuum_poll(struct rl_db *db, char *errstr,
 /* Ledger-wide gauges for /metrics (every replica reports the same values:
  * aggregate them with max, not sum). */
 struct rl_db_gauges {
-    int64_t outbox_backlog;        /* undelivered outbox rows */
-    int backlog_estimated;         /* over 100,000: pg_class.reltuples */
-    double oldest_pending_seconds; /* age of the oldest undelivered row */
-    int64_t unknown_runs;          /* runs waiting for an operator */
+    int64_t outbox_backlog;         /* undelivered outbox rows */
+    int backlog_estimated;          /* over 100,000: pg_class.reltuples */
+    double oldest_pending_seconds;  /* age of the oldest undelivered row */
+    int64_t unknown_runs;           /* runs waiting for an operator */
     int64_t awaiting_approval_runs; /* proposals waiting for a decision */
     int64_t cancelled_runs;         /* runs an operator cancelled */
+    int64_t runs_rows;              /* estimated rows of runs, */
+    int64_t attempts_rows;          /* attempts and outbox_delivered */
+    int64_t delivered_rows;         /* (pg_stat_get_live_tuples) */
 };
 
 /* Reads the gauges in one round trip (cheap: bounded count, index scans).

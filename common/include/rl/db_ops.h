@@ -262,4 +262,51 @@ int rl_db_approver_remove(struct rl_db *db, const char *tenant,
 int rl_db_approvers_json(struct rl_db *db, const char *tenant, char **json,
                          char *errstr, size_t errstr_size);
 
+/* ---- retention (`runledger purge`, common/src/db/purge.c) ------------- */
+
+/* Rows a purge removed, or a dry run would remove, per table. */
+struct rl_purge_counts {
+    int64_t runs;
+    int64_t attempts;
+    int64_t decisions;    /* run_decisions: operator decisions */
+    int64_t approvals;    /* approvals: the decision on a proposal */
+    int64_t delivered;    /* outbox_delivered: delivered notifications */
+    int64_t reservations; /* budget_reservations left by an attempt */
+};
+
+/* The statuses a purge may remove (the final ones), *n of them; static. */
+const char *const *rl_db_purge_statuses(size_t *n);
+
+/* 1 when status is one of rl_db_purge_statuses. */
+int rl_db_purge_status_known(const char *status);
+
+/* The cutoff of a purge, now() on the server minus older_than_seconds, as
+ * "YYYY-MM-DDTHH:MM:SS.ffffff+00:00" into cutoff (RL_DB_TIME_SIZE). Every
+ * batch of one purge uses the same cutoff. Returns 0 or RL_ERR_DB. */
+int rl_db_purge_cutoff(struct rl_db *db, int64_t older_than_seconds,
+                       char *cutoff, size_t cutoff_size, char *errstr,
+                       size_t errstr_size);
+
+/* What a purge of runs in one of statuses (nstatuses, each one of
+ * rl_db_purge_statuses) last updated before cutoff would remove: runs
+ * with no undelivered outbox row and no dead-lettered one (outbox_dead),
+ * and their attempts, decisions,
+ * approvals, delivered notifications and budget reservations. Reads only.
+ * Returns 0, RL_ERR_INVALID (a status that is not final) or RL_ERR_DB. */
+int rl_db_purge_count(struct rl_db *db, const char *const *statuses,
+                      size_t nstatuses, const char *cutoff,
+                      struct rl_purge_counts *out, char *errstr,
+                      size_t errstr_size);
+
+/* Removes at most batch (<= 0: 1,000) of the runs rl_db_purge_count
+ * counts, with their rows in the other tables, in one transaction; runs
+ * another session has locked are skipped. out->runs is 0 when none is
+ * left. Returns 0, RL_ERR_INVALID (a status that is not final, or a
+ * notification queued for a run meanwhile: nothing removed) or
+ * RL_ERR_DB. */
+int rl_db_purge_batch(struct rl_db *db, const char *const *statuses,
+                      size_t nstatuses, const char *cutoff, int batch,
+                      struct rl_purge_counts *out, char *errstr,
+                      size_t errstr_size);
+
 #endif /* RL_DB_OPS_H */

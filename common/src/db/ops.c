@@ -46,7 +46,9 @@ rl_db_exec(struct rl_db *db, const char *sql, int nparams,
  * 20,000 pages for 130 pending rows in one soak. The oldest pending row
  * comes from the same index; unknown runs from runs_unknown_idx, runs
  * awaiting approval from runs_awaiting_approval_idx, cancelled runs from
- * runs_cancelled_idx. */
+ * runs_cancelled_idx. The ledger's size is the statistics collector's live-row
+ * estimate (what autovacuum goes by, kept current by every insert and delete),
+ * never a count: a count of runs would read the whole table on every scrape. */
 static const char ops_gauges[] =
     "SELECT (SELECT count(*) FROM (SELECT 1 FROM outbox"
     "                               ORDER BY created_at LIMIT 100000) s),"
@@ -56,7 +58,10 @@ static const char ops_gauges[] =
     "          FROM outbox),"
     "       (SELECT count(*) FROM runs WHERE status = 'unknown'),"
     "       (SELECT count(*) FROM runs WHERE status = 'awaiting_approval'),"
-    "       (SELECT count(*) FROM runs WHERE status = 'cancelled')";
+    "       (SELECT count(*) FROM runs WHERE status = 'cancelled'),"
+    "       pg_stat_get_live_tuples(to_regclass('runs')),"
+    "       pg_stat_get_live_tuples(to_regclass('attempts')),"
+    "       pg_stat_get_live_tuples(to_regclass('outbox_delivered'))";
 
 static const char ops_list_runs[] =
     "SELECT coalesce(json_agg(x ORDER BY x.scheduled_at DESC, x.run_id),"
@@ -326,11 +331,11 @@ static const char ops_resolve_failed[] =
 static const char ops_cancel_run[] =
     "WITH cur AS ("
     "  SELECT run_id, status, attempts FROM runs WHERE run_id = $1"
-    "     FOR NO KEY UPDATE"
-    OPS_CANCEL_TAIL("$2", "$3")
-    "SELECT cur.status, cur.attempts, (SELECT count(*) FROM upd),"
-    "       (SELECT count(*) FROM dec), (SELECT count(*) FROM closed)"
-    "  FROM cur";
+    "     FOR NO KEY UPDATE" OPS_CANCEL_TAIL(
+        "$2",
+        "$3") "SELECT cur.status, cur.attempts, (SELECT count(*) FROM upd),"
+              "       (SELECT count(*) FROM dec), (SELECT count(*) FROM closed)"
+              "  FROM cur";
 
 /* The runs of a filter cancel: $1 tenant, $2 job, $3 version (NULL: any),
  * $4 the statuses as a text[]. */
@@ -338,8 +343,7 @@ static const char ops_cancel_run[] =
     "  FROM runs WHERE tenant = $1 AND ($2::text IS NULL OR job = $2)"         \
     "   AND ($3::text IS NULL OR version = $3) AND status = ANY ($4::text[])"
 
-static const char ops_cancel_count[] =
-    "SELECT count(*)" OPS_CANCEL_FILTER;
+static const char ops_cancel_count[] = "SELECT count(*)" OPS_CANCEL_FILTER;
 
 /* One batch, in run_id order (the lock order of every claim): a row that
  * left the filter while this statement waited for its lock is re-checked
@@ -348,9 +352,9 @@ static const char ops_cancel_batch[] =
     "WITH cur AS ("
     "  SELECT run_id, status, attempts" OPS_CANCEL_FILTER
     "   ORDER BY run_id LIMIT $7"
-    "     FOR NO KEY UPDATE"
-    OPS_CANCEL_TAIL("$5", "$6")
-    "SELECT (SELECT count(*) FROM upd), (SELECT count(*) FROM cur)";
+    "     FOR NO KEY UPDATE" OPS_CANCEL_TAIL(
+        "$5",
+        "$6") "SELECT (SELECT count(*) FROM upd), (SELECT count(*) FROM cur)";
 
 /* The operator takes a lease of its own (a new fencing token, so any
  * worker still holding an older one cannot write), then completes through
@@ -406,6 +410,9 @@ rl_db_ops_gauges(struct rl_db *db, struct rl_db_gauges *g, char *errstr,
     g->unknown_runs = db_int_value(res, 0, 3, 0);
     g->awaiting_approval_runs = db_int_value(res, 0, 4, 0);
     g->cancelled_runs = db_int_value(res, 0, 5, 0);
+    g->runs_rows = db_int_value(res, 0, 6, 0);
+    g->attempts_rows = db_int_value(res, 0, 7, 0);
+    g->delivered_rows = db_int_value(res, 0, 8, 0);
     PQclear(res);
     return 0;
 }
@@ -541,13 +548,13 @@ rl_db_run_cancel(struct rl_db *db, const char *run_id, const char *actor,
 /* The statuses of a filter cancel as a text[] literal in buf. Returns 0
  * or RL_ERR_INVALID with errstr filled. */
 static int
-cancel_statuses(const struct rl_cancel_filter *filter, char *buf,
-                size_t size, char *errstr, size_t errstr_size)
+cancel_statuses(const struct rl_cancel_filter *filter, char *buf, size_t size,
+                char *errstr, size_t errstr_size)
 {
     static const char *const allowed[] = {"pending", "running",
                                           "awaiting_approval"};
-    const char *list = filter->statuses ? filter->statuses
-                                        : "pending,awaiting_approval";
+    const char *list =
+        filter->statuses ? filter->statuses : "pending,awaiting_approval";
     const char *p = list;
     size_t used = 0;
 
@@ -562,8 +569,8 @@ cancel_statuses(const struct rl_cancel_filter *filter, char *buf,
         int known = 0;
 
         for (size_t i = 0; i < sizeof(allowed) / sizeof(allowed[0]); i++)
-            known |= strlen(allowed[i]) == len &&
-                     strncmp(allowed[i], p, len) == 0;
+            known |=
+                strlen(allowed[i]) == len && strncmp(allowed[i], p, len) == 0;
         if (!known || used + len + 2 >= size) {
             rl_set_err(errstr, errstr_size,
                        "could not cancel runs: status \"%.*s\" cannot be "
@@ -589,9 +596,8 @@ cancel_statuses(const struct rl_cancel_filter *filter, char *buf,
 }
 
 int
-rl_db_runs_cancel_count(struct rl_db *db,
-                        const struct rl_cancel_filter *filter, int64_t *count,
-                        char *errstr, size_t errstr_size)
+rl_db_runs_cancel_count(struct rl_db *db, const struct rl_cancel_filter *filter,
+                        int64_t *count, char *errstr, size_t errstr_size)
 {
     char statuses[128];
     const char *params[4];
