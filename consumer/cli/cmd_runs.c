@@ -719,9 +719,9 @@ cmd_cancel(int argc, char **argv)
     if (run_id) {
         if (filter.tenant || filter.job || filter.version || filter.statuses ||
             dry_run)
-            return rl_cli_usage_error(
-                "runs", "runs cancel takes a RUN_ID or a filter "
-                        "(--tenant ...), not both");
+            return rl_cli_usage_error("runs",
+                                      "runs cancel takes a RUN_ID or a filter "
+                                      "(--tenant ...), not both");
         rc = check_run_id(run_id);
         if (rc != RL_EXIT_OK)
             return rc;
@@ -749,8 +749,9 @@ cmd_cancel(int argc, char **argv)
     rl_db_destroy(db);
     if (err) {
         if (!run_id && n > 0)
-            fprintf(stderr, "runledger runs cancel: %lld runs cancelled "
-                            "before the error\n",
+            fprintf(stderr,
+                    "runledger runs cancel: %lld runs cancelled "
+                    "before the error\n",
                     (long long)n);
         return rl_cli_error("runs cancel", err, errstr);
     }

@@ -31,10 +31,9 @@ claim_and_dispatch(struct rl_db *db, struct fixture_run *run)
     RL_REQUIRE(rltest_db_claim(db, &run->reg, "w1", 30, &claim, errstr,
                                sizeof(errstr)) == 0);
     RL_REQUIRE(claim.status == RL_CLAIM_WON);
-    RL_REQUIRE(rltest_db_dispatch_budget(db, run->run_id, "w1",
-                                         claim.lease_epoch, "k", 500, 100,
-                                         &status, &attempt_no, NULL, errstr,
-                                         sizeof(errstr)) == 0);
+    RL_REQUIRE(rltest_db_dispatch_budget(
+                   db, run->run_id, "w1", claim.lease_epoch, "k", 500, 100,
+                   &status, &attempt_no, NULL, errstr, sizeof(errstr)) == 0);
     rl_claim_clear(&claim);
     return status;
 }
@@ -54,8 +53,8 @@ main(void)
 
     RL_REQUIRE(rl_db_budget_set(db, "workspace-acme", NULL, 100, "ops", errstr,
                                 sizeof(errstr)) == 0);
-    RL_REQUIRE(rl_db_budget_set(db, "workspace-other", NULL, 100, "ops",
-                                errstr, sizeof(errstr)) == 0);
+    RL_REQUIRE(rl_db_budget_set(db, "workspace-other", NULL, 100, "ops", errstr,
+                                sizeof(errstr)) == 0);
     fixture_run_init(&a, "wake-a", request, NULL);
     fixture_run_init(&b, "wake-b", request, NULL);
     fixture_run_init(&c, "wake-c", request, NULL);
@@ -125,17 +124,17 @@ main(void)
     RL_CHECK_INTEQ(n, 2);
     for (size_t i = 0; i < n; i++) {
         RL_CHECK(strcmp(due[i].run_id, c.run_id) != 0);
-        RL_CHECK_INTEQ(rltest_db_dispatch_budget(
-                           db, due[i].run_id, "sweeper", due[i].lease_epoch,
-                           "k2", 500, 100, &status, &attempt_no, NULL, errstr,
-                           sizeof(errstr)),
+        RL_CHECK_INTEQ(rltest_db_dispatch_budget(db, due[i].run_id, "sweeper",
+                                                 due[i].lease_epoch, "k2", 500,
+                                                 100, &status, &attempt_no,
+                                                 NULL, errstr, sizeof(errstr)),
                        0);
         RL_CHECK_INTEQ(status, RL_DISPATCH_RECORDED);
         rl_claim_clear(&due[i]);
     }
 
-    RL_CHECK_INTEQ(rl_db_budget_wake(db, "workspace-acme", NULL, "ops",
-                                     "again", &woken, errstr, sizeof(errstr)),
+    RL_CHECK_INTEQ(rl_db_budget_wake(db, "workspace-acme", NULL, "ops", "again",
+                                     &woken, errstr, sizeof(errstr)),
                    0);
     RL_CHECK_INTEQ(woken, 0);
     fixture_drop(db, schema);

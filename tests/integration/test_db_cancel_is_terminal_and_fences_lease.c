@@ -156,16 +156,15 @@ main(void)
     RL_CHECK_INTEQ(rl_db_renew_leases(db, "w1", 30, ids, epochs, 1, held,
                                       errstr, sizeof(errstr)),
                    0);
-    RL_CHECK_INTEQ(rltest_db_dispatch(db, running.run_id, "w1", run_epoch,
-                                      "k2", &attempt_no, errstr,
-                                      sizeof(errstr)),
+    RL_CHECK_INTEQ(rltest_db_dispatch(db, running.run_id, "w1", run_epoch, "k2",
+                                      &attempt_no, errstr, sizeof(errstr)),
                    RL_ERR_STALE);
     RL_CHECK_INTEQ(rl_db_record_outcome(db, running.run_id, 1, "ok", 200, NULL,
                                         1, 1, 0, 5, NULL, errstr,
                                         sizeof(errstr)),
                    RL_ERR_NOTFOUND);
-    RL_CHECK_INTEQ(rltest_db_complete(db, running.run_id, "w1", run_epoch,
-                                      NULL, "{\"late\":true}", channels, 1,
+    RL_CHECK_INTEQ(rltest_db_complete(db, running.run_id, "w1", run_epoch, NULL,
+                                      "{\"late\":true}", channels, 1,
                                       &completed, errstr, sizeof(errstr)),
                    RL_ERR_STALE);
     RL_CHECK_INTEQ(rl_db_release(db, running.run_id, "w1", run_epoch, 0,
@@ -207,8 +206,8 @@ main(void)
     (void)pending_epoch;
 
     /* terminal: refused changes, and nothing brings it back */
-    RL_CHECK_INTEQ(rl_db_run_cancel(db, done.run_id, "alice", "x", &dec,
-                                    errstr, sizeof(errstr)),
+    RL_CHECK_INTEQ(rl_db_run_cancel(db, done.run_id, "alice", "x", &dec, errstr,
+                                    sizeof(errstr)),
                    RL_ERR_CONFLICT);
     RL_CHECK(strstr(errstr, "completed") != NULL);
     RL_CHECK_INTEQ(rl_db_run_cancel(db, failed.run_id, "alice", "x", &dec,
@@ -241,8 +240,8 @@ main(void)
     for (int i = 0; i < 7; i++) {
         snprintf(job, sizeof(job), "bulk-%d", i);
         fixture_run_init(&batch[i], job, request, NULL);
-        RL_REQUIRE(rltest_db_claim(db, &batch[i].reg, "w1", 30, &claim,
-                                   errstr, sizeof(errstr)) == 0);
+        RL_REQUIRE(rltest_db_claim(db, &batch[i].reg, "w1", 30, &claim, errstr,
+                                   sizeof(errstr)) == 0);
         if (i > 0)
             RL_REQUIRE(rl_db_release(db, batch[i].run_id, "w1",
                                      claim.lease_epoch, 3600 * 1000,
@@ -259,21 +258,20 @@ main(void)
     rl_claim_clear(&claim);
 
     filter.tenant = NULL;
-    RL_CHECK_INTEQ(rl_db_runs_cancel_count(db, &filter, &n64, errstr,
-                                           sizeof(errstr)),
-                   RL_ERR_INVALID);
+    RL_CHECK_INTEQ(
+        rl_db_runs_cancel_count(db, &filter, &n64, errstr, sizeof(errstr)),
+        RL_ERR_INVALID);
     RL_CHECK_INTEQ(rl_db_runs_cancel(db, &filter, "alice", "bulk", 2, &n64,
                                      errstr, sizeof(errstr)),
                    RL_ERR_INVALID);
     filter.tenant = "workspace-acme";
     filter.statuses = "pending,completed";
-    RL_CHECK_INTEQ(rl_db_runs_cancel_count(db, &filter, &n64, errstr,
-                                           sizeof(errstr)),
-                   RL_ERR_INVALID);
+    RL_CHECK_INTEQ(
+        rl_db_runs_cancel_count(db, &filter, &n64, errstr, sizeof(errstr)),
+        RL_ERR_INVALID);
     filter.statuses = NULL;
-    RL_CHECK_INTEQ(rl_db_runs_cancel_count(db, &filter, &n64, errstr,
-                                           sizeof(errstr)),
-                   0);
+    RL_CHECK_INTEQ(
+        rl_db_runs_cancel_count(db, &filter, &n64, errstr, sizeof(errstr)), 0);
     RL_CHECK_INTEQ(n64, 6);
     RL_CHECK_INTEQ(count_where(db,
                                "SELECT count(*) FROM runs WHERE status = "
@@ -305,9 +303,8 @@ main(void)
                                      errstr, sizeof(errstr)),
                    0);
     RL_CHECK_INTEQ(n64, 1);
-    RL_CHECK_INTEQ(rl_db_runs_cancel_count(db, &filter, &n64, errstr,
-                                           sizeof(errstr)),
-                   0);
+    RL_CHECK_INTEQ(
+        rl_db_runs_cancel_count(db, &filter, &n64, errstr, sizeof(errstr)), 0);
     RL_CHECK_INTEQ(n64, 0);
 
     fixture_drop(db, schema);

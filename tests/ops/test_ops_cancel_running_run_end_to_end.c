@@ -128,14 +128,14 @@ main(void)
     {
         const char *args[] = {"runs", "cancel", a, NULL};
 
-        RL_CHECK_INTEQ(ops_run(&t, args, NULL, NULL, out, sizeof(out), err,
-                               sizeof(err)),
-                       2);
+        RL_CHECK_INTEQ(
+            ops_run(&t, args, NULL, NULL, out, sizeof(out), err, sizeof(err)),
+            2);
         RL_CHECK(strstr(err, "--actor") != NULL);
     }
     {
-        const char *args[] = {"runs",    "cancel",   a,
-                              "--actor", "alice",    "--reason",
+        const char *args[] = {"runs",         "cancel", a,
+                              "--actor",      "alice",  "--reason",
                               "wrong prompt", NULL};
 
         rc = ops_run(&t, args, NULL, NULL, out, sizeof(out), err, sizeof(err));
@@ -175,9 +175,9 @@ main(void)
     {
         const char *args[] = {"runs", "show", a, NULL};
 
-        RL_CHECK_INTEQ(ops_run(&t, args, NULL, NULL, out, sizeof(out), err,
-                               sizeof(err)),
-                       0);
+        RL_CHECK_INTEQ(
+            ops_run(&t, args, NULL, NULL, out, sizeof(out), err, sizeof(err)),
+            0);
         RL_CHECK(strstr(out, "cancelled") != NULL);
         RL_CHECK(strstr(out, "cancel") != NULL && strstr(out, "alice"));
         RL_CHECK(strstr(out, "wrong prompt") != NULL);
@@ -185,9 +185,9 @@ main(void)
     {
         const char *args[] = {"runs", "show", a, "--json", NULL};
 
-        RL_CHECK_INTEQ(ops_run(&t, args, NULL, NULL, out, sizeof(out), err,
-                               sizeof(err)),
-                       0);
+        RL_CHECK_INTEQ(
+            ops_run(&t, args, NULL, NULL, out, sizeof(out), err, sizeof(err)),
+            0);
         RL_CHECK(strstr(out, "\"decision\":\"cancel\"") != NULL);
         RL_CHECK(strstr(out, "\"prior_status\":\"running\"") != NULL);
         RL_CHECK(strstr(out, "\"actor\":\"alice\"") != NULL);
@@ -205,9 +205,8 @@ main(void)
     for (int i = 0; i < 150 && e2e_group_lag(&t) != 0; i++)
         pause_ms(&t, 200);
     RL_CHECK_INTEQ(e2e_group_lag(&t), 0);
-    RL_CHECK_INTEQ(e2e_intf(&t, "SELECT count(*) FROM runs WHERE job = '%s'",
-                            job),
-                   2);
+    RL_CHECK_INTEQ(
+        e2e_intf(&t, "SELECT count(*) FROM runs WHERE job = '%s'", job), 2);
     RL_CHECK_INTEQ(e2e_intf(&t,
                             "SELECT count(*) FROM attempts WHERE run_id = "
                             "'%s'",
@@ -219,8 +218,7 @@ main(void)
                             "WHERE run_id = '%s')",
                             a, a),
                    0);
-    RL_CHECK_INTEQ(e2e_count_with_header(&t, t.notify, "run_id", a),
-                   0);
+    RL_CHECK_INTEQ(e2e_count_with_header(&t, t.notify, "run_id", a), 0);
     RL_CHECK_INTEQ(e2e_intf(&t,
                             "SELECT count(*) FROM runs WHERE run_id = '%s' "
                             "AND status = 'cancelled' AND output IS NULL",
@@ -229,12 +227,12 @@ main(void)
 
     /* a completed run cannot be cancelled */
     {
-        const char *args[] = {"runs", "cancel",   b,   "--actor",
+        const char *args[] = {"runs",  "cancel",   b,   "--actor",
                               "alice", "--reason", "x", NULL};
 
-        RL_CHECK_INTEQ(ops_run(&t, args, NULL, NULL, out, sizeof(out), err,
-                               sizeof(err)),
-                       3);
+        RL_CHECK_INTEQ(
+            ops_run(&t, args, NULL, NULL, out, sizeof(out), err, sizeof(err)),
+            3);
         RL_CHECK(strstr(err, "it is completed") != NULL);
     }
 
@@ -245,46 +243,43 @@ main(void)
     insert_pending(&t, "tenant-keep", "bulk", 9, NULL,
                    "now() + interval '1 hour'");
     {
-        const char *args[] = {"runs",     "cancel", "--status", "pending",
-                              "--actor",  "alice",  "--reason", "bulk",
-                              NULL};
+        const char *args[] = {"runs",     "cancel",  "--status",
+                              "pending",  "--actor", "alice",
+                              "--reason", "bulk",    NULL};
 
-        RL_CHECK_INTEQ(ops_run(&t, args, NULL, NULL, out, sizeof(out), err,
-                               sizeof(err)),
-                       2);
+        RL_CHECK_INTEQ(
+            ops_run(&t, args, NULL, NULL, out, sizeof(out), err, sizeof(err)),
+            2);
         RL_CHECK(strstr(err, "--tenant") != NULL);
     }
     {
-        const char *args[] = {"runs", "cancel", "--tenant", "tenant-bulk",
-                              "--dry-run", NULL};
+        const char *args[] = {"runs",        "cancel",    "--tenant",
+                              "tenant-bulk", "--dry-run", NULL};
 
-        RL_CHECK_INTEQ(ops_run(&t, args, NULL, NULL, out, sizeof(out), err,
-                               sizeof(err)),
-                       0);
+        RL_CHECK_INTEQ(
+            ops_run(&t, args, NULL, NULL, out, sizeof(out), err, sizeof(err)),
+            0);
         RL_CHECK(strstr(out, "3 runs would be cancelled") != NULL);
     }
-    RL_CHECK_INTEQ(e2e_intf(&t,
-                            "SELECT count(*) FROM runs WHERE tenant = "
-                            "'tenant-bulk' AND status = 'pending'"),
+    RL_CHECK_INTEQ(e2e_intf(&t, "SELECT count(*) FROM runs WHERE tenant = "
+                                "'tenant-bulk' AND status = 'pending'"),
                    3);
     {
-        const char *args[] = {"runs",     "cancel", "--tenant", "tenant-bulk",
-                              "--job",    "bulk",   "--status", "pending",
-                              "--actor",  "alice",  "--reason", "bulk",
+        const char *args[] = {"runs",    "cancel", "--tenant", "tenant-bulk",
+                              "--job",   "bulk",   "--status", "pending",
+                              "--actor", "alice",  "--reason", "bulk",
                               NULL};
 
-        RL_CHECK_INTEQ(ops_run(&t, args, NULL, NULL, out, sizeof(out), err,
-                               sizeof(err)),
-                       0);
+        RL_CHECK_INTEQ(
+            ops_run(&t, args, NULL, NULL, out, sizeof(out), err, sizeof(err)),
+            0);
         RL_CHECK(strstr(out, "3 runs cancelled by alice") != NULL);
     }
-    RL_CHECK_INTEQ(e2e_intf(&t,
-                            "SELECT count(*) FROM runs WHERE status = "
-                            "'cancelled' AND tenant = 'tenant-bulk'"),
+    RL_CHECK_INTEQ(e2e_intf(&t, "SELECT count(*) FROM runs WHERE status = "
+                                "'cancelled' AND tenant = 'tenant-bulk'"),
                    3);
-    RL_CHECK_INTEQ(e2e_intf(&t,
-                            "SELECT count(*) FROM runs WHERE status = "
-                            "'pending' AND tenant = 'tenant-keep'"),
+    RL_CHECK_INTEQ(e2e_intf(&t, "SELECT count(*) FROM runs WHERE status = "
+                                "'pending' AND tenant = 'tenant-keep'"),
                    1);
 
     /* budgets wake */
@@ -294,29 +289,26 @@ main(void)
                    "rl_next_budget_window()");
     {
         const char *args[] = {"budgets", "wake", "--tenant", "tenant-wake",
-                              "--actor", "bob", NULL};
+                              "--actor", "bob",  NULL};
 
-        RL_CHECK_INTEQ(ops_run(&t, args, NULL, NULL, out, sizeof(out), err,
-                               sizeof(err)),
-                       0);
+        RL_CHECK_INTEQ(
+            ops_run(&t, args, NULL, NULL, out, sizeof(out), err, sizeof(err)),
+            0);
         RL_CHECK(strstr(out, "2 deferred runs of tenant-wake made due now") !=
                  NULL);
     }
-    RL_CHECK_INTEQ(e2e_intf(&t,
-                            "SELECT count(*) FROM run_decisions WHERE "
-                            "decision = 'wake' AND actor = 'bob'"),
+    RL_CHECK_INTEQ(e2e_intf(&t, "SELECT count(*) FROM run_decisions WHERE "
+                                "decision = 'wake' AND actor = 'bob'"),
                    2);
 
     /* gauges: one run awaiting approval, 4 cancelled */
-    RL_REQUIRE(e2e_intf(&t,
-                        "WITH u AS (UPDATE runs SET status = "
-                        "'awaiting_approval', proposal = '{}', "
-                        "proposal_digest = repeat('a', 64) WHERE tenant = "
-                        "'tenant-keep' RETURNING 1) SELECT count(*) FROM u") ==
-               1);
-    for (int i = 0; i < 50 && scrape(port, "runledger_runs_awaiting_approval") !=
-                                  1;
-         i++)
+    RL_REQUIRE(
+        e2e_intf(&t, "WITH u AS (UPDATE runs SET status = "
+                     "'awaiting_approval', proposal = '{}', "
+                     "proposal_digest = repeat('a', 64) WHERE tenant = "
+                     "'tenant-keep' RETURNING 1) SELECT count(*) FROM u") == 1);
+    for (int i = 0;
+         i < 50 && scrape(port, "runledger_runs_awaiting_approval") != 1; i++)
         pause_ms(&t, 200);
     RL_CHECK(scrape(port, "runledger_runs_awaiting_approval") == 1);
     RL_CHECK(scrape(port, "runledger_cancelled_runs") == 4);

@@ -3,9 +3,10 @@
  * undelivered notification, with their attempts, decisions, approvals,
  * delivered notifications and budget reservations; it keeps unknown,
  * pending, running and awaiting-approval runs however old, recent finished
- * runs, and runs with a pending or dead-lettered outbox row; --status narrows it, --dry-run
- * counts without deleting, small batches add up to the same result, a
- * second purge finds nothing. /metrics reports runledger_ledger_rows. */
+ * runs, and runs with a pending or dead-lettered outbox row; --status narrows
+ * it, --dry-run counts without deleting, small batches add up to the same
+ * result, a second purge finds nothing. /metrics reports runledger_ledger_rows.
+ */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,10 +25,10 @@ add_runs(struct e2e *t, const char *group, const char *status, int n,
          int age_days)
 {
     char sql[4096], errstr[512];
-    const char *fin = strcmp(status, "completed") == 0 ||
-                              strcmp(status, "failed") == 0
-                          ? "true"
-                          : "false";
+    const char *fin =
+        strcmp(status, "completed") == 0 || strcmp(status, "failed") == 0
+            ? "true"
+            : "false";
 
     snprintf(
         sql, sizeof(sql),
@@ -42,7 +43,8 @@ add_runs(struct e2e *t, const char *group, const char *status, int n,
         "       SELECT id, '%s', 'tenant-purge',"
         "              '2026-01-01'::timestamptz + make_interval(secs => i),"
         "              'v1', id, '{}', '%s',"
-        "              CASE WHEN '%s' = 'completed' THEN '{\"a\":1}'::jsonb END,"
+        "              CASE WHEN '%s' = 'completed' THEN '{\"a\":1}'::jsonb "
+        "END,"
         "              CASE WHEN '%s' = 'completed' THEN at END,"
         "              CASE WHEN '%s' = 'running' THEN 'w' END,"
         "              CASE WHEN '%s' = 'running' THEN now() + interval '1h'"
@@ -62,8 +64,8 @@ add_runs(struct e2e *t, const char *group, const char *status, int n,
         "SELECT id, 'email', '{}', at, at, 1 FROM g WHERE %s",
         group, age_days, n, group, status, status, status, status, status,
         status, status, status, status, status, fin);
-    RL_REQUIRE(rl_db_exec(t->db, sql, 0, NULL, NULL, 0, errstr,
-                          sizeof(errstr)) >= 0);
+    RL_REQUIRE(
+        rl_db_exec(t->db, sql, 0, NULL, NULL, 0, errstr, sizeof(errstr)) >= 0);
 }
 
 static void
@@ -182,8 +184,8 @@ main(void)
     RL_CHECK(printed("budget_reservations") == 2);
     RL_CHECK(e2e_int(&t, "SELECT count(*) FROM runs") == total);
     RL_CHECK(e2e_int(&t, "SELECT count(*) FROM attempts") == total);
-    RL_CHECK(purge(&t, "--older-than", "30d", "--status", "failed",
-                   "--dry-run", NULL) == 0);
+    RL_CHECK(purge(&t, "--older-than", "30d", "--status", "failed", "--dry-run",
+                   NULL) == 0);
     RL_CHECK(printed("runs") == 19);
 
     /* ---- --status completed, in batches of 7 ---- */
@@ -206,9 +208,9 @@ main(void)
     RL_CHECK(e2e_int(&t, "SELECT count(*) FROM attempts") == total - 49);
     RL_CHECK(e2e_int(&t, "SELECT count(*) FROM outbox_delivered") ==
              30 + 20 + 10 + 3 + 2 - 49);
-    RL_CHECK(e2e_int(&t, "SELECT count(*) FROM attempts a WHERE NOT EXISTS"
-                         " (SELECT 1 FROM runs r WHERE r.run_id = a.run_id)") ==
-             0);
+    RL_CHECK(e2e_int(&t,
+                     "SELECT count(*) FROM attempts a WHERE NOT EXISTS"
+                     " (SELECT 1 FROM runs r WHERE r.run_id = a.run_id)") == 0);
     RL_CHECK(e2e_int(&t, "SELECT count(*) FROM outbox_delivered d WHERE NOT"
                          " EXISTS (SELECT 1 FROM runs r"
                          "          WHERE r.run_id = d.run_id)") == 0);
@@ -216,8 +218,7 @@ main(void)
     RL_CHECK(e2e_int(&t, "SELECT count(*) FROM run_decisions") == 2);
     RL_CHECK(e2e_int(&t, "SELECT count(*) FROM budget_reservations") == 0);
     RL_CHECK(e2e_int(&t, "SELECT count(*) FROM runs WHERE job = 'old-failed'"
-                         "   AND updated_at > now() - interval '2 days'") ==
-             1);
+                         "   AND updated_at > now() - interval '2 days'") == 1);
     RL_CHECK(group_rows(&t, "runs", "new-completed") == 10);
     RL_CHECK(group_rows(&t, "runs", "old-unknown") == 4);
     RL_CHECK(group_rows(&t, "runs", "old-pending") == 4);
@@ -253,8 +254,8 @@ main(void)
         RL_CHECK(ops_metrics_check(body) > 0);
         RL_CHECK(ops_metric(body, "runledger_ledger_rows{table=\"runs\"}") >=
                  0);
-        RL_CHECK(ops_metric(body,
-                            "runledger_ledger_rows{table=\"attempts\"}") >= 0);
+        RL_CHECK(
+            ops_metric(body, "runledger_ledger_rows{table=\"attempts\"}") >= 0);
         RL_CHECK(ops_metric(body, "runledger_ledger_rows{table=\"outbox_"
                                   "delivered\"}") >= 0);
     }

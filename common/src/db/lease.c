@@ -237,15 +237,15 @@ leases_of_owner(struct rl_db *db, const char *worker, int lease_seconds,
     if (lease_seconds == 0) {
         params[1] = ids.data;
         params[2] = eps.data;
-        res = db_exec_stmt(db, &check_leases_of_owner, params,
-                           n == 1 ? "check lease of run" : "check leases",
-                           n == 1 ? run_ids[0] : NULL, &err, errstr,
-                           errstr_size);
+        res =
+            db_exec_stmt(db, &check_leases_of_owner, params,
+                         n == 1 ? "check lease of run" : "check leases",
+                         n == 1 ? run_ids[0] : NULL, &err, errstr, errstr_size);
     } else {
-        res = db_exec_stmt(db, &renew_leases_of_owner, params,
-                           n == 1 ? "renew lease of run" : "renew leases",
-                           n == 1 ? run_ids[0] : NULL, &err, errstr,
-                           errstr_size);
+        res =
+            db_exec_stmt(db, &renew_leases_of_owner, params,
+                         n == 1 ? "renew lease of run" : "renew leases",
+                         n == 1 ? run_ids[0] : NULL, &err, errstr, errstr_size);
     }
     if (!res)
         goto done;
