@@ -480,8 +480,7 @@ intake(struct kstate *ks, rd_kafka_message_t *rkm)
                        reason, sizeof(reason), errstr, sizeof(errstr));
     if (!item->ev) {
         atomic_fetch_add(&pl->counters.invalid, 1);
-        rl_pipeline_dead_letter(pl, item, RL_DEADLETTER_INTAKE, reason,
-                                errstr);
+        rl_pipeline_dead_letter(pl, item, RL_DEADLETTER_INTAKE, reason, errstr);
         return;
     }
     memcpy(item->run_id, item->ev->run_id, sizeof(item->run_id));

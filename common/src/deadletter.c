@@ -14,9 +14,9 @@
 #include "rl/err.h"
 
 const char *const rl_deadletter_header_names[RL_DEADLETTER_NHEADERS] = {
-    "reason",        "detail",           "source",        "value_kind",
-    "source_topic",  "source_partition", "source_offset", "run_id",
-    "job",           "tenant",           "channel",       "dead_lettered_at",
+    "reason",       "detail",           "source",        "value_kind",
+    "source_topic", "source_partition", "source_offset", "run_id",
+    "job",          "tenant",           "channel",       "dead_lettered_at",
 };
 
 const char *
@@ -133,8 +133,8 @@ rl_deadletter_event_rebuild(const char *job, const char *tenant,
      * approval as the parser canonicalised them: moved over as they are,
      * they give the same fingerprint. */
     for (size_t i = 0; i < sizeof(moved) / sizeof(moved[0]); i++) {
-        cJSON *item = cJSON_DetachItemFromObjectCaseSensitive(wrapper,
-                                                              moved[i]);
+        cJSON *item =
+            cJSON_DetachItemFromObjectCaseSensitive(wrapper, moved[i]);
 
         if (item)
             cJSON_AddItemToObject(ev, moved[i], item);

@@ -75,7 +75,7 @@ static const char usage_text[] =
 struct filter {
     const char *reason;
     const char *run_id;
-    int64_t since_ms; /* -1: all */
+    int64_t since_ms;  /* -1: all */
     int32_t partition; /* -1: all */
     int64_t offset;    /* -1: all (with partition) */
 };
@@ -175,8 +175,9 @@ dlq_read(const char *command, const struct rl_config *cfg,
     if (!err && md->topic_cnt == 1)
         err = md->topics[0].err;
     if (err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) {
-        fprintf(stderr, "runledger %s: topic %s does not exist: no dead "
-                        "letters\n",
+        fprintf(stderr,
+                "runledger %s: topic %s does not exist: no dead "
+                "letters\n",
                 command, cfg->dlq_topic);
         rc = RL_EXIT_OK;
         goto done;
@@ -314,10 +315,11 @@ is_text(const char *s, size_t len)
 
     while (i < len) {
         unsigned char c = (unsigned char)s[i];
-        size_t n = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2
-                              : (c & 0xF0) == 0xE0   ? 3
-                              : (c & 0xF8) == 0xF0   ? 4
-                                                     : 0;
+        size_t n = c < 0x80             ? 1
+                   : (c & 0xE0) == 0xC0 ? 2
+                   : (c & 0xF0) == 0xE0 ? 3
+                   : (c & 0xF8) == 0xF0 ? 4
+                                        : 0;
 
         if (c == 0 || n == 0 || i + n > len)
             return 0;
@@ -536,8 +538,7 @@ replay_one(const rd_kafka_message_t *rkm, void *opaque)
     struct rl_event *ev;
     char *value;
 
-    snprintf(pos, sizeof(pos), "%d/%" PRId64, (int)rkm->partition,
-             rkm->offset);
+    snprintf(pos, sizeof(pos), "%d/%" PRId64, (int)rkm->partition, rkm->offset);
     not_replayable(rkm, why, sizeof(why));
     if (why[0]) {
         printf("%s\tnot-replayable\t-\t%s\n", pos, why);
@@ -634,7 +635,8 @@ rl_cmd_dlq(int argc, char **argv)
     int as_json = 0, dry_run = 0, rc = RL_EXIT_USAGE, opt;
     int is_list;
 
-    if (action && (strcmp(action, "-h") == 0 || strcmp(action, "--help") == 0)) {
+    if (action &&
+        (strcmp(action, "-h") == 0 || strcmp(action, "--help") == 0)) {
         fputs(usage_text, stdout);
         return RL_EXIT_OK;
     }
@@ -680,8 +682,8 @@ rl_cmd_dlq(int argc, char **argv)
                 return rl_cli_usage_error(command,
                                           "--partition and --offset are for "
                                           "replay");
-            if (parse_long(command, opt == OPT_PARTITION ? "--partition"
-                                                         : "--offset",
+            if (parse_long(command,
+                           opt == OPT_PARTITION ? "--partition" : "--offset",
                            optarg, 0, &num))
                 return RL_EXIT_USAGE;
             if (opt == OPT_PARTITION)

@@ -59,7 +59,6 @@ static const char usage_text[] =
 "the run ID is the same); 2 bad usage or an invalid event (nothing sent).\n";
 /* clang-format on */
 
-
 /* A flag value "@path" is the file's content, else the text itself.
  * Returns a malloc'd string or NULL with errstr set. */
 static char *
@@ -286,8 +285,8 @@ rl_cli_events_send(const char *command, const struct rl_config *cfg,
                 d.failed ? rd_kafka_err2str(d.last_err) : "timed out");
         return RL_EXIT_FAILURE;
     }
-    fprintf(stderr, "runledger %s: %zu events acknowledged on %s\n", command,
-            n, topic);
+    fprintf(stderr, "runledger %s: %zu events acknowledged on %s\n", command, n,
+            topic);
     return RL_EXIT_OK;
 }
 
@@ -496,8 +495,8 @@ rl_cmd_publish(int argc, char **argv)
     }
 
     rc = dry_run ? RL_EXIT_OK
-                 : rl_cli_events_send("publish", cfg, topic ? topic : cfg->topic,
-                                      evs, n);
+                 : rl_cli_events_send("publish", cfg,
+                                      topic ? topic : cfg->topic, evs, n);
     if (rc == RL_EXIT_OK) {
         for (size_t i = 0; i < n; i++)
             printf("%s\n", evs[i].ev->run_id);

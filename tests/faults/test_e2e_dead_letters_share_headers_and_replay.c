@@ -46,8 +46,8 @@ on_dead_letter(const rd_kafka_message_t *rkm, void *opaque)
         const void *val;
         size_t len, count = 0;
 
-        for (size_t k = 0;
-             rd_kafka_header_get(hdrs, k, name, &val, &len) == 0; k++)
+        for (size_t k = 0; rd_kafka_header_get(hdrs, k, name, &val, &len) == 0;
+             k++)
             count++;
         if (count != 1) {
             fprintf(stderr, "dead letter at %d/%lld has header %s %zu times\n",
@@ -59,8 +59,8 @@ on_dead_letter(const rd_kafka_message_t *rkm, void *opaque)
     e2e_header(rkm, "reason", reason, sizeof(reason));
     e2e_header(rkm, "value_kind", kind, sizeof(kind));
     if (s->n < 8)
-        snprintf(s->kinds[s->n], sizeof(s->kinds[s->n]), "%s/%.60s/%s",
-                 source, reason, kind);
+        snprintf(s->kinds[s->n], sizeof(s->kinds[s->n]), "%s/%.60s/%s", source,
+                 reason, kind);
     s->n++;
 }
 
@@ -171,8 +171,9 @@ main(void)
     /* --dry-run sends nothing. */
     before = schedule_events(&t);
     {
-        const char *args[] = {"dlq",    "replay",    "--reason",
-                              "rejected_by_ledger", "--dry-run", NULL};
+        const char *args[] = {"dlq",       "replay",
+                              "--reason",  "rejected_by_ledger",
+                              "--dry-run", NULL};
 
         RL_CHECK_INTEQ(run_cli(&t, args), 0);
         RL_CHECK(strstr(out, "would-send") != NULL);
@@ -182,7 +183,7 @@ main(void)
 
     /* The rebuilt event of the exhausted run is the same logical run. */
     {
-        const char *args[] = {"dlq",     "replay",   "--run-id",
+        const char *args[] = {"dlq",     "replay",    "--run-id",
                               exhausted, "--dry-run", NULL};
 
         RL_CHECK_INTEQ(run_cli(&t, args), 0);
@@ -209,8 +210,8 @@ main(void)
     RL_REQUIRE(e2e_int(&t, "ALTER TABLE runs DROP CONSTRAINT test_poison") ==
                0);
     {
-        const char *args[] = {"dlq", "replay", "--reason",
-                              "rejected_by_ledger", NULL};
+        const char *args[] = {"dlq", "replay", "--reason", "rejected_by_ledger",
+                              NULL};
 
         RL_CHECK_INTEQ(run_cli(&t, args), 0);
         RL_CHECK(strstr(out, "sent") != NULL);
@@ -225,8 +226,8 @@ main(void)
 
     /* Again: the same run ID, acknowledged as a duplicate. */
     {
-        const char *args[] = {"dlq", "replay", "--reason",
-                              "rejected_by_ledger", NULL};
+        const char *args[] = {"dlq", "replay", "--reason", "rejected_by_ledger",
+                              NULL};
 
         RL_CHECK_INTEQ(run_cli(&t, args), 0);
     }

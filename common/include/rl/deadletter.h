@@ -65,9 +65,9 @@ rd_kafka_headers_t *rl_deadletter_headers_new(const struct rl_deadletter *dl);
  * already floored). Returns a malloc'd NUL-terminated string (its length
  * in *len) or NULL with errstr set. */
 char *rl_deadletter_event_rebuild(const char *job, const char *tenant,
-                                  const char *scheduled_at,
-                                  const char *version, const char *request,
-                                  const char *raw_input, size_t *len,
-                                  char *errstr, size_t errstr_size);
+                                  const char *scheduled_at, const char *version,
+                                  const char *request, const char *raw_input,
+                                  size_t *len, char *errstr,
+                                  size_t errstr_size);
 
 #endif /* RL_DEADLETTER_H */
