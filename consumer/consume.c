@@ -15,6 +15,7 @@
 #include "http.h"
 #include "pipeline.h"
 #include "rl/clock.h"
+#include "rl/deadletter.h"
 #include "rl/err.h"
 #include "rl/failpoint.h"
 #include "rl/kafka.h"
@@ -243,46 +244,96 @@ retry_dead_letters(struct rl_pipeline *pl, int abandon)
     }
 }
 
+/* The value of item's dead letter: the original event when the process
+ * read it, else (a run the sweeper claimed) the event rebuilt from the
+ * ledger row the claim returned. Sets *kind; *owned is a malloc'd rebuilt
+ * value the caller frees. */
+static const char *
+dead_letter_value(const struct rl_item *item, size_t *len,
+                  enum rl_deadletter_value *kind, char **owned)
+{
+    char errstr[256];
+
+    *owned = NULL;
+    *len = 0;
+    *kind = RL_DEADLETTER_VALUE_NONE;
+    if (!item)
+        return NULL;
+    if (item->value) {
+        *kind = RL_DEADLETTER_VALUE_EVENT;
+        *len = item->value_len;
+        return item->value;
+    }
+    *owned = rl_deadletter_event_rebuild(
+        item->job, item->tenant, item->scheduled_at, item->version,
+        item->request_json, item->raw_input, len, errstr, sizeof(errstr));
+    if (!*owned) {
+        struct rl_log_ctx ctx = RL_LOG_CTX_INIT;
+
+        ctx.run_id = item->run_id;
+        rl_log_warn(&ctx, "dead letter without its event: %s", errstr);
+        return NULL;
+    }
+    *kind = RL_DEADLETTER_VALUE_REBUILT;
+    return *owned;
+}
+
 void
 rl_pipeline_dead_letter(struct rl_pipeline *pl, struct rl_item *item,
-                        const char *value, size_t len, const char *reason,
+                        enum rl_deadletter_source source, const char *reason,
                         const char *detail)
 {
     struct rl_dead_letter *dl = calloc(1, sizeof(*dl));
-    rd_kafka_headers_t *hdrs = rd_kafka_headers_new(8);
-    char part[16], off[24], orig[24];
+    struct rl_deadletter fields = {0};
+    rd_kafka_headers_t *hdrs;
+    char orig[24], *owned = NULL;
+    const char *value;
+    size_t len;
     const size_t cap = 900000; /* below the broker's default message size */
     struct rl_log_ctx ctx = RL_LOG_CTX_INIT;
 
-    rd_kafka_header_add(hdrs, "reason", -1, reason, -1);
-    if (detail)
-        rd_kafka_header_add(hdrs, "detail", -1, detail, -1);
+    value = dead_letter_value(item, &len, &fields.value_kind, &owned);
+    fields.reason = reason;
+    fields.detail = detail;
+    fields.source = source;
+    fields.source_partition = -1;
+    fields.source_offset = -1;
     if (item && item->run_id[0]) {
-        rd_kafka_header_add(hdrs, "run_id", -1, item->run_id, -1);
+        fields.run_id = item->run_id;
         ctx.run_id = item->run_id;
     }
+    if (item) {
+        fields.job = item->ev ? item->ev->job : item->job;
+        fields.tenant = item->ev ? item->ev->tenant : item->tenant;
+    }
     if (item && item->src.from_kafka) {
-        snprintf(part, sizeof(part), "%d", (int)item->src.partition);
-        snprintf(off, sizeof(off), "%lld", (long long)item->src.offset);
-        rd_kafka_header_add(hdrs, "source_topic", -1, pl->cfg->topic, -1);
-        rd_kafka_header_add(hdrs, "source_partition", -1, part, -1);
-        rd_kafka_header_add(hdrs, "source_offset", -1, off, -1);
+        fields.source_topic = pl->cfg->topic;
+        fields.source_partition = item->src.partition;
+        fields.source_offset = item->src.offset;
         ctx.topic = pl->cfg->topic;
         ctx.partition = item->src.partition;
         ctx.offset = item->src.offset;
+    } else if (item && item->origin_topic) {
+        /* A swept run: where its event was read, as the ledger stored it. */
+        fields.source_topic = item->origin_topic;
+        fields.source_partition = item->origin_partition;
+        fields.source_offset = item->origin_offset;
     }
+    hdrs = rl_deadletter_headers_new(&fields);
     if (len > cap) {
         snprintf(orig, sizeof(orig), "%zu", len);
         rd_kafka_header_add(hdrs, "truncated_from", -1, orig, -1);
         len = cap;
     }
-    rl_log_warn(&ctx, "dead-lettering event: %s%s%s", reason,
+    rl_log_warn(&ctx, "dead-lettering %s: %s%s%s",
+                source == RL_DEADLETTER_RUN ? "run" : "event", reason,
                 detail ? ": " : "", detail ? detail : "");
     if (dl)
         dl->value = malloc(len + 1);
     if (!dl || !dl->value) {
         rd_kafka_headers_destroy(hdrs);
         free(dl);
+        free(owned);
         rl_log_error(&ctx, "could not produce dead letter: out of memory");
         if (item) {
             atomic_fetch_sub(&pl->in_flight, 1);
@@ -292,6 +343,7 @@ rl_pipeline_dead_letter(struct rl_pipeline *pl, struct rl_item *item,
     }
     if (len > 0)
         memcpy(dl->value, value, len);
+    free(owned);
     dl->len = len;
     dl->item = item;
     dl->hdrs = hdrs;
@@ -428,8 +480,7 @@ intake(struct kstate *ks, rd_kafka_message_t *rkm)
                        reason, sizeof(reason), errstr, sizeof(errstr));
     if (!item->ev) {
         atomic_fetch_add(&pl->counters.invalid, 1);
-        rl_pipeline_dead_letter(pl, item, item->value, item->value_len, reason,
-                                errstr);
+        rl_pipeline_dead_letter(pl, item, RL_DEADLETTER_INTAKE, reason, errstr);
         return;
     }
     memcpy(item->run_id, item->ev->run_id, sizeof(item->run_id));

@@ -228,10 +228,8 @@ give_up(struct ledger *lg, struct rl_item *item, const char *status,
     atomic_fetch_add(&lg->pl->counters.failed, 1);
     rl_log_warn(&ctx, "run failed: %s: %s", error_class, detail);
     live_remove(lg, item);
-    rl_pipeline_dead_letter(
-        lg->pl, item, item->value ? item->value : item->run_id,
-        item->value ? item->value_len : strlen(item->run_id), error_class,
-        detail);
+    rl_pipeline_dead_letter(lg->pl, item, RL_DEADLETTER_RUN, error_class,
+                            detail);
 }
 
 /* Pending again, due after delay_ms; the sweeper of any worker takes it. */
@@ -904,9 +902,8 @@ claim_chunk(struct ledger *lg, struct rl_item *batch)
         /* Retrying cannot help: the event is dead-lettered with the
          * database's reason, and its offset is committed after that. */
         atomic_fetch_add(&lg->pl->counters.invalid, 1);
-        rl_pipeline_dead_letter(lg->pl, items[0], items[0]->value,
-                                items[0]->value_len, "rejected_by_ledger",
-                                errstr);
+        rl_pipeline_dead_letter(lg->pl, items[0], RL_DEADLETTER_INTAKE,
+                                "rejected_by_ledger", errstr);
         return rest;
     }
     if (err) {
@@ -950,7 +947,7 @@ claim_chunk(struct ledger *lg, struct rl_item *batch)
             break;
         case RL_CLAIM_CONFLICT:
             atomic_fetch_add(&lg->pl->counters.conflicts, 1);
-            rl_pipeline_dead_letter(lg->pl, it, it->value, it->value_len,
+            rl_pipeline_dead_letter(lg->pl, it, RL_DEADLETTER_INTAKE,
                                     "fingerprint_conflict",
                                     "same run id, different request "
                                     "fingerprint; stored run untouched");
@@ -1042,6 +1039,14 @@ sweep(struct ledger *lg)
         it->request_json = c->request_json;
         it->raw_input = c->raw_input;
         c->job = c->tenant = c->request_json = c->raw_input = NULL;
+        /* What its dead letter needs to rebuild the event and name where
+         * it was read, should the run fail for good. */
+        memcpy(it->scheduled_at, c->scheduled_at, sizeof(it->scheduled_at));
+        it->version = c->version;
+        it->origin_topic = c->source_topic;
+        c->version = c->source_topic = NULL;
+        it->origin_partition = c->source_partition;
+        it->origin_offset = c->source_offset;
         it->lease_epoch = c->lease_epoch;
         it->leased_at = leased_at;
         it->attempts_before = c->attempts;

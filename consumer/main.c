@@ -23,6 +23,7 @@ static const struct command commands[] = {
      "add, remove or list who may approve a tenant's runs"},
     {"budgets", rl_cmd_budgets, "set, show or remove daily token budgets"},
     {"report", rl_cmd_report, "runs, generations and tokens of a period"},
+    {"dlq", rl_cmd_dlq, "list dead letters; replay their events"},
     {"receive", rl_cmd_receive,
      "reference receiver: apply each notification once"},
     {"config", rl_cmd_config, "print the configuration settings"},

@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "rl/config.h"
+#include "rl/deadletter.h"
 #include "rl/event.h"
 #include "rl/model.h"
 
@@ -55,6 +56,12 @@ struct rl_item {
     size_t value_len;
     char run_id[RL_HEX_SIZE];
     char *job, *tenant, *request_json, *raw_input; /* owned copies */
+    /* Sweeper-driven runs: the rest of the stored identity and where the
+     * event was read (origin_topic NULL: unknown), for a dead letter. */
+    char scheduled_at[RL_TIME_UTC_SIZE];
+    char *version, *origin_topic;
+    int32_t origin_partition;
+    int64_t origin_offset;
     int64_t lease_epoch;
     int64_t leased_at;    /* monotonic ms: the statement that set the lease */
     size_t request_bytes; /* the model body, measured before it is built */
@@ -165,14 +172,16 @@ void rl_pipeline_wake(struct rl_pipeline *pl);
  * @locality any thread */
 void rl_pipeline_finish(struct rl_pipeline *pl, struct rl_item *item);
 
-/* Produces value to the dead-letter topic with headers reason, run_id and
- * the source topic/partition/offset. The item (if any) is finished once the
- * broker acknowledged the record: its offset must not be committed before
- * the dead letter is durable. Ownership of item passes to the producer.
+/* Produces item's dead letter with the headers of rl/deadletter.h; its
+ * value is the original event (item->value), or for a swept run the event
+ * rebuilt from the ledger row (job, tenant, scheduled_at, version,
+ * request_json, raw_input). The item (if any) is finished once the broker
+ * acknowledged the record: its offset must not be committed before the
+ * dead letter is durable. Ownership of item passes to the producer.
  * @locality any thread */
 void rl_pipeline_dead_letter(struct rl_pipeline *pl, struct rl_item *item,
-                             const char *value, size_t len, const char *reason,
-                             const char *detail);
+                             enum rl_deadletter_source source,
+                             const char *reason, const char *detail);
 
 /* The ledger thread body (ledger.c). */
 void *rl_ledger_main(void *arg);

@@ -90,6 +90,8 @@ rl_item_destroy(struct rl_item *item)
     free(item->tenant);
     free(item->request_json);
     free(item->raw_input);
+    free(item->version);
+    free(item->origin_topic);
     free(item->landed_error);
     rl_model_call_clear(&item->call);
     free(item);

@@ -6,8 +6,8 @@
  *   acknowledged  moved to outbox_delivered, never sent again, whatever
  *                 became of the other rows of its batch;
  *   refused for good (see refused_for_good)
- *                 dead-lettered to RUNLEDGER_DLQ_TOPIC (headers only: the
- *                 run id, channel, reason and payload size, never the
+ *                 dead-lettered to RUNLEDGER_DLQ_TOPIC (the headers of
+ *                 rl/deadletter.h and the payload size, never the
  *                 payload) and moved to outbox_dead with the reason;
  *   anything else stays pending, due again after a backoff that doubles
  *                 with each failed delivery (RELAY_RETRY_BASE_MS up to
@@ -27,6 +27,7 @@
 #include "pipeline.h"
 #include "rl/clock.h"
 #include "rl/db.h"
+#include "rl/deadletter.h"
 #include "rl/err.h"
 #include "rl/failpoint.h"
 #include "rl/kafka.h"
@@ -166,21 +167,31 @@ confirm_refusals(rd_kafka_t *rk, const struct rl_config *cfg,
     }
 }
 
-/* The dead letter of a refused row: its identity, the reason and the
- * payload's size in headers, no value (the payload is what was refused;
- * it stays in outbox_dead). */
+/* The dead letter of a refused row: the header set of rl/deadletter.h
+ * with the row's identity and the reason, its payload's size in
+ * payload_bytes, no value (the payload is what was refused; it stays in
+ * outbox_dead). */
 static void
 produce_dead_letter(rd_kafka_t *rk, const struct rl_config *cfg,
                     const struct rl_outbox_row *row, const char *reason,
                     struct row_report *rr)
 {
-    rd_kafka_headers_t *hdrs = row_headers(row);
+    struct rl_deadletter fields = {
+        .reason = reason,
+        .source = RL_DEADLETTER_OUTBOX,
+        .value_kind = RL_DEADLETTER_VALUE_NONE,
+        .source_partition = -1,
+        .source_offset = -1,
+        .run_id = row->run_id,
+        .job = row->job,
+        .tenant = row->tenant,
+        .channel = row->channel,
+    };
+    rd_kafka_headers_t *hdrs = rl_deadletter_headers_new(&fields);
     char size[32];
 
     snprintf(size, sizeof(size), "%zu", strlen(row->payload));
-    rd_kafka_header_add(hdrs, "reason", -1, reason, -1);
     rd_kafka_header_add(hdrs, "payload_bytes", -1, size, -1);
-    rd_kafka_header_add(hdrs, "source", -1, "outbox", -1);
     produce_row(rk, cfg->dlq_topic, row->run_id, NULL, hdrs, rr);
 }
 

@@ -21,6 +21,9 @@ int rl_cmd_report(int argc, char **argv);
 /* `publish`: validate schedule events and produce them to Kafka. */
 int rl_cmd_publish(int argc, char **argv);
 
+/* `dlq`: list the dead-letter topic; replay dead letters' events. */
+int rl_cmd_dlq(int argc, char **argv);
+
 /* `receive`: the reference receiver of the notification topic. Runs until
  * SIGTERM or SIGINT. */
 int rl_cmd_receive(int argc, char **argv);

@@ -16,6 +16,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "helpers.h"
+#include "publish.h"
 #include "rl/config.h"
 #include "rl/event.h"
 #include "rl/kafka.h"
@@ -57,12 +58,6 @@ static const char usage_text[] =
 "1 Kafka failure (events may be partly sent: publishing again is safe,\n"
 "the run ID is the same); 2 bad usage or an invalid event (nothing sent).\n";
 /* clang-format on */
-
-/* One event to send: its text and what validation made of it. */
-struct pending {
-    char *value;
-    struct rl_event *ev;
-};
 
 /* A flag value "@path" is the file's content, else the text itself.
  * Returns a malloc'd string or NULL with errstr set. */
@@ -231,9 +226,9 @@ dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *rkm, void *opaque)
     }
 }
 
-static int
-send_all(const struct rl_config *cfg, const char *topic, struct pending *evs,
-         size_t n)
+int
+rl_cli_events_send(const char *command, const struct rl_config *cfg,
+                   const char *topic, const struct rl_cli_event *evs, size_t n)
 {
     struct delivery d = {0, 0, RD_KAFKA_RESP_ERR_NO_ERROR};
     char errstr[512];
@@ -241,7 +236,7 @@ send_all(const struct rl_config *cfg, const char *topic, struct pending *evs,
     rd_kafka_t *rk;
 
     if (!conf) {
-        fprintf(stderr, "runledger publish: %s\n", errstr);
+        fprintf(stderr, "runledger %s: %s\n", command, errstr);
         return RL_EXIT_USAGE;
     }
     rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
@@ -260,8 +255,8 @@ send_all(const struct rl_config *cfg, const char *topic, struct pending *evs,
     }
     rk = rl_kafka_producer_new(conf, 1, errstr, sizeof(errstr));
     if (!rk) {
-        fprintf(stderr, "runledger publish: could not create producer: %s\n",
-                errstr);
+        fprintf(stderr, "runledger %s: could not create producer: %s\n",
+                command, errstr);
         return RL_EXIT_FAILURE;
     }
     for (size_t i = 0; i < n; i++) {
@@ -285,30 +280,40 @@ send_all(const struct rl_config *cfg, const char *topic, struct pending *evs,
     rd_kafka_destroy(rk);
     if (d.failed || d.acked != n) {
         fprintf(stderr,
-                "runledger publish: %zu of %zu events not acknowledged: %s\n",
-                n - d.acked, n,
+                "runledger %s: %zu of %zu events not acknowledged: %s\n",
+                command, n - d.acked, n,
                 d.failed ? rd_kafka_err2str(d.last_err) : "timed out");
         return RL_EXIT_FAILURE;
     }
-    fprintf(stderr, "runledger publish: %zu events acknowledged on %s\n", n,
+    fprintf(stderr, "runledger %s: %zu events acknowledged on %s\n", command, n,
             topic);
     return RL_EXIT_OK;
 }
 
-/* Validates text and appends it to *evs; prints why not. */
-static int
-add_event(struct pending **evs, size_t *n, char *text, size_t max_bytes,
-          const char *where)
+struct rl_event *
+rl_cli_event_validate(const char *text, size_t len, size_t max_bytes,
+                      char *reason, size_t reason_size, char *errstr,
+                      size_t errstr_size)
 {
     struct rl_event_limits limits;
-    char reason[96], errstr[512];
-    struct rl_event *ev;
-    struct pending *grown;
 
     rl_event_limits_default(&limits);
     limits.max_bytes = max_bytes;
-    ev = rl_event_parse(text, strlen(text), &limits, reason, sizeof(reason),
-                        errstr, sizeof(errstr));
+    return rl_event_parse(text, len, &limits, reason, reason_size, errstr,
+                          errstr_size);
+}
+
+/* Validates text and appends it to *evs; prints why not. */
+static int
+add_event(struct rl_cli_event **evs, size_t *n, char *text, size_t max_bytes,
+          const char *where)
+{
+    char reason[96], errstr[512];
+    struct rl_event *ev;
+    struct rl_cli_event *grown;
+
+    ev = rl_cli_event_validate(text, strlen(text), max_bytes, reason,
+                               sizeof(reason), errstr, sizeof(errstr));
     if (!ev) {
         fprintf(stderr, "runledger publish: %s%sinvalid event: %s: %s\n", where,
                 where[0] ? ": " : "", reason, errstr);
@@ -330,7 +335,7 @@ add_event(struct pending **evs, size_t *n, char *text, size_t max_bytes,
 }
 
 static int
-read_stdin(struct pending **evs, size_t *n, size_t max_bytes)
+read_stdin(struct rl_cli_event **evs, size_t *n, size_t max_bytes)
 {
     char *line = NULL;
     size_t cap = 0;
@@ -401,7 +406,7 @@ rl_cmd_publish(int argc, char **argv)
     };
     struct flags f;
     struct rl_config *cfg = NULL;
-    struct pending *evs = NULL;
+    struct rl_cli_event *evs = NULL;
     size_t n = 0;
     const char *topic = NULL;
     int from_stdin = 0, dry_run = 0, any_flag = 0;
@@ -490,7 +495,8 @@ rl_cmd_publish(int argc, char **argv)
     }
 
     rc = dry_run ? RL_EXIT_OK
-                 : send_all(cfg, topic ? topic : cfg->topic, evs, n);
+                 : rl_cli_events_send("publish", cfg,
+                                      topic ? topic : cfg->topic, evs, n);
     if (rc == RL_EXIT_OK) {
         for (size_t i = 0; i < n; i++)
             printf("%s\n", evs[i].ev->run_id);
