@@ -4,6 +4,8 @@
 #   make test           everything CI runs (.ci/run is `make test`)
 #   make build          plain build in $(BUILD_DIR)
 #   make build-asan     AddressSanitizer + UBSan build in $(ASAN_BUILD_DIR)
+#   make build-tsan     ThreadSanitizer build of what ctest-tsan runs, in
+#                       $(TSAN_BUILD_DIR)
 #   make services-up    PostgreSQL, Kafka, stub model; writes $(SERVICES_ENV)
 #   make services-down  stops them (idempotent)
 #   make format-check   clang-format over common/ consumer/ tests/
@@ -12,6 +14,7 @@
 
 BUILD_DIR      ?= build
 ASAN_BUILD_DIR ?= build-asan
+TSAN_BUILD_DIR ?= build-tsan
 BUILD_TYPE     ?= RelWithDebInfo
 JOBS           ?= 2
 CMAKE          ?= cmake
@@ -39,8 +42,8 @@ KAFKA_VERSION        ?=
 KAFKA_COMPAT_VERSION ?=
 
 # The harness scripts read these; exported so every recipe agrees on them.
-export BUILD_DIR ASAN_BUILD_DIR JOBS RL_CACHE_DIR KAFKA_VERSION \
-	KAFKA_COMPAT_VERSION
+export BUILD_DIR ASAN_BUILD_DIR TSAN_BUILD_DIR JOBS RL_CACHE_DIR \
+	KAFKA_VERSION KAFKA_COMPAT_VERSION
 export RL_SERVICES_DIR := $(abspath $(SERVICES_DIR))
 export RL_SERVICES_ENV := $(abspath $(SERVICES_ENV))
 
@@ -48,8 +51,9 @@ export RL_SERVICES_ENV := $(abspath $(SERVICES_ENV))
 # gain nothing: targets run one after another even under `make -j`.
 .NOTPARALLEL:
 
-.PHONY: all deps build build-asan services-up services-down format-check \
-	test demo bench image image-smoke schema clean distclean interop
+.PHONY: all deps build build-asan build-tsan services-up services-down \
+	format-check test demo bench image image-smoke schema clean distclean \
+	interop
 
 all: build
 
@@ -66,6 +70,17 @@ build-asan:
 		'-DRL_SANITIZE=address;undefined' $(CMAKE_ARGS)
 	$(CMAKE) --build $(ASAN_BUILD_DIR) -j $(JOBS)
 
+# Only what run_tests.sh's ctest-tsan phase runs: the consumer, two e2e
+# tests and the thrd_create shim (tests/tsan/). A whole TSan build would
+# triple the build time for executables no phase runs.
+TSAN_TARGETS ?= runledger rl_tsan_thrd test_e2e_exactly_once \
+	test_e2e_heartbeat_keeps_leases
+
+build-tsan:
+	$(CMAKE) -S . -B $(TSAN_BUILD_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+		-DRL_SANITIZE=thread $(CMAKE_ARGS)
+	$(CMAKE) --build $(TSAN_BUILD_DIR) -j $(JOBS) --target $(TSAN_TARGETS)
+
 services-up:
 	$(HARNESS)/services.sh up
 
@@ -80,9 +95,10 @@ format-check:
 	echo "format-check: $$(echo $$files | wc -w) files formatted"
 
 # format-check runs first: it fails in a second instead of after two builds.
-# run_tests.sh starts the services, runs both builds' suites and valgrind,
-# and stops the services on every way out; its exit code is the verdict.
-test: deps format-check build build-asan
+# run_tests.sh starts the services, runs both builds' suites, valgrind and
+# the TSan e2e tests, and stops the services on every way out; its exit code
+# is the verdict.
+test: deps format-check build build-asan build-tsan
 	$(HARNESS)/run_tests.sh
 
 demo: deps build
@@ -123,7 +139,7 @@ schema: build
 	RUNLEDGER_BIN=$(BUILD_DIR)/consumer/runledger $(HARNESS)/schema_dump.sh
 
 clean: services-down
-	rm -rf $(BUILD_DIR) $(ASAN_BUILD_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_BUILD_DIR) $(TSAN_BUILD_DIR)
 
 # Also forgets the caches (Kafka jars, helm, schemas, base images).
 distclean: clean

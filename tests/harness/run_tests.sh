@@ -6,27 +6,32 @@
 #      RL_REQUIRE_SERVICES=1 so a missing service fails instead of skipping
 #   3. valgrind --leak-check=full over the unit test executables of
 #      $BUILD_DIR
-#   4. the Kafka-facing tests of $BUILD_DIR (labels e2e, kafka, chaos) once
+#   4. ctest-tsan: two e2e tests of $TSAN_BUILD_DIR (ThreadSanitizer), with
+#      tests/tsan's shim preloaded into the test and every consumer it
+#      starts; any TSan report from any of those processes fails the test
+#   5. the Kafka-facing tests of $BUILD_DIR (labels e2e, kafka, chaos) once
 #      more against the older broker line (KAFKA_COMPAT_VERSION, default
 #      the pom's kafka.compat.version, 3.9.x): the broker is swapped for one
 #      of that version, and the tests' private brokers run it too
-#   5. services.sh down — always, also after a failure or Ctrl-C
+#   6. services.sh down — always, also after a failure or Ctrl-C
 #
 # Every phase runs even when an earlier one failed, so one run shows every
 # failure; the exit code is non-zero when any phase failed. The last line
 # is the total: "tests: N passed, N failed, N skipped".
 #
-# Environment: BUILD_DIR (build), ASAN_BUILD_DIR (build-asan), JOBS (2),
+# Environment: BUILD_DIR (build), ASAN_BUILD_DIR (build-asan),
+# TSAN_BUILD_DIR (build-tsan), JOBS (2),
 # RL_SERVICES_DIR, RL_SERVICES_ENV (see services.sh), CTEST_ARGS (extra
 # ctest arguments, e.g. "-L unit" or "-R kafka"; the second Kafka pass adds
 # its labels to them), KAFKA_VERSION (the broker of phases 1-3, see
-# kafka.sh), KAFKA_COMPAT_VERSION (phase 4's broker; "none" skips phase 4).
+# kafka.sh), KAFKA_COMPAT_VERSION (phase 5's broker; "none" skips phase 5).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
 build_dir=$(realpath -m -- "${BUILD_DIR:-build}")
 asan_dir=$(realpath -m -- "${ASAN_BUILD_DIR:-build-asan}")
+tsan_dir=$(realpath -m -- "${TSAN_BUILD_DIR:-build-tsan}")
 jobs=${JOBS:-2}
 export RL_SERVICES_DIR=${RL_SERVICES_DIR:-$build_dir/services}
 export RL_SERVICES_ENV=${RL_SERVICES_ENV:-$build_dir/services.env}
@@ -244,6 +249,95 @@ run_kafka_compat() {
     run_ctest "$build_dir" "$name" -L '^(e2e|kafka|chaos)$'
 }
 
+# ThreadSanitizer over the e2e tests that run the whole pipeline: the test
+# and every runledger it spawns (RUNLEDGER_BIN, inheriting LD_PRELOAD and
+# TSAN_OPTIONS) are TSan builds. tests/tsan/thrd_shim.c and
+# suppressions.txt say why the shim is preloaded and what is suppressed.
+# TSan writes each process's reports to <dir>/tsan.<pid>, since a
+# consumer's stderr is a log file the test never reads; a test passes when
+# it exits 0 and no such file exists (a TSan crash or CHECK failure in one
+# consumer writes one too, and the others could still finish the test). A
+# consumer that reports halts (halt_on_error), and the test would then wait
+# minutes for work that never gets done, so the first report ends the test
+# and the consumers it started (its own process group) two seconds later.
+tsan_tests=(test_e2e_exactly_once:400 test_e2e_heartbeat_keeps_leases:120)
+
+run_tsan() {
+    local name=ctest-tsan entry test limit dir pid rc t0 files reports ok bad
+    local shim=$tsan_dir/tests/tsan/librl_tsan_thrd.so
+    echo
+    echo "== $name: ${tsan_tests[*]%%:*} from ${tsan_dir#"$root"/}"
+    if [ ! -x "$tsan_dir/consumer/runledger" ] || [ ! -f "$shim" ]; then
+        echo "$tsan_dir has no TSan build: run make build-tsan" >&2
+        phases+=("$name: FAILED (no build in $tsan_dir)")
+        failed=$((failed + 1))
+        status=1
+        return
+    fi
+    for entry in "${tsan_tests[@]}"; do
+        test=${entry%%:*}
+        limit=${entry##*:}
+        dir=$logs/$name/$test
+        rm -rf "$dir"
+        mkdir -p "$dir"
+        t0=$SECONDS
+        rc=0
+        if [ ! -x "$tsan_dir/tests/e2e/$test" ]; then
+            echo "$test: not built in $tsan_dir" >"$dir/test.log"
+            rc=127
+        else
+            (
+                cd "$dir"
+                export RUNLEDGER_BIN=$tsan_dir/consumer/runledger
+                export RL_SOURCE_DIR=$root
+                export LD_PRELOAD=$shim
+                export TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1 suppressions=$root/tests/tsan/suppressions.txt log_path=$dir/tsan"
+                exec setsid "$tsan_dir/tests/e2e/$test"
+            ) >"$dir/test.log" 2>&1 &
+            pid=$!
+            while kill -0 "$pid" 2>/dev/null; do
+                if compgen -G "$dir/tsan.*" >/dev/null ||
+                    [ $((SECONDS - t0)) -ge "$limit" ]; then
+                    sleep 2
+                    kill -KILL -- "-$pid" 2>/dev/null || true
+                    break
+                fi
+                sleep 1
+            done
+            wait "$pid" || rc=$?
+        fi
+        files=$(compgen -G "$dir/tsan.*" | wc -l || true)
+        reports=$(cat "$dir"/tsan.* 2>/dev/null | grep -c '^WARNING: ThreadSanitizer' || true)
+        if [ "$rc" -eq 0 ] && [ "$files" -eq 0 ]; then
+            echo "tsan: $test ok ($((SECONDS - t0))s)"
+        else
+            echo "tsan: $test FAILED (exit $rc, $reports TSan reports in $files files, $((SECONDS - t0))s; logs in $dir)"
+            tail -n 20 "$dir/test.log"
+            # The first report names the two accesses and their threads;
+            # a file without one holds a TSan crash.
+            if [ "$reports" -gt 0 ]; then
+                cat "$dir"/tsan.* |
+                    sed -n '/^WARNING: ThreadSanitizer/,/^SUMMARY/{p;/^SUMMARY/q}' ||
+                    true
+            elif [ "$files" -gt 0 ]; then
+                cat "$dir"/tsan.* | head -n 40 || true
+            fi
+        fi
+    done 2>&1 | tee "$logs/$name.log" || true
+    # Counted from the log: the loop ran in a pipeline's subshell.
+    ok=$(grep -c '^tsan: .* ok (' "$logs/$name.log" || true)
+    # A test that printed no verdict (the loop stopped early) failed too.
+    bad=$((${#tsan_tests[@]} - ok))
+    passed=$((passed + ok))
+    failed=$((failed + bad))
+    if [ "$bad" -ne 0 ]; then
+        status=1
+        phases+=("$name: FAILED ($bad of ${#tsan_tests[@]} failed; log $logs/$name.log)")
+    else
+        phases+=("$name: ok ($ok passed, 0 skipped)")
+    fi
+}
+
 compat_version=${KAFKA_COMPAT_VERSION:-$(sed -n \
     's:.*<kafka.compat.version>\(.*\)</kafka.compat.version>.*:\1:p' \
     "$root/tests/harness/kafka/pom.xml")}
@@ -258,6 +352,7 @@ run_ctest "$build_dir" ctest
 # README) are not rerun either.
 run_ctest "$asan_dir" ctest-asan -LE '^(chaos|fuzz|helm|image|stub|docs)$'
 run_valgrind
+run_tsan
 if [ -n "$compat_version" ] && [ "$compat_version" != none ] &&
     [ "$compat_version" != "${KAFKA_VERSION:-}" ]; then
     run_kafka_compat "$compat_version"
