@@ -99,7 +99,9 @@ main(void)
     printf("exited %lld ms after SIGTERM (grace %d s), status %d\n",
            (long long)took, GRACE_S, status);
     RL_CHECK(status != -1);
-    RL_CHECK(took <= (GRACE_S + 2) * 1000L);
+    /* The grace period plus room for a loaded machine to schedule the
+     * exit; a completer that ignores shutdown never exits on its own. */
+    RL_CHECK(took <= (GRACE_S + 5) * 1000L);
     failed_statements = count_lines(logname, "could not complete");
     printf("failed completion statements logged: %ld\n", failed_statements);
     RL_CHECK(failed_statements < 100);
