@@ -397,10 +397,11 @@ within_request_limit(struct ledger *lg, struct rl_item *item)
         item->request_bytes =
             strlen(item->request_json ? item->request_json : "") +
             strlen(item->raw_input ? item->raw_input : "");
-        rl_item_recount(item);
         return 1;
     }
     item->request_bytes = size;
+    /* The body is charged as measured now, and only one that is built. */
+    item->body_reserve = size <= (size_t)lg->cfg->max_request_bytes ? size : 0;
     rl_item_recount(item);
     if (size <= (size_t)lg->cfg->max_request_bytes)
         return 1;

@@ -91,7 +91,8 @@ struct rl_item {
      * the thread that owns the item; the counter is atomic). */
     atomic_llong *held_bytes; /* the counter, NULL: not counted */
     size_t held;              /* charged now (rl_item_recount) */
-    size_t body_reserve;      /* the body it will build, until measured */
+    size_t body_reserve;      /* the body it will build (measured at
+                                 charge, again before it is built) */
     size_t dead_letter_bytes; /* the dead letter's copy of its value */
 };
 
@@ -132,8 +133,9 @@ void rl_item_destroy(struct rl_item *item);
  * is charged at intake for most of what it grows to and the Kafka
  * thread's pause bounds the bytes runs reach after it, not only those
  * they start with. A body over max_body (RUNLEDGER_MAX_REQUEST_BYTES) is
- * never built and not reserved. Call once, when the item has its event or, for the
- * sweeper's, its request and input. @locality the owner of item */
+ * never built and not reserved. Call once, when the item has its event
+ * or, for the sweeper's, its request and input. @locality the owner of
+ * item */
 void rl_item_charge(struct rl_item *item, atomic_llong *held_bytes,
                     size_t max_body);
 
@@ -162,9 +164,9 @@ struct rl_counters {
     atomic_llong relayed;
     atomic_llong budget_deferrals; /* dispatches refused by a spent budget */
     atomic_llong budget_waits;     /* ... by reservations of calls in flight */
-    atomic_llong held_bytes; /* a gauge: bytes charged to the runs held
-                                (rl_item_charge), against
-                                RUNLEDGER_MAX_HELD_BYTES */
+    atomic_llong held_bytes;       /* a gauge: bytes charged to the runs held
+                                      (rl_item_charge), against
+                                      RUNLEDGER_MAX_HELD_BYTES */
 };
 
 struct rl_http; /* health and metrics endpoint (http.h) */

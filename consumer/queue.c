@@ -1,5 +1,6 @@
-/* Bounded hand-over between the pipeline's stages; the bound is the
- * process-wide in-flight cap that the Kafka thread enforces by pausing. */
+/* Bounded hand-over between the pipeline's stages; the bounds are the
+ * process-wide in-flight cap and held bytes that the Kafka thread enforces
+ * by pausing, and the bytes each item is charged for them. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -126,7 +127,7 @@ footprint(const struct rl_item *item)
     /* Until its answer is back the call is the model's (its body with
      * it): count the body as measured, never the call's fields. */
     if (item->in_model || !item->in_result)
-        n += item->request_bytes ? item->request_bytes : item->body_reserve;
+        n += item->body_reserve;
     else
         n += str_bytes(item->call.body) + str_bytes(item->call.text) +
              str_bytes(item->call.tool_calls) +

@@ -154,9 +154,9 @@ main(void)
                            "SELECT count(*) FROM runs WHERE job = '%s' AND "
                            "status = 'completed'",
                            job));
-    RL_CHECK_INTEQ(e2e_intf(&t, "SELECT count(*) FROM runs WHERE job = '%s'",
-                            job),
-                   EVENTS);
+    RL_CHECK_INTEQ(
+        e2e_intf(&t, "SELECT count(*) FROM runs WHERE job = '%s'", job),
+        EVENTS);
     RL_CHECK_INTEQ(e2e_int(&t, "SELECT count(*) FROM attempts"), EVENTS);
     RL_CHECK_INTEQ(
         e2e_int(&t, "SELECT count(*) FROM attempts WHERE outcome = 'ok'"),
