@@ -345,6 +345,10 @@ rl_pipeline_dead_letter(struct rl_pipeline *pl, struct rl_item *item,
         memcpy(dl->value, value, len);
     free(owned);
     dl->len = len;
+    if (item) {
+        item->dead_letter_bytes = len + 1;
+        rl_item_recount(item);
+    }
     dl->item = item;
     dl->hdrs = hdrs;
     dl->ctx = ctx;
@@ -478,6 +482,8 @@ intake(struct kstate *ks, rd_kafka_message_t *rkm)
     item->ev =
         rl_event_parse(rkm->payload ? rkm->payload : "", rkm->len, &limits,
                        reason, sizeof(reason), errstr, sizeof(errstr));
+    rl_item_charge(item, &pl->counters.held_bytes,
+                   (size_t)pl->cfg->max_request_bytes);
     if (!item->ev) {
         atomic_fetch_add(&pl->counters.invalid, 1);
         rl_pipeline_dead_letter(pl, item, RL_DEADLETTER_INTAKE, reason, errstr);
@@ -531,31 +537,40 @@ wake_fetcher(struct kstate *ks)
     rd_kafka_topic_partition_list_destroy(pos);
 }
 
-/* Pauses the partitions once the process holds RL_PIPELINE_HOLD_MAX runs
- * and resumes them when a quarter of that is free again. librdkafka drops
- * a paused partition's prefetched messages and fetches them again on
- * resume; with the pause at twice the model-call cap, runs parsed before
- * it wait in the intake for the slots that free up meanwhile. */
+/* Pauses the partitions once the process holds RL_PIPELINE_HOLD_MAX runs,
+ * or runs charged RUNLEDGER_MAX_HELD_BYTES, and resumes them when both
+ * are at three quarters again. librdkafka drops a paused partition's
+ * prefetched messages and fetches them again on resume; with the pause at
+ * twice the model-call cap, runs parsed before it wait in the intake for
+ * the slots that free up meanwhile. The byte pause needs something held:
+ * a run larger than the whole limit is taken when nothing else is, or it
+ * would never run. This is called before every poll, and a poll returns
+ * one message, so at most one run's charge is added past the limit. */
 static void
 flow_control(struct kstate *ks)
 {
-    long in_flight = atomic_load(&ks->pl->in_flight);
-    long hold = RL_PIPELINE_HOLD_MAX(ks->pl->cfg->max_in_flight);
+    struct rl_pipeline *pl = ks->pl;
+    long in_flight = atomic_load(&pl->in_flight);
+    long hold = RL_PIPELINE_HOLD_MAX(pl->cfg->max_in_flight);
+    long long held = atomic_load(&pl->counters.held_bytes);
+    long long max_held = pl->cfg->max_held_bytes;
+    int full = in_flight >= hold || (held > 0 && held >= max_held);
+    int roomy = in_flight <= hold * 3 / 4 &&
+                held <= RL_PIPELINE_HELD_BYTES_RESUME(max_held);
 
     if (!ks->assignment)
         return;
-    if (!ks->paused && (in_flight >= hold || atomic_load(&ks->pl->stopping))) {
+    if (!ks->paused && (full || atomic_load(&pl->stopping))) {
         rd_kafka_pause_partitions(ks->rk, ks->assignment);
         ks->paused = 1;
-        rl_log_debug(NULL, "pausing %d partitions: %ld runs held",
-                     ks->assignment->cnt, in_flight);
-    } else if (ks->paused && !atomic_load(&ks->pl->stopping) &&
-               in_flight <= hold * 3 / 4) {
+        rl_log_debug(NULL, "pausing %d partitions: %ld runs held, %lld bytes",
+                     ks->assignment->cnt, in_flight, held);
+    } else if (ks->paused && !atomic_load(&pl->stopping) && roomy) {
         rd_kafka_resume_partitions(ks->rk, ks->assignment);
         wake_fetcher(ks);
         ks->paused = 0;
-        rl_log_debug(NULL, "resuming %d partitions: %ld runs held",
-                     ks->assignment->cnt, in_flight);
+        rl_log_debug(NULL, "resuming %d partitions: %ld runs held, %lld bytes",
+                     ks->assignment->cnt, in_flight, held);
     }
 }
 

@@ -94,6 +94,9 @@ static const struct family_def families[] = {
      "(parked for an operator) or retried (released for a later attempt)"},
     {"runledger_runs_in_flight", RL_METRIC_GAUGE,
      "runs between intake and a durable state in this process"},
+    {"runledger_held_bytes", RL_METRIC_GAUGE,
+     "bytes charged to the runs this process holds (events, requests, "
+     "inputs, bodies, answers), against RUNLEDGER_MAX_HELD_BYTES"},
     {"runledger_claims_total", RL_METRIC_COUNTER,
      "lease claims by result (won, lost)"},
     {"runledger_duplicates_total", RL_METRIC_COUNTER,
@@ -244,6 +247,8 @@ collect(struct rl_http *h)
                    (double)atomic_load(&c->relayed));
     if (!h->consumer)
         return;
+    rl_metrics_set(m, "runledger_held_bytes", NULL,
+                   (double)atomic_load(&c->held_bytes));
     rl_metrics_set(m, "runledger_events_total", NULL,
                    (double)atomic_load(&c->events));
     rl_metrics_set(m, "runledger_events_invalid_total", NULL,

@@ -370,6 +370,7 @@ store_input(struct ledger *lg, struct rl_item *item)
     /* Use what the ledger holds, not the local copy: a concurrent worker
      * may have collected first. */
     item->raw_input = stored;
+    rl_item_recount(item);
     return 0;
 }
 
@@ -397,6 +398,9 @@ within_request_limit(struct ledger *lg, struct rl_item *item)
         return 1;
     }
     item->request_bytes = size;
+    /* The body is charged as measured now, and only one that is built. */
+    item->body_reserve = size <= (size_t)lg->cfg->max_request_bytes ? size : 0;
+    rl_item_recount(item);
     if (size <= (size_t)lg->cfg->max_request_bytes)
         return 1;
     if (size == SIZE_MAX)
@@ -626,6 +630,7 @@ result_arrived(struct ledger *lg, struct rl_item *item)
         lg->in_model--;
     }
     item->in_result = 1;
+    rl_item_recount(item); /* the body went, the answer came */
 }
 /* Walks a list of claimed runs: prepare_attempt() handles a run that
  * cannot be dispatched on its own and returns 0, or returns 1; the
@@ -929,6 +934,7 @@ claim_chunk(struct ledger *lg, struct rl_item *batch)
         it->next = NULL;
         it->job = strdup(it->ev->job);
         it->tenant = strdup(it->ev->tenant);
+        rl_item_recount(it);
         switch (c->status) {
         case RL_CLAIM_WON:
             atomic_fetch_add(&lg->pl->counters.claims_won, 1);
@@ -941,6 +947,7 @@ claim_chunk(struct ledger *lg, struct rl_item *batch)
             it->request_json = strdup(it->ev->request_json);
             it->raw_input = c->raw_input; /* stored one wins */
             c->raw_input = NULL;
+            rl_item_recount(it);
             live_add(lg, it);
             *won_tail = it;
             won_tail = &it->next;
@@ -993,12 +1000,37 @@ model_room(const struct ledger *lg)
     return room > 0 ? room : 0;
 }
 
+/* Runs the sweeper may claim under RUNLEDGER_MAX_HELD_BYTES: none once
+ * the runs held are charged the limit, else as many as fit in what is
+ * left at the average charge of the runs held now (at
+ * RUNLEDGER_MAX_EVENT_BYTES when none is), and at least one. A claim's
+ * size is known only once it is claimed: runs larger than the average
+ * may take the held bytes past the limit, and the Kafka thread then
+ * pauses until they are back under it. */
+static long
+held_bytes_room(const struct ledger *lg)
+{
+    long long held = atomic_load(&lg->pl->counters.held_bytes);
+    long runs = atomic_load(&lg->pl->in_flight);
+    long long left = (long long)lg->cfg->max_held_bytes - held;
+    long long each = lg->cfg->max_event_bytes;
+
+    if (left <= 0)
+        return 0;
+    if (held > 0 && runs > 0 && held / runs > 0)
+        each = held / runs;
+    if (left / each < 1)
+        return 1;
+    return left / each < 256 ? (long)(left / each) : 256;
+}
+
 static void
 sweep(struct ledger *lg)
 {
     long room = model_room(lg);
     long held = RL_PIPELINE_HOLD_MAX(lg->cfg->max_in_flight) -
                 atomic_load(&lg->pl->in_flight);
+    long bytes_room = held_bytes_room(lg);
     struct rl_claim claims[256];
     struct rl_item *list = NULL, **tail = &list;
     int64_t leased_at;
@@ -1007,9 +1039,11 @@ sweep(struct ledger *lg)
     int err;
 
     /* The sweeper's runs are new to the process: they also need room
-     * under its bound on held runs. */
+     * under its bounds on held runs and held bytes. */
     if (held < room)
         room = held;
+    if (bytes_room < room)
+        room = bytes_room;
     if (room <= 0)
         return;
     if (room > 256)
@@ -1054,6 +1088,8 @@ sweep(struct ledger *lg)
         it->ambiguous_count = c->ambiguous_count;
         it->deadline_passed = c->deadline_passed;
         rl_claim_clear(c);
+        rl_item_charge(it, &lg->pl->counters.held_bytes,
+                       (size_t)lg->cfg->max_request_bytes);
         live_add(lg, it);
         *tail = it;
         tail = &it->next;
@@ -1499,6 +1535,7 @@ hand_back(struct completer *cp, struct rl_item *item, int landed,
     item->landed_completed = res ? res->completed : 0;
     free(item->landed_error);
     item->landed_error = why ? strdup(why) : NULL;
+    rl_item_recount(item);
     rl_queue_push(&cp->pl->landed, item);
 }
 

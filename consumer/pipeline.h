@@ -36,6 +36,16 @@
  * there, so memory stays bounded whatever the model's latency. */
 #define RL_PIPELINE_HOLD_MAX(cap) (2L * (long)(cap))
 
+/* The held runs are also bounded by the bytes they keep
+ * (RUNLEDGER_MAX_HELD_BYTES, counted in rl_counters.held_bytes): a few
+ * hundred events of a megabyte each, four copies apiece, would otherwise
+ * outgrow the pod well below the count. The Kafka thread pauses at
+ * max_held_bytes and resumes at three quarters of it; it pauses only
+ * while something is held, so one run larger than the whole limit still
+ * runs, alone. Between two polls it takes one message, so the held bytes
+ * stay below max_held_bytes plus the charge of one run. */
+#define RL_PIPELINE_HELD_BYTES_RESUME(max) ((long long)(max) / 4 * 3)
+
 /* Where a run came from: a Kafka message (its offset becomes done when the
  * run is durable) or the sweeper (no offset). */
 struct rl_source {
@@ -84,6 +94,13 @@ struct rl_item {
     int landed_completed; /* RL_LANDED_DONE: this statement completed it */
     char *landed_error;   /* RL_LANDED_INVALID: the database's reason */
     struct rl_model_call call;
+    /* What the item is charged for in the process's held bytes (@locality
+     * the thread that owns the item; the counter is atomic). */
+    atomic_llong *held_bytes; /* the counter, NULL: not counted */
+    size_t held;              /* charged now (rl_item_recount) */
+    size_t body_reserve;      /* the body it will build (measured at
+                                 charge, again before it is built) */
+    size_t dead_letter_bytes; /* the dead letter's copy of its value */
 };
 
 /* What the completer thread did with an answer it was handed. */
@@ -113,8 +130,27 @@ struct rl_item *rl_queue_take(struct rl_queue *q, size_t max);
  * as nobody takes that mutex while holding q->lock. @locality any thread */
 int rl_queue_empty(struct rl_queue *q);
 
-/* Frees item and what it owns; NULL is accepted. */
+/* Frees item and what it owns, and takes its charge off the held bytes;
+ * NULL is accepted. */
 void rl_item_destroy(struct rl_item *item);
+
+/* Starts counting item in *held_bytes: the bytes it holds now, plus
+ * those its run will hold later and can be measured now (the request and
+ * input copies the claim makes from its event, the model body), so a run
+ * is charged at intake for most of what it grows to and the Kafka
+ * thread's pause bounds the bytes runs reach after it, not only those
+ * they start with. A body over max_body (RUNLEDGER_MAX_REQUEST_BYTES) is
+ * never built and not reserved. Call once, when the item has its event
+ * or, for the sweeper's, its request and input. @locality the owner of
+ * item */
+void rl_item_charge(struct rl_item *item, atomic_llong *held_bytes,
+                    size_t max_body);
+
+/* Brings item's charge up to date with what it holds now: call after
+ * setting or freeing any of its copies. Reads the call's results only
+ * once they are the item's again (in_result set, in_model not).
+ * @locality the owner of item */
+void rl_item_recount(struct rl_item *item);
 
 /* Process-wide counters, read by /metrics and the shutdown summary. */
 struct rl_counters {
@@ -135,6 +171,9 @@ struct rl_counters {
     atomic_llong relayed;
     atomic_llong budget_deferrals; /* dispatches refused by a spent budget */
     atomic_llong budget_waits;     /* ... by reservations of calls in flight */
+    atomic_llong held_bytes;       /* a gauge: bytes charged to the runs held
+                                      (rl_item_charge), against
+                                      RUNLEDGER_MAX_HELD_BYTES */
 };
 
 struct rl_http; /* health and metrics endpoint (http.h) */

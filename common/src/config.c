@@ -93,7 +93,8 @@ static const struct cfg_row rows[] = {
     {"RUNLEDGER_MAX_HELD_BYTES", CFG_INT, S(max_held_bytes), "268435456",
      1048576, 2147483647, 0,
      "bytes of runs one process holds (events, requests, inputs, bodies, "
-     "answers); its partitions pause there and resume below three quarters"},
+     "answers); its partitions pause there and resume below three "
+     "quarters; a larger run runs alone"},
     {"RUNLEDGER_COMPLETE_MAX_BYTES", CFG_INT, S(complete_max_bytes), "67108864",
      65536, 1073741824, 0,
      "most answer bytes one completion statement carries; larger batches are "
