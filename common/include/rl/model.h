@@ -112,6 +112,9 @@ struct rl_model_call {
                            total timeout (e.g. what is left of the run's
                            deadline) */
     void *opaque;       /* the caller's; never touched */
+    const char *traceparent; /* NULL/"": none; else sent as the W3C
+                                traceparent header (55 visible ASCII
+                                characters); copied at submit */
 
     /* Results, valid when done() runs. */
     enum rl_model_outcome outcome;
