@@ -85,10 +85,10 @@ struct rl_item {
     char traceparent[RL_TRACEPARENT_SIZE];
     struct rl_trace_ctx trace;
     char run_span_id[RL_TRACE_SPAN_ID_SIZE];
-    char attempt_span_id[RL_TRACE_SPAN_ID_SIZE]; /* "" between attempts */
+    char attempt_span_id[RL_TRACE_SPAN_ID_SIZE];   /* "" between attempts */
     char attempt_traceparent[RL_TRACEPARENT_SIZE]; /* sent to the model */
-    int64_t run_start_ns;     /* wall clock, the claim */
-    int64_t attempt_start_ns; /* wall clock, the dispatch; 0: exported */
+    int64_t run_start_ns;                          /* wall clock, the claim */
+    int64_t attempt_start_ns;  /* wall clock, the dispatch; 0: exported */
     const char *trace_outcome; /* how the run span ended (static) */
 };
 
@@ -167,7 +167,7 @@ struct rl_pipeline {
     struct rl_dead_letter *dlq_retry; /* @locks dlq_lock */
     long dlq_undelivered;             /* @locks dlq_lock */
     struct rl_model *model;
-    struct rl_otlp *otlp; /* NULL: spans are not exported */
+    struct rl_otlp *otlp;      /* NULL: spans are not exported */
     pthread_mutex_t wake_lock; /* ledger thread sleeps here */
     pthread_cond_t wake;
     struct rl_http *http; /* NULL when RUNLEDGER_HTTP_PORT is 0 */

@@ -885,10 +885,9 @@ start(struct rl_model *m, struct xfer *x)
     bad |= curl_easy_setopt(easy, CURLOPT_QUICK_EXIT, 1L) != CURLE_OK;
     bad |= curl_easy_setopt(easy, CURLOPT_HTTP_VERSION,
                             (long)CURL_HTTP_VERSION_1_1) != CURLE_OK;
-    bad |=
-        curl_easy_setopt(easy, CURLOPT_HTTPHEADER,
-                         x->trace_node.data ? &x->trace_node : &x->idem_node) !=
-            CURLE_OK;
+    bad |= curl_easy_setopt(easy, CURLOPT_HTTPHEADER,
+                            x->trace_node.data ? &x->trace_node
+                                               : &x->idem_node) != CURLE_OK;
     bad |= curl_easy_setopt(easy, CURLOPT_USERAGENT, "runledger/" RL_VERSION) !=
            CURLE_OK;
     bad |= curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE,

@@ -7,11 +7,11 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <getopt.h>
-#include <sys/types.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 #include <time.h>
 
 #include "cli.h"
@@ -524,9 +524,9 @@ rl_cmd_publish(int argc, char **argv)
             goto done;
     }
 
-    rc = dry_run ? RL_EXIT_OK
-                 : send_all(cfg, topic ? topic : cfg->topic, evs, n,
-                            traceparent);
+    rc = dry_run
+             ? RL_EXIT_OK
+             : send_all(cfg, topic ? topic : cfg->topic, evs, n, traceparent);
     if (rc == RL_EXIT_OK) {
         for (size_t i = 0; i < n; i++)
             printf("%s\n", evs[i].ev->run_id);

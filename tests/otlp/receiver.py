@@ -5,7 +5,11 @@ POST /v1/traces with Content-Type application/json is parsed with the
 official OpenTelemetry protocol classes (opentelemetry-proto) through
 google.protobuf.json_format.Parse into ExportTraceServiceRequest: a body
 that does not follow the OTLP JSON mapping gets 400 and is counted as a
-rejection. Every accepted span is appended, as one JSON object per line,
+rejection. The one place where OTLP/JSON departs from the standard
+protobuf JSON mapping is handled first, as the OTLP specification says:
+traceId, spanId and parentSpanId (also in links) are hex strings, not
+base64; they must be 32 / 16 hex digits (parentSpanId may be empty) and
+are turned into base64 for Parse. Every accepted span is appended, as one JSON object per line,
 to --out: {"service", "trace_id", "span_id", "parent_span_id", "name",
 "kind", "start", "end", "status", "attributes": {key: value}} with the
 ids in lowercase hex as decoded by protobuf.
@@ -16,6 +20,7 @@ ids in lowercase hex as decoded by protobuf.
 returns {"requests", "accepted", "rejected", "spans"}.
 """
 import argparse
+import base64
 import json
 import os
 import sys
@@ -29,6 +34,39 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 
 LOCK = threading.Lock()
 STATS = {"requests": 0, "accepted": 0, "rejected": 0, "spans": 0}
+
+
+class BadIds(ValueError):
+    pass
+
+
+def hex_to_b64(obj, key, size, optional=False):
+    v = obj.get(key)
+    if v is None or (optional and v == ""):
+        return
+    if not isinstance(v, str) or len(v) != size * 2:
+        raise BadIds("%s is not %d hex digits: %r" % (key, size * 2, v))
+    try:
+        raw = bytes.fromhex(v)
+    except ValueError:
+        raise BadIds("%s is not hex: %r" % (key, v))
+    obj[key] = base64.b64encode(raw).decode()
+
+
+def otlp_ids_to_proto_json(doc):
+    """OTLP/JSON (hex ids) -> protobuf JSON (base64 ids), in place."""
+    for rs in doc.get("resourceSpans", []):
+        for ss in rs.get("scopeSpans", []):
+            for sp in ss.get("spans", []):
+                if "traceId" not in sp or "spanId" not in sp:
+                    raise BadIds("a span needs traceId and spanId")
+                hex_to_b64(sp, "traceId", 16)
+                hex_to_b64(sp, "spanId", 8)
+                hex_to_b64(sp, "parentSpanId", 8, optional=True)
+                for ln in sp.get("links", []):
+                    hex_to_b64(ln, "traceId", 16)
+                    hex_to_b64(ln, "spanId", 8)
+    return doc
 
 
 def any_value(v):
@@ -93,8 +131,9 @@ class Handler(BaseHTTPRequestHandler):
             return
         req = ExportTraceServiceRequest()
         try:
-            json_format.Parse(body, req)
-        except json_format.ParseError as e:
+            doc = otlp_ids_to_proto_json(json.loads(body))
+            json_format.Parse(json.dumps(doc), req)
+        except (ValueError, json_format.ParseError) as e:
             with LOCK:
                 STATS["rejected"] += 1
             print("receiver: rejected: %s" % e, file=sys.stderr)

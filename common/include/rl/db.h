@@ -387,9 +387,9 @@ struct rl_outbox_row {
     char *channel;
     char *job;
     char *tenant;
-    char *payload;      /* JSON text */
-    int delivery_count; /* earlier delivery attempts */
-    char ctid[32];      /* the locked row's tuple id, e.g. "(12,3)" */
+    char *payload;        /* JSON text */
+    int delivery_count;   /* earlier delivery attempts */
+    char ctid[32];        /* the locked row's tuple id, e.g. "(12,3)" */
     char traceparent[56]; /* the run's stored traceparent, "" when none */
     int64_t lease_epoch;  /* the run's epoch: names its last run span */
 };
