@@ -21,6 +21,7 @@
 #include "rl/kafka.h"
 #include "rl/log.h"
 #include "rl/offsets.h"
+#include "rl/otlp.h"
 
 static volatile sig_atomic_t got_signal;
 
@@ -446,6 +447,34 @@ rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     rd_kafka_assign(rk, NULL);
 }
 
+/* Keeps the event's W3C traceparent header when it is valid. A bad one is
+ * the producer's tracing problem, not a bad event: the run goes on with a
+ * trace of its own, never to the dead-letter topic. */
+static void
+intake_traceparent(rd_kafka_message_t *rkm, struct rl_item *item)
+{
+    rd_kafka_headers_t *hdrs = NULL;
+    const void *val = NULL;
+    size_t len = 0;
+    struct rl_trace_ctx tc;
+    char errstr[96];
+
+    if (rd_kafka_message_headers(rkm, &hdrs) != 0 ||
+        rd_kafka_header_get_last(hdrs, "traceparent", &val, &len) != 0 || !val)
+        return;
+    if (rl_trace_parse(val, len, &tc, errstr, sizeof(errstr)) != 0) {
+        struct rl_log_ctx ctx = RL_LOG_CTX_INIT;
+
+        ctx.run_id = item->run_id;
+        ctx.partition = rkm->partition;
+        ctx.offset = rkm->offset;
+        rl_log_debug(&ctx, "ignoring the event's traceparent header: %s",
+                     errstr);
+        return;
+    }
+    rl_trace_format(tc.trace_id, tc.parent_id, tc.flags, item->traceparent);
+}
+
 static void
 intake(struct kstate *ks, rd_kafka_message_t *rkm)
 {
@@ -490,6 +519,7 @@ intake(struct kstate *ks, rd_kafka_message_t *rkm)
         return;
     }
     memcpy(item->run_id, item->ev->run_id, sizeof(item->run_id));
+    intake_traceparent(rkm, item);
     rl_queue_push(&pl->intake, item);
     rl_pipeline_wake(pl);
 }
@@ -742,6 +772,24 @@ rl_cmd_consume(int argc, char **argv)
         rl_log_error(NULL, "could not start model client: %s", errstr);
         goto done;
     }
+    {
+        struct rl_otlp_config ocfg = {
+            .endpoint = pl.cfg->otlp_endpoint,
+            .traces_endpoint = pl.cfg->otlp_traces_endpoint,
+            .service_name = pl.cfg->otel_service_name,
+            .timeout_ms = pl.cfg->otlp_timeout_ms,
+            .schedule_delay_ms = pl.cfg->otlp_schedule_delay_ms,
+            .max_batch = (size_t)pl.cfg->otlp_max_batch,
+            .max_queue = (size_t)pl.cfg->otlp_max_queue,
+            .max_queue_bytes = (size_t)pl.cfg->otlp_max_queue_bytes,
+        };
+
+        pl.otlp = rl_otlp_new(&ocfg, errstr, sizeof(errstr));
+        if (!pl.otlp && errstr[0]) {
+            rl_log_error(NULL, "%s", errstr);
+            goto done;
+        }
+    }
     /* dedupe trusts the endpoint with every retry of a timed-out call; a
      * gateway in between may drop the key and generate each time. */
     if (pl.cfg->ambiguous_policy == RL_AMBIGUOUS_DEDUPE)
@@ -860,6 +908,7 @@ done:
             rc = RL_EXIT_FAILURE;
     }
     rl_model_destroy(pl.model);
+    rl_otlp_destroy(pl.otlp);
     if (pl.dlq) {
         rd_kafka_flush(pl.dlq, 10000);
         retry_dead_letters(&pl, 1);

@@ -18,6 +18,7 @@
 #include "rl/db.h"
 #include "rl/log.h"
 #include "rl/metrics.h"
+#include "rl/otlp.h"
 
 /* The HTTP server's limits. epoll, never select(): with a thousand model
  * calls in flight every new descriptor is above FD_SETSIZE (1024), and
@@ -130,6 +131,10 @@ static const struct family_def families[] = {
     {"runledger_outbox_dead_lettered_total", RL_METRIC_COUNTER,
      "outbox rows refused for good by the broker or the producer, "
      "dead-lettered and moved to outbox_dead, by reason"},
+    {"runledger_spans_exported_total", RL_METRIC_COUNTER,
+     "spans the OTLP collector accepted"},
+    {"runledger_spans_dropped_total", RL_METRIC_COUNTER,
+     "spans not exported: queue full, collector away, slow or refusing"},
     {"runledger_outbox_relayed_total", RL_METRIC_COUNTER,
      "outbox rows this process delivered to the notification topic"},
     {"runledger_outbox_delivery_latency_seconds", RL_METRIC_HISTOGRAM,
@@ -241,6 +246,10 @@ collect(struct rl_http *h)
     if (h->in_flight)
         rl_metrics_set(m, "runledger_runs_in_flight", NULL,
                        (double)atomic_load(h->in_flight));
+    rl_metrics_set(m, "runledger_spans_exported_total", NULL,
+                   (double)rl_otlp_exported_total());
+    rl_metrics_set(m, "runledger_spans_dropped_total", NULL,
+                   (double)rl_otlp_dropped_total());
     if (!c)
         return;
     rl_metrics_set(m, "runledger_outbox_relayed_total", NULL,

@@ -22,6 +22,7 @@
 #include "rl/err.h"
 #include "rl/failpoint.h"
 #include "rl/log.h"
+#include "rl/otlp.h"
 
 /* Which step of a run to redo after the connection came back. */
 enum { REDO_NONE, REDO_CLAIM, REDO_START, REDO_RESULT };
@@ -74,6 +75,36 @@ log_ctx(const struct rl_item *item, struct rl_log_ctx *ctx)
         ctx->partition = item->src.partition;
         ctx->offset = item->src.offset;
     }
+    if (item->trace.trace_id[0]) {
+        ctx->trace_id = item->trace.trace_id;
+        ctx->span_id = item->attempt_span_id[0] ? item->attempt_span_id
+                                                : item->run_span_id;
+    }
+}
+
+/* Wall clock in ns, for span times. */
+static int64_t
+now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* A claim was won: the run span of this epoch starts. stored is the
+ * traceparent the claim returned (NULL: none). */
+static void
+trace_claimed(struct rl_item *item, const char *stored)
+{
+    /* The stored value wins over the event's: every claim of the run,
+     * here or elsewhere, must name the same trace. */
+    snprintf(item->traceparent, sizeof(item->traceparent), "%s",
+             stored ? stored : "");
+    rl_trace_for_run(item->run_id, item->traceparent, &item->trace);
+    rl_trace_run_span_id(item->run_id, item->lease_epoch, item->run_span_id);
+    item->attempt_span_id[0] = '\0';
+    item->run_start_ns = now_ns();
 }
 
 static void
@@ -109,11 +140,45 @@ done:
     pthread_mutex_unlock(&lg->live_lock);
 }
 
+/* Ends the run span of this claim (once). Runs whose trace is not
+ * sampled are propagated but not exported. */
+static void
+trace_run_end(struct ledger *lg, struct rl_item *item, const char *outcome)
+{
+    struct rl_otlp_span span;
+
+    if (!item->run_start_ns)
+        return;
+    if (lg->pl->otlp && (item->trace.flags & RL_TRACE_FLAG_SAMPLED)) {
+        span = (struct rl_otlp_span){
+            .name = "runledger.run",
+            .trace_id = item->trace.trace_id,
+            .span_id = item->run_span_id,
+            .parent_span_id = item->trace.parent_id,
+            .kind = 2, /* SERVER: the run serves the event */
+            .start_ns = item->run_start_ns,
+            .end_ns = now_ns(),
+            .error = strcmp(outcome, "failed") == 0 ||
+                     strcmp(outcome, "unknown") == 0,
+            .run_id = item->run_id,
+            .tenant = item->tenant,
+            .job = item->job,
+            .outcome = outcome,
+            .attempt = item->attempt_no > 0 ? item->attempt_no : -1,
+            .lease_epoch = item->lease_epoch,
+        };
+        rl_otlp_export(lg->pl->otlp, &span);
+    }
+    item->run_start_ns = 0;
+}
+
 /* Leaves the ledger stage: the run reached a durable state (or is someone
  * else's), so its offset may be committed. */
 static void
 finish(struct ledger *lg, struct rl_item *item)
 {
+    trace_run_end(lg, item,
+                  item->trace_outcome ? item->trace_outcome : "released");
     live_remove(lg, item);
     rl_pipeline_finish(lg->pl, item);
 }
@@ -215,10 +280,12 @@ give_up(struct ledger *lg, struct rl_item *item, const char *status,
     if (err == RL_ERR_STALE) {
         atomic_fetch_add(&lg->pl->counters.lease_lost, 1);
         rl_log_warn(&ctx, "lease lost before recording %s", status);
+        item->trace_outcome = "lease_lost";
         finish(lg, item);
         return;
     }
     if (strcmp(status, "unknown") == 0) {
+        item->trace_outcome = "unknown";
         atomic_fetch_add(&lg->pl->counters.unknown, 1);
         rl_log_warn(&ctx, "run is unknown (%s): waiting for an operator",
                     detail);
@@ -227,6 +294,7 @@ give_up(struct ledger *lg, struct rl_item *item, const char *status,
     }
     atomic_fetch_add(&lg->pl->counters.failed, 1);
     rl_log_warn(&ctx, "run failed: %s: %s", error_class, detail);
+    trace_run_end(lg, item, "failed");
     live_remove(lg, item);
     rl_pipeline_dead_letter(lg->pl, item, RL_DEADLETTER_RUN, error_class,
                             detail);
@@ -252,6 +320,7 @@ retry_later(struct ledger *lg, struct rl_item *item, long delay_ms,
         atomic_fetch_add(&lg->pl->counters.lease_lost, 1);
     else
         atomic_fetch_add(&lg->pl->counters.retried, 1);
+    item->trace_outcome = err == RL_ERR_STALE ? "lease_lost" : "retry";
     finish(lg, item);
 }
 
@@ -454,6 +523,14 @@ send_call(struct ledger *lg, struct rl_item *item)
     }
     item->call.run_id = item->run_id;
     item->call.opaque = item;
+    /* Each attempt is a span of its own, the run span's child; the model
+     * call carries it as the parent of whatever the endpoint traces. */
+    rl_trace_new_span_id(item->attempt_span_id);
+    rl_trace_format(item->trace.trace_id, item->attempt_span_id,
+                    item->trace.flags, item->attempt_traceparent);
+    item->attempt_start_ns = now_ns();
+    item->call.traceparent = item->attempt_traceparent;
+    log_ctx(item, &ctx);
     if (rl_model_submit(lg->pl->model, &item->call) != 0) {
         free(item->call.body);
         item->call.body = NULL;
@@ -621,7 +698,7 @@ propose(struct ledger *lg, struct rl_item *item, const struct rl_log_ctx *ctx)
     finish(lg, item);
 }
 
-/* The model thread gave the call back. */
+/* The model thread gave the call back: the attempt span ends. */
 static void
 result_arrived(struct ledger *lg, struct rl_item *item)
 {
@@ -631,6 +708,30 @@ result_arrived(struct ledger *lg, struct rl_item *item)
     }
     item->in_result = 1;
     rl_item_recount(item); /* the body went, the answer came */
+    if (item->attempt_start_ns && lg->pl->otlp &&
+        (item->trace.flags & RL_TRACE_FLAG_SAMPLED)) {
+        const struct rl_model_call *call = &item->call;
+        struct rl_otlp_span span = {
+            .name = "runledger.attempt",
+            .trace_id = item->trace.trace_id,
+            .span_id = item->attempt_span_id,
+            .parent_span_id = item->run_span_id,
+            .kind = 3, /* CLIENT: the model call */
+            .start_ns = item->attempt_start_ns,
+            .end_ns = now_ns(),
+            .error = call->outcome != RL_MODEL_OK,
+            .run_id = item->run_id,
+            .tenant = item->tenant,
+            .job = item->job,
+            .outcome = rl_model_outcome_name(call->outcome),
+            .attempt = item->attempt_no,
+            .lease_epoch = item->lease_epoch,
+            .http_status = call->http_status,
+        };
+
+        rl_otlp_export(lg->pl->otlp, &span);
+    }
+    item->attempt_start_ns = 0;
 }
 /* Walks a list of claimed runs: prepare_attempt() handles a run that
  * cannot be dispatched on its own and returns 0, or returns 1; the
@@ -826,9 +927,13 @@ land(struct ledger *lg, struct rl_item *list)
             if (item->landed_err) {
                 atomic_fetch_add(&lg->pl->counters.lease_lost, 1);
                 rl_log_warn(&ctx, "lease lost: result discarded");
+                item->trace_outcome = "lease_lost";
             } else if (item->landed_completed) {
                 atomic_fetch_add(&lg->pl->counters.completed, 1);
                 rl_log_debug(&ctx, "completed");
+                item->trace_outcome = "completed";
+            } else {
+                item->trace_outcome = "completed_elsewhere";
             }
             finish(lg, item);
         }
@@ -877,6 +982,7 @@ claim_chunk(struct ledger *lg, struct rl_item *batch)
             .source_topic = lg->cfg->topic,
             .source_partition = it->src.partition,
             .source_offset = it->src.offset,
+            .traceparent = it->traceparent,
         };
         n++;
     }
@@ -948,6 +1054,7 @@ claim_chunk(struct ledger *lg, struct rl_item *batch)
             it->raw_input = c->raw_input; /* stored one wins */
             c->raw_input = NULL;
             rl_item_recount(it);
+            trace_claimed(it, c->traceparent);
             live_add(lg, it);
             *won_tail = it;
             won_tail = &it->next;
@@ -1087,6 +1194,7 @@ sweep(struct ledger *lg)
         it->ambiguous_prior = c->ambiguous_prior;
         it->ambiguous_count = c->ambiguous_count;
         it->deadline_passed = c->deadline_passed;
+        trace_claimed(it, c->traceparent);
         rl_claim_clear(c);
         rl_item_charge(it, &lg->pl->counters.held_bytes,
                        (size_t)lg->cfg->max_request_bytes);

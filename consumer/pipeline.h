@@ -28,6 +28,7 @@
 #include "rl/deadletter.h"
 #include "rl/event.h"
 #include "rl/model.h"
+#include "rl/trace.h"
 
 /* The most runs one process holds between intake and a durable state, for
  * an in-flight cap (RUNLEDGER_MAX_IN_FLIGHT) of cap model calls: up to cap
@@ -101,6 +102,18 @@ struct rl_item {
     size_t body_reserve;      /* the body it will build (measured at
                                  charge, again before it is built) */
     size_t dead_letter_bytes; /* the dead letter's copy of its value */
+    /* Trace context (docs/operations.md#tracing). traceparent: the
+     * event's valid header at intake, then what the claim returned ("":
+     * none). The rest is set at each claim won: the run span (its id from
+     * the epoch) and the attempt span of the call in flight. */
+    char traceparent[RL_TRACEPARENT_SIZE];
+    struct rl_trace_ctx trace;
+    char run_span_id[RL_TRACE_SPAN_ID_SIZE];
+    char attempt_span_id[RL_TRACE_SPAN_ID_SIZE];   /* "" between attempts */
+    char attempt_traceparent[RL_TRACEPARENT_SIZE]; /* sent to the model */
+    int64_t run_start_ns;                          /* wall clock, the claim */
+    int64_t attempt_start_ns;  /* wall clock, the dispatch; 0: exported */
+    const char *trace_outcome; /* how the run span ended (static) */
 };
 
 /* What the completer thread did with an answer it was handed. */
@@ -177,6 +190,7 @@ struct rl_counters {
 };
 
 struct rl_http; /* health and metrics endpoint (http.h) */
+struct rl_otlp; /* span exporter (rl/otlp.h) */
 
 /* Shared state of one consume process. */
 struct rl_pipeline {
@@ -199,6 +213,7 @@ struct rl_pipeline {
     struct rl_dead_letter *dlq_retry; /* @locks dlq_lock */
     long dlq_undelivered;             /* @locks dlq_lock */
     struct rl_model *model;
+    struct rl_otlp *otlp;      /* NULL: spans are not exported */
     pthread_mutex_t wake_lock; /* ledger thread sleeps here */
     pthread_cond_t wake;
     struct rl_http *http; /* NULL when RUNLEDGER_HTTP_PORT is 0 */

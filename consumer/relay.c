@@ -32,6 +32,7 @@
 #include "rl/failpoint.h"
 #include "rl/kafka.h"
 #include "rl/log.h"
+#include "rl/trace.h"
 
 /* A row that failed transiently is due again after 1 s, 2 s, 4 s ... and
  * at most 5 minutes. */
@@ -140,6 +141,18 @@ row_headers(const struct rl_outbox_row *row)
     rd_kafka_header_add(hdrs, "channel", -1, row->channel, -1);
     rd_kafka_header_add(hdrs, "job", -1, row->job, -1);
     rd_kafka_header_add(hdrs, "tenant", -1, row->tenant, -1);
+    /* A child of the run span that completed the run: its trace is the
+     * event's (or the one derived from run_id), its parent id the span id
+     * the epoch names (rl_trace_run_span_id), the same in every relay. */
+    {
+        struct rl_trace_ctx tc;
+        char span[RL_TRACE_SPAN_ID_SIZE], tp[RL_TRACEPARENT_SIZE];
+
+        rl_trace_for_run(row->run_id, row->traceparent, &tc);
+        rl_trace_run_span_id(row->run_id, row->lease_epoch, span);
+        rl_trace_format(tc.trace_id, span, tc.flags, tp);
+        rd_kafka_header_add(hdrs, "traceparent", -1, tp, -1);
+    }
     return hdrs;
 }
 

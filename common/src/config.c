@@ -162,6 +162,30 @@ static const struct cfg_row rows[] = {
     {"RUNLEDGER_RECEIVER_GROUP_ID", CFG_STR, S(receiver_group_id),
      "runledger-receiver", 0, 0, 0,
      "consumer group of `runledger receive` on the notification topic"},
+    {"OTEL_EXPORTER_OTLP_ENDPOINT", CFG_STR, S(otlp_endpoint), NULL, 0, 0, 0,
+     "OTLP/HTTP collector base URL: spans are POSTed as JSON to "
+     "{endpoint}/v1/traces (unset: no export; traceparent is propagated "
+     "either way)"},
+    {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", CFG_STR, S(otlp_traces_endpoint),
+     NULL, 0, 0, 0,
+     "full URL spans are POSTed to; wins over OTEL_EXPORTER_OTLP_ENDPOINT"},
+    {"OTEL_SERVICE_NAME", CFG_STR, S(otel_service_name), "runledger", 0, 0, 0,
+     "service.name resource attribute of exported spans"},
+    {"OTEL_EXPORTER_OTLP_TIMEOUT", CFG_INT, S(otlp_timeout_ms), "10000", 1,
+     600000, 0,
+     "one span export request, connection included (ms); a batch not "
+     "accepted by then is dropped"},
+    {"OTEL_BSP_SCHEDULE_DELAY", CFG_INT, S(otlp_schedule_delay_ms), "1000", 1,
+     600000, 0, "longest wait before queued spans are sent (ms)"},
+    {"OTEL_BSP_MAX_EXPORT_BATCH_SIZE", CFG_INT, S(otlp_max_batch), "512", 1,
+     100000, 0, "spans per export request; a full batch is sent at once"},
+    {"OTEL_BSP_MAX_QUEUE_SIZE", CFG_INT, S(otlp_max_queue), "2048", 1, 1000000,
+     0,
+     "spans waiting for export; more are dropped and counted in "
+     "runledger_spans_dropped_total"},
+    {"RUNLEDGER_OTLP_QUEUE_MAX_BYTES", CFG_INT, S(otlp_max_queue_bytes),
+     "4194304", 65536, 1073741824, 0,
+     "encoded bytes of the spans waiting for export; more are dropped"},
 };
 
 #undef S

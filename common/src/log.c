@@ -77,6 +77,10 @@ rl_log(enum rl_log_level level, const struct rl_log_ctx *ctx, const char *fmt,
             cJSON_AddNumberToObject(line, "partition", ctx->partition);
         if (ctx->offset >= 0)
             cJSON_AddNumberToObject(line, "offset", (double)ctx->offset);
+        if (ctx->trace_id && *ctx->trace_id)
+            cJSON_AddStringToObject(line, "trace_id", ctx->trace_id);
+        if (ctx->span_id && *ctx->span_id)
+            cJSON_AddStringToObject(line, "span_id", ctx->span_id);
     }
     text = cJSON_PrintUnformatted(line);
     cJSON_Delete(line);

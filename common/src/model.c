@@ -118,6 +118,8 @@ struct xfer {
     long timeout_ms;
     struct curl_slist idem_node; /* heads the shared header list */
     char idem_header[sizeof("Idempotency-Key: ") + RL_MODEL_RUN_ID_MAX];
+    struct curl_slist trace_node; /* before idem_node when traced */
+    char trace_header[sizeof("traceparent: ") + 64];
     char *resp;
     size_t resp_len, resp_cap;
     int oversize; /* 2xx body over the cap: aborted on purpose */
@@ -883,8 +885,9 @@ start(struct rl_model *m, struct xfer *x)
     bad |= curl_easy_setopt(easy, CURLOPT_QUICK_EXIT, 1L) != CURLE_OK;
     bad |= curl_easy_setopt(easy, CURLOPT_HTTP_VERSION,
                             (long)CURL_HTTP_VERSION_1_1) != CURLE_OK;
-    bad |=
-        curl_easy_setopt(easy, CURLOPT_HTTPHEADER, &x->idem_node) != CURLE_OK;
+    bad |= curl_easy_setopt(easy, CURLOPT_HTTPHEADER,
+                            x->trace_node.data ? &x->trace_node
+                                               : &x->idem_node) != CURLE_OK;
     bad |= curl_easy_setopt(easy, CURLOPT_USERAGENT, "runledger/" RL_VERSION) !=
            CURLE_OK;
     bad |= curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE,
@@ -1458,6 +1461,22 @@ append_header(struct curl_slist *list, const char *name, size_t name_len,
     return tmp;
 }
 
+/* A traceparent is sent only as rl_trace_format writes one: 55 visible
+ * ASCII characters, so a header value can never smuggle CR/LF. */
+static int
+traceparent_ok(const char *v)
+{
+    size_t n = 0;
+
+    if (!v)
+        return 0;
+    for (; v[n]; n++) {
+        if (v[n] <= 0x20 || v[n] >= 0x7f)
+            return 0;
+    }
+    return n == 55;
+}
+
 static struct curl_slist *
 build_headers(const struct rl_model_config *cfg,
               const struct header_entry *extra, size_t n_extra)
@@ -1690,6 +1709,12 @@ rl_model_submit(struct rl_model *m, struct rl_model_call *call)
     /* The per-call header heads the shared list: no copy per call. */
     x->idem_node.data = x->idem_header;
     x->idem_node.next = m->headers;
+    if (traceparent_ok(call->traceparent)) {
+        snprintf(x->trace_header, sizeof(x->trace_header), "traceparent: %s",
+                 call->traceparent);
+        x->trace_node.data = x->trace_header;
+        x->trace_node.next = &x->idem_node;
+    }
 
     /* Everything the caller sees changes before the model can see the call:
      * done() may run (and free call) before this function returns. */

@@ -513,7 +513,7 @@ replay_flush(struct replay_state *rs)
         return;
     if (!rs->dry_run)
         rc = rl_cli_events_send("dlq replay", rs->cfg, rs->cfg->topic,
-                                rs->batch, rs->n);
+                                rs->batch, rs->n, NULL);
     for (size_t i = 0; i < rs->n; i++) {
         if (rc == RL_EXIT_OK) {
             printf("%s\t%s\t%s\n", rs->pos[i],

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 #include <time.h>
 
 #include "cli.h"
@@ -22,6 +23,7 @@
 #include "rl/kafka.h"
 #include "rl/log.h"
 #include "rl/timefmt.h"
+#include "rl/trace.h"
 
 /* As printed, one literal per line: clang-format would rewrap it. */
 /* clang-format off */
@@ -30,7 +32,9 @@ static const char usage_text[] =
 "                         --version VERSION --request JSON|@FILE\n"
 "                         [--window DURATION] [--input JSON|@FILE]\n"
 "                         [--notify CHANNEL,...] [--topic TOPIC] [--dry-run]\n"
+"                         [--traceparent VALUE]\n"
 "       runledger publish --stdin [--topic TOPIC] [--dry-run]\n"
+"                         [--traceparent VALUE]\n"
 "\n"
 "Produces schedule events to RUNLEDGER_TOPIC (key = tenant) with the\n"
 "idempotent producer and waits until the broker acknowledged each one.\n"
@@ -51,6 +55,9 @@ static const char usage_text[] =
 "  --stdin              read one event (a JSON object) per line from stdin\n"
 "  --topic TOPIC        override RUNLEDGER_TOPIC\n"
 "  --dry-run            validate and print the run IDs; send nothing\n"
+"  --traceparent VALUE  W3C traceparent header sent with every event\n"
+"                       (00-<32 hex trace id>-<16 hex parent id>-<2 hex\n"
+"                       flags>): the runs join that trace\n"
 "  -h, --help           print this help\n"
 "\n"
 "Kafka settings come from the environment (see `runledger config`).\n"
@@ -228,7 +235,8 @@ dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *rkm, void *opaque)
 
 int
 rl_cli_events_send(const char *command, const struct rl_config *cfg,
-                   const char *topic, const struct rl_cli_event *evs, size_t n)
+                   const char *topic, const struct rl_cli_event *evs, size_t n,
+                   const char *traceparent)
 {
     struct delivery d = {0, 0, RD_KAFKA_RESP_ERR_NO_ERROR};
     char errstr[512];
@@ -263,11 +271,25 @@ rl_cli_events_send(const char *command, const struct rl_config *cfg,
         rd_kafka_resp_err_t err;
 
         do {
-            err = rd_kafka_producev(
-                rk, RD_KAFKA_V_TOPIC(topic),
-                RD_KAFKA_V_KEY(evs[i].ev->tenant, strlen(evs[i].ev->tenant)),
-                RD_KAFKA_V_VALUE(evs[i].value, strlen(evs[i].value)),
-                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+            /* The event is a child of the caller's span: the consumer
+             * reads this header (docs/operations.md#tracing). */
+            if (traceparent)
+                err = rd_kafka_producev(
+                    rk, RD_KAFKA_V_TOPIC(topic),
+                    RD_KAFKA_V_KEY(evs[i].ev->tenant,
+                                   strlen(evs[i].ev->tenant)),
+                    RD_KAFKA_V_VALUE(evs[i].value, strlen(evs[i].value)),
+                    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                    RD_KAFKA_V_HEADER("traceparent", traceparent,
+                                      (ssize_t)strlen(traceparent)),
+                    RD_KAFKA_V_END);
+            else
+                err = rd_kafka_producev(
+                    rk, RD_KAFKA_V_TOPIC(topic),
+                    RD_KAFKA_V_KEY(evs[i].ev->tenant,
+                                   strlen(evs[i].ev->tenant)),
+                    RD_KAFKA_V_VALUE(evs[i].value, strlen(evs[i].value)),
+                    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
             if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL)
                 rd_kafka_poll(rk, 100);
         } while (err == RD_KAFKA_RESP_ERR__QUEUE_FULL);
@@ -380,7 +402,8 @@ rl_cmd_publish(int argc, char **argv)
         OPT_NOTIFY,
         OPT_STDIN,
         OPT_TOPIC,
-        OPT_DRY_RUN
+        OPT_DRY_RUN,
+        OPT_TRACEPARENT
     };
     static const struct option options[] = {
         {"job", required_argument, NULL, OPT_JOB},
@@ -395,6 +418,7 @@ rl_cmd_publish(int argc, char **argv)
         {"stdin", no_argument, NULL, OPT_STDIN},
         {"topic", required_argument, NULL, OPT_TOPIC},
         {"dry-run", no_argument, NULL, OPT_DRY_RUN},
+        {"traceparent", required_argument, NULL, OPT_TRACEPARENT},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -409,6 +433,7 @@ rl_cmd_publish(int argc, char **argv)
     struct rl_cli_event *evs = NULL;
     size_t n = 0;
     const char *topic = NULL;
+    const char *traceparent = NULL;
     int from_stdin = 0, dry_run = 0, any_flag = 0;
     char errstr[512];
     int rc = RL_EXIT_USAGE;
@@ -455,6 +480,9 @@ rl_cmd_publish(int argc, char **argv)
         case OPT_DRY_RUN:
             dry_run = 1;
             break;
+        case OPT_TRACEPARENT:
+            traceparent = optarg;
+            break;
         }
     }
     if (opt < 0)
@@ -471,6 +499,14 @@ rl_cmd_publish(int argc, char **argv)
         if (!!f.at == f.now)
             return rl_cli_usage_error("publish",
                                       "give exactly one of --at and --now");
+    }
+
+    if (traceparent) {
+        struct rl_trace_ctx tc;
+
+        if (rl_trace_parse(traceparent, strlen(traceparent), &tc, errstr,
+                           sizeof(errstr)) != 0)
+            return rl_cli_usage_error("publish", "%s", errstr);
     }
 
     if (rl_cli_config_load("publish", &cfg) != RL_EXIT_OK)
@@ -494,9 +530,10 @@ rl_cmd_publish(int argc, char **argv)
             goto done;
     }
 
-    rc = dry_run ? RL_EXIT_OK
-                 : rl_cli_events_send("publish", cfg,
-                                      topic ? topic : cfg->topic, evs, n);
+    rc = dry_run
+             ? RL_EXIT_OK
+             : rl_cli_events_send("publish", cfg, topic ? topic : cfg->topic,
+                                  evs, n, traceparent);
     if (rc == RL_EXIT_OK) {
         for (size_t i = 0; i < n; i++)
             printf("%s\n", evs[i].ev->run_id);

@@ -26,11 +26,12 @@ struct rl_event *rl_cli_event_validate(const char *text, size_t len,
                                        size_t errstr_size);
 
 /* Produces the n events to topic with the idempotent producer, key =
- * tenant, and waits for every acknowledgement. Messages start with
+ * tenant, with a traceparent header when traceparent is not NULL, and
+ * waits for every acknowledgement. Messages start with
  * "runledger <command>: ". Returns RL_EXIT_OK, RL_EXIT_USAGE (bad Kafka
  * settings) or RL_EXIT_FAILURE (not every event acknowledged). */
 int rl_cli_events_send(const char *command, const struct rl_config *cfg,
                        const char *topic, const struct rl_cli_event *evs,
-                       size_t n);
+                       size_t n, const char *traceparent);
 
 #endif /* RL_CLI_PUBLISH_H */

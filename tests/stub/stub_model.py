@@ -278,6 +278,10 @@ class Stub:
         self.jitter_ms = env_int("STUB_LATENCY_JITTER_MS", 0)
         self.dedupe = env_flag("STUB_DEDUPE")
         self.verbose = env_flag("STUB_VERBOSE")
+        self.record_headers = [
+            n.strip().lower()
+            for n in os.environ.get("STUB_RECORD_HEADERS", "").split(",")
+            if n.strip()]
         self.max_body = env_int("STUB_MAX_BODY", 64 * 1024 * 1024)
         self.max_entries = env_int("STUB_DEDUPE_MAX_ENTRIES", 200000)
         key = os.environ.get("STUB_API_KEY", "")
@@ -301,6 +305,8 @@ class Stub:
         self.generations = 0
         self.by_key = {}
         self.req_by_key = {}
+        # STUB_RECORD_HEADERS: request header values per key, in order
+        self.headers_by_key = {}
         self.faults = {}
         self.replays = 0
         self.conflicts = 0
@@ -478,6 +484,10 @@ class Stub:
         try:
             if key is not None:
                 self.req_by_key[key] = self.req_by_key.get(key, 0) + 1
+                for name in self.record_headers:
+                    if name in headers:
+                        self.headers_by_key.setdefault(key, {}).setdefault(
+                            name, []).append(headers[name])
             reply = self.refuse(headers, query)
             if reply is None:
                 reply, action, fault_kind, replay = await self.complete(
@@ -817,7 +827,8 @@ class Stub:
             k = q["key"][0]
             return {"key": k, "generations": self.by_key.get(k, 0),
                     "requests": self.req_by_key.get(k, 0),
-                    "stored": k in self.store}
+                    "stored": k in self.store,
+                    "headers": self.headers_by_key.get(k, {})}
         return {
             "requests": self.requests,
             "refused": self.refused,

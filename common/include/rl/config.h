@@ -78,6 +78,14 @@ struct rl_config {
     int budget_default_max_tokens; /* reservation when the request names no
                                       max_tokens */
     char *receiver_group_id;       /* `runledger receive` consumer group */
+    char *otlp_endpoint;           /* OTLP/HTTP base URL; NULL: no export */
+    char *otlp_traces_endpoint;    /* full traces URL; wins */
+    char *otel_service_name;
+    int otlp_timeout_ms;
+    int otlp_schedule_delay_ms;
+    int otlp_max_batch;
+    int otlp_max_queue;
+    int otlp_max_queue_bytes;
     /* librdkafka pass-through pairs, name then value, owned */
     char **kafka_props;
     size_t kafka_props_count;

@@ -126,6 +126,9 @@ struct rl_run_reg {
     const char *source_topic; /* NULL when not from Kafka */
     int32_t source_partition; /* -1: unknown */
     int64_t source_offset;    /* -1: unknown */
+    const char *traceparent;  /* validated W3C traceparent (rl/trace.h);
+                                 NULL or "": none. Stored only when the run
+                                 is inserted */
 };
 
 /* What a claim found for one run. */
@@ -169,6 +172,7 @@ struct rl_claim {
     char *source_topic;
     int32_t source_partition; /* -1: unknown */
     int64_t source_offset;    /* -1: unknown */
+    char *traceparent;        /* stored at registration; NULL: none */
 };
 
 /* Frees the strings of claim and zeroes it; NULL is accepted. */
@@ -391,9 +395,11 @@ struct rl_outbox_row {
     char *channel;
     char *job;
     char *tenant;
-    char *payload;      /* JSON text */
-    int delivery_count; /* earlier delivery attempts */
-    char ctid[32];      /* the locked row's tuple id, e.g. "(12,3)" */
+    char *payload;        /* JSON text */
+    int delivery_count;   /* earlier delivery attempts */
+    char ctid[32];        /* the locked row's tuple id, e.g. "(12,3)" */
+    char traceparent[56]; /* the run's stored traceparent, "" when none */
+    int64_t lease_epoch;  /* the run's epoch: names its last run span */
 };
 
 /* Opens a transaction and locks up to limit of the oldest pending outbox

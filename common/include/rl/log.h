@@ -19,11 +19,13 @@ struct rl_log_ctx {
     const char *topic;
     int32_t partition;
     int64_t offset;
+    const char *trace_id; /* the run's W3C trace id (32 hex) */
+    const char *span_id;  /* the span the line happens in (16 hex) */
 };
 
 #define RL_LOG_CTX_INIT                                                        \
     {                                                                          \
-        NULL, NULL, NULL, -1, -1, NULL, -1, -1                                 \
+        NULL, NULL, NULL, -1, -1, NULL, -1, -1, NULL, NULL                     \
     }
 
 /* Lines below level are dropped. Default RL_LOG_INFO. */

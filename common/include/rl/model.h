@@ -103,15 +103,18 @@ int rl_model_config_check(const struct rl_model_config *cfg, char *errstr,
  * release text, tool_calls and model_name with rl_model_call_clear(). */
 struct rl_model_call {
     /* Inputs. */
-    const char *run_id; /* sent as Idempotency-Key; copied at submit, so
-                           borrowed only during rl_model_submit() */
-    char *body;         /* JSON text to POST (malloc'd, e.g. from
-                           rl_model_build_body()); rl_model_submit() takes
-                           ownership and sets this to NULL */
-    long timeout_ms;    /* 0: the model's timeout_ms; else this call's
-                           total timeout (e.g. what is left of the run's
-                           deadline) */
-    void *opaque;       /* the caller's; never touched */
+    const char *run_id;      /* sent as Idempotency-Key; copied at submit, so
+                                borrowed only during rl_model_submit() */
+    char *body;              /* JSON text to POST (malloc'd, e.g. from
+                                rl_model_build_body()); rl_model_submit() takes
+                                ownership and sets this to NULL */
+    long timeout_ms;         /* 0: the model's timeout_ms; else this call's
+                                total timeout (e.g. what is left of the run's
+                                deadline) */
+    void *opaque;            /* the caller's; never touched */
+    const char *traceparent; /* NULL/"": none; else sent as the W3C
+                                traceparent header (55 visible ASCII
+                                characters); copied at submit */
 
     /* Results, valid when done() runs. */
     enum rl_model_outcome outcome;

@@ -1,6 +1,6 @@
 /* claim.c: how a run comes to be held. Registering a batch of runs and
  * claiming each one that is due (rl_db_register_claim, one round trip
- * through rl_claim_runs of schema/001_init.sql and 008), and the sweeper's
+ * through rl_claim_runs of schema/001_init.sql, 008 and 017), and the sweeper's
  * claim of due retries and expired leases (rl_db_claim_due). Both return
  * the lease epoch every later write must name. */
 #include <inttypes.h>
@@ -11,14 +11,14 @@
 #include "db_int.h"
 #include "rl/err.h"
 
-/* Register + claim a batch: see rl_claim_runs in schema/001_init.sql. */
+/* Register + claim a batch: see rl_claim_runs in schema/017_traceparent.sql. */
 static const struct db_stmt claim_runs = {
     DB_STMT_CLAIM_RUNS, "claim_runs",
     "SELECT * FROM rl_claim_runs($1::text[], $2::text[], $3::text[], "
     "$4::timestamptz[], $5::text[], $6::text[], $7::jsonb[], $8::jsonb[], "
-    "$9::float8[], $10::text[], $11::int4[], $12::int8[], $13::text, "
-    "$14::float8)",
-    14};
+    "$9::float8[], $10::text[], $11::int4[], $12::int8[], $15::text[], "
+    "$13::text, $14::float8)",
+    15};
 
 /* Sweeper: due retries and expired leases, each row claimed by exactly one
  * sweeper (SKIP LOCKED); the result has rl_claim_runs' columns. */
@@ -54,7 +54,7 @@ static const struct db_stmt claim_due_runs = {
     "       to_char(c.scheduled_at AT TIME ZONE 'UTC',"
     "               'YYYY-MM-DD\"T\"HH24:MI:SS\"+00:00\"'),"
     "       c.version, c.request, c.raw_input, NULL::jsonb, c.source_topic,"
-    "       c.source_partition, c.source_offset"
+    "       c.source_partition, c.source_offset, c.traceparent"
     "  FROM c",
     3};
 
@@ -84,6 +84,7 @@ rl_claim_clear(struct rl_claim *claim)
     free(claim->raw_input);
     free(claim->output_json);
     free(claim->source_topic);
+    free(claim->traceparent);
     memset(claim, 0, sizeof(*claim));
 }
 
@@ -109,6 +110,7 @@ enum claim_col {
     CC_SOURCE_TOPIC,
     CC_SOURCE_PARTITION,
     CC_SOURCE_OFFSET,
+    CC_TRACEPARENT,
     CC_COUNT
 };
 
@@ -151,6 +153,7 @@ claim_from_row(const PGresult *res, int row, struct rl_claim *claim)
     claim->source_partition =
         (int32_t)db_int_value(res, row, CC_SOURCE_PARTITION, -1);
     claim->source_offset = db_int_value(res, row, CC_SOURCE_OFFSET, -1);
+    claim->traceparent = db_dup_value(res, row, CC_TRACEPARENT, &oom);
     if (oom) {
         rl_claim_clear(claim);
         return RL_ERR_NOMEM;
@@ -183,10 +186,11 @@ rl_db_register_claim(struct rl_db *db, const struct rl_run_reg *regs, size_t n,
         A_TOPIC,
         A_PARTITION,
         A_OFFSET,
+        A_TRACEPARENT,
         A_COUNT
     };
     struct rl_buf arrays[A_COUNT];
-    const char *params[14];
+    const char *params[15];
     char lease[32];
     const char *subject = n == 1 ? regs[0].run_id : NULL;
     const char *what = n == 1 ? "claim run" : "claim runs";
@@ -233,6 +237,9 @@ rl_db_register_claim(struct rl_db *db, const struct rl_run_reg *regs, size_t n,
         db_array_add(&arrays[A_TOPIC], reg->source_topic);
         db_array_add_int(&arrays[A_PARTITION], reg->source_partition, 1);
         db_array_add_int(&arrays[A_OFFSET], reg->source_offset, 1);
+        db_array_add(&arrays[A_TRACEPARENT],
+                     reg->traceparent && *reg->traceparent ? reg->traceparent
+                                                           : NULL);
     }
     for (a = 0; a < A_COUNT; a++) {
         rl_buf_put(&arrays[a], "}", 1);
@@ -242,7 +249,7 @@ rl_db_register_claim(struct rl_db *db, const struct rl_run_reg *regs, size_t n,
             err = RL_ERR_NOMEM;
             goto done;
         }
-        params[a] = arrays[a].data;
+        params[a < A_TRACEPARENT ? a : 14] = arrays[a].data;
     }
     snprintf(lease, sizeof(lease), "%d", lease_seconds);
     params[12] = worker;

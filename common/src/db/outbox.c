@@ -26,11 +26,14 @@
  * a soak each batch then read 160,000 rows, 1.4 s, and the backlog fed
  * itself to 270,000. A filter on the due time over the created_at index
  * would have read every row backing off at every batch: with the broker
- * away, that is the whole backlog. */
+ * away, that is the whole backlog. The run's trace (traceparent, and the
+ * lease epoch that names its run span) comes from the same run row the
+ * join already reads for job and tenant: no copy in the outbox, no other
+ * index. */
 static const struct db_stmt lock_pending_outbox = {
     DB_STMT_LOCK_PENDING_OUTBOX, "lock_pending_outbox",
     "SELECT o.run_id, o.channel, r.job, r.tenant, o.payload,"
-    "       o.delivery_count, o.ctid"
+    "       o.delivery_count, o.ctid, r.traceparent, r.lease_epoch"
     "  FROM (SELECT ob.ctid, ob.run_id, ob.channel, ob.payload,"
     "               ob.delivery_count, ob.due_at"
     "          FROM outbox ob"
@@ -344,6 +347,8 @@ rl_db_outbox_lock_batch(struct rl_db *db, int limit,
         r->payload = db_dup_value(res, row, 4, &oom);
         r->delivery_count = (int)db_int_value(res, row, 5, 0);
         db_copy_value(res, row, 6, r->ctid, sizeof(r->ctid));
+        db_copy_value(res, row, 7, r->traceparent, sizeof(r->traceparent));
+        r->lease_epoch = db_int_value(res, row, 8, 0);
     }
     PQclear(res);
     if (oom) {
