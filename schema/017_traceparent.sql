@@ -12,7 +12,7 @@
 -- row HOT-eligible.
 ALTER TABLE runs ADD COLUMN traceparent text;
 
--- rl_claim_runs of 008 with one more argument (the traceparents, aligned
+-- rl_claim_runs of 015 with one more argument (the traceparents, aligned
 -- with the run ids; NULL for none) and one more result column (the
 -- stored traceparent). Only an inserted run takes the given value: a
 -- redelivered event never rewrites the trace of a run that exists. The
@@ -136,7 +136,8 @@ BEGIN
                    THEN 'conflict'
                WHEN i.first AND (w.run_id IS NOT NULL OR i.new) THEN 'won'
                WHEN cur.status = 'completed' THEN 'completed'
-               WHEN cur.status IN ('failed', 'unknown') THEN 'parked'
+               WHEN cur.status IN ('failed', 'unknown', 'cancelled')
+                   THEN 'parked'
                WHEN cur.status = 'pending' AND cur.next_attempt_at > now()
                    THEN 'not_due'
                ELSE 'leased'

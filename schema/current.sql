@@ -224,7 +224,8 @@ BEGIN
                    THEN 'conflict'
                WHEN i.first AND (w.run_id IS NOT NULL OR i.new) THEN 'won'
                WHEN cur.status = 'completed' THEN 'completed'
-               WHEN cur.status IN ('failed', 'unknown') THEN 'parked'
+               WHEN cur.status IN ('failed', 'unknown', 'cancelled')
+                   THEN 'parked'
                WHEN cur.status = 'pending' AND cur.next_attempt_at > now()
                    THEN 'not_due'
                ELSE 'leased'

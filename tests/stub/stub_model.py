@@ -825,10 +825,14 @@ class Stub:
         q = parse_qs(query)
         if "key" in q:
             k = q["key"][0]
-            return {"key": k, "generations": self.by_key.get(k, 0),
-                    "requests": self.req_by_key.get(k, 0),
-                    "stored": k in self.store,
-                    "headers": self.headers_by_key.get(k, {})}
+            out = {"key": k, "generations": self.by_key.get(k, 0),
+                   "requests": self.req_by_key.get(k, 0),
+                   "stored": k in self.store}
+            # Only when asked for: a caller that records nothing sees the
+            # shape it always saw.
+            if self.record_headers:
+                out["headers"] = self.headers_by_key.get(k, {})
+            return out
         return {
             "requests": self.requests,
             "refused": self.refused,
