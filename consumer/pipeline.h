@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "rl/config.h"
+#include "rl/db.h"
 #include "rl/deadletter.h"
 #include "rl/event.h"
 #include "rl/model.h"
@@ -164,6 +165,15 @@ void rl_item_charge(struct rl_item *item, atomic_llong *held_bytes,
  * once they are the item's again (in_result set, in_model not).
  * @locality the owner of item */
 void rl_item_recount(struct rl_item *item);
+
+/* What the attempt that answered returned, as the ledger records it (its
+ * strings borrowed from item). @locality the owner of item */
+struct rl_attempt_ok rl_item_attempt_ok(const struct rl_item *item);
+
+/* The most runs one dispatch or completion statement carries: a
+ * completion of 256 runs queues 512 notifications at once, what the relay
+ * (1000 rows a batch) takes in one go. */
+#define RL_PIPELINE_BATCH_MAX 256
 
 /* Process-wide counters, read by /metrics and the shutdown summary. */
 struct rl_counters {

@@ -189,3 +189,19 @@ rl_item_destroy(struct rl_item *item)
     rl_model_call_clear(&item->call);
     free(item);
 }
+
+struct rl_attempt_ok
+rl_item_attempt_ok(const struct rl_item *item)
+{
+    const struct rl_model_call *call = &item->call;
+
+    return (struct rl_attempt_ok){
+        .attempt_no = item->attempt_no,
+        .http_status = (int)call->http_status,
+        .upstream_request_id = call->upstream_request_id,
+        .prompt_tokens = call->prompt_tokens,
+        .completion_tokens = call->completion_tokens,
+        .cached_tokens = call->cached_tokens,
+        .latency_ms = call->latency_ms,
+    };
+}
