@@ -308,3 +308,16 @@ rl_json_fingerprint(const cJSON *item, char *out, char *errstr,
         snprintf(errstr, errstr_size, "could not compute sha-256");
     return err;
 }
+
+char *
+rl_json_print(const cJSON *item)
+{
+    char *printed = cJSON_PrintUnformatted(item);
+    char *copy;
+
+    if (!printed)
+        return NULL;
+    copy = strdup(printed);
+    cJSON_free(printed);
+    return copy;
+}

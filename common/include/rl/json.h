@@ -27,4 +27,8 @@ char *rl_json_canonical(const cJSON *item, char *errstr, size_t errstr_size);
 int rl_json_fingerprint(const cJSON *item, char *out, char *errstr,
                         size_t errstr_size);
 
+/* item as compact JSON text in plain malloc'd memory (free with free(),
+ * unlike cJSON_PrintUnformatted's), or NULL when out of memory. */
+char *rl_json_print(const cJSON *item);
+
 #endif /* RL_JSON_H */
