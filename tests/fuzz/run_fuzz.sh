@@ -45,8 +45,10 @@ dep_libs=$(pkg-config --libs libcjson libcrypto)
 lib_sources="event runid timefmt json err buf"
 targets="fuzz_event fuzz_time fuzz_canonical_json"
 san="-fsanitize=address,undefined -fno-sanitize-recover=all"
-cflags="-std=c11 -D_POSIX_C_SOURCE=200809L -g -O1 -fno-omit-frame-pointer
-    $san -I$root/common/include $dep_cflags"
+# Arrays, not strings: the clone's path may hold a space.
+# shellcheck disable=SC2206 # the flags themselves are words
+cflags=(-std=c11 -D_POSIX_C_SOURCE=200809L -g -O1 -fno-omit-frame-pointer
+    $san "-I$root/common/include" $dep_cflags)
 warnings="-Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes
     -Wmissing-prototypes -Wformat=2 -Wvla"
 
@@ -69,19 +71,19 @@ printf '%s\n' '#include <stddef.h>' '#include <stdint.h>' \
 
 start=$(date +%s)
 echo "run_fuzz.sh: building with $("$cc" --version | head -n 1)"
-objs=""
+objs=()
 for src in $lib_sources; do
     # fuzzer-no-link: coverage of the parsers is what guides the fuzzer.
     # shellcheck disable=SC2086
-    "$cc" $cflags $warnings -fsanitize=fuzzer-no-link \
+    "$cc" "${cflags[@]}" $warnings -fsanitize=fuzzer-no-link \
         -c "$root/common/src/$src.c" -o "$build/obj/$src.o" ||
         die "could not compile common/src/$src.c"
-    objs="$objs $build/obj/$src.o"
+    objs+=("$build/obj/$src.o")
 done
 for t in $targets; do
     # shellcheck disable=SC2086
-    "$cc" $cflags $warnings -Werror -fsanitize=fuzzer \
-        "$here/$t.c" $objs $dep_libs -o "$build/bin/$t" ||
+    "$cc" "${cflags[@]}" $warnings -Werror -fsanitize=fuzzer \
+        "$here/$t.c" "${objs[@]}" $dep_libs -o "$build/bin/$t" ||
         die "could not build $t"
 done
 

@@ -263,8 +263,8 @@ run_kafka_compat() {
 tsan_tests=(test_e2e_exactly_once:400 test_e2e_heartbeat_keeps_leases:120)
 
 run_tsan() {
-    local name=ctest-tsan entry test limit dir pid rc t0 files reports ok bad
-    local shim=$tsan_dir/tests/tsan/librl_tsan_thrd.so
+    local name=ctest-tsan entry test limit dir tdir pid rc t0 files reports
+    local ok bad shim=$tsan_dir/tests/tsan/librl_tsan_thrd.so
     echo
     echo "== $name: ${tsan_tests[*]%%:*} from ${tsan_dir#"$root"/}"
     if [ ! -x "$tsan_dir/consumer/runledger" ] || [ ! -f "$shim" ]; then
@@ -274,12 +274,19 @@ run_tsan() {
         status=1
         return
     fi
+    # LD_PRELOAD separates its paths by spaces and TSAN_OPTIONS its options:
+    # neither can name a file in a clone whose path has a space. The shim,
+    # the suppressions and the reports live in a folder of ours that has
+    # none; the reports are copied beside the test's log.
+    tdir=$(mktemp -d /tmp/rl-tsan.XXXXXX)
+    cp "$shim" "$tdir/librl_tsan_thrd.so"
+    cp "$root/tests/tsan/suppressions.txt" "$tdir/suppressions.txt"
     for entry in "${tsan_tests[@]}"; do
         test=${entry%%:*}
         limit=${entry##*:}
         dir=$logs/$name/$test
-        rm -rf "$dir"
-        mkdir -p "$dir"
+        rm -rf "$dir" "${tdir:?}/$test"
+        mkdir -p "$dir" "$tdir/$test"
         t0=$SECONDS
         rc=0
         if [ ! -x "$tsan_dir/tests/e2e/$test" ]; then
@@ -290,13 +297,13 @@ run_tsan() {
                 cd "$dir"
                 export RUNLEDGER_BIN=$tsan_dir/consumer/runledger
                 export RL_SOURCE_DIR=$root
-                export LD_PRELOAD=$shim
-                export TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1 suppressions=$root/tests/tsan/suppressions.txt log_path=$dir/tsan"
+                export LD_PRELOAD=$tdir/librl_tsan_thrd.so
+                export TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1 suppressions=$tdir/suppressions.txt log_path=$tdir/$test/tsan"
                 exec setsid "$tsan_dir/tests/e2e/$test"
             ) >"$dir/test.log" 2>&1 &
             pid=$!
             while kill -0 "$pid" 2>/dev/null; do
-                if compgen -G "$dir/tsan.*" >/dev/null ||
+                if compgen -G "$tdir/$test/tsan.*" >/dev/null ||
                     [ $((SECONDS - t0)) -ge "$limit" ]; then
                     sleep 2
                     kill -KILL -- "-$pid" 2>/dev/null || true
@@ -306,6 +313,7 @@ run_tsan() {
             done
             wait "$pid" || rc=$?
         fi
+        cp "$tdir/$test"/tsan.* "$dir"/ 2>/dev/null || true
         files=$(compgen -G "$dir/tsan.*" | wc -l || true)
         reports=$(cat "$dir"/tsan.* 2>/dev/null | grep -c '^WARNING: ThreadSanitizer' || true)
         if [ "$rc" -eq 0 ] && [ "$files" -eq 0 ]; then
@@ -324,6 +332,7 @@ run_tsan() {
             fi
         fi
     done 2>&1 | tee "$logs/$name.log" || true
+    rm -rf "$tdir"
     # Counted from the log: the loop ran in a pipeline's subshell.
     ok=$(grep -c '^tsan: .* ok (' "$logs/$name.log" || true)
     # A test that printed no verdict (the loop stopped early) failed too.
