@@ -429,7 +429,8 @@ for docs, ns in ((mon, "runledger"), (allon, "monitoring")):
     rule = one(docs, "PrometheusRule")
     if rule:
         rules = [r for g in rule["spec"]["groups"] for r in g["rules"]]
-        want = {"RunledgerUnknownRuns", "RunledgerNotReady", "RunledgerAbsent",
+        want = {"RunledgerUnknownRuns", "RunledgerRunsAwaitingApproval",
+                "RunledgerNotReady", "RunledgerAbsent",
                 "RunledgerConsumerLagGrowing", "RunledgerOutboxDeliveryDelayed",
                 "RunledgerOutboxBacklogGrowing", "RunledgerOutboxRelayStalled",
                 "RunledgerDeadLetters", "RunledgerRunsFailing"}

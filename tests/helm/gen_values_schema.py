@@ -245,7 +245,8 @@ OVERRIDES = {
         },
     },
 }
-for alert in ("unknownRuns", "notReady", "absent", "consumerLagGrowing",
+for alert in ("unknownRuns", "awaitingApproval", "notReady", "absent",
+              "consumerLagGrowing",
               "outboxDeliveryDelayed", "outboxBacklogGrowing",
               "outboxRelayStalled", "deadLetters", "extraGenerations",
               "runsFailing"):
