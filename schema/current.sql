@@ -21,13 +21,150 @@ CREATE FUNCTION rl_ambiguous_prior(p_run_id text) RETURNS boolean
                       LIMIT 1), false)
 $$;
 
-CREATE FUNCTION rl_claim_runs(p_run_ids text[], p_jobs text[], p_tenants text[], p_scheduled_ats timestamp with time zone[], p_versions text[], p_fingerprints text[], p_requests jsonb[], p_inputs jsonb[], p_deadline_secs double precision[], p_topics text[], p_partitions integer[], p_offsets bigint[], p_worker text, p_lease_secs double precision) RETURNS TABLE(ord bigint, run_id text, claim text, status text, fingerprint text, lease_epoch bigint, attempts integer, ambiguous_prior boolean, ambiguous_count integer, deadline_passed boolean, job text, tenant text, scheduled_at text, version text, request jsonb, raw_input jsonb, output jsonb, source_topic text, source_partition integer, source_offset bigint)
+CREATE FUNCTION rl_claim_due(p_worker text, p_lease_secs double precision, p_limit integer) RETURNS TABLE(ord bigint, run_id text, claim text, status text, fingerprint text, lease_epoch bigint, attempts integer, ambiguous_prior boolean, ambiguous_count integer, deadline_passed boolean, job text, tenant text, scheduled_at text, version text, request jsonb, raw_input jsonb, output jsonb, source_topic text, source_partition integer, source_offset bigint)
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_column
+DECLARE
+    v_expired text[];
+    v_pick    text[];
+    v_left    integer;
+BEGIN
+    IF p_worker IS NULL OR p_lease_secs IS NULL OR p_lease_secs <= 0
+       OR p_limit IS NULL OR p_limit <= 0 THEN
+        RAISE EXCEPTION 'a claim needs a worker, a positive lease and a '
+                        'positive limit'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    SELECT coalesce(array_agg(e.run_id), '{}') INTO v_expired
+      FROM (SELECT r.run_id FROM runs r
+             WHERE r.status = 'running' AND r.lock_expires_at < now()
+             ORDER BY r.lock_expires_at LIMIT p_limit
+               FOR NO KEY UPDATE SKIP LOCKED) e;
+    v_left := p_limit - cardinality(v_expired);
+    v_pick := '{}';
+
+    IF v_left > 0 THEN
+        -- The limits of the tenants with due runs, locked in key order
+        -- before anything is counted: the statements below see every
+        -- claim under them that committed before.
+        PERFORM 1
+           FROM run_limits l
+          WHERE l.concurrency IS NOT NULL
+            AND EXISTS (SELECT 1 FROM runs r
+                         WHERE r.status = 'pending' AND r.tenant = l.tenant
+                           AND (l.job = '' OR r.job = l.job)
+                           AND r.next_attempt_at <= now())
+          ORDER BY l.tenant, l.job
+            FOR UPDATE OF l;
+
+        WITH RECURSIVE tj AS (
+            (SELECT r.tenant, r.job FROM runs r
+              WHERE r.status = 'pending'
+              ORDER BY r.tenant, r.job LIMIT 1)
+            UNION ALL
+            SELECT n.tenant, n.job
+              FROM tj, LATERAL (
+                  SELECT r.tenant, r.job FROM runs r
+                   WHERE r.status = 'pending'
+                     AND (r.tenant, r.job) > (tj.tenant, tj.job)
+                   ORDER BY r.tenant, r.job LIMIT 1) n
+        ), lim AS (
+            SELECT tj.tenant, tj.job,
+                   tl.concurrency AS t_conc, coalesce(tl.weight, 1) AS weight,
+                   jl.concurrency AS j_conc,
+                   CASE WHEN jl.concurrency IS NOT NULL THEN
+                       (SELECT count(*) FROM runs x
+                         WHERE x.status = 'running' AND x.tenant = tj.tenant
+                           AND x.job = tj.job)
+                   END AS j_running
+              FROM tj
+              LEFT JOIN run_limits tl
+                ON tl.tenant = tj.tenant AND tl.job = ''
+              LEFT JOIN run_limits jl
+                ON jl.tenant = tj.tenant AND jl.job = tj.job AND tj.job <> ''
+        ), cand AS (
+            SELECT d.run_id, lim.tenant, d.next_attempt_at, lim.weight,
+                   lim.t_conc
+              FROM lim,
+                   LATERAL (
+                       SELECT r.run_id, r.next_attempt_at FROM runs r
+                        WHERE r.status = 'pending' AND r.tenant = lim.tenant
+                          AND r.job = lim.job AND r.next_attempt_at <= now()
+                        ORDER BY r.next_attempt_at
+                        LIMIT CASE WHEN lim.j_conc IS NULL THEN v_left
+                                   ELSE least(v_left, greatest(
+                                       lim.j_conc - lim.j_running, 0)) END
+                   ) d
+        ), ten AS (
+            SELECT t.tenant,
+                   (SELECT count(*) FROM runs x
+                     WHERE x.status = 'running' AND x.tenant = t.tenant)
+                       AS running
+              FROM (SELECT DISTINCT cand.tenant FROM cand) t
+        ), ranked AS (
+            SELECT cand.run_id, cand.next_attempt_at,
+                   (ten.running + row_number() OVER (
+                        PARTITION BY cand.tenant
+                        ORDER BY cand.next_attempt_at, cand.run_id))::float8
+                       / cand.weight AS place,
+                   row_number() OVER (
+                        PARTITION BY cand.tenant
+                        ORDER BY cand.next_attempt_at, cand.run_id)
+                       AS t_rank,
+                   cand.t_conc, ten.running
+              FROM cand JOIN ten ON ten.tenant = cand.tenant
+        )
+        SELECT coalesce(array_agg(p.run_id ORDER BY p.place), '{}')
+          INTO v_pick
+          FROM (SELECT ranked.run_id, ranked.place, ranked.next_attempt_at
+                  FROM ranked
+                 WHERE ranked.t_conc IS NULL
+                    OR ranked.t_rank <= ranked.t_conc - ranked.running
+                 ORDER BY ranked.place, ranked.next_attempt_at
+                 LIMIT v_left) p;
+
+        -- Locked in that order, skipping what another claimer holds; the
+        -- row is checked again once locked (it may have been claimed).
+        SELECT coalesce(array_agg(k.run_id), '{}') INTO v_pick
+          FROM (SELECT r.run_id FROM runs r
+                 WHERE r.run_id = ANY (v_pick) AND r.status = 'pending'
+                   AND r.next_attempt_at <= now()
+                   FOR NO KEY UPDATE SKIP LOCKED) k;
+    END IF;
+
+    RETURN QUERY
+    WITH c AS (
+        UPDATE runs r
+           SET status = 'running', lock_owner = p_worker,
+               lock_expires_at = now() + make_interval(secs => p_lease_secs),
+               lease_epoch = r.lease_epoch + 1, next_attempt_at = NULL,
+               updated_at = now()
+         WHERE r.run_id = ANY (v_expired) OR r.run_id = ANY (v_pick)
+        RETURNING r.*
+    )
+    SELECT row_number() OVER (), c.run_id, 'won'::text, c.status,
+           c.fingerprint, c.lease_epoch, c.attempts,
+           rl_ambiguous_prior(c.run_id), rl_ambiguous_attempts(c.run_id),
+           coalesce(c.deadline_at <= now(), false), c.job, c.tenant,
+           to_char(c.scheduled_at AT TIME ZONE 'UTC',
+                   'YYYY-MM-DD"T"HH24:MI:SS"+00:00"'),
+           c.version, c.request, c.raw_input, NULL::jsonb, c.source_topic,
+           c.source_partition, c.source_offset
+      FROM c;
+END
+$$;
+
+CREATE FUNCTION rl_claim_runs(p_run_ids text[], p_jobs text[], p_tenants text[], p_scheduled_ats timestamp with time zone[], p_versions text[], p_fingerprints text[], p_requests jsonb[], p_inputs jsonb[], p_deadline_secs double precision[], p_topics text[], p_partitions integer[], p_offsets bigint[], p_worker text, p_lease_secs double precision, p_claim_max integer) RETURNS TABLE(ord bigint, run_id text, claim text, status text, fingerprint text, lease_epoch bigint, attempts integer, ambiguous_prior boolean, ambiguous_count integer, deadline_passed boolean, job text, tenant text, scheduled_at text, version text, request jsonb, raw_input jsonb, output jsonb, source_topic text, source_partition integer, source_offset bigint)
     LANGUAGE plpgsql
     SET plan_cache_mode TO 'force_custom_plan'
     AS $$
 #variable_conflict use_column
 DECLARE
-    v_new text[];
+    v_new  text[];
+    v_pick text[];
+    v_all  boolean := p_claim_max IS NULL;
 BEGIN
     IF p_worker IS NULL OR p_lease_secs IS NULL OR p_lease_secs <= 0 THEN
         RAISE EXCEPTION 'a claim needs a worker and a positive lease'
@@ -42,8 +179,12 @@ BEGIN
                                source_partition, source_offset)
         SELECT u.run_id, u.job, u.tenant, u.scheduled_at, u.version,
                u.fingerprint, u.request, nullif(u.input, 'null'::jsonb),
-               'running', p_worker,
-               now() + make_interval(secs => p_lease_secs), 1, NULL,
+               CASE WHEN v_all THEN 'running' ELSE 'pending' END,
+               CASE WHEN v_all THEN p_worker END,
+               CASE WHEN v_all
+                    THEN now() + make_interval(secs => p_lease_secs) END,
+               CASE WHEN v_all THEN 1 ELSE 0 END,
+               CASE WHEN v_all THEN NULL ELSE now() END,
                CASE WHEN u.deadline_secs > 0
                     THEN now() + make_interval(secs => u.deadline_secs) END,
                u.topic, u.part, u.off
@@ -67,6 +208,28 @@ BEGIN
       ORDER BY r.run_id
         FOR NO KEY UPDATE;
 
+    -- Which runs of the batch this worker has model slots for: the first
+    -- p_claim_max claimable ones in the batch's order, none of a limited
+    -- tenant or job (rl_claim_due counts those under the limit's lock).
+    IF NOT v_all THEN
+        SELECT coalesce(array_agg(s.run_id), '{}') INTO v_pick
+          FROM (SELECT r.run_id
+                  FROM (SELECT DISTINCT ON (u.run_id) u.run_id,
+                               u.fingerprint, u.ord
+                          FROM unnest(p_run_ids, p_fingerprints)
+                               WITH ORDINALITY AS u(run_id, fingerprint, ord)
+                         ORDER BY u.run_id, u.ord) i
+                  JOIN runs r ON r.run_id = i.run_id
+                 WHERE r.fingerprint = i.fingerprint
+                   AND r.status IN ('pending', 'running')
+                   AND (r.lock_owner IS NULL OR r.lock_expires_at < now())
+                   AND (r.next_attempt_at IS NULL
+                        OR r.next_attempt_at <= now())
+                   AND NOT rl_run_limited(r.tenant, r.job)
+                 ORDER BY i.ord
+                 LIMIT greatest(p_claim_max, 0)) s;
+    END IF;
+
     RETURN QUERY
     WITH i AS (
         SELECT u.run_id, u.fingerprint, u.input, u.ord,
@@ -85,7 +248,7 @@ BEGIN
                                     nullif(i.input, 'null'::jsonb)),
                updated_at = now()
           FROM i
-         WHERE i.first AND NOT i.new
+         WHERE i.first AND (v_all AND NOT i.new OR i.run_id = ANY (v_pick))
            AND r.run_id = i.run_id
            AND r.fingerprint = i.fingerprint
            AND r.status IN ('pending', 'running')
@@ -97,24 +260,27 @@ BEGIN
                CASE
                WHEN cur.run_id IS NULL OR cur.fingerprint <> i.fingerprint
                    THEN 'conflict'
-               WHEN i.first AND (w.run_id IS NOT NULL OR i.new) THEN 'won'
+               WHEN i.first AND (w.run_id IS NOT NULL OR (i.new AND v_all))
+                   THEN 'won'
                WHEN cur.status = 'completed' THEN 'completed'
                WHEN cur.status IN ('failed', 'unknown', 'cancelled')
                    THEN 'parked'
                WHEN cur.status = 'pending' AND cur.next_attempt_at > now()
                    THEN 'not_due'
+               WHEN i.first AND NOT v_all AND cur.status = 'pending'
+                   THEN 'queued'
                ELSE 'leased'
                END AS claim,
                cur.fingerprint, cur.lease_epoch, cur.attempts,
                cur.deadline_at, cur.job, cur.tenant, cur.scheduled_at,
                cur.version, cur.request, cur.raw_input, cur.output,
                cur.source_topic, cur.source_partition, cur.source_offset,
-               -- a new run: the row this function inserted, which the
-               -- statement's snapshot (cur) already shows
-               CASE WHEN i.new THEN cur.lease_epoch ELSE w.lease_epoch END
-                   AS won_epoch,
-               CASE WHEN i.new THEN cur.raw_input ELSE w.raw_input END
-                   AS won_raw_input
+               -- a new run claimed at its insert: the row this function
+               -- inserted, which the statement's snapshot (cur) shows
+               CASE WHEN i.new AND v_all THEN cur.lease_epoch
+                    ELSE w.lease_epoch END AS won_epoch,
+               CASE WHEN i.new AND v_all THEN cur.raw_input
+                    ELSE w.raw_input END AS won_raw_input
           FROM i
           LEFT JOIN runs cur ON cur.run_id = i.run_id
           LEFT JOIN won w ON w.run_id = i.run_id
@@ -775,6 +941,14 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION rl_run_limited(p_tenant text, p_job text) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT EXISTS (SELECT 1 FROM run_limits l
+                    WHERE l.tenant = p_tenant AND l.job IN ('', p_job)
+                      AND l.concurrency IS NOT NULL)
+$$;
+
 CREATE FUNCTION rl_settle_budget() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
@@ -959,6 +1133,17 @@ ALTER TABLE run_decisions ALTER COLUMN decision_id ADD GENERATED ALWAYS AS IDENT
     CACHE 1
 );
 
+CREATE TABLE run_limits (
+    tenant text NOT NULL,
+    job text DEFAULT ''::text NOT NULL,
+    concurrency integer,
+    weight integer DEFAULT 1 NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT run_limits_concurrency_not_negative CHECK (((concurrency IS NULL) OR (concurrency >= 0))),
+    CONSTRAINT run_limits_weight_is_per_tenant CHECK (((job = ''::text) OR (weight = 1))),
+    CONSTRAINT run_limits_weight_positive CHECK ((weight >= 1))
+);
+
 CREATE TABLE runs (
     run_id text NOT NULL,
     job text NOT NULL,
@@ -1043,6 +1228,9 @@ ALTER TABLE ONLY receiver_conflicts
 ALTER TABLE ONLY run_decisions
     ADD CONSTRAINT run_decisions_pkey PRIMARY KEY (decision_id);
 
+ALTER TABLE ONLY run_limits
+    ADD CONSTRAINT run_limits_pkey PRIMARY KEY (tenant, job);
+
 ALTER TABLE ONLY runs
     ADD CONSTRAINT runs_one_row_per_logical_run UNIQUE (job, tenant, scheduled_at, version);
 
@@ -1065,6 +1253,10 @@ CREATE INDEX runs_cancelled_idx ON runs USING btree (updated_at) WHERE (status =
 CREATE INDEX runs_due_retries_idx ON runs USING btree (next_attempt_at) WHERE (status = 'pending'::text);
 
 CREATE INDEX runs_expiring_leases_idx ON runs USING btree (lock_expires_at) WHERE (status = 'running'::text);
+
+CREATE INDEX runs_pending_by_tenant_idx ON runs USING btree (tenant, job, next_attempt_at) WHERE (status = 'pending'::text);
+
+CREATE INDEX runs_running_by_tenant_idx ON runs USING btree (tenant, job) WHERE (status = 'running'::text);
 
 CREATE INDEX runs_unknown_idx ON runs USING btree (created_at) WHERE (status = 'unknown'::text);
 

@@ -138,8 +138,11 @@ enum rl_claim_status {
                            logical run exists under another run_id): the
                            row is untouched and nothing stored is given */
     RL_CLAIM_PARKED,    /* status failed or unknown */
-    RL_CLAIM_NOT_DUE    /* pending, next_attempt_at in the future: the
+    RL_CLAIM_NOT_DUE,   /* pending, next_attempt_at in the future: the
                            sweeper owns it */
+    RL_CLAIM_QUEUED     /* registered (or found) pending and due, left for
+                           a sweeper: rl_db_register_claim_some had no
+                           slot for it, or a concurrency limit covers it */
 };
 
 /* Short stable name ("won", "completed", ...). */
@@ -188,9 +191,22 @@ int rl_db_register_claim(struct rl_db *db, const struct rl_run_reg *regs,
                          struct rl_claim *claims, char *errstr,
                          size_t errstr_size);
 
-/* Sweeper: claims up to limit runs that are pending and due, or running
- * with an expired lease, skipping rows other transactions hold (FOR UPDATE
- * SKIP LOCKED), so several sweepers share the work. Every returned claim
+/* As rl_db_register_claim, but claims at most claim_max runs of the batch
+ * (the model slots the caller has; -1: every due run, as
+ * rl_db_register_claim). Every new run is registered pending and due now;
+ * the runs not claimed, those of a tenant or job with a concurrency limit
+ * included, answer RL_CLAIM_QUEUED and are a sweeper's to claim
+ * (rl_db_claim_due). Returns as rl_db_register_claim. */
+int rl_db_register_claim_some(struct rl_db *db, const struct rl_run_reg *regs,
+                              size_t n, const char *worker, int lease_seconds,
+                              long claim_max, struct rl_claim *claims,
+                              char *errstr, size_t errstr_size);
+
+/* Sweeper: claims up to limit runs that are running with an expired lease,
+ * or pending and due, these in a fair order across tenants (round-robin,
+ * weighted by run_limits.weight) and within the concurrency limits of
+ * run_limits (schema/018_fair_claims.sql), skipping rows other
+ * transactions hold (SKIP LOCKED), so several sweepers share the work. Every returned claim
  * is RL_CLAIM_WON with its identity, stored request and raw input,
  * lease_epoch and ambiguity evidence. claims holds limit entries; sets
  * *n_claimed. Returns 0 or RL_ERR_INVALID / RL_ERR_DB. */
