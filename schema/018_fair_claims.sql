@@ -245,19 +245,30 @@ $fn$;
 -- The sweeper's claim: up to p_limit runs, each claimed by exactly one
 -- caller (SKIP LOCKED). First the running runs whose lease expired (they
 -- already count against their tenant's limit). Then due pending runs in a
--- fair order: each (tenant, job) offers its oldest due runs, a tenant's
--- k-th offer is placed at (running + k) / weight, where running is what
--- the tenant runs now across all workers, and the lowest places win. So
--- slots go round-robin across tenants (weighted), a tenant already
+-- fair order: a tenant's k-th oldest due run is offered at place
+-- (running + k) / weight, where running is what the tenant runs now
+-- across all workers, and the lowest places win (ties: the older run).
+-- So slots go round-robin across tenants (weighted), a tenant already
 -- holding many slots waits behind one holding few, and a tenant alone
 -- with a backlog takes every slot the others leave idle. A run of a
 -- tenant (or job) with a concurrency limit is claimed only while the
 -- runs running under the limit, counted after its run_limits row is
 -- locked (so concurrent claimers of the tenant go one after the other and
 -- each sees the other's claims), stay under it; an unlimited tenant
--- locks nothing. The cost is one index probe per (tenant, job) with
--- pending runs plus p_limit rows of each (runs_pending_by_tenant_idx),
--- whatever the backlog.
+-- locks nothing.
+--
+-- It runs every second on every worker, so it reads indexes only, a few
+-- entries per (tenant, job) with pending runs, never the backlog: the
+-- (tenant, job) groups come from a skip scan of
+-- runs_pending_by_tenant_idx (one probe per group), and each group
+-- offers only the runs whose place is at most a water level, its oldest
+-- first, through the same index. The level starts where p_limit slots
+-- would be filled if every tenant had runs enough, and doubles while the
+-- offers fall short and some tenant stopped at the level: every offer
+-- below the level is then read, so the lowest p_limit of them are the
+-- lowest of all. Read with a generic plan, the estimates of these
+-- statements are far off and would turn on JIT, whose compilation alone
+-- took most of a second: it is off here.
 CREATE FUNCTION rl_claim_due(
     p_worker     text,
     p_lease_secs double precision,
@@ -284,12 +295,27 @@ RETURNS TABLE (
     source_partition integer,
     source_offset    bigint)
 LANGUAGE plpgsql
+SET jit = off
 AS $fn$
 #variable_conflict use_column
 DECLARE
     v_expired text[];
-    v_pick    text[];
+    v_pick    text[] := '{}';
     v_left    integer;
+    -- the (tenant, job) groups with due runs, and the room their job's
+    -- limit leaves (NULL: no job limit)
+    g_tenant  text[];
+    g_job     text[];
+    g_room    integer[];
+    -- per tenant of those groups: running now, weight, the room its limit
+    -- leaves (NULL: no limit)
+    t_tenant  text[];
+    t_running bigint[];
+    t_weight  integer[];
+    t_room    integer[];
+    v_level   numeric;
+    v_offers  bigint;
+    v_short   boolean;
 BEGIN
     IF p_worker IS NULL OR p_lease_secs IS NULL OR p_lease_secs <= 0
        OR p_limit IS NULL OR p_limit <= 0 THEN
@@ -304,87 +330,133 @@ BEGIN
              ORDER BY r.lock_expires_at LIMIT p_limit
                FOR NO KEY UPDATE SKIP LOCKED) e;
     v_left := p_limit - cardinality(v_expired);
-    v_pick := '{}';
 
     IF v_left > 0 THEN
+        -- A group's first entry in the index is its oldest pending run:
+        -- the group has a due run when that one is due.
+        WITH RECURSIVE tj AS (
+            (SELECT r.tenant, r.job, r.next_attempt_at FROM runs r
+              WHERE r.status = 'pending'
+              ORDER BY r.tenant, r.job, r.next_attempt_at LIMIT 1)
+            UNION ALL
+            SELECT n.tenant, n.job, n.next_attempt_at
+              FROM tj, LATERAL (
+                  SELECT r.tenant, r.job, r.next_attempt_at FROM runs r
+                   WHERE r.status = 'pending'
+                     AND (r.tenant, r.job) > (tj.tenant, tj.job)
+                   ORDER BY r.tenant, r.job, r.next_attempt_at LIMIT 1) n
+        )
+        SELECT array_agg(tj.tenant ORDER BY tj.tenant, tj.job),
+               array_agg(tj.job ORDER BY tj.tenant, tj.job)
+          INTO g_tenant, g_job
+          FROM tj
+         WHERE tj.next_attempt_at <= now();
+    END IF;
+
+    IF g_tenant IS NOT NULL THEN
         -- The limits of the tenants with due runs, locked in key order
         -- before anything is counted: the statements below see every
         -- claim under them that committed before.
         PERFORM 1
            FROM run_limits l
           WHERE l.concurrency IS NOT NULL
-            AND EXISTS (SELECT 1 FROM runs r
-                         WHERE r.status = 'pending' AND r.tenant = l.tenant
-                           AND (l.job = '' OR r.job = l.job)
-                           AND r.next_attempt_at <= now())
+            AND l.tenant = ANY (g_tenant)
+            AND (l.job = ''
+                 OR EXISTS (SELECT 1 FROM unnest(g_tenant, g_job) g(t, j)
+                             WHERE g.t = l.tenant AND g.j = l.job))
           ORDER BY l.tenant, l.job
             FOR UPDATE OF l;
 
-        WITH RECURSIVE tj AS (
-            (SELECT r.tenant, r.job FROM runs r
-              WHERE r.status = 'pending'
-              ORDER BY r.tenant, r.job LIMIT 1)
-            UNION ALL
-            SELECT n.tenant, n.job
-              FROM tj, LATERAL (
-                  SELECT r.tenant, r.job FROM runs r
-                   WHERE r.status = 'pending'
-                     AND (r.tenant, r.job) > (tj.tenant, tj.job)
-                   ORDER BY r.tenant, r.job LIMIT 1) n
-        ), lim AS (
-            SELECT tj.tenant, tj.job,
-                   tl.concurrency AS t_conc, coalesce(tl.weight, 1) AS weight,
-                   jl.concurrency AS j_conc,
-                   CASE WHEN jl.concurrency IS NOT NULL THEN
+        SELECT array_agg(s.tenant ORDER BY s.tenant),
+               array_agg(s.running ORDER BY s.tenant),
+               array_agg(s.weight ORDER BY s.tenant),
+               array_agg(CASE WHEN s.conc IS NOT NULL
+                              THEN greatest(s.conc - s.running, 0) END
+                         ORDER BY s.tenant)
+          INTO t_tenant, t_running, t_weight, t_room
+          FROM (SELECT t.tenant, coalesce(tl.weight, 1) AS weight,
+                       tl.concurrency AS conc,
                        (SELECT count(*) FROM runs x
-                         WHERE x.status = 'running' AND x.tenant = tj.tenant
-                           AND x.job = tj.job)
-                   END AS j_running
-              FROM tj
-              LEFT JOIN run_limits tl
-                ON tl.tenant = tj.tenant AND tl.job = ''
-              LEFT JOIN run_limits jl
-                ON jl.tenant = tj.tenant AND jl.job = tj.job AND tj.job <> ''
-        ), cand AS (
-            SELECT d.run_id, lim.tenant, d.next_attempt_at, lim.weight,
-                   lim.t_conc
-              FROM lim,
-                   LATERAL (
+                         WHERE x.status = 'running'
+                           AND x.tenant = t.tenant) AS running
+                  FROM (SELECT DISTINCT u.tenant
+                          FROM unnest(g_tenant) u(tenant)) t
+                  LEFT JOIN run_limits tl
+                    ON tl.tenant = t.tenant AND tl.job = '') s;
+
+        SELECT array_agg(
+                   CASE WHEN jl.concurrency IS NOT NULL THEN
+                       greatest(jl.concurrency -
+                                (SELECT count(*) FROM runs x
+                                  WHERE x.status = 'running'
+                                    AND x.tenant = g.tenant
+                                    AND x.job = g.job), 0)::integer
+                   END ORDER BY g.ord)
+          INTO g_room
+          FROM unnest(g_tenant, g_job) WITH ORDINALITY g(tenant, job, ord)
+          LEFT JOIN run_limits jl
+            ON jl.tenant = g.tenant AND jl.job = g.job AND g.job <> '';
+
+        -- where v_left slots would be filled if every tenant had runs
+        -- enough, and at least the place of the first offer
+        SELECT greatest((v_left + sum(u.running))::numeric / sum(u.weight),
+                        min((u.running + 1)::numeric / u.weight))
+          INTO v_level
+          FROM unnest(t_running, t_weight) u(running, weight);
+
+        LOOP
+            WITH t AS (
+                SELECT u.tenant, u.running, u.weight,
+                       -- offers at or below the level, within the room
+                       least(greatest(floor(v_level * u.weight)
+                                      - u.running, 0),
+                             u.room, v_left)::integer AS k,
+                       -- the level, not the room, stopped its offers
+                       greatest(floor(v_level * u.weight) - u.running, 0)
+                           < least(u.room, v_left) AS at_level
+                  FROM unnest(t_tenant, t_running, t_weight, t_room)
+                       u(tenant, running, weight, room)
+            ), cand AS (
+                SELECT t.tenant, d.run_id, d.next_attempt_at
+                  FROM t
+                  JOIN unnest(g_tenant, g_job, g_room) g(tenant, job, room)
+                    ON g.tenant = t.tenant
+                 CROSS JOIN LATERAL (
                        SELECT r.run_id, r.next_attempt_at FROM runs r
-                        WHERE r.status = 'pending' AND r.tenant = lim.tenant
-                          AND r.job = lim.job AND r.next_attempt_at <= now()
+                        WHERE r.status = 'pending' AND r.tenant = g.tenant
+                          AND r.job = g.job AND r.next_attempt_at <= now()
                         ORDER BY r.next_attempt_at
-                        LIMIT CASE WHEN lim.j_conc IS NULL THEN v_left
-                                   ELSE least(v_left, greatest(
-                                       lim.j_conc - lim.j_running, 0)) END
-                   ) d
-        ), ten AS (
-            SELECT t.tenant,
-                   (SELECT count(*) FROM runs x
-                     WHERE x.status = 'running' AND x.tenant = t.tenant)
-                       AS running
-              FROM (SELECT DISTINCT cand.tenant FROM cand) t
-        ), ranked AS (
-            SELECT cand.run_id, cand.next_attempt_at,
-                   (ten.running + row_number() OVER (
-                        PARTITION BY cand.tenant
-                        ORDER BY cand.next_attempt_at, cand.run_id))::float8
-                       / cand.weight AS place,
-                   row_number() OVER (
-                        PARTITION BY cand.tenant
-                        ORDER BY cand.next_attempt_at, cand.run_id)
-                       AS t_rank,
-                   cand.t_conc, ten.running
-              FROM cand JOIN ten ON ten.tenant = cand.tenant
-        )
-        SELECT coalesce(array_agg(p.run_id ORDER BY p.place), '{}')
-          INTO v_pick
-          FROM (SELECT ranked.run_id, ranked.place, ranked.next_attempt_at
-                  FROM ranked
-                 WHERE ranked.t_conc IS NULL
-                    OR ranked.t_rank <= ranked.t_conc - ranked.running
-                 ORDER BY ranked.place, ranked.next_attempt_at
-                 LIMIT v_left) p;
+                        LIMIT least(t.k, g.room)) d
+                 WHERE t.k > 0
+            ), ranked AS (
+                SELECT cand.run_id, cand.tenant, cand.next_attempt_at,
+                       row_number() OVER (
+                           PARTITION BY cand.tenant
+                           ORDER BY cand.next_attempt_at, cand.run_id) AS k
+                  FROM cand
+            ), offer AS (
+                SELECT ranked.run_id, ranked.tenant, ranked.next_attempt_at,
+                       (t.running + ranked.k)::numeric / t.weight AS place
+                  FROM ranked JOIN t ON t.tenant = ranked.tenant
+                 WHERE ranked.k <= t.k
+            ), per AS (
+                SELECT offer.tenant, count(*) AS n
+                  FROM offer GROUP BY offer.tenant
+            )
+            SELECT coalesce((array_agg(o.run_id ORDER BY o.place,
+                                       o.next_attempt_at, o.run_id))
+                                [1:v_left], '{}'),
+                   count(*),
+                   EXISTS (SELECT 1 FROM t LEFT JOIN per
+                                ON per.tenant = t.tenant
+                            WHERE t.at_level
+                              AND coalesce(per.n, 0) >= t.k)
+              INTO v_pick, v_offers, v_short
+              FROM offer o;
+
+            EXIT WHEN v_offers >= v_left OR NOT v_short;
+            v_level := v_level * 2;
+        END LOOP;
 
         -- Locked in that order, skipping what another claimer holds; the
         -- row is checked again once locked (it may have been claimed).
@@ -405,14 +477,24 @@ BEGIN
          WHERE r.run_id = ANY (v_expired) OR r.run_id = ANY (v_pick)
         RETURNING r.*
     )
+    -- rl_ambiguous_prior and rl_ambiguous_attempts, read in one probe of
+    -- attempts per run: called per row, the two functions cost more than
+    -- the claim itself
     SELECT row_number() OVER (), c.run_id, 'won'::text, c.status,
            c.fingerprint, c.lease_epoch, c.attempts,
-           rl_ambiguous_prior(c.run_id), rl_ambiguous_attempts(c.run_id),
+           coalesce(a.prior, false), a.n,
            coalesce(c.deadline_at <= now(), false), c.job, c.tenant,
            to_char(c.scheduled_at AT TIME ZONE 'UTC',
                    'YYYY-MM-DD"T"HH24:MI:SS"+00:00"'),
            c.version, c.request, c.raw_input, NULL::jsonb, c.source_topic,
            c.source_partition, c.source_offset
-      FROM c;
+      FROM c
+     CROSS JOIN LATERAL (
+           SELECT (array_agg(x.outcome IS NULL
+                             ORDER BY x.attempt_no DESC))[1] AS prior,
+                  (count(*) FILTER (WHERE x.outcome IS NULL
+                                       OR x.outcome = 'ambiguous'))::integer
+                      AS n
+             FROM attempts x WHERE x.run_id = c.run_id) a;
 END
 $fn$;
