@@ -6,8 +6,10 @@
  *     every slot); a weighted tenant gets its share and an unweighted one
  *     still progresses;
  *   - within limits: under six sweepers claiming at once, round after
- *     round, a tenant limited to 3 never has more than 3 runs running, a
- *     job limited to 2 never more than 2, while an unlimited tenant and
+ *     round (each round but the first starts with the limited runs
+ *     finished, so that every round has room to overshoot), a tenant
+ *     limited to 3 never has more than 3 runs running, a job limited to 2
+ *     never more than 2, while an unlimited tenant and
  *     the unlimited job of the limited tenant are claimed in full; a claim
  *     from Kafka (rl_db_register_claim_some) never claims a limited run;
  *     once a limited run is released, exactly one more is claimed. */
@@ -212,6 +214,17 @@ test_limits_concurrent(void)
     for (int round = 0; round < ROUNDS; round++) {
         int64_t l, m1;
 
+        /* The limited runs of the last round end: the limits have room
+         * again, which the sweepers below race for. */
+        if (round > 0)
+            RL_REQUIRE(fixture_int(db,
+                                   "WITH f AS (UPDATE runs SET status = "
+                                   "'failed', lock_owner = NULL, "
+                                   "lock_expires_at = NULL WHERE status = "
+                                   "'running' AND (tenant = $1 OR job = "
+                                   "'m1') RETURNING 1) SELECT count(*) "
+                                   "FROM f",
+                                   "tenant-l") > 0);
         pthread_barrier_init(&start, NULL, SWEEPERS);
         for (int i = 0; i < SWEEPERS; i++) {
             sweepers[i] = (struct sweeper){.schema = schema, .start = &start};
