@@ -12,7 +12,9 @@
  *     never more than 2, while an unlimited tenant and
  *     the unlimited job of the limited tenant are claimed in full; a claim
  *     from Kafka (rl_db_register_claim_some) never claims a limited run;
- *     once a limited run is released, exactly one more is claimed. */
+ *     once a limited run is released, exactly one more is claimed;
+ *   - the gauges of /metrics count the runs waiting and each limit's
+ *     running runs. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -190,6 +192,7 @@ test_limits_concurrent(void)
     pthread_barrier_t start;
     struct rl_run_reg reg;
     struct rl_claim claim;
+    struct rl_db_gauges g;
     char errstr[512], epoch[32];
     int64_t max_l = 0, max_m1 = 0, id_epoch;
     const char *released = NULL;
@@ -206,8 +209,8 @@ test_limits_concurrent(void)
 
     /* A claim from Kafka with slots to spare claims no limited run. */
     reg = runs[0].reg;
-    RL_REQUIRE(rl_db_register_claim_some(db, &reg, 1, "kafka", 30, 100,
-                                         &claim, errstr, sizeof(errstr)) == 0);
+    RL_REQUIRE(rl_db_register_claim_some(db, &reg, 1, "kafka", 30, 100, &claim,
+                                         errstr, sizeof(errstr)) == 0);
     RL_CHECK_INTEQ(claim.status, RL_CLAIM_QUEUED);
     rl_claim_clear(&claim);
 
@@ -228,8 +231,7 @@ test_limits_concurrent(void)
         pthread_barrier_init(&start, NULL, SWEEPERS);
         for (int i = 0; i < SWEEPERS; i++) {
             sweepers[i] = (struct sweeper){.schema = schema, .start = &start};
-            snprintf(sweepers[i].worker, sizeof(sweepers[i].worker), "s%d",
-                     i);
+            snprintf(sweepers[i].worker, sizeof(sweepers[i].worker), "s%d", i);
             pthread_create(&threads[i], NULL, sweep_thread, &sweepers[i]);
         }
         for (int i = 0; i < SWEEPERS; i++) {
@@ -257,6 +259,26 @@ test_limits_concurrent(void)
                                "m2"),
                    5);
 
+    /* The gauges of /metrics: runs waiting, and each limit's use. */
+    RL_CHECK_INTEQ(rl_db_ops_gauges(db, &g, errstr, sizeof(errstr)), 0);
+    RL_CHECK_INTEQ(g.waiting_runs,
+                   fixture_int(db,
+                               "SELECT count(*) FROM runs WHERE status = $1 "
+                               "AND next_attempt_at <= now()",
+                               "pending"));
+    RL_CHECK(g.waiting_runs > 0);
+    RL_CHECK_INTEQ(g.nlimits, 2);
+    if (g.nlimits == 2) {
+        RL_CHECK_STREQ(g.limits[0].tenant, "tenant-l");
+        RL_CHECK_STREQ(g.limits[0].job, "");
+        RL_CHECK_INTEQ(g.limits[0].concurrency, 3);
+        RL_CHECK_INTEQ(g.limits[0].running, 3);
+        RL_CHECK_STREQ(g.limits[1].tenant, "tenant-m");
+        RL_CHECK_STREQ(g.limits[1].job, "m1");
+        RL_CHECK_INTEQ(g.limits[1].running, 2);
+    }
+    rl_db_gauges_clear(&g);
+
     /* A slot of tenant-l frees (a run released for later): exactly one
      * more of it is claimed, and then none. */
     for (int i = 0; i < nruns && !released; i++) {
@@ -270,8 +292,7 @@ test_limits_concurrent(void)
         for (int w = 0; id_epoch >= 0 && w < SWEEPERS && !released; w++) {
             snprintf(epoch, sizeof(epoch), "s%d", w);
             if (rl_db_release(db, runs[i].run_id, epoch, id_epoch, 3600000,
-                              "transient", "test", errstr,
-                              sizeof(errstr)) == 0)
+                              "transient", "test", errstr, sizeof(errstr)) == 0)
                 released = runs[i].run_id;
         }
     }
