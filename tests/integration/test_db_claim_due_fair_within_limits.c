@@ -14,9 +14,10 @@
  *     from Kafka (rl_db_register_claim_some) never claims a limited run;
  *     once a limited run is released, exactly one more is claimed;
  *   - the gauges of /metrics count the runs waiting and each limit's
- *     running runs. */
+ *     running runs, and `runs show` of a waiting run names the limit. */
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "rl/db.h"
@@ -195,7 +196,8 @@ test_limits_concurrent(void)
     struct rl_db_gauges g;
     char errstr[512], epoch[32];
     int64_t max_l = 0, max_m1 = 0, id_epoch;
-    const char *released = NULL;
+    const char *released = NULL, *waiting = NULL;
+    char *report = NULL;
 
     nruns = 0;
     RL_REQUIRE(rl_db_limit_set(db, "tenant-l", NULL, 3, 0, errstr,
@@ -278,6 +280,22 @@ test_limits_concurrent(void)
         RL_CHECK_INTEQ(g.limits[1].running, 2);
     }
     rl_db_gauges_clear(&g);
+
+    /* `runs show` of a due run of tenant-l says what it waits for. */
+    for (int i = 0; i < nruns && !waiting; i++) {
+        if (strcmp(tenants[i], "tenant-l") == 0 &&
+            fixture_int(db,
+                        "SELECT (status = 'pending')::int FROM runs WHERE "
+                        "run_id = $1",
+                        runs[i].run_id) == 1)
+            waiting = runs[i].run_id;
+    }
+    RL_REQUIRE(waiting != NULL);
+    RL_REQUIRE(rl_db_run_report_json(db, waiting, &report, errstr,
+                                     sizeof(errstr)) == 0);
+    RL_CHECK(strstr(report, "waiting for a slot: tenant tenant-l at its "
+                            "limit of 3 running") != NULL);
+    free(report);
 
     /* A slot of tenant-l frees (a run released for later): exactly one
      * more of it is claimed, and then none. */

@@ -141,6 +141,7 @@ static const char ops_list_runs[] =
                                                                     "$5::int8) "
                                                                     "x";
 
+/* clang-format off */
 static const char ops_run_report
     [] = "SELECT json_build_object("
          "  'run', (SELECT row_to_json(x) FROM "
@@ -244,9 +245,29 @@ static const char ops_run_report
                                                                                                                                                                                                                                                                                                                                    "     FROM (SELECT decision_id, decision, actor, reason, prior_status,"
                                                                                                                                                                                                                                                                                                                                    "                  attempts, " DB_TS_US(
                                                                                                                                                                                                                                                                                                                                        "decided_at") " AS decided_at"
-                                                                                                                                                                                                                                                                                                                                                     "             FROM run_decisions WHERE run_id = $1) d), '[]')"
+                                                                                                                                                                                                                                                                                                                                                     "             FROM run_decisions WHERE run_id = $1) d), '[]'),"
+    /* A due pending run whose tenant (or job) is at its concurrency
+     * limit waits for one of its runs to end: say so, naming the limit
+     * (the tenant's first). */
+    "  'waiting', (SELECT json_build_object("
+    "      'tenant', l.tenant, 'job', nullif(l.job, ''),"
+    "      'limit', l.concurrency, 'running', u.n,"
+    "      'reason', CASE WHEN l.job = ''"
+    "          THEN format('waiting for a slot: tenant %s at its limit of"
+    " %s running', l.tenant, l.concurrency)"
+    "          ELSE format('waiting for a slot: job %s of tenant %s at its"
+    " limit of %s running', l.job, l.tenant, l.concurrency) END)"
+    "     FROM run_limits l"
+    "    CROSS JOIN LATERAL (SELECT count(*) AS n FROM runs x"
+    "           WHERE x.status = 'running' AND x.tenant = l.tenant"
+    "             AND (l.job = '' OR x.job = l.job)) u"
+    "    WHERE r.status = 'pending' AND r.next_attempt_at <= now()"
+    "      AND l.tenant = r.tenant AND l.job IN ('', r.job)"
+    "      AND l.concurrency IS NOT NULL AND u.n >= l.concurrency"
+    "    ORDER BY l.job LIMIT 1)"
                                                                                                                                                                                                                                                                                                                                                      ")::text"
                                                                                                                                                                                                                                                                                                                                                      "  FROM runs r WHERE r.run_id = $1";
+/* clang-format on */
 
 /* Re-open a parked run. An attempt left without an outcome is closed as
  * ambiguous (its result is unknowable, which is what the operator accepted
