@@ -481,10 +481,13 @@ wake_fetcher(struct kstate *ks)
 }
 
 /* Pauses the partitions once the process holds RL_PIPELINE_HOLD_MAX runs
- * and resumes them when a quarter of that is free again. librdkafka drops
- * a paused partition's prefetched messages and fetches them again on
- * resume; with the pause at twice the model-call cap, runs parsed before
- * it wait in the intake for the slots that free up meanwhile. */
+ * and resumes them when a quarter of that is free again. A memory guard:
+ * the ledger registers every run it reads whether or not a model slot is
+ * free (the rest wait pending in the ledger for a sweeper), so busy slots
+ * never pause intake; only a PostgreSQL slower than the intake fills the
+ * RL_PIPELINE_INTAKE_MAX runs beyond the leased ones. librdkafka drops a
+ * paused partition's prefetched messages and fetches them again on
+ * resume. */
 static void
 flow_control(struct kstate *ks)
 {
