@@ -569,13 +569,15 @@ wake_fetcher(struct kstate *ks)
 
 /* Pauses the partitions once the process holds RL_PIPELINE_HOLD_MAX runs,
  * or runs charged RUNLEDGER_MAX_HELD_BYTES, and resumes them when both
- * are at three quarters again. librdkafka drops a paused partition's
- * prefetched messages and fetches them again on resume; with the pause at
- * twice the model-call cap, runs parsed before it wait in the intake for
- * the slots that free up meanwhile. The byte pause needs something held:
- * a run larger than the whole limit is taken when nothing else is, or it
- * would never run. This is called before every poll, and a poll returns
- * one message, so at most one run's charge is added past the limit. */
+ * are at three quarters again. A memory guard: the ledger registers every
+ * run it reads whether or not a model slot is free (the rest wait pending
+ * in the ledger for a sweeper), so busy slots never pause intake; only a
+ * PostgreSQL slower than the intake, or the bytes of the runs held, do.
+ * librdkafka drops a paused partition's prefetched messages and fetches
+ * them again on resume. The byte pause needs something held: a run larger
+ * than the whole limit is taken when nothing else is, or it would never
+ * run. This is called before every poll, and a poll returns one message,
+ * so at most one run's charge is added past the limit. */
 static void
 flow_control(struct kstate *ks)
 {

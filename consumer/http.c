@@ -153,6 +153,15 @@ static const struct family_def families[] = {
      "runs whose proposal waits for an approve or reject (ledger-wide)"},
     {"runledger_cancelled_runs", RL_METRIC_GAUGE,
      "runs an operator cancelled, still in the ledger (ledger-wide)"},
+    {"runledger_runs_waiting", RL_METRIC_GAUGE,
+     "runs pending and due now, waiting for a model slot (ledger-wide: "
+     "aggregate with max; counted up to 100,000)"},
+    {"runledger_limit_running", RL_METRIC_GAUGE,
+     "runs running under a concurrency limit, by tenant and job (job \"\" "
+     "for a tenant-wide limit; only limits set with `runledger limits`; "
+     "ledger-wide: aggregate with max)"},
+    {"runledger_limit_concurrency", RL_METRIC_GAUGE,
+     "a concurrency limit set with `runledger limits`, by tenant and job"},
     {"runledger_ledger_rows", RL_METRIC_GAUGE,
      "estimated rows of a ledger table, by table: runs, attempts, "
      "outbox_delivered (ledger-wide: aggregate with max; the statistics "
@@ -195,6 +204,29 @@ set_labelled(struct rl_metrics *m, const char *name, const char *label,
 
     rl_metrics_labels(labels, sizeof(labels), label, value, NULL);
     rl_metrics_set(m, name, labels, v);
+}
+
+/* The series of the limits read now, and only those: a limit removed
+ * since the last reading leaves no stale series behind. */
+static void
+set_limits(struct rl_metrics *m, const struct rl_db_gauges *g)
+{
+    char labels[512];
+
+    rl_metrics_clear(m, "runledger_limit_running");
+    rl_metrics_clear(m, "runledger_limit_concurrency");
+    for (size_t i = 0; i < g->nlimits; i++) {
+        const struct rl_db_limit_use *u = &g->limits[i];
+
+        if (rl_metrics_labels(labels, sizeof(labels), "tenant",
+                              u->tenant ? u->tenant : "", "job",
+                              u->job ? u->job : "", NULL) != 0)
+            continue;
+        rl_metrics_set(m, "runledger_limit_running", labels,
+                       (double)u->running);
+        rl_metrics_set(m, "runledger_limit_concurrency", labels,
+                       (double)u->concurrency);
+    }
 }
 
 static int
@@ -452,6 +484,7 @@ health_main(void *arg)
         if (!db)
             db = rl_db_connect_role(h->cfg, RL_DB_ROLE_HEALTH, errstr,
                                     sizeof(errstr));
+        memset(&g, 0, sizeof(g));
         err = db ? rl_db_ops_gauges(db, &g, errstr, sizeof(errstr)) : -1;
         if (err == 0) {
             rl_metrics_set(h->metrics, "runledger_outbox_backlog", NULL,
@@ -471,6 +504,9 @@ health_main(void *arg)
                          "attempts", (double)g.attempts_rows);
             set_labelled(h->metrics, "runledger_ledger_rows", "table",
                          "outbox_delivered", (double)g.delivered_rows);
+            rl_metrics_set(h->metrics, "runledger_runs_waiting", NULL,
+                           (double)g.waiting_runs);
+            set_limits(h->metrics, &g);
             if (!atomic_exchange(&h->db_ok, 1))
                 rl_log_info(NULL, "health: postgresql reachable");
         } else {
@@ -485,6 +521,7 @@ health_main(void *arg)
             rl_db_destroy(db);
             db = NULL;
         }
+        rl_db_gauges_clear(&g);
 
         clock_gettime(CLOCK_REALTIME, &until);
         until.tv_sec += h->cfg->health_interval_seconds;

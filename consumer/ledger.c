@@ -49,8 +49,21 @@ struct ledger {
     int abandoned;
     size_t in_model;   /* live runs whose call the model thread holds */
     size_t completing; /* live runs the completer holds */
+    /* Until then the ledger has seen runs wait for a slot (registered
+     * pending, or a sweep that filled its room): the intake claims
+     * nothing, so every slot is handed out by the fair claim of the
+     * sweeper, and a slot that frees is refilled at once (sweep_soon)
+     * rather than at the next sweep. */
+    int64_t backlog_until;
+    int sweep_soon;
+    int64_t last_sweep;
     unsigned int seed;
 };
+
+/* How long a backlog seen keeps slots handed out by the sweeper, and the
+ * shortest time between two sweeps it asks for. */
+#define BACKLOG_MS 10000
+#define SWEEP_SOON_MS 20
 
 static size_t
 count(const struct rl_item *list)
@@ -179,6 +192,8 @@ finish(struct ledger *lg, struct rl_item *item)
 {
     trace_run_end(lg, item,
                   item->trace_outcome ? item->trace_outcome : "released");
+    if (lg->backlog_until > rl_clock_ms())
+        lg->sweep_soon = 1;
     live_remove(lg, item);
     rl_pipeline_finish(lg->pl, item);
 }
@@ -886,10 +901,13 @@ land(struct ledger *lg, struct rl_item *list)
     }
 }
 
-/* Registers and claims up to 512 runs of batch in one round trip.
- * Returns the rest of the list, not yet claimed. */
+/* Registers up to 512 runs of batch in one round trip and claims at most
+ * *room of them (the model slots free), taking what it claimed off *room.
+ * The runs not claimed are pending in the ledger, due now, and done here:
+ * their offsets are committed and a sweeper claims them. Returns the rest
+ * of the list, not yet registered. */
 static struct rl_item *
-claim_chunk(struct ledger *lg, struct rl_item *batch)
+claim_chunk(struct ledger *lg, struct rl_item *batch, long *room)
 {
     struct rl_run_reg regs[512];
     struct rl_claim claims[512];
@@ -938,9 +956,9 @@ claim_chunk(struct ledger *lg, struct rl_item *batch)
     items[n - 1]->next = NULL;
     leased_at = rl_clock_ms(); /* before the statement: the lease runs from its
                              own start */
-    err = rl_db_register_claim(lg->db, regs, n, lg->cfg->worker_id,
-                               lg->cfg->lease_seconds, claims, errstr,
-                               sizeof(errstr));
+    err = rl_db_register_claim_some(lg->db, regs, n, lg->cfg->worker_id,
+                                    lg->cfg->lease_seconds, *room, claims,
+                                    errstr, sizeof(errstr));
     if (err == RL_ERR_INVALID && n > 1) {
         /* The database refused a value of one event (a constraint, or
          * JSON that jsonb rejects): it must not hold up the others, so
@@ -951,7 +969,7 @@ claim_chunk(struct ledger *lg, struct rl_item *batch)
                     n, errstr);
         for (size_t i = 0; i < n; i++) {
             items[i]->next = NULL;
-            claim_chunk(lg, items[i]);
+            claim_chunk(lg, items[i], room);
         }
         return rest;
     }
@@ -989,6 +1007,8 @@ claim_chunk(struct ledger *lg, struct rl_item *batch)
         rl_item_recount(it);
         switch (c->status) {
         case RL_CLAIM_WON:
+            if (*room > 0)
+                (*room)--;
             atomic_fetch_add(&lg->pl->counters.claims_won, 1);
             it->lease_epoch = c->lease_epoch;
             it->leased_at = leased_at;
@@ -1004,6 +1024,14 @@ claim_chunk(struct ledger *lg, struct rl_item *batch)
             live_add(lg, it);
             *won_tail = it;
             won_tail = &it->next;
+            break;
+        case RL_CLAIM_QUEUED:
+            /* Durable and due: any worker's sweeper claims it when a slot
+             * (of its tenant) is free. */
+            atomic_fetch_add(&lg->pl->counters.queued, 1);
+            lg->backlog_until = rl_clock_ms() + BACKLOG_MS;
+            lg->sweep_soon = 1;
+            finish(lg, it);
             break;
         case RL_CLAIM_CONFLICT:
             atomic_fetch_add(&lg->pl->counters.conflicts, 1);
@@ -1030,12 +1058,17 @@ claim_chunk(struct ledger *lg, struct rl_item *batch)
     return rest;
 }
 
-/* Registers and claims a list of Kafka runs, 512 per round trip. */
+/* Registers a list of Kafka runs, 512 per round trip, and claims up to
+ * room of them (the model slots free); none while a backlog waits in the
+ * ledger, whose runs the sweeper hands the slots to in a fair order. */
 static void
-claim_intake(struct ledger *lg, struct rl_item *batch)
+claim_intake(struct ledger *lg, struct rl_item *batch, long room)
 {
+    if (lg->backlog_until > rl_clock_ms())
+        room = 0;
+
     while (batch)
-        batch = claim_chunk(lg, batch);
+        batch = claim_chunk(lg, batch, &room);
 }
 
 /* Model calls the ledger may start now: RUNLEDGER_MAX_IN_FLIGHT caps the
@@ -1081,8 +1114,8 @@ static void
 sweep(struct ledger *lg)
 {
     long room = model_room(lg);
-    long held = RL_PIPELINE_HOLD_MAX(lg->cfg->max_in_flight) -
-                atomic_load(&lg->pl->in_flight);
+    long held =
+        RL_PIPELINE_LIVE_MAX(lg->cfg->max_in_flight) - (long)lg->live_count;
     long bytes_room = held_bytes_room(lg);
     struct rl_claim claims[256];
     struct rl_item *list = NULL, **tail = &list;
@@ -1102,8 +1135,15 @@ sweep(struct ledger *lg)
     if (room > 256)
         room = 256;
     leased_at = rl_clock_ms();
+    lg->sweep_soon = 0;
+    lg->last_sweep = leased_at;
     err = rl_db_claim_due(lg->db, lg->cfg->worker_id, lg->cfg->lease_seconds,
                           (size_t)room, claims, &n, errstr, sizeof(errstr));
+    if (err == 0 && n == (size_t)room) {
+        /* Every slot asked for was filled: more may wait. */
+        lg->backlog_until = leased_at + BACKLOG_MS;
+        lg->sweep_soon = 1;
+    }
     if (err) {
         rl_log_warn(NULL, "sweeper could not claim: %s", errstr);
         rl_db_destroy(lg->db);
@@ -1405,7 +1445,7 @@ redo_deferred(struct ledger *lg)
     handle_results(lg, results_again);
     start_attempts(lg, start_again);
     if (claim_again)
-        claim_intake(lg, claim_again);
+        claim_intake(lg, claim_again, model_room(lg));
 }
 
 /* Sleeps up to ms unless there is work: results, runs back from the
@@ -1484,8 +1524,6 @@ rl_ledger_main(void *arg)
         claiming = lg.completing < RL_PIPELINE_BATCH_MAX ||
                    lg.completing <= lg.in_model;
         room = claiming ? model_room(&lg) : 0;
-        if (room > lg.cfg->db_batch)
-            room = lg.cfg->db_batch;
         if (stopping) {
             /* Not claimed yet: not ours to start. Their offsets stay
              * uncommitted and the events are consumed again. */
@@ -1498,16 +1536,21 @@ rl_ledger_main(void *arg)
                     batch = next;
                 }
             }
-        } else if (lg.db && room > 0 &&
-                   (batch = rl_queue_take(&pl->intake, (size_t)room))) {
-            claim_intake(&lg, batch);
+        } else if (lg.db && (batch = rl_queue_take(&pl->intake,
+                                                   (size_t)lg.cfg->db_batch))) {
+            /* Registered whether or not a slot is free: admission never
+             * waits for the model, and the offsets move on. */
+            claim_intake(&lg, batch, room);
             claimed = 1;
         }
 
         /* The sweeper runs on time even while a backlog keeps the intake
-         * busy (leases are renewed by the renewer thread). */
+         * busy (leases are renewed by the renewer thread), and at once
+         * when a slot frees while runs wait for one. */
         now = rl_clock_ms();
-        if (lg.db && !stopping && now >= lg.next_sweep) {
+        if (lg.db && !stopping &&
+            (now >= lg.next_sweep || (lg.sweep_soon && room > 0 &&
+                                      now >= lg.last_sweep + SWEEP_SOON_MS))) {
             sweep(&lg);
             lg.next_sweep = now + lg.cfg->sweep_interval_ms;
         }
@@ -1528,7 +1571,8 @@ rl_ledger_main(void *arg)
              (atomic_load(&pl->abandon) && lg.live_count == count(lg.retry))))
             break;
         if (!claimed)
-            wait_for_work(&lg, 50, room > 0);
+            wait_for_work(&lg, lg.sweep_soon && room > 0 ? SWEEP_SOON_MS : 50,
+                          lg.db != NULL);
     }
     /* Deferred writes that never found a connection: their leases expire
      * and the sweeper of another worker takes the runs over. */

@@ -22,6 +22,8 @@ static const struct command commands[] = {
     {"approvers", rl_cmd_approvers,
      "add, remove or list who may approve a tenant's runs"},
     {"budgets", rl_cmd_budgets, "set, show or remove daily token budgets"},
+    {"limits", rl_cmd_limits,
+     "set, show or remove concurrency limits per tenant and job"},
     {"report", rl_cmd_report, "runs, generations and tokens of a period"},
     {"dlq", rl_cmd_dlq, "list dead letters; replay their events"},
     {"receive", rl_cmd_receive,

@@ -31,12 +31,24 @@
 #include "rl/model.h"
 #include "rl/trace.h"
 
-/* The most runs one process holds between intake and a durable state, for
- * an in-flight cap (RUNLEDGER_MAX_IN_FLIGHT) of cap model calls: up to cap
- * calls in flight, the rest parsed and waiting to be claimed, or answered
- * and waiting for their completion. The Kafka thread pauses its partitions
- * there, so memory stays bounded whatever the model's latency. */
-#define RL_PIPELINE_HOLD_MAX(cap) (2L * (long)(cap))
+/* The most runs one process holds leased, for an in-flight cap
+ * (RUNLEDGER_MAX_IN_FLIGHT) of cap model calls: up to cap calls in flight,
+ * the rest answered and waiting for their completion. The sweeper claims
+ * no more than that. */
+#define RL_PIPELINE_LIVE_MAX(cap) (2L * (long)(cap))
+
+/* Runs parsed and waiting in the intake to be registered, beyond the
+ * leased ones. The ledger registers the intake whether or not a model slot
+ * is free (what has no slot stays pending in the ledger), so the intake
+ * drains at the speed of PostgreSQL, not of the model. */
+#define RL_PIPELINE_INTAKE_MAX 1024L
+
+/* The most runs one process holds between intake and a durable state. The
+ * Kafka thread pauses its partitions there: a memory guard, reached when
+ * PostgreSQL cannot keep up with the intake, never because model slots are
+ * busy. */
+#define RL_PIPELINE_HOLD_MAX(cap)                                              \
+    (RL_PIPELINE_LIVE_MAX(cap) + RL_PIPELINE_INTAKE_MAX)
 
 /* The held runs are also bounded by the bytes they keep
  * (RUNLEDGER_MAX_HELD_BYTES, counted in rl_counters.held_bytes): a few
@@ -191,6 +203,7 @@ struct rl_counters {
     atomic_llong lease_lost;
     atomic_llong dead_letters;
     atomic_llong swept;
+    atomic_llong queued; /* registered pending: no slot, or over a limit */
     atomic_llong relayed;
     atomic_llong budget_deferrals; /* dispatches refused by a spent budget */
     atomic_llong budget_waits;     /* ... by reservations of calls in flight */

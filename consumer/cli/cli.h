@@ -15,6 +15,10 @@ int rl_cmd_approvers(int argc, char **argv);
 /* `budgets`: set, show or remove daily token budgets. */
 int rl_cmd_budgets(int argc, char **argv);
 
+/* `limits`: set, show or remove concurrency limits and weights per
+ * tenant and job; with --model, the model rate limits. */
+int rl_cmd_limits(int argc, char **argv);
+
 /* `report`: runs, generations and tokens of a period. */
 int rl_cmd_report(int argc, char **argv);
 

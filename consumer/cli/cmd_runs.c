@@ -234,6 +234,11 @@ print_run(const cJSON *report)
     for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
         printf("%-17s %s\n", fields[i],
                rl_cli_json_text(run, fields[i], "-", b[0], 8192));
+    /* A pending run held back by a concurrency limit, not by a fault. */
+    item = cJSON_GetObjectItemCaseSensitive(report, "waiting");
+    if (cJSON_IsObject(item))
+        printf("%-17s %s\n", "waiting",
+               rl_cli_json_text(item, "reason", "-", b[0], 8192));
 
     printf("\nattempts:\n");
     rl_cli_table_print(&attempt_table,

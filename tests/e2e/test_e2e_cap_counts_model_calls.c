@@ -1,14 +1,17 @@
 /* RUNLEDGER_MAX_IN_FLIGHT caps the model calls in flight, not the runs a
  * process holds: a call's slot is free as soon as its answer is back,
  * while the answer waits for its completion, and the process holds at
- * most twice the cap (the Kafka thread pauses its partitions there).
+ * most twice the cap leased. Admission does not wait for a slot: every
+ * event is registered, pending, and its offset committed.
  *
  * One consumer with a cap of 4, a stub of the test's own answering after
  * 300 ms, 12 events on one partition, and the test holding the outbox
  * locked (LOCK TABLE outbox IN EXCLUSIVE MODE), so no completion can
  * commit. Asserts: 8 runs are dispatched (the first 4 calls answered and
  * waiting for their completion, 4 more sent meanwhile), none completes,
- * and no 9th is dispatched or even consumed while those 8 are held; once
+ * and no 9th is dispatched or leased while those 8 are held, while the 4
+ * others are registered pending (their offsets wait for the earlier runs
+ * of the partition); once
  * the lock is released, all 12 complete with one attempt each and their
  * two notifications, every offset is committed, and the stub saw at most
  * 4 calls at once, and 4. Fails on a cap that counts held runs (4
@@ -34,13 +37,14 @@ stub_saw_requests(struct e2e *t, void *opaque)
            e2e_int(t, "SELECT count(*) FROM attempts");
 }
 
-/* 1 once the consumer took more than 2 * CAP runs: claimed more (a claim
- * inserts the run's row) or dispatched more. */
+/* 1 once the consumer held more than 2 * CAP runs: leased more or
+ * dispatched more. */
 static int
 held_beyond_bound(struct e2e *t, void *opaque)
 {
     (void)opaque;
-    return e2e_int(t, "SELECT count(*) FROM runs") > 2 * CAP ||
+    return e2e_int(t, "SELECT count(*) FROM runs WHERE status = 'running'") >
+               2 * CAP ||
            e2e_int(t, "SELECT count(*) FROM attempts") > 2 * CAP;
 }
 
@@ -88,7 +92,12 @@ main(void)
      * so the bound is watched for two seconds (six call latencies) while
      * the 4 events left are in the topic for the taking. */
     RL_CHECK(!e2e_wait(held_beyond_bound, &t, NULL, 2000));
-    RL_CHECK_INTEQ(e2e_int(&t, "SELECT count(*) FROM runs"), 2 * CAP);
+    RL_CHECK_INTEQ(
+        e2e_int(&t, "SELECT count(*) FROM runs WHERE status = 'running'"),
+        2 * CAP);
+    RL_CHECK_INTEQ(
+        e2e_int(&t, "SELECT count(*) FROM runs WHERE status = 'pending'"),
+        EVENTS - 2 * CAP);
     RL_CHECK_INTEQ(e2e_int(&t, "SELECT count(*) FROM attempts"), 2 * CAP);
     RL_CHECK(e2e_stub_stat(&t, "in_flight") == 0);
 

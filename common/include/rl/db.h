@@ -141,8 +141,11 @@ enum rl_claim_status {
                            logical run exists under another run_id): the
                            row is untouched and nothing stored is given */
     RL_CLAIM_PARKED,    /* status failed or unknown */
-    RL_CLAIM_NOT_DUE    /* pending, next_attempt_at in the future: the
+    RL_CLAIM_NOT_DUE,   /* pending, next_attempt_at in the future: the
                            sweeper owns it */
+    RL_CLAIM_QUEUED     /* registered (or found) pending and due, left for
+                           a sweeper: rl_db_register_claim_some had no
+                           slot for it, or a concurrency limit covers it */
 };
 
 /* Short stable name ("won", "completed", ...). */
@@ -192,11 +195,24 @@ int rl_db_register_claim(struct rl_db *db, const struct rl_run_reg *regs,
                          struct rl_claim *claims, char *errstr,
                          size_t errstr_size);
 
-/* Sweeper: claims up to limit runs that are pending and due, or running
- * with an expired lease, skipping rows other transactions hold (FOR UPDATE
- * SKIP LOCKED), so several sweepers share the work. Every returned claim
- * is RL_CLAIM_WON with its identity, stored request and raw input,
- * lease_epoch and ambiguity evidence. claims holds limit entries; sets
+/* As rl_db_register_claim, but claims at most claim_max runs of the batch
+ * (the model slots the caller has; -1: every due run, as
+ * rl_db_register_claim). Every new run is registered pending and due now;
+ * the runs not claimed, those of a tenant or job with a concurrency limit
+ * included, answer RL_CLAIM_QUEUED and are a sweeper's to claim
+ * (rl_db_claim_due). Returns as rl_db_register_claim. */
+int rl_db_register_claim_some(struct rl_db *db, const struct rl_run_reg *regs,
+                              size_t n, const char *worker, int lease_seconds,
+                              long claim_max, struct rl_claim *claims,
+                              char *errstr, size_t errstr_size);
+
+/* Sweeper: claims up to limit runs that are running with an expired lease,
+ * or pending and due, these in a fair order across tenants (round-robin,
+ * weighted by run_limits.weight) and within the concurrency limits of
+ * run_limits (schema/018_fair_claims.sql), skipping rows other
+ * transactions hold (SKIP LOCKED), so several sweepers share the work. Every
+ * returned claim is RL_CLAIM_WON with its identity, stored request and raw
+ * input, lease_epoch and ambiguity evidence. claims holds limit entries; sets
  * *n_claimed. Returns 0 or RL_ERR_INVALID / RL_ERR_DB. */
 int rl_db_claim_due(struct rl_db *db, const char *worker, int lease_seconds,
                     size_t limit, struct rl_claim *claims, size_t *n_claimed,
@@ -501,11 +517,34 @@ struct rl_db_gauges {
     int64_t runs_rows;              /* estimated rows of runs, */
     int64_t attempts_rows;          /* attempts and outbox_delivered */
     int64_t delivered_rows;         /* (pg_stat_get_live_tuples) */
+    int64_t waiting_runs;           /* pending and due now (to 100,000) */
+    /* One per run_limits row with a concurrency (at most
+     * RL_DB_GAUGE_LIMITS_MAX, in key order): owned, freed by
+     * rl_db_gauges_clear. */
+    struct rl_db_limit_use *limits;
+    size_t nlimits;
 };
 
-/* Reads the gauges in one round trip (cheap: bounded count, index scans).
- * Returns 0 or RL_ERR_DB. */
+/* Runs running under one concurrency limit; job "" is tenant-wide. */
+struct rl_db_limit_use {
+    char *tenant;
+    char *job;
+    int64_t concurrency;
+    int64_t running;
+};
+
+/* Limits reported by rl_db_ops_gauges: keeps a scrape and the label
+ * cardinality of /metrics bounded whatever an operator configures. */
+#define RL_DB_GAUGE_LIMITS_MAX 1000
+
+/* Reads the gauges in two round trips (cheap: bounded counts, index
+ * scans). Fills *g, whose limits the caller frees with
+ * rl_db_gauges_clear (also on failure). Returns 0, RL_ERR_DB or
+ * RL_ERR_NOMEM. */
 int rl_db_ops_gauges(struct rl_db *db, struct rl_db_gauges *g, char *errstr,
                      size_t errstr_size);
+
+/* Frees what rl_db_ops_gauges allocated in g; g may be NULL. */
+void rl_db_gauges_clear(struct rl_db_gauges *g);
 
 #endif /* RL_DB_H */

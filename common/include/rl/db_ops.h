@@ -139,6 +139,27 @@ int rl_db_runs_cancel(struct rl_db *db, const struct rl_cancel_filter *filter,
                       const char *actor, const char *reason, int batch,
                       int64_t *cancelled, char *errstr, size_t errstr_size);
 
+/* ---- concurrency limits (schema/018_fair_claims.sql) ------------------ */
+
+/* `limits set`: the concurrency limit (runs running at once across every
+ * worker; -1: keep what is set, none when new) and the weight (fair share
+ * of slots; 0: keep, 1 when new) of tenant, or with job (not NULL or "")
+ * the concurrency limit of that job alone. Returns 0, RL_ERR_INVALID or
+ * RL_ERR_DB. */
+int rl_db_limit_set(struct rl_db *db, const char *tenant, const char *job,
+                    int concurrency, int weight, char *errstr,
+                    size_t errstr_size);
+
+/* `limits remove`. Returns 0, RL_ERR_NOTFOUND or RL_ERR_DB. */
+int rl_db_limit_remove(struct rl_db *db, const char *tenant, const char *job,
+                       char *errstr, size_t errstr_size);
+
+/* `limits show`: every limit (of tenant when not NULL) with its runs
+ * running and waiting (pending and due), as a JSON array. *json is
+ * malloc'd. Returns 0 or RL_ERR_DB. */
+int rl_db_limits_json(struct rl_db *db, const char *tenant, char **json,
+                      char *errstr, size_t errstr_size);
+
 /* ---- budgets, cost report (schema/004_budgets.sql) -------------------- */
 
 /* `budgets set`: the daily token budget of tenant (job NULL or "": the

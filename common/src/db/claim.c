@@ -1,7 +1,7 @@
 /* claim.c: how a run comes to be held. Registering a batch of runs and
  * claiming each one that is due (rl_db_register_claim, one round trip
- * through rl_claim_runs of schema/001_init.sql, 008 and 017), and the sweeper's
- * claim of due retries and expired leases (rl_db_claim_due). Both return
+ * through rl_claim_runs of schema/018_fair_claims.sql), and the sweeper's
+ * claim of expired leases and due runs (rl_db_claim_due). Both return
  * the lease epoch every later write must name. */
 #include <inttypes.h>
 #include <stdio.h>
@@ -11,57 +11,28 @@
 #include "db_int.h"
 #include "rl/err.h"
 
-/* Register + claim a batch: see rl_claim_runs in schema/017_traceparent.sql. */
+/* Register + claim a batch: see rl_claim_runs in schema/018_fair_claims.sql. */
 static const struct db_stmt claim_runs = {
     DB_STMT_CLAIM_RUNS, "claim_runs",
     "SELECT * FROM rl_claim_runs($1::text[], $2::text[], $3::text[], "
     "$4::timestamptz[], $5::text[], $6::text[], $7::jsonb[], $8::jsonb[], "
     "$9::float8[], $10::text[], $11::int4[], $12::int8[], $15::text[], "
-    "$13::text, $14::float8)",
-    15};
+    "$13::text, $14::float8, $16::int4)",
+    16};
 
-/* Sweeper: due retries and expired leases, each row claimed by exactly one
- * sweeper (SKIP LOCKED); the result has rl_claim_runs' columns. */
+/* Sweeper: expired leases, then due pending runs in a fair order within
+ * the concurrency limits, each row claimed by exactly one sweeper; see
+ * rl_claim_due in schema/018_fair_claims.sql. The result has
+ * rl_claim_runs' columns. */
 static const struct db_stmt claim_due_runs = {
     DB_STMT_CLAIM_DUE_RUNS, "claim_due_runs",
-    "WITH retry AS ("
-    "  SELECT r.run_id FROM runs r"
-    "   WHERE r.status = 'pending' AND r.next_attempt_at <= now()"
-    "   ORDER BY r.next_attempt_at LIMIT $3"
-    "     FOR NO KEY UPDATE SKIP LOCKED"
-    "), expired AS ("
-    "  SELECT r.run_id FROM runs r"
-    "   WHERE r.status = 'running' AND r.lock_expires_at < now()"
-    "   ORDER BY r.lock_expires_at LIMIT $3"
-    "     FOR NO KEY UPDATE SKIP LOCKED"
-    "), due AS ("
-    "  SELECT d.run_id FROM (SELECT run_id FROM retry"
-    "                        UNION ALL SELECT run_id FROM expired) d"
-    "   LIMIT $3"
-    "), c AS ("
-    "  UPDATE runs r"
-    "     SET status = 'running', lock_owner = $1::text,"
-    "         lock_expires_at = now() + make_interval(secs => $2::float8),"
-    "         lease_epoch = r.lease_epoch + 1, next_attempt_at = NULL,"
-    "         updated_at = now()"
-    "    FROM due WHERE r.run_id = due.run_id"
-    "  RETURNING r.*"
-    ")"
-    "SELECT row_number() OVER (), c.run_id, 'won', c.status, c.fingerprint,"
-    "       c.lease_epoch, c.attempts, rl_ambiguous_prior(c.run_id),"
-    "       rl_ambiguous_attempts(c.run_id),"
-    "       coalesce(c.deadline_at <= now(), false), c.job, c.tenant,"
-    "       to_char(c.scheduled_at AT TIME ZONE 'UTC',"
-    "               'YYYY-MM-DD\"T\"HH24:MI:SS\"+00:00\"'),"
-    "       c.version, c.request, c.raw_input, NULL::jsonb, c.source_topic,"
-    "       c.source_partition, c.source_offset, c.traceparent"
-    "  FROM c",
-    3};
+    "SELECT * FROM rl_claim_due($1::text, $2::float8, $3::int4)", 3};
 
 static const char *const claim_names[] = {
     [RL_CLAIM_WON] = "won",       [RL_CLAIM_COMPLETED] = "completed",
     [RL_CLAIM_LEASED] = "leased", [RL_CLAIM_CONFLICT] = "conflict",
     [RL_CLAIM_PARKED] = "parked", [RL_CLAIM_NOT_DUE] = "not_due",
+    [RL_CLAIM_QUEUED] = "queued",
 };
 
 const char *
@@ -173,6 +144,16 @@ rl_db_register_claim(struct rl_db *db, const struct rl_run_reg *regs, size_t n,
                      const char *worker, int lease_seconds,
                      struct rl_claim *claims, char *errstr, size_t errstr_size)
 {
+    return rl_db_register_claim_some(db, regs, n, worker, lease_seconds, -1,
+                                     claims, errstr, errstr_size);
+}
+
+int
+rl_db_register_claim_some(struct rl_db *db, const struct rl_run_reg *regs,
+                          size_t n, const char *worker, int lease_seconds,
+                          long claim_max, struct rl_claim *claims, char *errstr,
+                          size_t errstr_size)
+{
     enum {
         A_RUN_ID,
         A_JOB,
@@ -190,8 +171,9 @@ rl_db_register_claim(struct rl_db *db, const struct rl_run_reg *regs, size_t n,
         A_COUNT
     };
     struct rl_buf arrays[A_COUNT];
-    const char *params[15];
+    const char *params[16];
     char lease[32];
+    char max[32];
     const char *subject = n == 1 ? regs[0].run_id : NULL;
     const char *what = n == 1 ? "claim run" : "claim runs";
     PGresult *res = NULL;
@@ -254,6 +236,8 @@ rl_db_register_claim(struct rl_db *db, const struct rl_run_reg *regs, size_t n,
     snprintf(lease, sizeof(lease), "%d", lease_seconds);
     params[12] = worker;
     params[13] = lease;
+    snprintf(max, sizeof(max), "%ld", claim_max);
+    params[15] = claim_max < 0 ? NULL : max;
 
     res = db_exec_stmt(db, &claim_runs, params, what, subject, &err, errstr,
                        errstr_size);

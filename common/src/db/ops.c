@@ -48,7 +48,9 @@ rl_db_exec(struct rl_db *db, const char *sql, int nparams,
  * awaiting approval from runs_awaiting_approval_idx, cancelled runs from
  * runs_cancelled_idx. The ledger's size is the statistics collector's live-row
  * estimate (what autovacuum goes by, kept current by every insert and delete),
- * never a count: a count of runs would read the whole table on every scrape. */
+ * never a count: a count of runs would read the whole table on every scrape.
+ * Runs waiting (pending and due) are counted up to 100,000 through
+ * runs_due_retries_idx, index only, like the outbox backlog. */
 static const char ops_gauges[] =
     "SELECT (SELECT count(*) FROM (SELECT 1 FROM outbox"
     "                               ORDER BY created_at LIMIT 100000) s),"
@@ -61,7 +63,24 @@ static const char ops_gauges[] =
     "       (SELECT count(*) FROM runs WHERE status = 'cancelled'),"
     "       pg_stat_get_live_tuples(to_regclass('runs')),"
     "       pg_stat_get_live_tuples(to_regclass('attempts')),"
-    "       pg_stat_get_live_tuples(to_regclass('outbox_delivered'))";
+    "       pg_stat_get_live_tuples(to_regclass('outbox_delivered')),"
+    "       (SELECT count(*) FROM (SELECT 1 FROM runs"
+    "                               WHERE status = 'pending'"
+    "                                 AND next_attempt_at <= now()"
+    "                               ORDER BY next_attempt_at"
+    "                               LIMIT 100000) s)";
+
+/* The runs running under each concurrency limit: one index-only count per
+ * limit row through runs_running_by_tenant_idx (schema/018), at most
+ * RL_DB_GAUGE_LIMITS_MAX rows. */
+static const char ops_limit_gauges[] =
+    "SELECT l.tenant, l.job, l.concurrency,"
+    "       (SELECT count(*) FROM runs x"
+    "         WHERE x.status = 'running' AND x.tenant = l.tenant"
+    "           AND (l.job = '' OR x.job = l.job))"
+    "  FROM run_limits l"
+    " WHERE l.concurrency IS NOT NULL"
+    " ORDER BY l.tenant, l.job LIMIT 1000";
 
 static const char ops_list_runs[] =
     "SELECT coalesce(json_agg(x ORDER BY x.scheduled_at DESC, x.run_id),"
@@ -122,6 +141,7 @@ static const char ops_list_runs[] =
                                                                     "$5::int8) "
                                                                     "x";
 
+/* clang-format off */
 static const char ops_run_report
     [] = "SELECT json_build_object("
          "  'run', (SELECT row_to_json(x) FROM "
@@ -225,9 +245,29 @@ static const char ops_run_report
                                                                                                                                                                                                                                                                                                                                    "     FROM (SELECT decision_id, decision, actor, reason, prior_status,"
                                                                                                                                                                                                                                                                                                                                    "                  attempts, " DB_TS_US(
                                                                                                                                                                                                                                                                                                                                        "decided_at") " AS decided_at"
-                                                                                                                                                                                                                                                                                                                                                     "             FROM run_decisions WHERE run_id = $1) d), '[]')"
+                                                                                                                                                                                                                                                                                                                                                     "             FROM run_decisions WHERE run_id = $1) d), '[]'),"
+    /* A due pending run whose tenant (or job) is at its concurrency
+     * limit waits for one of its runs to end: say so, naming the limit
+     * (the tenant's first). */
+    "  'waiting', (SELECT json_build_object("
+    "      'tenant', l.tenant, 'job', nullif(l.job, ''),"
+    "      'limit', l.concurrency, 'running', u.n,"
+    "      'reason', CASE WHEN l.job = ''"
+    "          THEN format('waiting for a slot: tenant %s at its limit of"
+    " %s running', l.tenant, l.concurrency)"
+    "          ELSE format('waiting for a slot: job %s of tenant %s at its"
+    " limit of %s running', l.job, l.tenant, l.concurrency) END)"
+    "     FROM run_limits l"
+    "    CROSS JOIN LATERAL (SELECT count(*) AS n FROM runs x"
+    "           WHERE x.status = 'running' AND x.tenant = l.tenant"
+    "             AND (l.job = '' OR x.job = l.job)) u"
+    "    WHERE r.status = 'pending' AND r.next_attempt_at <= now()"
+    "      AND l.tenant = r.tenant AND l.job IN ('', r.job)"
+    "      AND l.concurrency IS NOT NULL AND u.n >= l.concurrency"
+    "    ORDER BY l.job LIMIT 1)"
                                                                                                                                                                                                                                                                                                                                                      ")::text"
                                                                                                                                                                                                                                                                                                                                                      "  FROM runs r WHERE r.run_id = $1";
+/* clang-format on */
 
 /* Re-open a parked run. An attempt left without an outcome is closed as
  * ambiguous (its result is unknowable, which is what the operator accepted
@@ -389,6 +429,7 @@ rl_db_ops_gauges(struct rl_db *db, struct rl_db_gauges *g, char *errstr,
     PGresult *res;
     int err = RL_ERR_DB;
     int64_t counted, estimate;
+    int n, oom = 0;
 
     memset(g, 0, sizeof(*g));
     if (db_apply_schema(db, errstr, errstr_size) != 0)
@@ -413,8 +454,48 @@ rl_db_ops_gauges(struct rl_db *db, struct rl_db_gauges *g, char *errstr,
     g->runs_rows = db_int_value(res, 0, 6, 0);
     g->attempts_rows = db_int_value(res, 0, 7, 0);
     g->delivered_rows = db_int_value(res, 0, 8, 0);
+    g->waiting_runs = db_int_value(res, 0, 9, 0);
     PQclear(res);
+
+    res = db_exec_simple(db, ops_limit_gauges, 0, NULL, &err, errstr,
+                         errstr_size, "read limit gauges");
+    if (!res)
+        return err;
+    n = PQntuples(res);
+    if (n > 0)
+        g->limits = calloc((size_t)n, sizeof(*g->limits));
+    if (n > 0 && !g->limits)
+        oom = 1;
+    for (int i = 0; !oom && i < n && i < RL_DB_GAUGE_LIMITS_MAX; i++) {
+        struct rl_db_limit_use *u = &g->limits[i];
+
+        u->tenant = db_dup_value(res, i, 0, &oom);
+        u->job = db_dup_value(res, i, 1, &oom);
+        u->concurrency = db_int_value(res, i, 2, 0);
+        u->running = db_int_value(res, i, 3, 0);
+        g->nlimits = (size_t)i + 1;
+    }
+    PQclear(res);
+    if (oom) {
+        rl_set_err(errstr, errstr_size,
+                   "could not read limit gauges: out of memory");
+        return RL_ERR_NOMEM;
+    }
     return 0;
+}
+
+void
+rl_db_gauges_clear(struct rl_db_gauges *g)
+{
+    if (!g)
+        return;
+    for (size_t i = 0; i < g->nlimits; i++) {
+        free(g->limits[i].tenant);
+        free(g->limits[i].job);
+    }
+    free(g->limits);
+    g->limits = NULL;
+    g->nlimits = 0;
 }
 
 /* One text value of a one-row result into a malloc'd string. */
