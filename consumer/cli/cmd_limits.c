@@ -38,12 +38,12 @@ static const char usage_text[] =
 /* clang-format on */
 
 static const struct rl_cli_column limit_columns[] = {
-    {"TENANT", "tenant", -24},        {"JOB", "job", -24},
+    {"TENANT", "tenant", -24},          {"JOB", "job", -24},
     {"CONCURRENCY", "concurrency", 11}, {"WEIGHT", "weight", 6},
-    {"RUNNING", "running", 8},        {"WAITING", "waiting", 8}};
+    {"RUNNING", "running", 8},          {"WAITING", "waiting", 8}};
 
-static const struct rl_cli_table limit_table = {
-    "", " ", "-", limit_columns, RL_CLI_NCOLUMNS(limit_columns)};
+static const struct rl_cli_table limit_table = {"", " ", "-", limit_columns,
+                                                RL_CLI_NCOLUMNS(limit_columns)};
 
 /* Prints the limits (json, a JSON array of rows) as the table: a
  * tenant's own limit, which covers all its jobs, as job "(all)". */

@@ -56,8 +56,8 @@ rl_db_limit_set(struct rl_db *db, const char *tenant, const char *job,
     }
     snprintf(conc, sizeof(conc), "%d", concurrency);
     snprintf(w, sizeof(w), "%d", weight);
-    return db_write(db, ops_limit_set, 4, params, "set the limit", NULL,
-                    errstr, errstr_size);
+    return db_write(db, ops_limit_set, 4, params, "set the limit", NULL, errstr,
+                    errstr_size);
 }
 
 int
