@@ -65,7 +65,9 @@ start_receiver(const char *out)
     int port = 0;
 
     RL_REQUIRE(src != NULL);
-    snprintf(cmd, sizeof(cmd), "%s/tests/otlp/venv.sh", src);
+    /* The shell expands RL_SOURCE_DIR itself, quoted: the clone's path
+     * may hold a space. */
+    snprintf(cmd, sizeof(cmd), "exec \"$RL_SOURCE_DIR\"/tests/otlp/venv.sh");
     p = popen(cmd, "r");
     RL_REQUIRE(p != NULL);
     if (!fgets(python, sizeof(python), p))
