@@ -22,6 +22,8 @@ static const struct command commands[] = {
     {"approvers", rl_cmd_approvers,
      "add, remove or list who may approve a tenant's runs"},
     {"budgets", rl_cmd_budgets, "set, show or remove daily token budgets"},
+    {"model-limits", rl_cmd_limits_model,
+     "set, show or remove requests/tokens per minute of a model"},
     {"report", rl_cmd_report, "runs, generations and tokens of a period"},
     {"receive", rl_cmd_receive,
      "reference receiver: apply each notification once"},

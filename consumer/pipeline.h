@@ -128,6 +128,8 @@ struct rl_counters {
     atomic_llong relayed;
     atomic_llong budget_deferrals; /* dispatches refused by a spent budget */
     atomic_llong budget_waits;     /* ... by reservations of calls in flight */
+    atomic_llong rate_limit_waits; /* ... by a model's rate limit or pause */
+    atomic_llong model_throttles;  /* 429s that paused their model */
 };
 
 struct rl_http; /* health and metrics endpoint (http.h) */
