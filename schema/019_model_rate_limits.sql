@@ -33,11 +33,18 @@
 -- sets an adaptive concurrency cap: halved on every 429 (from the calls in
 -- flight when none was set), +1 after each cap's worth of successful
 -- calls (additive increase, multiplicative decrease). Calls in flight are
--- counted through model_calls, one row per dispatch of a capped model,
--- removed when the attempt gets its outcome (trigger below).
+-- counted through model_calls, one row per dispatch of a capped model
+-- whose attempt has no outcome yet. Nothing happens when an attempt gets
+-- its outcome: the statements that record outcomes run for every run and
+-- stay as they were (no trigger, no extra row). The next dispatch
+-- statement that locks the model's row settles its calls instead: it
+-- deletes the rows whose attempt has an outcome and counts the 'ok' ones
+-- toward the cap's growth, then counts the rest as in flight.
 --
--- With no model_limits row at all, rl_dispatch_runs costs one more probe
--- of an empty table and behaves as in 014.
+-- The hot path. With no model_limits row at all, rl_dispatch_runs costs
+-- one probe of an empty table and behaves as in 014; with rows for other
+-- models only, one more look-up of the batch's models; nothing else in
+-- the ledger changes.
 
 CREATE TABLE model_limits (
     model          text        PRIMARY KEY,
@@ -81,37 +88,6 @@ CREATE TABLE model_calls (
 );
 CREATE INDEX model_calls_model_idx ON model_calls (model);
 
--- The attempt got its outcome: its call is no longer in flight, and a
--- success counts toward the next +1 of the cap.
-CREATE FUNCTION rl_settle_model_call() RETURNS trigger
-LANGUAGE plpgsql
-AS $fn$
-DECLARE
-    v_model text;
-BEGIN
-    DELETE FROM model_calls c
-     WHERE c.run_id = NEW.run_id AND c.attempt_no = NEW.attempt_no
-    RETURNING c.model INTO v_model;
-    IF NOT FOUND OR NEW.outcome <> 'ok' THEN
-        RETURN NEW;
-    END IF;
-    UPDATE model_limits m
-       SET cap_successes = CASE WHEN m.cap_successes + 1 >= m.concurrency_cap
-                                THEN 0 ELSE m.cap_successes + 1 END,
-           concurrency_cap = CASE WHEN m.cap_successes + 1 >= m.concurrency_cap
-                                  THEN m.concurrency_cap + 1
-                                  ELSE m.concurrency_cap END
-     WHERE m.model = v_model AND m.concurrency_cap IS NOT NULL;
-    RETURN NEW;
-END
-$fn$;
-
-CREATE TRIGGER attempts_settle_model_call
-    AFTER UPDATE OF outcome ON attempts
-    FOR EACH ROW
-    WHEN (OLD.outcome IS NULL AND NEW.outcome IS NOT NULL)
-    EXECUTE FUNCTION rl_settle_model_call();
-
 -- The provider refused a call of p_model with 429 (or said nothing is
 -- left): every worker defers the model's runs until now + p_pause_ms
 -- (never earlier than a pause already recorded). p_adaptive: the provider
@@ -130,8 +106,11 @@ DECLARE
     v_flight integer;
 BEGIN
     INSERT INTO model_limits (model) VALUES (p_model) ON CONFLICT DO NOTHING;
-    SELECT count(*) INTO v_flight FROM model_calls c
-     WHERE c.model = p_model AND c.created_at > now() - interval '10 minutes';
+    SELECT count(*) INTO v_flight
+      FROM model_calls c
+      JOIN attempts a ON a.run_id = c.run_id AND a.attempt_no = c.attempt_no
+     WHERE c.model = p_model AND a.outcome IS NULL
+       AND c.created_at > now() - interval '10 minutes';
     RETURN QUERY
     UPDATE model_limits m
        SET paused_until = greatest(m.paused_until, clock_timestamp()
@@ -154,13 +133,16 @@ END
 $fn$;
 
 -- Takes the rate-limit allowances of a dispatch batch: for every model of
--- the batch that has a model_limits row (locked once, in model order), its
+-- p_models (the batch's models that have a model_limits row; locked once,
+-- in model order), first settles the model's finished calls (see above),
+-- then its
 -- runs that would be dispatched (live lease, deadline not passed, no
 -- outcome-less attempt of this lease) take a request and their estimate in
 -- tokens, or are moved back to pending until the bucket has room (or the
 -- pause ends). Returns the runs it deferred: ord, due time, why. Called by
 -- rl_dispatch_runs after the runs are locked.
 CREATE FUNCTION rl_take_model_limits(
+    p_models    text[],
     p_run_ids   text[],
     p_epochs    bigint[],
     p_estimates bigint[],
@@ -189,14 +171,35 @@ DECLARE
     v_due     timestamptz;
     v_why     text;
     v_waits   integer;
+    v_ok      integer;
 BEGIN
     FOR v_m IN
         SELECT m.* FROM model_limits m
-         WHERE m.model IN (SELECT r.request->'request'->>'model'
-                             FROM runs r WHERE r.run_id = ANY (p_run_ids))
+         WHERE m.model = ANY (p_models)
          ORDER BY m.model
            FOR UPDATE
     LOOP
+        -- Settle the calls that got an outcome since the last dispatch:
+        -- additive increase, one step per cap's worth of 'ok' calls.
+        IF v_m.concurrency_cap IS NOT NULL THEN
+            WITH settled AS (
+                DELETE FROM model_calls c
+                 USING attempts a
+                 WHERE c.model = v_m.model
+                   AND a.run_id = c.run_id AND a.attempt_no = c.attempt_no
+                   AND a.outcome IS NOT NULL
+                RETURNING a.outcome)
+            SELECT count(*) FILTER (WHERE s.outcome = 'ok') INTO v_ok
+              FROM settled s;
+            v_m.cap_successes := v_m.cap_successes + v_ok;
+            WHILE v_m.cap_successes >= v_m.concurrency_cap LOOP
+                v_m.cap_successes := v_m.cap_successes - v_m.concurrency_cap;
+                v_m.concurrency_cap := v_m.concurrency_cap + 1;
+            END LOOP;
+        ELSE
+            -- left over from a cap the operator reset
+            DELETE FROM model_calls c WHERE c.model = v_m.model;
+        END IF;
         v_burst_r := greatest(1, floor(v_m.rpm
                      * least(1000, v_m.window_ms / 10) / v_m.window_ms));
         v_burst_t := greatest(1, floor(v_m.tpm
@@ -301,6 +304,8 @@ BEGIN
                                     ELSE v_req END,
                tokens_left = CASE WHEN m.tpm IS NULL THEN NULL ELSE v_tok END,
                refilled_at = v_now,
+               concurrency_cap = v_m.concurrency_cap,
+               cap_successes = v_m.cap_successes,
                waits = m.waits + v_waits
          WHERE m.model = v_m.model;
     END LOOP;
@@ -309,7 +314,8 @@ $fn$;
 
 -- Dispatches of an adaptively capped model are counted while in flight
 -- (model_calls): rl_dispatch_runs inserts them after the attempts.
-CREATE FUNCTION rl_count_model_calls(p_run_ids text[]) RETURNS void
+CREATE FUNCTION rl_count_model_calls(p_models text[], p_run_ids text[])
+RETURNS void
 LANGUAGE sql
 AS $fn$
     INSERT INTO model_calls (run_id, attempt_no, model)
@@ -317,7 +323,8 @@ AS $fn$
       FROM runs r
       JOIN model_limits m ON m.model = r.request->'request'->>'model'
       JOIN attempts a ON a.run_id = r.run_id AND a.attempt_no = r.attempts
-     WHERE r.run_id = ANY (p_run_ids) AND m.concurrency_cap IS NOT NULL
+     WHERE r.run_id = ANY (p_run_ids) AND m.model = ANY (p_models)
+       AND m.concurrency_cap IS NOT NULL
        AND a.outcome IS NULL
         ON CONFLICT DO NOTHING
 $fn$;
@@ -342,6 +349,7 @@ AS $fn$
 DECLARE
     v_run    record;
     v_held   text[] := '{}';
+    v_models text[];
     v_capped boolean := false;
 BEGIN
     IF p_worker IS NULL
@@ -362,12 +370,20 @@ BEGIN
 
     -- 019: the model rate limits, before any attempt is recorded. A run
     -- deferred here is pending again and answers 'rate_limited'; the
-    -- paths below leave it out.
+    -- paths below leave it out. The EXISTS is the whole cost when no model
+    -- is limited; the batch's models are looked up only when some are.
     IF EXISTS (SELECT 1 FROM model_limits) THEN
+        SELECT array_agg(m.model ORDER BY m.model)
+          INTO v_models
+          FROM model_limits m
+         WHERE m.model IN (SELECT r.request->'request'->>'model'
+                             FROM runs r WHERE r.run_id = ANY (p_run_ids));
+    END IF;
+    IF v_models IS NOT NULL THEN
         FOR v_run IN
             SELECT t.run_id, t.ord, t.due, t.detail
-              FROM rl_take_model_limits(p_run_ids, p_epochs, p_estimates,
-                                        p_worker, p_wait_ms) t
+              FROM rl_take_model_limits(v_models, p_run_ids, p_epochs,
+                                        p_estimates, p_worker, p_wait_ms) t
         LOOP
             v_held := v_held || v_run.run_id;
             RETURN QUERY SELECT v_run.ord, 'rate_limited'::text,
@@ -376,8 +392,10 @@ BEGIN
                                         'YYYY-MM-DD"T"HH24:MI:SS"+00:00"'),
                                 v_run.detail;
         END LOOP;
+        -- read under the rows' locks: a 429 may have set a cap meanwhile
         v_capped := EXISTS (SELECT 1 FROM model_limits m
-                             WHERE m.concurrency_cap IS NOT NULL);
+                             WHERE m.model = ANY (v_models)
+                               AND m.concurrency_cap IS NOT NULL);
     END IF;
 
     IF EXISTS (SELECT 1
@@ -417,7 +435,7 @@ BEGIN
                                              v_run.estimate, p_wait_ms) d;
         END LOOP;
         IF v_capped THEN
-            PERFORM rl_count_model_calls(p_run_ids);
+            PERFORM rl_count_model_calls(v_models, p_run_ids);
         END IF;
         RETURN;
     END IF;
@@ -469,7 +487,7 @@ BEGIN
       LEFT JOIN prior p ON p.run_id = u.run_id
      ORDER BY u.ord;
     IF v_capped THEN
-        PERFORM rl_count_model_calls(p_run_ids);
+        PERFORM rl_count_model_calls(v_models, p_run_ids);
     END IF;
 END
 $fn$;

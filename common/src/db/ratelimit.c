@@ -23,7 +23,10 @@ static const char model_limit_set[] =
     "       concurrency_cap = NULL, cap_successes = 0,"
     "       updated_by = EXCLUDED.updated_by, updated_at = now()";
 
+/* The model's counted calls go with it: with no row, no dispatch
+ * statement settles them any more. */
 static const char model_limit_remove[] =
+    "WITH calls AS (DELETE FROM model_calls WHERE model = $1)"
     "DELETE FROM model_limits WHERE model = $1";
 
 static const char model_limits_list[] =
@@ -41,7 +44,11 @@ static const char model_limits_list[] =
                           "                   AS pause_reason,"
                           "               m.concurrency_cap,"
                           "               (SELECT count(*) FROM model_calls c"
-                          "                 WHERE c.model = m.model) AS "
+                          "                  JOIN attempts a"
+                          "                    ON a.run_id = c.run_id"
+                          "                   AND a.attempt_no = c.attempt_no"
+                          "                 WHERE c.model = m.model"
+                          "                   AND a.outcome IS NULL) AS "
                           "in_flight,"
                           "               m.waits, m.throttles,"
                           "               (SELECT count(*) FROM runs r"
