@@ -110,6 +110,12 @@ ratelimit_runs=${BENCH_RATELIMIT_RUNS:-3000}
 ratelimit_rpm=${BENCH_RATELIMIT_RPM:-600}
 ratelimit_tpm=${BENCH_RATELIMIT_TPM:-60000}
 ratelimit_window=${BENCH_RATELIMIT_WINDOW_SECONDS:-60}
+# The token estimate of a request without max_tokens assumes this many
+# completion tokens (RUNLEDGER_BUDGET_DEFAULT_MAX_TOKENS, 1024 by default):
+# at 1024 a run is estimated at ~1,050 tokens and --tpm 60000 admits ~57
+# runs a minute, the rpm limit never binds. The bench's events set no
+# max_tokens and the stub counts none, so the scenario assumes 64.
+ratelimit_max_tokens=${BENCH_RATELIMIT_MAX_TOKENS:-64}
 venv=$root/.cache/bench-venv
 node_dir=$root/.cache/bench-node
 river_bin=$root/.cache/bench-river/peer_river
@@ -738,7 +744,7 @@ ratelimit_run() {
     local win=$ratelimit_window db=bench_ratelimit topic=bench.ratelimit.schedules
     local notify=bench.ratelimit.notifications i wpids=() url t0 t1 timeout=0
     local ok n429 done_runs failed_runs failed_att secs goodput pct429 line cpu
-    local budget_s
+    local budget_s waits
 
     log "$name: $n runs, stub and group limit rpm=$rpm tpm=$tpm per ${win} s, 3 consumers"
     ledger_db "$db"
@@ -756,6 +762,7 @@ ratelimit_run() {
             RUNLEDGER_NOTIFY_TOPIC="$notify" RUNLEDGER_DLQ_TOPIC="bench.$name.dlq" \
             RUNLEDGER_GROUP_ID="bench-$name" RUNLEDGER_WORKER_ID="bench-$name-w$i" \
             RUNLEDGER_HTTP_PORT=0 RUNLEDGER_MAX_IN_FLIGHT="$max_in_flight" \
+            RUNLEDGER_BUDGET_DEFAULT_MAX_TOKENS="$ratelimit_max_tokens" \
             "$bin" consume >/dev/null 2>"$work/$name.consumer$i.log" &
         wpids+=("$!")
         pids+=("$!")
@@ -798,12 +805,13 @@ PY
         kill -0 "$i" 2>/dev/null || die "$name: a consumer died (logs: $work/$name.consumer*.log)"
     done
     DATABASE_URL=$url "$bin" model-limits show --model stub-1 >"$work/$name.limits.txt" 2>&1 || true
+    waits=$(DB=$db q "SELECT coalesce(sum(waits), 0) FROM model_limits")
     for i in "${wpids[@]}"; do stop_pid "$i" 40; done
     stop_pid "$stub_pid" 10
 
     line="$name rpm=$rpm tpm=$tpm window_s=$win runs=$n completed=$done_runs failed_runs=$failed_runs"
     line+=" goodput_pct=$(fmt "$goodput") http_429_pct=$(fmt "$pct429" 2) http_200=$ok http_429=$n429"
-    line+=" failed_attempts=$failed_att seconds=$(fmt "$secs" 1) $cpu load1=$(load1)"
+    line+=" failed_attempts=$failed_att waits=$waits seconds=$(fmt "$secs" 1) $cpu load1=$(load1)"
     [ "$timeout" -eq 0 ] || line+=" timeout=1"
     out "$line"
 }
