@@ -171,6 +171,14 @@ static const struct family_def families[] = {
      "by until: next_window (spent for the UTC day: the run waits for "
      "00:00 UTC) or settled (held by reservations of calls in flight: the "
      "run is retried shortly)"},
+    {"runledger_rate_limit_waits_total", RL_METRIC_COUNTER,
+     "dispatches this process put back to pending, without spending an "
+     "attempt, because their model's rate limit had no room or the "
+     "provider paused the model (runledger limits show --model has them "
+     "per model, ledger-wide)"},
+    {"runledger_model_throttles_total", RL_METRIC_COUNTER,
+     "429 answers this process received; each paused its model for every "
+     "worker until the provider's reset"},
 };
 
 static int
@@ -320,6 +328,10 @@ collect(struct rl_http *h)
                  (double)atomic_load(&c->budget_deferrals));
     set_labelled(m, "runledger_budget_deferrals_total", "until", "settled",
                  (double)atomic_load(&c->budget_waits));
+    rl_metrics_set(m, "runledger_rate_limit_waits_total", NULL,
+                   (double)atomic_load(&c->rate_limit_waits));
+    rl_metrics_set(m, "runledger_model_throttles_total", NULL,
+                   (double)atomic_load(&c->model_throttles));
 }
 
 /* ---- HTTP -----------------------------------------------------------------

@@ -23,6 +23,7 @@
 #include "rl/failpoint.h"
 #include "rl/log.h"
 #include "rl/otlp.h"
+#include "rl/ratelimit.h"
 
 /* Which step of a run to redo after the connection came back. */
 enum { REDO_NONE, REDO_CLAIM, REDO_START, REDO_RESULT };
@@ -330,6 +331,10 @@ budget_estimate(const struct ledger *lg, const struct rl_item *item)
     return (int64_t)((bytes + 3) / 4) + completion;
 }
 
+/* The pause of a model answered 429 without Retry-After nor reset
+ * headers. */
+#define RL_THROTTLE_DEFAULT_MS 1000
+
 /* Puts the n items of a batch whose statement failed (not a refusal) on
  * the retry list, as defer() does for one. */
 static void
@@ -575,6 +580,16 @@ dispatch_batch(struct ledger *lg, struct rl_item **items, size_t n)
                     "the run's deadline passed before it was dispatched");
             continue;
         }
+        if (res[i].status == RL_DISPATCH_RATE_LIMITED) {
+            /* Pending again until the model's bucket has room (or the
+             * provider's pause ends), in the statement that refused it;
+             * no attempt was spent. */
+            atomic_fetch_add(&lg->pl->counters.rate_limit_waits, 1);
+            log_ctx(item, &ctx);
+            rl_log_debug(&ctx, "rate limit: %s", res[i].detail);
+            finish(lg, item);
+            continue;
+        }
         if (res[i].status != RL_DISPATCH_RECORDED) {
             /* Already pending (until the next window, or until the calls
              * in flight settled), in the statement that refused the
@@ -744,6 +759,85 @@ to_completer(struct ledger *lg, struct rl_item *item)
     rl_queue_push(&lg->pl->answers, item);
 }
 
+/* The "model" of the run's request into buf ("" when it has none). */
+static void
+model_of(const struct rl_item *item, char *buf, size_t size)
+{
+    cJSON *root = cJSON_Parse(item->request_json ? item->request_json : "");
+    const cJSON *req = cJSON_GetObjectItemCaseSensitive(root, "request");
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(req, "model");
+
+    snprintf(buf, size, "%s", cJSON_IsString(model) ? model->valuestring : "");
+    cJSON_Delete(root);
+}
+
+/* How long the provider asked the whole model to wait, from a response
+ * that was a 429 or said nothing is left: Retry-After, else the reset of
+ * what ran out (of both when neither did), else -1 (nothing to pause for:
+ * a response with room left). */
+static long
+provider_pause_ms(const struct rl_model_call *call)
+{
+    const struct rl_model_ratelimit *rl = &call->ratelimit;
+    int out_r = rl->remaining_requests == 0;
+    int out_t = rl->remaining_tokens == 0;
+    long pause = -1;
+
+    if (call->http_status != 429 && !out_r && !out_t)
+        return -1;
+    if (call->retry_after_ms >= 0)
+        return call->retry_after_ms;
+    if ((out_r || !out_t) && rl->reset_requests_ms > pause)
+        pause = rl->reset_requests_ms;
+    if ((out_t || !out_r) && rl->reset_tokens_ms > pause)
+        pause = rl->reset_tokens_ms;
+    if (pause < 0 && call->http_status == 429)
+        pause = RL_THROTTLE_DEFAULT_MS;
+    return pause;
+}
+
+/* The provider throttled this run's model (429, or no requests or tokens
+ * left): pause the model for every worker of the group in the ledger
+ * (rl_model_throttled), not only this run. A failure is logged and
+ * otherwise ignored: the run's own retry still honours Retry-After. */
+static void
+throttle_model(struct ledger *lg, struct rl_item *item)
+{
+    const struct rl_model_call *call = &item->call;
+    long pause = provider_pause_ms(call);
+    char model[256], reason[160], until[40], errstr[512];
+    struct rl_log_ctx ctx;
+    int cap = 0;
+
+    if (pause < 0 || !lg->db)
+        return;
+    model_of(item, model, sizeof(model));
+    if (!*model)
+        return;
+    log_ctx(item, &ctx);
+    if (call->http_status == 429)
+        snprintf(reason, sizeof(reason), "429 from the provider (%s)",
+                 call->upstream_request_id[0] ? call->upstream_request_id
+                                              : "no request id");
+    else
+        snprintf(reason, sizeof(reason),
+                 "the provider has no %s left in this window",
+                 call->ratelimit.remaining_requests == 0 ? "requests"
+                                                         : "tokens");
+    if (call->http_status == 429)
+        atomic_fetch_add(&lg->pl->counters.model_throttles, 1);
+    if (rl_db_model_throttled(lg->db, model, pause,
+                              !rl_model_ratelimit_published(&call->ratelimit),
+                              reason, until, sizeof(until), &cap, errstr,
+                              sizeof(errstr)) != 0) {
+        rl_log_warn(&ctx, "could not pause model %s: %s", model, errstr);
+        return;
+    }
+    rl_log_info(&ctx, "model %s paused for every worker until %s: %s%s", model,
+                until, reason,
+                cap > 0 ? " (adaptive concurrency cap lowered)" : "");
+}
+
 /* Turns a model result into one durable state: every result but the
  * answer of a run without an approval gate (handle_results). */
 static void
@@ -762,6 +856,7 @@ handle_result(struct ledger *lg, struct rl_item *item)
     }
     log_ctx(item, &ctx);
 
+    throttle_model(lg, item);
     if (call->outcome == RL_MODEL_CANCELLED)
         outcome = item->lease_lost     ? "lease_lost"
                   : call->request_sent ? "ambiguous"
@@ -847,6 +942,8 @@ handle_results(struct ledger *lg, struct rl_item *list)
         if (item->call.outcome == RL_MODEL_OK &&
             rl_approval_required(item->request_json) == 0) {
             result_arrived(lg, item);
+            if (lg->db)
+                throttle_model(lg, item);
             to_completer(lg, item);
         } else {
             handle_result(lg, item);

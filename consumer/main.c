@@ -24,6 +24,8 @@ static const struct command commands[] = {
     {"budgets", rl_cmd_budgets, "set, show or remove daily token budgets"},
     {"limits", rl_cmd_limits,
      "set, show or remove concurrency limits per tenant and job"},
+    {"model-limits", rl_cmd_limits_model,
+     "set, show or remove requests/tokens per minute of a model"},
     {"report", rl_cmd_report, "runs, generations and tokens of a period"},
     {"dlq", rl_cmd_dlq, "list dead letters; replay their events"},
     {"receive", rl_cmd_receive,

@@ -210,6 +210,8 @@ struct rl_counters {
     atomic_llong held_bytes;       /* a gauge: bytes charged to the runs held
                                       (rl_item_charge), against
                                       RUNLEDGER_MAX_HELD_BYTES */
+    atomic_llong rate_limit_waits; /* ... by a model's rate limit or pause */
+    atomic_llong model_throttles;  /* 429s that paused their model */
 };
 
 struct rl_http; /* health and metrics endpoint (http.h) */

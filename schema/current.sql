@@ -569,6 +569,20 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION rl_count_model_calls(p_models text[], p_run_ids text[]) RETURNS void
+    LANGUAGE sql
+    AS $$
+    INSERT INTO model_calls (run_id, attempt_no, model)
+    SELECT a.run_id, a.attempt_no, m.model
+      FROM runs r
+      JOIN model_limits m ON m.model = r.request->'request'->>'model'
+      JOIN attempts a ON a.run_id = r.run_id AND a.attempt_no = r.attempts
+     WHERE r.run_id = ANY (p_run_ids) AND m.model = ANY (p_models)
+       AND m.concurrency_cap IS NOT NULL
+       AND a.outcome IS NULL
+        ON CONFLICT DO NOTHING
+$$;
+
 CREATE FUNCTION rl_decide_run(p_run_id text, p_digest text, p_actor text, p_decision text, p_reason text) RETURNS TABLE(result text, status text, digest text, outbox_rows integer)
     LANGUAGE plpgsql
     AS $$
@@ -664,7 +678,10 @@ CREATE FUNCTION rl_dispatch_runs(p_run_ids text[], p_epochs bigint[], p_keys tex
     AS $$
 #variable_conflict use_column
 DECLARE
-    v_run record;
+    v_run    record;
+    v_held   text[] := '{}';
+    v_models text[];
+    v_capped boolean := false;
 BEGIN
     IF p_worker IS NULL
        OR cardinality(p_run_ids) IS DISTINCT FROM cardinality(p_epochs)
@@ -682,6 +699,36 @@ BEGIN
 
     PERFORM rl_lock_runs(p_run_ids);
 
+    -- 019: the model rate limits, before any attempt is recorded. A run
+    -- deferred here is pending again and answers 'rate_limited'; the
+    -- paths below leave it out. The EXISTS is the whole cost when no model
+    -- is limited; the batch's models are looked up only when some are.
+    IF EXISTS (SELECT 1 FROM model_limits) THEN
+        SELECT array_agg(m.model ORDER BY m.model)
+          INTO v_models
+          FROM model_limits m
+         WHERE m.model IN (SELECT r.request->'request'->>'model'
+                             FROM runs r WHERE r.run_id = ANY (p_run_ids));
+    END IF;
+    IF v_models IS NOT NULL THEN
+        FOR v_run IN
+            SELECT t.run_id, t.ord, t.due, t.detail
+              FROM rl_take_model_limits(v_models, p_run_ids, p_epochs,
+                                        p_estimates, p_worker, p_wait_ms) t
+        LOOP
+            v_held := v_held || v_run.run_id;
+            RETURN QUERY SELECT v_run.ord, 'rate_limited'::text,
+                                NULL::integer,
+                                to_char(v_run.due AT TIME ZONE 'UTC',
+                                        'YYYY-MM-DD"T"HH24:MI:SS"+00:00"'),
+                                v_run.detail;
+        END LOOP;
+        -- read under the rows' locks: a 429 may have set a cap meanwhile
+        v_capped := EXISTS (SELECT 1 FROM model_limits m
+                             WHERE m.model = ANY (v_models)
+                               AND m.concurrency_cap IS NOT NULL);
+    END IF;
+
     IF EXISTS (SELECT 1
                  FROM runs r JOIN budgets b ON b.tenant = r.tenant
                 WHERE r.run_id = ANY (p_run_ids)) THEN
@@ -690,6 +737,7 @@ BEGIN
               FROM unnest(p_run_ids, p_epochs, p_keys, p_estimates)
                    WITH ORDINALITY AS u(run_id, epoch, key, estimate, ord)
               LEFT JOIN runs r ON r.run_id = u.run_id
+             WHERE u.run_id <> ALL (v_held)
              ORDER BY r.tenant, r.job, u.run_id, u.ord
         LOOP
             IF NOT EXISTS (SELECT 1 FROM runs r
@@ -717,6 +765,9 @@ BEGIN
                                              v_run.epoch, v_run.key,
                                              v_run.estimate, p_wait_ms) d;
         END LOOP;
+        IF v_capped THEN
+            PERFORM rl_count_model_calls(v_models, p_run_ids);
+        END IF;
         RETURN;
     END IF;
 
@@ -725,6 +776,7 @@ BEGIN
         SELECT u.run_id, u.epoch, u.key, u.ord
           FROM unnest(p_run_ids, p_epochs, p_keys) WITH ORDINALITY
                AS u(run_id, epoch, key, ord)
+         WHERE u.run_id <> ALL (v_held)
     ), lease AS (
         SELECT DISTINCT ON (u.run_id) u.run_id, u.epoch, u.key,
                coalesce(r.deadline_at <= now(), false) AS late
@@ -765,6 +817,9 @@ BEGIN
       LEFT JOIN ins i ON i.run_id = u.run_id
       LEFT JOIN prior p ON p.run_id = u.run_id
      ORDER BY u.ord;
+    IF v_capped THEN
+        PERFORM rl_count_model_calls(v_models, p_run_ids);
+    END IF;
 END
 $$;
 
@@ -922,6 +977,40 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION rl_model_throttled(p_model text, p_pause_ms bigint, p_adaptive boolean, p_reason text) RETURNS TABLE(paused_until text, concurrency_cap integer)
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_column
+DECLARE
+    v_flight integer;
+BEGIN
+    INSERT INTO model_limits (model) VALUES (p_model) ON CONFLICT DO NOTHING;
+    SELECT count(*) INTO v_flight
+      FROM model_calls c
+      JOIN attempts a ON a.run_id = c.run_id AND a.attempt_no = c.attempt_no
+     WHERE c.model = p_model AND a.outcome IS NULL
+       AND c.created_at > now() - interval '10 minutes';
+    RETURN QUERY
+    UPDATE model_limits m
+       SET paused_until = greatest(m.paused_until, clock_timestamp()
+                          + make_interval(secs => greatest(p_pause_ms, 0)
+                                                  / 1000.0)),
+           pause_reason = p_reason,
+           throttles = m.throttles + 1,
+           concurrency_cap =
+               CASE WHEN p_adaptive AND m.rpm IS NULL AND m.tpm IS NULL
+                    THEN greatest(1, coalesce(m.concurrency_cap,
+                                              greatest(v_flight, 2)) / 2)
+                    ELSE m.concurrency_cap END,
+           cap_successes = 0,
+           updated_at = now()
+     WHERE m.model = p_model
+    RETURNING to_char(m.paused_until AT TIME ZONE 'UTC',
+                      'YYYY-MM-DD"T"HH24:MI:SS.MS"+00:00"'),
+              m.concurrency_cap;
+END
+$$;
+
 CREATE FUNCTION rl_next_budget_window() RETURNS timestamp with time zone
     LANGUAGE sql STABLE
     AS $$
@@ -1056,6 +1145,170 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION rl_take_model_limits(p_models text[], p_run_ids text[], p_epochs bigint[], p_estimates bigint[], p_worker text, p_wait_ms bigint) RETURNS TABLE(run_id text, ord bigint, due timestamp with time zone, detail text)
+    LANGUAGE plpgsql
+    SET plan_cache_mode TO 'force_custom_plan'
+    AS $$
+#variable_conflict use_column
+DECLARE
+    v_now     timestamptz := clock_timestamp();
+    v_m       model_limits%ROWTYPE;
+    v_run     record;
+    v_burst_r double precision;
+    v_burst_t double precision;
+    v_rate_r  double precision; -- allowances per ms
+    v_rate_t  double precision;
+    v_req     double precision;
+    v_tok     double precision;
+    v_q_req   double precision;
+    v_q_tok   double precision;
+    v_flight  integer;
+    v_cost    double precision;
+    v_wait    double precision;
+    v_due     timestamptz;
+    v_why     text;
+    v_waits   integer;
+    v_ok      integer;
+BEGIN
+    FOR v_m IN
+        SELECT m.* FROM model_limits m
+         WHERE m.model = ANY (p_models)
+         ORDER BY m.model
+           FOR UPDATE
+    LOOP
+        -- Settle the calls that got an outcome since the last dispatch:
+        -- additive increase, one step per cap's worth of 'ok' calls.
+        IF v_m.concurrency_cap IS NOT NULL THEN
+            WITH settled AS (
+                DELETE FROM model_calls c
+                 USING attempts a
+                 WHERE c.model = v_m.model
+                   AND a.run_id = c.run_id AND a.attempt_no = c.attempt_no
+                   AND a.outcome IS NOT NULL
+                RETURNING a.outcome)
+            SELECT count(*) FILTER (WHERE s.outcome = 'ok') INTO v_ok
+              FROM settled s;
+            v_m.cap_successes := v_m.cap_successes + v_ok;
+            WHILE v_m.cap_successes >= v_m.concurrency_cap LOOP
+                v_m.cap_successes := v_m.cap_successes - v_m.concurrency_cap;
+                v_m.concurrency_cap := v_m.concurrency_cap + 1;
+            END LOOP;
+        ELSE
+            -- left over from a cap the operator reset
+            DELETE FROM model_calls c WHERE c.model = v_m.model;
+        END IF;
+        v_burst_r := greatest(1, floor(v_m.rpm
+                     * least(1000, v_m.window_ms / 10) / v_m.window_ms));
+        v_burst_t := greatest(1, floor(v_m.tpm
+                     * least(1000, v_m.window_ms / 10) / v_m.window_ms));
+        v_rate_r := greatest(v_m.rpm - v_burst_r, 1) / v_m.window_ms;
+        v_rate_t := greatest(v_m.tpm - v_burst_t, 1) / v_m.window_ms;
+        v_req := least(v_burst_r, coalesce(v_m.requests_left, v_burst_r)
+                 + coalesce(extract(epoch FROM v_now - v_m.refilled_at)
+                            * 1000, 0) * v_rate_r);
+        v_tok := least(v_burst_t, coalesce(v_m.tokens_left, v_burst_t)
+                 + coalesce(extract(epoch FROM v_now - v_m.refilled_at)
+                            * 1000, 0) * v_rate_t);
+        v_q_req := 0;
+        v_q_tok := 0;
+        v_waits := 0;
+        v_flight := NULL;
+        IF v_m.concurrency_cap IS NOT NULL THEN
+            SELECT count(*) INTO v_flight FROM model_calls c
+             WHERE c.model = v_m.model
+               AND c.created_at > now() - interval '10 minutes';
+        END IF;
+        FOR v_run IN
+            SELECT u.run_id, u.estimate, u.ord, r.attempts
+              FROM unnest(p_run_ids, p_epochs, p_estimates) WITH ORDINALITY
+                   AS u(run_id, epoch, estimate, ord)
+              JOIN runs r ON r.run_id = u.run_id
+             WHERE r.request->'request'->>'model' = v_m.model
+               AND r.lock_owner = p_worker AND r.lease_epoch = u.epoch
+               AND r.lock_expires_at > clock_timestamp()
+               AND NOT coalesce(r.deadline_at <= now(), false)
+               AND NOT EXISTS (SELECT 1 FROM attempts a
+                                WHERE a.run_id = u.run_id
+                                  AND a.lease_epoch = u.epoch
+                                  AND a.worker = p_worker
+                                  AND a.outcome IS NULL)
+             ORDER BY u.ord
+        LOOP
+            v_cost := greatest(v_run.estimate, 0);
+            v_due := NULL;
+            IF v_m.paused_until > v_now THEN
+                v_due := v_m.paused_until
+                         + make_interval(secs => v_waits * 0.002);
+                v_why := format('model %s paused by the provider until %s: %s',
+                                v_m.model,
+                                to_char(v_m.paused_until AT TIME ZONE 'UTC',
+                                        'HH24:MI:SS.MS'),
+                                coalesce(v_m.pause_reason, '429'));
+            ELSIF (v_m.rpm IS NOT NULL AND v_req - v_q_req < 1)
+                  OR (v_m.tpm IS NOT NULL
+                      AND v_tok - v_q_tok < least(v_cost, v_burst_t)) THEN
+                v_wait := 0;
+                IF v_m.rpm IS NOT NULL THEN
+                    v_wait := greatest(v_wait,
+                                       (v_q_req + 1 - v_req) / v_rate_r);
+                END IF;
+                IF v_m.tpm IS NOT NULL THEN
+                    v_wait := greatest(v_wait,
+                                       (v_q_tok + least(v_cost, v_burst_t)
+                                        - v_tok) / v_rate_t);
+                END IF;
+                v_due := v_now + make_interval(secs => ceil(v_wait) / 1000.0);
+                v_q_req := v_q_req + 1;
+                v_q_tok := v_q_tok + least(v_cost, v_burst_t);
+                v_why := format('model %s rate limit (%s): waiting for '
+                                'room in its bucket',
+                                v_m.model,
+                                concat_ws(', ',
+                                          v_m.rpm || ' requests',
+                                          v_m.tpm || ' tokens')
+                                || ' per ' || (v_m.window_ms / 1000.0)::float8
+                                || ' s');
+            ELSIF v_flight IS NOT NULL AND v_flight >= v_m.concurrency_cap THEN
+                v_due := v_now + make_interval(
+                             secs => greatest(p_wait_ms, 1) / 1000.0);
+                v_why := format('model %s at its adaptive concurrency cap '
+                                '(%s calls in flight) after a 429',
+                                v_m.model, v_m.concurrency_cap);
+            END IF;
+            IF v_due IS NULL THEN
+                v_req := v_req - 1;
+                v_tok := v_tok - v_cost;
+                IF v_flight IS NOT NULL THEN
+                    v_flight := v_flight + 1;
+                END IF;
+                CONTINUE;
+            END IF;
+            v_waits := v_waits + 1;
+            UPDATE runs r
+               SET status = 'pending', lock_owner = NULL,
+                   lock_expires_at = NULL, next_attempt_at = v_due,
+                   error_class = 'rate_limit',
+                   last_error = v_why || '; due again at '
+                                || to_char(v_due AT TIME ZONE 'UTC',
+                                           'YYYY-MM-DD"T"HH24:MI:SS.MS"+00:00"'),
+                   updated_at = now()
+             WHERE r.run_id = v_run.run_id;
+            RETURN QUERY SELECT v_run.run_id, v_run.ord, v_due,
+                                v_why;
+        END LOOP;
+        UPDATE model_limits m
+           SET requests_left = CASE WHEN m.rpm IS NULL THEN NULL
+                                    ELSE v_req END,
+               tokens_left = CASE WHEN m.tpm IS NULL THEN NULL ELSE v_tok END,
+               refilled_at = v_now,
+               concurrency_cap = v_m.concurrency_cap,
+               cap_successes = v_m.cap_successes,
+               waits = m.waits + v_waits
+         WHERE m.model = v_m.model;
+    END LOOP;
+END
+$$;
+
 CREATE TABLE approvals (
     run_id text NOT NULL,
     digest text NOT NULL,
@@ -1124,6 +1377,36 @@ CREATE TABLE budgets (
     updated_by text,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT budgets_daily_tokens_not_negative CHECK ((daily_tokens >= 0))
+);
+
+CREATE TABLE model_calls (
+    run_id text NOT NULL,
+    attempt_no integer NOT NULL,
+    model text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE model_limits (
+    model text NOT NULL,
+    endpoint text DEFAULT ''::text NOT NULL,
+    rpm bigint,
+    tpm bigint,
+    window_ms integer DEFAULT 60000 NOT NULL,
+    requests_left double precision,
+    tokens_left double precision,
+    refilled_at timestamp with time zone,
+    paused_until timestamp with time zone,
+    pause_reason text,
+    concurrency_cap integer,
+    cap_successes integer DEFAULT 0 NOT NULL,
+    waits bigint DEFAULT 0 NOT NULL,
+    throttles bigint DEFAULT 0 NOT NULL,
+    updated_by text,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT model_limits_cap_positive CHECK ((concurrency_cap > 0)),
+    CONSTRAINT model_limits_rpm_positive CHECK ((rpm > 0)),
+    CONSTRAINT model_limits_tpm_positive CHECK ((tpm > 0)),
+    CONSTRAINT model_limits_window_ms_min CHECK ((window_ms >= 100))
 );
 
 CREATE TABLE outbox (
@@ -1287,6 +1570,12 @@ ALTER TABLE ONLY budget_usage
 ALTER TABLE ONLY budgets
     ADD CONSTRAINT budgets_pkey PRIMARY KEY (tenant, job);
 
+ALTER TABLE ONLY model_calls
+    ADD CONSTRAINT model_calls_pkey PRIMARY KEY (run_id, attempt_no);
+
+ALTER TABLE ONLY model_limits
+    ADD CONSTRAINT model_limits_pkey PRIMARY KEY (model);
+
 ALTER TABLE ONLY outbox_dead
     ADD CONSTRAINT outbox_dead_pkey PRIMARY KEY (run_id, channel);
 
@@ -1316,6 +1605,8 @@ ALTER TABLE ONLY runs
 
 ALTER TABLE ONLY schema_migrations
     ADD CONSTRAINT schema_migrations_pkey PRIMARY KEY (name);
+
+CREATE INDEX model_calls_model_idx ON model_calls USING btree (model);
 
 CREATE INDEX outbox_due_idx ON outbox USING btree (due_at);
 
@@ -1359,6 +1650,9 @@ ALTER TABLE ONLY attempts
 
 ALTER TABLE ONLY budget_reservations
     ADD CONSTRAINT budget_reservations_run_id_attempt_no_fkey FOREIGN KEY (run_id, attempt_no) REFERENCES attempts(run_id, attempt_no) DEFERRABLE INITIALLY DEFERRED;
+
+ALTER TABLE ONLY model_calls
+    ADD CONSTRAINT model_calls_run_id_attempt_no_fkey FOREIGN KEY (run_id, attempt_no) REFERENCES attempts(run_id, attempt_no) DEFERRABLE INITIALLY DEFERRED;
 
 ALTER TABLE ONLY outbox
     ADD CONSTRAINT outbox_run_id_fkey FOREIGN KEY (run_id) REFERENCES runs(run_id);

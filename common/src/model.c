@@ -128,6 +128,7 @@ struct xfer {
     char request_ids[4][REQUEST_ID_SIZE];
     long retry_after_ms;
     int retry_after_ms_seen; /* retry-after-ms beats Retry-After */
+    struct rl_model_ratelimit ratelimit;
     int64_t start_ms;
     char errbuf[CURL_ERROR_SIZE];
 };
@@ -423,6 +424,121 @@ parse_retry_after(const char *value)
     return (long)ms;
 }
 
+void
+rl_model_ratelimit_init(struct rl_model_ratelimit *rl)
+{
+    rl->remaining_requests = rl->remaining_tokens = -1;
+    rl->reset_requests_ms = rl->reset_tokens_ms = -1;
+    rl->retry_after_ms = -1;
+    rl->retry_after_ms_seen = 0;
+}
+
+long
+rl_model_parse_duration_ms(const char *value)
+{
+    const double day_ms = 86400000.0;
+    double total = 0;
+    const char *p = value;
+    int parts = 0;
+
+    if (!p)
+        return -1;
+    while (*p == ' ')
+        p++;
+    while (*p) {
+        char *end;
+        double v = strtod(p, &end);
+        double unit;
+
+        if (end == p || v < 0 || v != v)
+            return -1;
+        p = end;
+        if (strncmp(p, "ms", 2) == 0) {
+            unit = 1;
+            p += 2;
+        } else if (strncmp(p, "us", 2) == 0 ||
+                   strncmp(p, "\xc2\xb5s", 3) == 0) {
+            unit = 0.001;
+            p += p[0] == 'u' ? 2 : 3;
+        } else if (strncmp(p, "ns", 2) == 0) {
+            unit = 0.000001;
+            p += 2;
+        } else if (*p == 'h') {
+            unit = 3600000;
+            p++;
+        } else if (*p == 'm') {
+            unit = 60000;
+            p++;
+        } else if (*p == 's' || (*p == '\0' && parts == 0)) {
+            /* a bare number is seconds, as in Retry-After */
+            unit = 1000;
+            if (*p == 's')
+                p++;
+        } else {
+            return -1;
+        }
+        total += v * unit;
+        parts++;
+        if (total > day_ms)
+            total = day_ms;
+    }
+    if (parts == 0)
+        return -1;
+    /* Round up: waiting a fraction of a millisecond too long is harmless,
+     * too short earns another 429. */
+    return (long)(total + 0.999);
+}
+
+static long long
+parse_count(const char *value)
+{
+    char *end;
+    long long n;
+
+    if (*value < '0' || *value > '9')
+        return -1;
+    n = strtoll(value, &end, 10);
+    return *end == '\0' && n >= 0 ? n : -1;
+}
+
+int
+rl_model_ratelimit_header(struct rl_model_ratelimit *rl, const char *name,
+                          const char *value)
+{
+    if (strcasecmp(name, "x-ratelimit-remaining-requests") == 0) {
+        rl->remaining_requests = parse_count(value);
+    } else if (strcasecmp(name, "x-ratelimit-remaining-tokens") == 0) {
+        rl->remaining_tokens = parse_count(value);
+    } else if (strcasecmp(name, "x-ratelimit-reset-requests") == 0) {
+        rl->reset_requests_ms = rl_model_parse_duration_ms(value);
+    } else if (strcasecmp(name, "x-ratelimit-reset-tokens") == 0) {
+        rl->reset_tokens_ms = rl_model_parse_duration_ms(value);
+    } else if (strcasecmp(name, "retry-after-ms") == 0) {
+        char *end;
+        double ms = strtod(value, &end);
+
+        if (end != value && *end == '\0' && ms >= 0) {
+            rl->retry_after_ms = ms > (double)RETRY_AFTER_MAX_MS
+                                     ? (long)RETRY_AFTER_MAX_MS
+                                     : (long)(ms + 0.999);
+            rl->retry_after_ms_seen = 1;
+        }
+    } else if (strcasecmp(name, "retry-after") == 0) {
+        if (!rl->retry_after_ms_seen)
+            rl->retry_after_ms = parse_retry_after(value);
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+int
+rl_model_ratelimit_published(const struct rl_model_ratelimit *rl)
+{
+    return rl->remaining_requests >= 0 || rl->remaining_tokens >= 0 ||
+           rl->reset_requests_ms >= 0 || rl->reset_tokens_ms >= 0;
+}
+
 static long
 response_code(struct xfer *x)
 {
@@ -448,6 +564,7 @@ on_header(char *buf, size_t size, size_t nitems, void *userdata)
             x->request_ids[i][0] = '\0';
         x->retry_after_ms = -1;
         x->retry_after_ms_seen = 0;
+        rl_model_ratelimit_init(&x->ratelimit);
         return n;
     }
     colon = memchr(buf, ':', n);
@@ -468,6 +585,7 @@ on_header(char *buf, size_t size, size_t nitems, void *userdata)
             return n;
         }
     }
+    rl_model_ratelimit_header(&x->ratelimit, name, value);
     if (strcasecmp(name, "retry-after-ms") == 0) {
         char *end;
         double ms = strtod(value, &end);
@@ -778,6 +896,7 @@ finish(struct rl_model *m, struct xfer *x, CURLcode rc)
         call->http_status = response_code(x);
         call->latency_ms = rl_clock_ms() - x->start_ms;
         call->retry_after_ms = x->retry_after_ms;
+        call->ratelimit = x->ratelimit;
         /* A 2xx answer's "id" replaces it (parse_completion). */
         for (size_t i = 0;
              i < sizeof(x->request_ids) / sizeof(x->request_ids[0]); i++) {
@@ -1702,6 +1821,7 @@ rl_model_submit(struct rl_model *m, struct rl_model_call *call)
     x->body = call->body;
     x->timeout_ms = call->timeout_ms;
     x->retry_after_ms = -1;
+    rl_model_ratelimit_init(&x->ratelimit);
     snprintf(x->idem_header, sizeof(x->idem_header), "Idempotency-Key: %s",
              call->run_id);
     /* The per-call header heads the shared list: no copy per call. */
@@ -1721,6 +1841,7 @@ rl_model_submit(struct rl_model *m, struct rl_model_call *call)
     call->http_status = 0;
     call->upstream_request_id[0] = '\0';
     call->retry_after_ms = -1;
+    rl_model_ratelimit_init(&call->ratelimit);
     call->prompt_tokens = call->completion_tokens = call->cached_tokens = 0;
     call->latency_ms = 0;
     call->request_sent = 0;
@@ -1820,6 +1941,7 @@ rl_model_call_clear(struct rl_model_call *call)
     call->http_status = 0;
     call->upstream_request_id[0] = '\0';
     call->retry_after_ms = -1;
+    rl_model_ratelimit_init(&call->ratelimit);
     call->prompt_tokens = call->completion_tokens = call->cached_tokens = 0;
     call->latency_ms = 0;
     call->request_sent = 0;

@@ -19,6 +19,12 @@ int rl_cmd_budgets(int argc, char **argv);
  * tenant and job; with --model, the model rate limits. */
 int rl_cmd_limits(int argc, char **argv);
 
+/* `limits set|show|remove --model`: requests and tokens per minute per
+ * model (consumer/cli/cmd_limits_model.c). argv[0] is the command name its
+ * messages carry ("limits", or the "model-limits" alias), argv[1] the
+ * action. */
+int rl_cmd_limits_model(int argc, char **argv);
+
 /* `report`: runs, generations and tokens of a period. */
 int rl_cmd_report(int argc, char **argv);
 

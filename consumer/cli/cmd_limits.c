@@ -1,7 +1,7 @@
 /* `runledger limits`: concurrency limits and weights per tenant and per
  * job, honoured group-wide when workers claim runs
  * (schema/018_fair_claims.sql). With --model, the model rate limits
- * (rl_cmd_limits_model, cmd_limits_model.c) when that is built. */
+ * (rl_cmd_limits_model, cmd_limits_model.c). */
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -66,14 +66,8 @@ print_limits(const char *json)
     cJSON_Delete(rows);
 }
 
-/* MERGE HOOK (model rate limits): `limits ... --model M` belongs to
- * rl_cmd_limits_model(argc, argv) of cmd_limits_model.c. The build
- * defines RL_HAVE_LIMITS_MODEL when that file is present
- * (consumer/cli/CMakeLists.txt); until then the option says so. */
-#ifdef RL_HAVE_LIMITS_MODEL
-int rl_cmd_limits_model(int argc, char **argv);
-#endif
-
+/* `limits ... --model M` is the model rate limits' command
+ * (rl_cmd_limits_model, cmd_limits_model.c). */
 static int
 wants_model(int argc, char **argv)
 {
@@ -123,14 +117,8 @@ rl_cmd_limits(int argc, char **argv)
     struct rl_db *db;
     int as_json = 0, opt, err, rc;
 
-    if (wants_model(argc, argv)) {
-#ifdef RL_HAVE_LIMITS_MODEL
+    if (wants_model(argc, argv))
         return rl_cmd_limits_model(argc, argv);
-#else
-        fputs("model limits: not built\n", stderr);
-        return RL_EXIT_USAGE;
-#endif
-    }
     if (argc < 2 || strcmp(argv[1], "--help") == 0 ||
         strcmp(argv[1], "-h") == 0) {
         fputs(usage_text, argc < 2 ? stderr : stdout);

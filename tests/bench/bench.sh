@@ -33,6 +33,12 @@
 #            tables, no functions (per_run_plain.sql), what a minimal
 #            exactly-once ledger must do per run, at the same clients;
 #            ratio_plain = zero runs/s / the best ceiling_plain runs/s
+#   ratelimit  three consumer processes of one group, BENCH_RATELIMIT_RUNS
+#            runs (3000, about 5 min) through a stub that answers 429
+#            beyond --rpm 600 --tpm 60000 per minute, with the same limit
+#            set for the group (`runledger model-limits set`): goodput_pct
+#            (200s per minute / the limit), http_429_pct, failed_attempts
+#            (not in the default list: it paces itself for minutes)
 #   peer     the same jobs through a plain Python worker (1 and 4
 #            processes), through Graphile Worker (Node.js, from npm) and
 #            through River (Go, built from peer_river/ on first use)
@@ -55,6 +61,10 @@
 #   BENCH_PEER_EVENTS        default BENCH_EVENTS
 #   BENCH_MAX_IN_FLIGHT      RUNLEDGER_MAX_IN_FLIGHT for zero/slow (2048)
 #   BENCH_SLOW5_MAX_IN_FLIGHT  for slow5s (5000, the target)
+#   BENCH_RATELIMIT_RUNS     default 3000 (ratelimit)
+#   BENCH_RATELIMIT_RPM, BENCH_RATELIMIT_TPM, BENCH_RATELIMIT_WINDOW_SECONDS
+#                            the stub's and the group's limit (600, 60000,
+#                            60)
 #   BENCH_CEILING_CLIENTS    default "16 64"
 #   BENCH_CEILING_SECONDS    default 15
 #   BENCH_WAIT_SECONDS       cap on one scenario's drain (default 75): on
@@ -96,6 +106,16 @@ ceiling_seconds=${BENCH_CEILING_SECONDS:-15}
 wait_seconds=${BENCH_WAIT_SECONDS:-75}
 graphile_concurrency=${BENCH_GRAPHILE_CONCURRENCY:-32}
 river_concurrency=${BENCH_RIVER_CONCURRENCY:-100}
+ratelimit_runs=${BENCH_RATELIMIT_RUNS:-3000}
+ratelimit_rpm=${BENCH_RATELIMIT_RPM:-600}
+ratelimit_tpm=${BENCH_RATELIMIT_TPM:-60000}
+ratelimit_window=${BENCH_RATELIMIT_WINDOW_SECONDS:-60}
+# The token estimate of a request without max_tokens assumes this many
+# completion tokens (RUNLEDGER_BUDGET_DEFAULT_MAX_TOKENS, 1024 by default):
+# at 1024 a run is estimated at ~1,050 tokens and --tpm 60000 admits ~57
+# runs a minute, the rpm limit never binds. The bench's events set no
+# max_tokens and the stub counts none, so the scenario assumes 64.
+ratelimit_max_tokens=${BENCH_RATELIMIT_MAX_TOKENS:-64}
 venv=$root/.cache/bench-venv
 node_dir=$root/.cache/bench-node
 river_bin=$root/.cache/bench-river/peer_river
@@ -526,7 +546,8 @@ if [ -n "${BENCH_AUTO_EXPLAIN_MS:-}" ]; then
     done
 fi
 bootstrap=
-if has zero || has slow || has slow5s || has paced || has trickle || has soak || has peer; then
+if has zero || has slow || has slow5s || has paced || has trickle || has soak || has peer ||
+    has ratelimit; then
     "$harness/kafka.sh" start "$work/kafka" >&2
     bootstrap=$(sed -n 's/^KAFKA_BOOTSTRAP_SERVERS=//p' "$work/kafka/env")
 fi
@@ -707,6 +728,95 @@ has slow && ours slow 500 "$slow_events" "$max_in_flight"
 if has slow5s && [ "$slow5_events" -gt 0 ]; then
     ours slow5s 5000 "$slow5_events" "$slow5_in_flight"
 fi
+
+# ---- ratelimit: three consumers under a model limit -------------------------
+
+# ratelimit: a stub enforcing --rpm/--tpm per sliding window (429 with the
+# provider's headers beyond them), the same limits set for the group with
+# `runledger model-limits set`, three consumer processes of one group and
+# BENCH_RATELIMIT_RUNS runs produced at once. Prints how much of the limit
+# was used: goodput_pct = requests the stub answered 200 per window / the
+# limit, from the first event produced to the last run completed; the
+# share of calls answered 429; attempts that did not end 'ok' and runs
+# that failed.
+ratelimit_run() {
+    local name=ratelimit n=$ratelimit_runs rpm=$ratelimit_rpm tpm=$ratelimit_tpm
+    local win=$ratelimit_window db=bench_ratelimit topic=bench.ratelimit.schedules
+    local notify=bench.ratelimit.notifications i wpids=() url t0 t1 timeout=0
+    local ok n429 done_runs failed_runs failed_att secs goodput pct429 line cpu
+    local budget_s waits
+
+    log "$name: $n runs, stub and group limit rpm=$rpm tpm=$tpm per ${win} s, 3 consumers"
+    ledger_db "$db"
+    url=$(url_of "$db")
+    topics "$topic:6" "$notify:4" "bench.$name.dlq:1"
+    STUB_RPM=$rpm STUB_TPM=$tpm STUB_WINDOW_SECONDS=$win stub_start "$name" 0
+    DATABASE_URL=$url "$bin" model-limits set --model stub-1 --rpm "$rpm" \
+        --tpm "$tpm" --window-seconds "$win" --actor bench >/dev/null \
+        2>"$work/$name.limits.log" || die "$name: model-limits set failed (log: $work/$name.limits.log)"
+    gen "bench-$name-warmup" 1 "$work/$name.warmup.tsv"
+    gen "bench-$name" "$n" "$work/$name.events.tsv"
+    for i in 0 1 2; do
+        env DATABASE_URL="$url" KAFKA_BOOTSTRAP_SERVERS="$bootstrap" \
+            MODEL_BASE_URL="$stub_base/v1" RUNLEDGER_TOPIC="$topic" \
+            RUNLEDGER_NOTIFY_TOPIC="$notify" RUNLEDGER_DLQ_TOPIC="bench.$name.dlq" \
+            RUNLEDGER_GROUP_ID="bench-$name" RUNLEDGER_WORKER_ID="bench-$name-w$i" \
+            RUNLEDGER_HTTP_PORT=0 RUNLEDGER_MAX_IN_FLIGHT="$max_in_flight" \
+            RUNLEDGER_BUDGET_DEFAULT_MAX_TOKENS="$ratelimit_max_tokens" \
+            "$bin" consume >/dev/null 2>"$work/$name.consumer$i.log" &
+        wpids+=("$!")
+        pids+=("$!")
+    done
+    produce "$topic" "$work/$name.warmup.tsv"
+    wait_count "$db" "SELECT count(*) FROM outbox_delivered" 2 120 ||
+        die "$name: the warm-up run was not delivered in 120 s (logs: $work/$name.consumer*.log)"
+    # the warm-up's request stays in the stub's window; its counters restart
+    stub_reset
+    measure_begin "$db"
+    cpu_begin "${wpids[@]}"
+    # the limit lets n runs through in n / rpm windows: that and a margin
+    budget_s=$(calc "int($n / $rpm * $win * 1.5 + 60)")
+    t0=$(now)
+    produce "$topic" "$work/$name.events.tsv"
+    wait_count "$db" "SELECT count(*) FROM runs WHERE job = 'bench-$name' AND status IN ('completed', 'failed')" \
+        "$n" "$budget_s" || timeout=1
+    cpu=$(cpu_end "${wpids[@]}")
+    measure_end "$db"
+    t1=$(DB=$db q "SELECT coalesce(extract(epoch FROM max(completed_at)), extract(epoch FROM now())) FROM runs WHERE job = 'bench-$name'")
+    ok=$(python3 - "$stub_base/stats" <<'PY'
+import json, sys, urllib.request
+with urllib.request.urlopen(sys.argv[1], timeout=10) as r:
+    s = json.load(r)
+print(s["rate_limit"]["accepted"], s["requests_429"])
+PY
+)
+    n429=${ok#* }
+    ok=${ok% *}
+    IFS='|' read -r done_runs failed_runs failed_att < <(DB=$db q "
+        SELECT count(*) FILTER (WHERE r.status = 'completed'),
+               count(*) FILTER (WHERE r.status = 'failed'),
+               (SELECT count(*) FROM attempts a JOIN runs x USING (run_id)
+                 WHERE x.job = 'bench-$name' AND a.outcome IS DISTINCT FROM 'ok')
+          FROM runs r WHERE r.job = 'bench-$name'")
+    secs=$(calc "$t1 - $t0")
+    goodput=$(calc "100.0 * $ok / ($secs / $win) / $rpm")
+    pct429=$(calc "100.0 * $n429 / max($ok + $n429, 1)")
+    for i in "${wpids[@]}"; do
+        kill -0 "$i" 2>/dev/null || die "$name: a consumer died (logs: $work/$name.consumer*.log)"
+    done
+    DATABASE_URL=$url "$bin" model-limits show --model stub-1 >"$work/$name.limits.txt" 2>&1 || true
+    waits=$(DB=$db q "SELECT coalesce(sum(waits), 0) FROM model_limits")
+    for i in "${wpids[@]}"; do stop_pid "$i" 40; done
+    stop_pid "$stub_pid" 10
+
+    line="$name rpm=$rpm tpm=$tpm window_s=$win runs=$n completed=$done_runs failed_runs=$failed_runs"
+    line+=" goodput_pct=$(fmt "$goodput") http_429_pct=$(fmt "$pct429" 2) http_200=$ok http_429=$n429"
+    line+=" failed_attempts=$failed_att waits=$waits seconds=$(fmt "$secs" 1) $cpu load1=$(load1)"
+    [ "$timeout" -eq 0 ] || line+=" timeout=1"
+    out "$line"
+}
+
+has ratelimit && ratelimit_run
 
 # ---- paced and soak: a steady stream instead of a burst ----------------------
 

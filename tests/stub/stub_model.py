@@ -13,6 +13,7 @@ the fault directives and /stats.
 
 import argparse
 import asyncio
+import collections
 import hashlib
 import hmac
 import http
@@ -129,6 +130,16 @@ def env_int(name, default):
         return int(raw)
     except ValueError:
         sys.exit("stub_model: %s must be an integer" % name)
+
+
+def go_duration(seconds):
+    """A reset as OpenAI writes it: "6m0s", "1s", "20ms"."""
+    ms = max(0, int(seconds * 1000 + 0.999))
+    if ms < 1000:
+        return b"%dms" % ms
+    if ms < 60000:
+        return (b"%gs" % (ms / 1000.0))
+    return b"%dm%gs" % (ms // 60000, (ms % 60000) / 1000.0)
 
 
 def env_flag(name):
@@ -297,6 +308,13 @@ class Stub:
         self.connections = 0
         self.max_connections = 0
         self.background = set()
+        # Rate limit (0: none): requests and tokens per model within any
+        # window_s sliding window; a request over either is answered 429
+        # with the provider's headers and is not counted in the window.
+        self.rpm = env_int("STUB_RPM", 0)
+        self.tpm = env_int("STUB_TPM", 0)
+        self.window_s = float(os.environ.get("STUB_WINDOW_SECONDS") or 60)
+        self.pause_grace_ms = env_int("STUB_PAUSE_GRACE_MS", 0)
         self.reset()
 
     def reset(self):
@@ -315,6 +333,15 @@ class Stub:
         self.in_flight = getattr(self, "in_flight", 0)
         self.max_in_flight = self.in_flight
         self.max_connections = self.connections
+        self.windows = {}            # model -> deque of (time, tokens)
+        self.rl_accepted = 0
+        self.rl_limited = 0          # 429s of the rate limit
+        self.rl_max_requests = 0     # most requests in any window
+        self.rl_max_tokens = 0       # most tokens in any window
+        self.pause_until = {}        # model -> (time of its 429, reset)
+        self.during_pause = 0        # requests for a model between its
+                                     # 429 (+ grace) and the reset told
+        self.requests_429 = 0        # every 429 answered, fault or limit
 
     # ---- connection loop -------------------------------------------------
 
@@ -635,6 +662,10 @@ class Stub:
                                   r.ctype), None, "", True)
                 await asyncio.shield(entry.future)
 
+        limited, rl_extra = self.take_rate_limit(model, req, body)
+        if limited is not None:
+            return limited, None, "rate_limit", False
+
         fault = self.pick_fault(headers, last_user, key, body)
         kind = fault.kind if fault is not None else ""
         if fault is not None:
@@ -647,6 +678,11 @@ class Stub:
                 ra = fault.params.get("retry_after")
                 if ra is not None:
                     extra += b"Retry-After: " + ra.encode() + b"\r\n"
+                if fault.status == 429:
+                    self.requests_429 += 1
+                    if ra is not None:
+                        now = time.monotonic()
+                        self.pause_until[model] = (now, now + int(ra))
                 return (Reply(fault.status, error_body(
                     fault.status, "stub injected fault %s" % kind),
                     extra), None, kind, False)
@@ -656,6 +692,7 @@ class Stub:
         n = self.seq + 1
         reply = self.generate(n, model, key, chars, last_user, kind,
                               fault.params if fault is not None else None)
+        reply.extra += rl_extra
         self.seq = n
         self.generations += 1
         if key is not None:
@@ -689,6 +726,81 @@ class Stub:
             if entry is not None:
                 self.settle(key, entry, reply)
         return reply, action, kind, False
+
+    def take_rate_limit(self, model, req, body):
+        """(None, headers) when the request fits the window, else
+        (the 429 Reply, b"").
+
+        Counts the requests that arrive while a 429's reset, as told, has
+        not passed (after STUB_PAUSE_GRACE_MS, for calls already on the
+        way). Token cost: ceil(body bytes / 4) + max_tokens (or
+        max_completion_tokens; 0 when absent), the estimate Runledger's
+        budgets reserve."""
+        now = time.monotonic()
+        paused = self.pause_until.get(model)
+        if paused is not None:
+            if now >= paused[1]:
+                del self.pause_until[model]
+            elif now >= paused[0] + self.pause_grace_ms / 1000.0:
+                self.during_pause += 1
+        if self.rpm <= 0 and self.tpm <= 0:
+            return None, b""
+        cap = req.get("max_tokens", req.get("max_completion_tokens", 0))
+        cost = (len(body) + 3) // 4 + (cap if isinstance(cap, int) else 0)
+        win = self.windows.get(model)
+        if win is None:
+            win = self.windows[model] = collections.deque()
+        while win and win[0][0] <= now - self.window_s:
+            win.popleft()
+        used_tokens = sum(t for _, t in win)
+        over_r = self.rpm > 0 and len(win) + 1 > self.rpm
+        over_t = self.tpm > 0 and used_tokens + cost > self.tpm
+        left_r = max(self.rpm - len(win) - (0 if over_r or over_t else 1), 0)
+        left_t = max(self.tpm - used_tokens - (0 if over_r or over_t
+                                               else cost), 0)
+        # When the oldest entries leave the window: the reset of each.
+        reset_r = (win[0][0] + self.window_s - now) if win else 0.0
+        reset_t = reset_r
+        if over_t:
+            need, acc = used_tokens + cost - self.tpm, 0
+            for t0, tk in win:
+                acc += tk
+                if acc >= need:
+                    reset_t = t0 + self.window_s - now
+                    break
+        extra = b""
+        if self.rpm > 0:
+            extra += (b"x-ratelimit-limit-requests: %d\r\n"
+                      b"x-ratelimit-remaining-requests: %d\r\n"
+                      b"x-ratelimit-reset-requests: %s\r\n" % (
+                          self.rpm, left_r, go_duration(reset_r)))
+        if self.tpm > 0:
+            extra += (b"x-ratelimit-limit-tokens: %d\r\n"
+                      b"x-ratelimit-remaining-tokens: %d\r\n"
+                      b"x-ratelimit-reset-tokens: %s\r\n" % (
+                          self.tpm, left_t, go_duration(reset_t)))
+        if not (over_r or over_t):
+            win.append((now, cost))
+            self.rl_accepted += 1
+            if len(win) > self.rl_max_requests:
+                self.rl_max_requests = len(win)
+            if used_tokens + cost > self.rl_max_tokens:
+                self.rl_max_tokens = used_tokens + cost
+            return None, extra
+        self.rl_limited += 1
+        self.requests_429 += 1
+        wait = max(reset_r if over_r else 0.0, reset_t if over_t else 0.0)
+        wait_ms = max(1, int(wait * 1000 + 0.999))
+        self.pause_until[model] = (now, now + wait_ms / 1000.0)
+        extra += (b"retry-after: %d\r\nretry-after-ms: %d\r\n"
+                  % ((wait_ms + 999) // 1000, wait_ms))
+        what = "requests" if over_r else "tokens"
+        return Reply(429, error_body(
+            429, "Rate limit reached for %s in stub on %s per %gs: "
+            "Limit %d. Please try again in %dms." % (
+                model, what, self.window_s,
+                self.rpm if over_r else self.tpm, wait_ms),
+            etype=what, code="rate_limit_exceeded"), extra), b""
 
     async def finish_later(self, key, entry, reply, delay):
         try:
@@ -835,7 +947,12 @@ class Stub:
             return out
         return {
             "requests": self.requests,
-            "refused": self.refused,
+            "refused": self.refused,            # before by_key: readers that scan a prefix find them
+            "requests_429": self.requests_429,
+            "rate_limited": self.rl_limited,
+            "max_requests_per_window": self.rl_max_requests,
+            "max_tokens_per_window": self.rl_max_tokens,
+            "requests_during_pause": self.during_pause,
             "generations": self.generations,
             "by_key": self.by_key,
             "in_flight": self.in_flight,
@@ -847,6 +964,15 @@ class Stub:
             "max_connections": self.max_connections,
             "stored": len(self.store),
             "dedupe": self.dedupe,
+            "rate_limit": {
+                "rpm": self.rpm, "tpm": self.tpm,
+                "window_seconds": self.window_s,
+                "accepted": self.rl_accepted,
+                "limited": self.rl_limited,
+                "max_requests_per_window": self.rl_max_requests,
+                "max_tokens_per_window": self.rl_max_tokens,
+            },
+
             "global_fault": self.global_fault_json(),
         }
 
@@ -941,7 +1067,17 @@ def main():
     ap.add_argument("--require-query", action="append", metavar="NAME=VALUE",
                     help="answer 404 to a completion request without this "
                     "query parameter (repeatable)")
+    ap.add_argument("--rpm", type=int, help="requests per window and model "
+                    "before 429 (STUB_RPM; 0: unlimited)")
+    ap.add_argument("--tpm", type=int, help="tokens per window and model "
+                    "before 429 (STUB_TPM): ceil(body bytes/4) + max_tokens")
+    ap.add_argument("--window-seconds", type=float, help="the sliding "
+                    "window of --rpm/--tpm (STUB_WINDOW_SECONDS, 60)")
     args = ap.parse_args()
+    for flag, env in (("rpm", "STUB_RPM"), ("tpm", "STUB_TPM"),
+                      ("window_seconds", "STUB_WINDOW_SECONDS")):
+        if getattr(args, flag) is not None:
+            os.environ[env] = str(getattr(args, flag))
     raise_nofile()
     try:
         asyncio.run(main_async(args))

@@ -519,6 +519,59 @@ class IsolatedStubTest(unittest.TestCase):
         self.assertNotIn(d4, (d1, d3))  # ids stay unique across resets
         self.assertEqual(stats(stub.port, key)["generations"], 1)
 
+    def test_rate_limit_429_with_provider_headers_until_window_passes(self):
+        stub = self.start(args=["--rpm", "3", "--window-seconds", "1"])
+        seen = []
+        for i in range(4):
+            seen.append(post(stub.port, chat("r%d" % i), key=new_key()))
+        for status, hdrs, _ in seen[:3]:
+            self.assertEqual(status, 200)
+            self.assertEqual(hdrs["x-ratelimit-limit-requests"], "3")
+        self.assertEqual([h["x-ratelimit-remaining-requests"]
+                          for _, h, _ in seen[:3]], ["2", "1", "0"])
+        status, hdrs, body = seen[3]
+        self.assertEqual(status, 429)
+        self.assertEqual(json.loads(body)["error"]["code"],
+                         "rate_limit_exceeded")
+        self.assertEqual(hdrs["x-ratelimit-remaining-requests"], "0")
+        self.assertRegex(hdrs["x-ratelimit-reset-requests"], r"^\d+ms$")
+        wait_ms = int(hdrs["retry-after-ms"])
+        self.assertTrue(0 < wait_ms <= 1000, wait_ms)
+        self.assertEqual(hdrs["retry-after"], "1")
+        # Another model has a window of its own.
+        self.assertEqual(post(stub.port, chat("x", model="other"))[0], 200)
+        time.sleep(wait_ms / 1000.0 + 0.05)
+        self.assertEqual(post(stub.port, chat("r4"), key=new_key())[0], 200)
+        doc = stats(stub.port)["rate_limit"]
+        self.assertEqual((doc["rpm"], doc["accepted"], doc["limited"],
+                          doc["max_requests_per_window"]), (3, 5, 1, 3))
+        self.assertEqual(stats(stub.port)["requests_429"], 1)
+
+    def test_token_limit_counts_body_quarter_plus_max_tokens(self):
+        stub = self.start(STUB_TPM="1000", STUB_WINDOW_SECONDS="30")
+        body = json.dumps(chat("t", max_tokens=400)).encode()
+        cost = (len(body) + 3) // 4 + 400
+        s1, h1, _ = post(stub.port, body)
+        self.assertEqual(s1, 200)
+        self.assertEqual(int(h1["x-ratelimit-remaining-tokens"]), 1000 - cost)
+        self.assertEqual(post(stub.port, body)[0], 200)
+        s3, h3, _ = post(stub.port, body)
+        self.assertEqual(s3, 429)
+        self.assertRegex(h3["x-ratelimit-reset-tokens"], r"^\d+(\.\d+)?s$")
+        doc = stats(stub.port)["rate_limit"]
+        self.assertEqual(doc["max_tokens_per_window"], 2 * cost)
+        self.assertEqual(doc["limited"], 1)
+
+    def test_requests_during_a_429_pause_are_counted(self):
+        stub = self.start(STUB_RPM="1", STUB_WINDOW_SECONDS="2")
+        self.assertEqual(post(stub.port, chat("a"))[0], 200)
+        self.assertEqual(post(stub.port, chat("b"))[0], 429)
+        self.assertEqual(post(stub.port, chat("c"))[0], 429)
+        self.assertEqual(post(stub.port, chat("d", model="m2"))[0], 200)
+        doc = stats(stub.port)
+        self.assertEqual(doc["requests_during_pause"], 1)  # "c", same model
+        self.assertEqual(doc["rate_limit"]["limited"], 2)
+
     def test_required_header_and_query_refuse_until_sent(self):
         secret = "azure-" + uuid.uuid4().hex
         stub = self.start(args=["--require-header", "api-key=" + secret,

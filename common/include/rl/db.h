@@ -232,14 +232,18 @@ int rl_db_store_raw_input(struct rl_db *db, const char *run_id,
 
 /* What a dispatch under a budget did. */
 enum rl_dispatch_status {
-    RL_DISPATCH_RECORDED, /* the attempt is recorded: send the request */
-    RL_DISPATCH_DEFERRED, /* a budget is spent for today: no attempt was
-                             recorded and the run is already pending until
-                             the next UTC day (error_class "budget") */
-    RL_DISPATCH_WAIT,     /* only reservations of calls in flight stand in
-                             the way: as DEFERRED, due again after wait_ms */
-    RL_DISPATCH_DEADLINE  /* the run's deadline has passed: nothing was
-                             recorded; fail the run (error_class deadline) */
+    RL_DISPATCH_RECORDED,    /* the attempt is recorded: send the request */
+    RL_DISPATCH_DEFERRED,    /* a budget is spent for today: no attempt was
+                                recorded and the run is already pending until
+                                the next UTC day (error_class "budget") */
+    RL_DISPATCH_WAIT,        /* only reservations of calls in flight stand in
+                                the way: as DEFERRED, due again after wait_ms */
+    RL_DISPATCH_DEADLINE,    /* the run's deadline has passed: nothing was
+                                recorded; fail the run (error_class deadline) */
+    RL_DISPATCH_RATE_LIMITED /* the model's rate limit (or the provider's
+                                pause) has no room: as WAIT, due again at
+                                next_window (error_class rate_limit,
+                                schema/019_model_rate_limits.sql) */
 };
 
 /* One run of a dispatch batch. */
@@ -255,8 +259,10 @@ struct rl_dispatch_res {
     int err; /* 0 or RL_ERR_STALE (nothing written for this run) */
     enum rl_dispatch_status status;
     int attempt_no;                     /* RECORDED */
-    char next_window[RL_TIME_UTC_SIZE]; /* DEFERRED, WAIT: when due again */
-    char detail[320];                   /* DEFERRED, WAIT: why */
+    char next_window[RL_TIME_UTC_SIZE]; /* DEFERRED, WAIT, RATE_LIMITED:
+                                           when due again */
+    char detail[320];                   /* DEFERRED, WAIT, RATE_LIMITED:
+                                           why */
 };
 
 /* Records the model dispatches of n runs BEFORE their requests are sent

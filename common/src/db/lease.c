@@ -524,9 +524,11 @@ rl_db_dispatch_runs(struct rl_db *db, const struct rl_dispatch_req *reqs,
         } else if (strcmp(result, "deadline") == 0) {
             out[k].status = RL_DISPATCH_DEADLINE;
         } else if (strcmp(result, "deferred") == 0 ||
-                   strcmp(result, "wait") == 0) {
-            out[k].status =
-                result[0] == 'd' ? RL_DISPATCH_DEFERRED : RL_DISPATCH_WAIT;
+                   strcmp(result, "wait") == 0 ||
+                   strcmp(result, "rate_limited") == 0) {
+            out[k].status = result[0] == 'd'   ? RL_DISPATCH_DEFERRED
+                            : result[0] == 'w' ? RL_DISPATCH_WAIT
+                                               : RL_DISPATCH_RATE_LIMITED;
             db_copy_value(res, row, 3, out[k].next_window,
                           sizeof(out[k].next_window));
             db_copy_value(res, row, 4, out[k].detail, sizeof(out[k].detail));

@@ -1,0 +1,61 @@
+#ifndef RL_RATELIMIT_H
+#define RL_RATELIMIT_H
+
+/* Model rate limits shared by every worker of a ledger
+ * (schema/019_model_rate_limits.sql): the operator's limits per model
+ * (`runledger limits --model`), and the statement a worker runs when the
+ * provider throttled a model. Taking the allowances is part of recording
+ * a batch's dispatches (rl_db_dispatch_runs in rl/db.h). Same conventions
+ * as rl/db.h: 0 or a negative enum rl_err with errstr filled, one
+ * connection per thread. */
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rl/db.h"
+
+/* The limits of one model as the operator sets them. rpm and tpm are
+ * allowances per window_ms (a minute unless shortened, e.g. by a test);
+ * 0 means none of that kind. endpoint (NULL or "": none) only labels the
+ * row. */
+struct rl_model_limit {
+    const char *model;
+    const char *endpoint;
+    int64_t rpm;
+    int64_t tpm;
+    int64_t window_ms;
+};
+
+/* `limits set --model`: creates or replaces the limits of one model and
+ * refills its bucket (a pause the provider asked for stays). At least one
+ * of rpm, tpm must be > 0. Returns 0, RL_ERR_INVALID or RL_ERR_DB. */
+int rl_db_model_limit_set(struct rl_db *db, const struct rl_model_limit *lim,
+                          const char *actor, char *errstr, size_t errstr_size);
+
+/* `limits remove --model`: drops the model's row (limits, bucket, pause
+ * and adaptive cap). Returns 0, RL_ERR_NOTFOUND or RL_ERR_DB. */
+int rl_db_model_limit_remove(struct rl_db *db, const char *model, char *errstr,
+                             size_t errstr_size);
+
+/* `limits show --model`: every model row (model NULL or "": all) as a JSON
+ * array of objects (model, endpoint, rpm, tpm, window_seconds,
+ * requests_left, tokens_left, paused_until, pause_reason,
+ * concurrency_cap, in_flight, waits, throttles, waiting_runs) in *json
+ * (malloc'd, the caller frees it). Returns 0 or RL_ERR_DB. */
+int rl_db_model_limits_json(struct rl_db *db, const char *model, char **json,
+                            char *errstr, size_t errstr_size);
+
+/* The provider throttled model: every worker's dispatch statement defers
+ * the model's runs until pause_ms from now (rl_model_throttled).
+ * adaptive: the provider published no rate-limit headers, so the model's
+ * adaptive concurrency cap is halved (when no operator limit exists).
+ * reason (may be NULL) is shown by `runs show` on the deferred runs. On
+ * success paused_until (33 bytes or more, may be NULL) gets
+ * the pause's end and *cap (may be NULL) the cap, 0 for none. Returns 0
+ * or RL_ERR_DB. */
+int rl_db_model_throttled(struct rl_db *db, const char *model, int64_t pause_ms,
+                          int adaptive, const char *reason, char *paused_until,
+                          size_t paused_until_size, int *cap, char *errstr,
+                          size_t errstr_size);
+
+#endif /* RL_RATELIMIT_H */
