@@ -54,28 +54,6 @@ static const struct rl_cli_column budget_columns[] = {
 static const struct rl_cli_table budget_table = {
     "", " ", "-", budget_columns, RL_CLI_NCOLUMNS(budget_columns)};
 
-/* Prints the budgets (json, a JSON array of rows) as the table. A
- * tenant's own budget has the empty job, as it covers all of them: that
- * job is shown as "(all)". */
-static void
-print_budgets(const char *json)
-{
-    cJSON *rows = cJSON_Parse(json);
-    cJSON *row;
-
-    cJSON_ArrayForEach(row, rows)
-    {
-        const cJSON *job = cJSON_GetObjectItemCaseSensitive(row, "job");
-
-        if (!cJSON_IsString(job) || !*job->valuestring) {
-            cJSON_DeleteItemFromObjectCaseSensitive(row, "job");
-            cJSON_AddStringToObject(row, "job", "(all)");
-        }
-    }
-    rl_cli_table_print(&budget_table, rows);
-    cJSON_Delete(rows);
-}
-
 int
 rl_cmd_budgets(int argc, char **argv)
 {
@@ -191,7 +169,7 @@ rl_cmd_budgets(int argc, char **argv)
     if (json && as_json)
         printf("%s\n", json);
     else if (json)
-        print_budgets(json);
+        rl_cli_table_print_per_job(&budget_table, json);
     free(json);
     return RL_EXIT_OK;
 }

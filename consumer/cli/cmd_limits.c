@@ -45,27 +45,6 @@ static const struct rl_cli_column limit_columns[] = {
 static const struct rl_cli_table limit_table = {"", " ", "-", limit_columns,
                                                 RL_CLI_NCOLUMNS(limit_columns)};
 
-/* Prints the limits (json, a JSON array of rows) as the table: a
- * tenant's own limit, which covers all its jobs, as job "(all)". */
-static void
-print_limits(const char *json)
-{
-    cJSON *rows = cJSON_Parse(json);
-    cJSON *row;
-
-    cJSON_ArrayForEach(row, rows)
-    {
-        const cJSON *job = cJSON_GetObjectItemCaseSensitive(row, "job");
-
-        if (!cJSON_IsString(job) || !*job->valuestring) {
-            cJSON_DeleteItemFromObjectCaseSensitive(row, "job");
-            cJSON_AddStringToObject(row, "job", "(all)");
-        }
-    }
-    rl_cli_table_print(&limit_table, rows);
-    cJSON_Delete(rows);
-}
-
 /* `limits ... --model M` is the model rate limits' command
  * (rl_cmd_limits_model, cmd_limits_model.c). */
 static int
@@ -190,7 +169,7 @@ rl_cmd_limits(int argc, char **argv)
     if (json && as_json)
         printf("%s\n", json);
     else if (json)
-        print_limits(json);
+        rl_cli_table_print_per_job(&limit_table, json);
     free(json);
     return RL_EXIT_OK;
 }

@@ -87,3 +87,22 @@ rl_cli_table_print_json(const struct rl_cli_table *table, const char *json,
     rl_cli_table_print(table, rows);
     cJSON_Delete(rows);
 }
+
+void
+rl_cli_table_print_per_job(const struct rl_cli_table *table, const char *json)
+{
+    cJSON *rows = cJSON_Parse(json);
+    cJSON *row;
+
+    cJSON_ArrayForEach(row, rows)
+    {
+        const cJSON *job = cJSON_GetObjectItemCaseSensitive(row, "job");
+
+        if (!cJSON_IsString(job) || !*job->valuestring) {
+            cJSON_DeleteItemFromObjectCaseSensitive(row, "job");
+            cJSON_AddStringToObject(row, "job", "(all)");
+        }
+    }
+    rl_cli_table_print(table, rows);
+    cJSON_Delete(rows);
+}
