@@ -826,10 +826,14 @@ throttle_model(struct ledger *lg, struct rl_item *item)
                                                          : "tokens");
     if (call->http_status == 429)
         atomic_fetch_add(&lg->pl->counters.model_throttles, 1);
-    if (rl_db_model_throttled(lg->db, model, pause,
-                              !rl_model_ratelimit_published(&call->ratelimit),
-                              reason, until, sizeof(until), &cap, errstr,
-                              sizeof(errstr)) != 0) {
+    /* The adaptive cap is the operator's choice: started from nothing it
+     * halves to one call at a time for the whole group, which a provider
+     * with occasional 429s does not ask for. */
+    if (rl_db_model_throttled(
+            lg->db, model, pause,
+            lg->cfg->model_adaptive_cap &&
+                !rl_model_ratelimit_published(&call->ratelimit),
+            reason, until, sizeof(until), &cap, errstr, sizeof(errstr)) != 0) {
         rl_log_warn(&ctx, "could not pause model %s: %s", model, errstr);
         return;
     }

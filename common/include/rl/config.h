@@ -66,6 +66,7 @@ struct rl_config {
     int http_port;
     int shutdown_grace_seconds;
     int relay_enabled;
+    int model_adaptive_cap;      /* AIMD cap on 429s without published limits */
     int liveness_seconds;        /* /healthz fails when the loop stalls */
     int health_interval_seconds; /* PostgreSQL check + ledger gauges */
     int ledger_liveness_seconds; /* /healthz fails when the ledger stalls */
