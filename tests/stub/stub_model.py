@@ -972,6 +972,11 @@ class Stub:
 
     def stats(self, query):
         q = parse_qs(query)
+        if "concurrency_key" in q:
+            k = q["concurrency_key"][0]
+            return {"concurrency_key": k,
+                    "in_flight": self.in_flight_by_key.get(k, 0),
+                    "max_concurrent": self.max_concurrent_by_key.get(k, 0)}
         if "key" in q:
             k = q["key"][0]
             out = {"key": k, "generations": self.by_key.get(k, 0),

@@ -116,6 +116,12 @@ def stats(port, key=None):
     return json.loads(data)
 
 
+def stats_query(port, query):
+    status, _, data = request(port, "GET", "/stats?" + query)
+    assert status == 200, status
+    return json.loads(data)
+
+
 def new_key():
     return "run-" + uuid.uuid4().hex
 
@@ -652,6 +658,8 @@ class IsolatedStubTest(unittest.TestCase):
         self.assertEqual(doc["max_concurrent_by_key"], {"a": 3, "b": 1})
         self.assertEqual(doc["in_flight_by_key"], {})
         self.assertEqual(doc["max_in_flight"], 5)
+        one = stats_query(stub.port, "concurrency_key=a")
+        self.assertEqual((one["in_flight"], one["max_concurrent"]), (0, 3))
 
     def test_500_concurrent_requests_overlap(self):
         raise_nofile()
