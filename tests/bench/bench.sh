@@ -558,7 +558,7 @@ if [ -n "${BENCH_AUTO_EXPLAIN_MS:-}" ]; then
 fi
 bootstrap=
 if has zero || has slow || has slow5s || has paced || has trickle || has soak || has peer ||
-    has ratelimit; then
+    has ratelimit || has fairness; then
     "$harness/kafka.sh" start "$work/kafka" >&2
     bootstrap=$(sed -n 's/^KAFKA_BOOTSTRAP_SERVERS=//p' "$work/kafka/env")
 fi
