@@ -39,6 +39,11 @@
 #            set for the group (`runledger model-limits set`): goodput_pct
 #            (200s per minute / the limit), http_429_pct, failed_attempts
 #            (not in the default list: it paces itself for minutes)
+#   fairness one consumer, 64 slots, stub at 200 ms: tenant A publishes
+#            BENCH_FAIRNESS_A_RUNS (10000) runs at once while tenant B
+#            publishes one a second for BENCH_FAIRNESS_SECONDS (60): B's
+#            wait from publish to dispatch (p50/p99), A's share of the
+#            slots B leaves idle
 #   peer     the same jobs through a plain Python worker (1 and 4
 #            processes), through Graphile Worker (Node.js, from npm) and
 #            through River (Go, built from peer_river/ on first use)
@@ -53,7 +58,7 @@
 #                            fatal, brought up to date incrementally)
 #   BENCH_DIR                scratch folder (default build-bench/run)
 #   BENCH_SCENARIOS          default "zero slow slow5s paced trickle ceiling
-#                            peer soak"
+#                            fairness peer soak"
 #   BENCH_PEERS              default "python1 python4 graphile river"
 #   BENCH_EVENTS             default 20000 (zero and slow)
 #   BENCH_SLOW_EVENTS        default BENCH_EVENTS
@@ -62,6 +67,9 @@
 #   BENCH_MAX_IN_FLIGHT      RUNLEDGER_MAX_IN_FLIGHT for zero/slow (2048)
 #   BENCH_SLOW5_MAX_IN_FLIGHT  for slow5s (5000, the target)
 #   BENCH_RATELIMIT_RUNS     default 3000 (ratelimit)
+#   BENCH_FAIRNESS_A_RUNS, BENCH_FAIRNESS_SECONDS, BENCH_FAIRNESS_SLOTS
+#                            fairness: A's burst (10000), B's seconds at
+#                            one run a second (60), in-flight cap (64)
 #   BENCH_RATELIMIT_RPM, BENCH_RATELIMIT_TPM, BENCH_RATELIMIT_WINDOW_SECONDS
 #                            the stub's and the group's limit (600, 60000,
 #                            60)
@@ -95,7 +103,7 @@ slow5_events=${BENCH_SLOW5_EVENTS:-40000}
 peer_events=${BENCH_PEER_EVENTS:-$events}
 max_in_flight=${BENCH_MAX_IN_FLIGHT:-2048}
 slow5_in_flight=${BENCH_SLOW5_MAX_IN_FLIGHT:-5000}
-scenarios=${BENCH_SCENARIOS:-zero slow slow5s paced trickle ceiling peer soak}
+scenarios=${BENCH_SCENARIOS:-zero slow slow5s paced trickle ceiling fairness peer soak}
 paced_seconds=${BENCH_PACED_SECONDS:-60}
 trickle_rate=${BENCH_TRICKLE_RATE:-50}
 trickle_seconds=${BENCH_TRICKLE_SECONDS:-30}
@@ -110,6 +118,9 @@ ratelimit_runs=${BENCH_RATELIMIT_RUNS:-3000}
 ratelimit_rpm=${BENCH_RATELIMIT_RPM:-600}
 ratelimit_tpm=${BENCH_RATELIMIT_TPM:-60000}
 ratelimit_window=${BENCH_RATELIMIT_WINDOW_SECONDS:-60}
+fairness_a_runs=${BENCH_FAIRNESS_A_RUNS:-10000}
+fairness_seconds=${BENCH_FAIRNESS_SECONDS:-60}
+fairness_slots=${BENCH_FAIRNESS_SLOTS:-64}
 # The token estimate of a request without max_tokens assumes this many
 # completion tokens (RUNLEDGER_BUDGET_DEFAULT_MAX_TOKENS, 1024 by default):
 # at 1024 a run is estimated at ~1,050 tokens and --tpm 60000 admits ~57
@@ -547,7 +558,7 @@ if [ -n "${BENCH_AUTO_EXPLAIN_MS:-}" ]; then
 fi
 bootstrap=
 if has zero || has slow || has slow5s || has paced || has trickle || has soak || has peer ||
-    has ratelimit; then
+    has ratelimit || has fairness; then
     "$harness/kafka.sh" start "$work/kafka" >&2
     bootstrap=$(sed -n 's/^KAFKA_BOOTSTRAP_SERVERS=//p' "$work/kafka/env")
 fi
@@ -817,6 +828,93 @@ PY
 }
 
 has ratelimit && ratelimit_run
+
+# ---- fairness: one tenant's burst against another's trickle ---------------
+
+# fairness: one consumer with RUNLEDGER_MAX_IN_FLIGHT=BENCH_FAIRNESS_SLOTS
+# (64) and a stub at 200 ms. Tenant A publishes BENCH_FAIRNESS_A_RUNS
+# (10,000) runs at once; from the same moment tenant B publishes one run a
+# second for BENCH_FAIRNESS_SECONDS (60), each event carrying its publish
+# time in input.published_at. B's wait = its attempt's dispatched_at -
+# published_at (Kafka, registration, the fair claim and the dispatch
+# statement; p50/p99/max). A's share of idle slots = A's dispatches in the
+# window / (slots x window / 0.2 s - B's dispatches in the window), the
+# window running from the first publish to the end of B's publishing or
+# A's last dispatch, whichever is first (past that A has no backlog).
+fairness_run() {
+    local name=fairness a_n=$fairness_a_runs secs=$fairness_seconds slots=$fairness_slots
+    local db=bench_fairness topic=bench.fairness.schedules latency=200
+    local t0 t1 w1 pace_pid timeout=0 budget_s cpu line
+    local b_n a_done b_done w50 w99 wmax a_win b_win cap share
+
+    log "$name: tenant A $a_n runs at once, tenant B 1/s for ${secs} s, stub ${latency} ms, 1 consumer, RUNLEDGER_MAX_IN_FLIGHT=$slots"
+    consumer_start "$name" 0 "$latency" "$slots" 0
+    python3 "$bench/gen_events.py" --job bench-fairness-a --tenant tenant-a \
+        --count "$a_n" >"$work/$name.a.tsv"
+    measure_begin "$db"
+    cpu_begin "$pid"
+    t0=$(now)
+    python3 - "$secs" <<'PY' | kcat -P -b "$bootstrap" -t "$topic" -K $'\t' -X linger.ms=5 2>"$work/$name.kcat_b.log" &
+import json, sys, time
+secs = int(sys.argv[1])
+start = time.time()
+for i in range(secs):
+    time.sleep(max(0.0, start + i - time.time()))
+    ev = {"job": "bench-fairness-b", "tenant": "tenant-b",
+          "scheduled_at": "2026-08-07T09:00:00+00:00", "version": "v%d" % i,
+          "input": {"doc": i, "published_at": time.time()},
+          "request": {"model": "stub-1", "temperature": 0,
+                      "messages": [{"role": "user",
+                                    "content": "summarise {{input}}"}]},
+          "notify": ["email", "slack"]}
+    sys.stdout.write("tenant-b\t" + json.dumps(ev, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+PY
+    pace_pid=$!
+    pids+=("$pace_pid")
+    produce "$topic" "$work/$name.a.tsv"
+    wait "$pace_pid" 2>/dev/null || true
+    forget_pid "$pace_pid"
+    budget_s=$(calc "int($a_n / ($slots / ($latency / 1000.0)) * 2 + 60)")
+    wait_count "$db" "SELECT count(*) FROM runs WHERE job IN ('bench-fairness-a', 'bench-fairness-b') AND status = 'completed'" \
+        "$((a_n + secs))" "$budget_s" || timeout=1
+    cpu=$(cpu_end "$pid")
+    measure_end "$db"
+    kill -0 "$pid" 2>/dev/null || die "$name: the consumer died (log: $work/$name.consumer.log)"
+    t1=$(DB=$db q "SELECT extract(epoch FROM max(completed_at)) FROM runs WHERE job LIKE 'bench-fairness-_'")
+    w1=$(DB=$db q "SELECT least($t0 + $secs, extract(epoch FROM max(a.dispatched_at)))
+                     FROM attempts a JOIN runs r USING (run_id) WHERE r.job = 'bench-fairness-a'")
+    IFS='|' read -r a_done b_n b_done w50 w99 wmax < <(DB=$db q "
+        SELECT (SELECT count(*) FROM runs WHERE job = 'bench-fairness-a' AND status = 'completed'),
+               (SELECT count(*) FROM runs WHERE job = 'bench-fairness-b'),
+               (SELECT count(*) FROM runs WHERE job = 'bench-fairness-b' AND status = 'completed'),
+               round(percentile_cont(0.5) WITHIN GROUP (ORDER BY w)::numeric),
+               round(percentile_cont(0.99) WITHIN GROUP (ORDER BY w)::numeric),
+               round(max(w)::numeric)
+          FROM (SELECT (extract(epoch FROM min(a.dispatched_at))
+                        - (r.raw_input->>'published_at')::float8) * 1000 AS w
+                  FROM runs r JOIN attempts a USING (run_id)
+                 WHERE r.job = 'bench-fairness-b' GROUP BY r.run_id, r.raw_input) s")
+    IFS='|' read -r a_win b_win < <(DB=$db q "
+        SELECT count(*) FILTER (WHERE r.job = 'bench-fairness-a'),
+               count(*) FILTER (WHERE r.job = 'bench-fairness-b')
+          FROM attempts a JOIN runs r USING (run_id)
+         WHERE a.dispatched_at >= to_timestamp($t0) AND a.dispatched_at < to_timestamp($w1)")
+    cap=$(calc "$slots * ($w1 - $t0) / ($latency / 1000.0)")
+    share=$(calc "100.0 * $a_win / max($cap - $b_win, 1)")
+    stop_pid "$pid" 40
+    stop_pid "$stub_pid" 10
+
+    line="$name a_runs=$a_done b_runs=$b_done b_wait_p50_ms=$w50 b_wait_p99_ms=$w99"
+    line+=" a_share_of_idle_pct=$(fmt "$share") seconds=$(fmt "$(calc "$t1 - $t0")" 1)"
+    line+=" b_published=$b_n b_wait_max_ms=$wmax window_s=$(fmt "$(calc "$w1 - $t0")" 1)"
+    line+=" a_dispatched_in_window=$a_win b_dispatched_in_window=$b_win slot_calls_in_window=$(fmt "$cap" 0)"
+    line+=" slots=$slots consumers=1 latency_ms=$latency $cpu load1=$(load1)"
+    [ "$timeout" -eq 0 ] || line+=" timeout=1"
+    out "$line"
+}
+
+has fairness && fairness_run
 
 # ---- paced and soak: a steady stream instead of a burst ----------------------
 

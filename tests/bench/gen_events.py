@@ -4,6 +4,7 @@
 
     gen_events.py --job bench-zero --count 20000 [--tenants 64] > events.tsv
 
+--tenant NAME gives every event that tenant instead.
 Event i is job JOB, tenant tenant-(i % TENANTS), scheduled
 2026-08-07T09:00:00Z + i hours, version v1, input {"doc": i}, model stub-1,
 notify ["email","slack"]: the shape of tests/e2e's e2e_event(). Every line
@@ -23,11 +24,12 @@ def main():
     ap.add_argument("--count", type=int, required=True)
     ap.add_argument("--start", type=int, default=0)
     ap.add_argument("--tenants", type=int, default=64)
+    ap.add_argument("--tenant", help="one tenant for every event")
     a = ap.parse_args()
     out = sys.stdout
     hour = datetime.timedelta(hours=1)
     for i in range(a.start, a.start + a.count):
-        tenant = "tenant-%d" % (i % a.tenants)
+        tenant = a.tenant or "tenant-%d" % (i % a.tenants)
         at = (BASE + i * hour).strftime("%Y-%m-%dT%H:%M:%S+00:00")
         ev = {
             "job": a.job, "tenant": tenant, "scheduled_at": at,

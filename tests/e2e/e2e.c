@@ -564,6 +564,15 @@ e2e_stub_generations(struct e2e *t, const char *key)
 }
 
 long
+e2e_stub_max_concurrent(struct e2e *t, const char *key)
+{
+    char query[256];
+
+    snprintf(query, sizeof(query), "?concurrency_key=%s", key);
+    return stub_stats_number(t, query, "max_concurrent");
+}
+
+long
 e2e_stub_stat(struct e2e *t, const char *name)
 {
     return stub_stats_number(t, "", name);

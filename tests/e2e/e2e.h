@@ -113,6 +113,11 @@ void e2e_header(const rd_kafka_message_t *rkm, const char *name, char *buf,
 /* Generations the stub counted for Idempotency-Key key (-1 on error). */
 long e2e_stub_generations(struct e2e *t, const char *key);
 
+/* The most calls the stub had in flight at once for key (its
+ * STUB_CONCURRENCY_KEY), since start or reset; 0 for a key never seen,
+ * -1 on error. */
+long e2e_stub_max_concurrent(struct e2e *t, const char *key);
+
 /* A whole-stub figure of the stub's /stats, e.g. "in_flight",
  * "max_in_flight", "requests" (-1 on error). */
 long e2e_stub_stat(struct e2e *t, const char *name);

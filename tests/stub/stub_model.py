@@ -315,6 +315,16 @@ class Stub:
         self.tpm = env_int("STUB_TPM", 0)
         self.window_s = float(os.environ.get("STUB_WINDOW_SECONDS") or 60)
         self.pause_grace_ms = env_int("STUB_PAUSE_GRACE_MS", 0)
+        # STUB_CONCURRENCY_KEY: a regular expression searched in the text
+        # of the request's messages; its first group (or the whole match)
+        # names the key whose calls in flight are counted apart, e.g.
+        # "tenant=(\S+)" with events whose prompt ends "tenant=acme".
+        spec = os.environ.get("STUB_CONCURRENCY_KEY", "")
+        try:
+            self.concurrency_re = re.compile(spec) if spec else None
+        except re.error as e:
+            sys.exit("stub_model: STUB_CONCURRENCY_KEY: %s" % e)
+        self.in_flight_by_key = collections.Counter()
         self.reset()
 
     def reset(self):
@@ -342,6 +352,9 @@ class Stub:
         self.during_pause = 0        # requests for a model between its
                                      # 429 (+ grace) and the reset told
         self.requests_429 = 0        # every 429 answered, fault or limit
+        # STUB_CONCURRENCY_KEY: most calls of one key in flight at once
+        self.max_concurrent_by_key = {
+            k: n for k, n in self.in_flight_by_key.items() if n}
 
     # ---- connection loop -------------------------------------------------
 
@@ -504,6 +517,12 @@ class Stub:
         self.in_flight += 1
         if self.in_flight > self.max_in_flight:
             self.max_in_flight = self.in_flight
+        ckey = self.concurrency_key(body)
+        if ckey is not None:
+            n = self.in_flight_by_key[ckey] + 1
+            self.in_flight_by_key[ckey] = n
+            if n > self.max_concurrent_by_key.get(ckey, 0):
+                self.max_concurrent_by_key[ckey] = n
         key = headers.get("idempotency-key") or None
         action = None
         fault_kind = ""
@@ -566,12 +585,30 @@ class Stub:
             raise AssertionError(action)
         finally:
             self.in_flight -= 1
+            if ckey is not None:
+                self.in_flight_by_key[ckey] -= 1
             if self.verbose:
                 sys.stderr.write(
                     "stub: POST /v1/chat/completions status=%s key=%s "
                     "fault=%s replay=%d %.1fms\n" % (
                         action or reply.status, key or "-", fault_kind or "-",
                         replay, (time.monotonic() - t0) * 1000.0))
+
+    def concurrency_key(self, body):
+        """The STUB_CONCURRENCY_KEY of a request body, or None."""
+        if self.concurrency_re is None:
+            return None
+        try:
+            req = json.loads(body)
+            text = "\n".join(content_text(m.get("content"))
+                             for m in req.get("messages") or ()
+                             if isinstance(m, dict))
+        except (ValueError, UnicodeDecodeError, AttributeError, TypeError):
+            return None
+        m = self.concurrency_re.search(text)
+        if m is None:
+            return None
+        return m.group(1) if m.groups() else m.group(0)
 
     def refuse(self, headers, query):
         """The 401 or 404 for a missing required header or parameter."""
@@ -935,6 +972,11 @@ class Stub:
 
     def stats(self, query):
         q = parse_qs(query)
+        if "concurrency_key" in q:
+            k = q["concurrency_key"][0]
+            return {"concurrency_key": k,
+                    "in_flight": self.in_flight_by_key.get(k, 0),
+                    "max_concurrent": self.max_concurrent_by_key.get(k, 0)}
         if "key" in q:
             k = q["key"][0]
             out = {"key": k, "generations": self.by_key.get(k, 0),
@@ -957,6 +999,9 @@ class Stub:
             "by_key": self.by_key,
             "in_flight": self.in_flight,
             "max_in_flight": self.max_in_flight,
+            "in_flight_by_key": {k: n for k, n in
+                                 self.in_flight_by_key.items() if n},
+            "max_concurrent_by_key": self.max_concurrent_by_key,
             "faults": self.faults,
             "replays": self.replays,
             "conflicts": self.conflicts,

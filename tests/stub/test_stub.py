@@ -116,6 +116,12 @@ def stats(port, key=None):
     return json.loads(data)
 
 
+def stats_query(port, query):
+    status, _, data = request(port, "GET", "/stats?" + query)
+    assert status == 200, status
+    return json.loads(data)
+
+
 def new_key():
     return "run-" + uuid.uuid4().hex
 
@@ -634,6 +640,26 @@ class IsolatedStubTest(unittest.TestCase):
         lines = stub.stderr.splitlines()
         self.assertEqual(len(lines), 4, stub.stderr)
         self.assertEqual(sum(b"/v1/chat/completions" in x for x in lines), 3)
+
+    def test_concurrency_counted_per_key_from_the_prompt(self):
+        stub = self.start(STUB_LATENCY_MS="300",
+                          STUB_CONCURRENCY_KEY=r"tenant=(\S+)")
+        contents = ["run tenant=a"] * 3 + ["run tenant=b", "no key here"]
+        threads = [threading.Thread(
+            target=post, args=(stub.port, chat(c)), daemon=True)
+            for c in contents]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(10)
+        # One after another: the key's count goes back to 0 in between.
+        post(stub.port, chat("run tenant=b"))
+        doc = stats(stub.port)
+        self.assertEqual(doc["max_concurrent_by_key"], {"a": 3, "b": 1})
+        self.assertEqual(doc["in_flight_by_key"], {})
+        self.assertEqual(doc["max_in_flight"], 5)
+        one = stats_query(stub.port, "concurrency_key=a")
+        self.assertEqual((one["in_flight"], one["max_concurrent"]), (0, 3))
 
     def test_500_concurrent_requests_overlap(self):
         raise_nofile()
