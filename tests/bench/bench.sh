@@ -44,6 +44,12 @@
 #            publishes one a second for BENCH_FAIRNESS_SECONDS (60): B's
 #            wait from publish to dispatch (p50/p99), A's share of the
 #            slots B leaves idle
+#   grown    the zero burst on a ledger already holding BENCH_GROWN_RUNS
+#            finished runs (grown_prefill.sql: an attempt and two
+#            delivered notifications each): runs/s and vs_empty = that /
+#            the zero line's, the prefill's seconds and size (not in the
+#            default list: 10M runs take long to prefill; run it as
+#            BENCH_SCENARIOS="zero grown")
 #   peer     the same jobs through a plain Python worker (1 and 4
 #            processes), through Graphile Worker (Node.js, from npm) and
 #            through River (Go, built from peer_river/ on first use)
@@ -73,6 +79,7 @@
 #   BENCH_RATELIMIT_RPM, BENCH_RATELIMIT_TPM, BENCH_RATELIMIT_WINDOW_SECONDS
 #                            the stub's and the group's limit (600, 60000,
 #                            60)
+#   BENCH_GROWN_RUNS         finished runs prefilled for grown (10000000)
 #   BENCH_CEILING_CLIENTS    default "16 64"
 #   BENCH_CEILING_SECONDS    default 15
 #   BENCH_WAIT_SECONDS       cap on one scenario's drain (default 75): on
@@ -121,6 +128,7 @@ ratelimit_window=${BENCH_RATELIMIT_WINDOW_SECONDS:-60}
 fairness_a_runs=${BENCH_FAIRNESS_A_RUNS:-10000}
 fairness_seconds=${BENCH_FAIRNESS_SECONDS:-60}
 fairness_slots=${BENCH_FAIRNESS_SLOTS:-64}
+grown_runs=${BENCH_GROWN_RUNS:-10000000}
 # The token estimate of a request without max_tokens assumes this many
 # completion tokens (RUNLEDGER_BUDGET_DEFAULT_MAX_TOKENS, 1024 by default):
 # at 1024 a run is estimated at ~1,050 tokens and --tpm 60000 admits ~57
@@ -558,7 +566,7 @@ if [ -n "${BENCH_AUTO_EXPLAIN_MS:-}" ]; then
 fi
 bootstrap=
 if has zero || has slow || has slow5s || has paced || has trickle || has soak || has peer ||
-    has ratelimit || has fairness; then
+    has ratelimit || has fairness || has grown; then
     "$harness/kafka.sh" start "$work/kafka" >&2
     bootstrap=$(sed -n 's/^KAFKA_BOOTSTRAP_SERVERS=//p' "$work/kafka/env")
 fi
@@ -739,6 +747,111 @@ has slow && ours slow 500 "$slow_events" "$max_in_flight"
 if has slow5s && [ "$slow5_events" -gt 0 ]; then
     ours slow5s 5000 "$slow5_events" "$slow5_in_flight"
 fi
+
+# ---- grown: the zero burst on a ledger that already holds history ------------
+
+# grown_buffers DB FILE: the bench role's statements in DB by total time
+# with their shared buffers hit, read (from the OS or disk), dirtied and
+# written, from pg_stat_statements as the last window left it.
+grown_buffers() {
+    q "SELECT s.calls, round(s.total_exec_time::numeric, 1) AS ms,
+              s.shared_blks_hit AS hit, s.shared_blks_read AS read,
+              s.shared_blks_dirtied AS dirtied, s.shared_blks_written AS written,
+              CASE WHEN s.toplevel THEN 'top' ELSE 'nested' END,
+              regexp_replace(left(s.query, 110), '\s+', ' ', 'g')
+         FROM pg_stat_statements s
+         JOIN pg_database d ON d.oid = s.dbid
+         JOIN pg_roles r ON r.oid = s.userid
+        WHERE d.datname = '$1' AND r.rolname = '$role'
+        ORDER BY s.total_exec_time DESC LIMIT 40" >"$2" 2>&1 || true
+}
+
+# grown: the zero scenario (BENCH_EVENTS events, stub answering at once,
+# one consumer) on a ledger prefilled by grown_prefill.sql with
+# BENCH_GROWN_RUNS finished runs (one attempt and two delivered
+# notifications each), vacuumed, analysed and checkpointed before the
+# consumer starts. vs_empty = its runs/s / the zero line's of this bench
+# run (empty ledger); table_mb: runs, attempts, outbox and
+# outbox_delivered with their indexes and TOAST after the prefill,
+# bytes_per_run that / the prefilled runs.
+grown() {
+    local name=grown n=$events runs=$grown_runs cap=$max_in_flight
+    local db=bench_grown topic=bench.grown.schedules notify=bench.grown.notifications
+    local tp0 prefill_s bytes t0 tprod timeout=0 cpu hwm done_runs rps ov split t1 line
+
+    log "$name: prefilling $runs finished runs, then $n events, stub latency 0 ms"
+    # pg_stat_statements still holds the zero window when zero ran just
+    # before: kept beside this one's for the comparison
+    [ -z "$zero_rps" ] || grown_buffers bench_zero "$work/bench_zero.buffers.txt"
+    ledger_db "$db"
+    tp0=$(now)
+    PGOPTIONS="-c client_min_messages=warning" \
+        psql -X -q -v ON_ERROR_STOP=1 -v n="$runs" -h 127.0.0.1 -p "$pgport" -U postgres \
+        -d "$db" -f "$bench/grown_prefill.sql" >"$work/$name.prefill.log" 2>&1 ||
+        die "$name: the prefill failed (log: $work/$name.prefill.log)"
+    prefill_s=$(calc "$(now) - $tp0")
+    bytes=$(DB=$db q "SELECT sum(pg_total_relation_size(c))
+                        FROM unnest('{runs,attempts,outbox,outbox_delivered}'::regclass[]) c")
+    log "$name: prefill took $(fmt "$prefill_s") s, $(calc "$bytes // 1048576") MB"
+
+    # consumer_start without its fresh ledger: the prefilled one stays
+    topics "$topic:4" "$notify:4" "bench.$name.dlq:1"
+    stub_start "$name" 0
+    gen "bench-$name-warmup" 1 "$work/$name.warmup.tsv"
+    gen "bench-$name" "$n" "$work/$name.events.tsv"
+    env DATABASE_URL="$(url_of "$db")" KAFKA_BOOTSTRAP_SERVERS="$bootstrap" \
+        MODEL_BASE_URL="$stub_base/v1" RUNLEDGER_TOPIC="$topic" \
+        RUNLEDGER_NOTIFY_TOPIC="$notify" RUNLEDGER_DLQ_TOPIC="bench.$name.dlq" \
+        RUNLEDGER_GROUP_ID="bench-$name" RUNLEDGER_WORKER_ID="bench-$name-w0" \
+        RUNLEDGER_HTTP_PORT=0 RUNLEDGER_MAX_IN_FLIGHT="$cap" \
+        "$bin" consume >/dev/null 2>"$work/$name.consumer.log" &
+    pid=$!
+    pids+=("$pid")
+    produce "$topic" "$work/$name.warmup.tsv"
+    wait_count "$db" "SELECT count(*) FROM runs WHERE job = 'bench-$name-warmup' AND status = 'completed'
+                         AND NOT EXISTS (SELECT 1 FROM outbox)" 1 120 ||
+        die "$name: the warm-up run was not delivered in 120 s (log: $work/$name.consumer.log)"
+    stub_reset
+    measure_begin "$db"
+    cpu_begin "$pid"
+
+    t0=$(now)
+    produce "$topic" "$work/$name.events.tsv"
+    tprod=$(calc "$(now) - $t0")
+    # Not count(outbox_delivered) as zero does: that scans the history
+    # every 0.2 s. A completion inserts its outbox rows in its own
+    # transaction, so all completed and an empty outbox means all delivered.
+    wait_count "$db" "SELECT CASE WHEN EXISTS (SELECT 1 FROM outbox) THEN 0 ELSE
+                             (SELECT count(*) FROM runs WHERE job = 'bench-$name'
+                                 AND status = 'completed') END" "$n" "$wait_seconds" || timeout=1
+    cpu=$(cpu_end "$pid")
+    measure_end "$db"
+    grown_buffers "$db" "$work/$db.buffers.txt"
+    [ -z "${BENCH_WAL_BREAKDOWN:-}" ] || wal_breakdown "$db"
+    hwm=$(hwm_kb "$pid")
+    kill -0 "$pid" 2>/dev/null || die "$name: the consumer died (log: $work/$name.consumer.log)"
+    run_figures "$name" "$t0"
+    stop_pid "$pid" 40
+    stop_pid "$stub_pid" 10
+
+    line="$name runs=$runs prefill_s=$(fmt "$prefill_s") events=$n completed=$done_runs runs_per_s=$(fmt "$rps")"
+    if [ -n "$zero_rps" ]; then
+        line+=" vs_empty=$(fmt "$(calc "$rps / $zero_rps")" 3) empty_runs_per_s=$(fmt "$zero_rps")"
+    else
+        line+=" vs_empty=na"
+    fi
+    line+=" seconds=$(fmt "$(calc "$t1 - $t0")" 2)"
+    line+=" overhead_p50_ms=${ov% *} overhead_p99_ms=${ov#* } $(split_fields) $(stmt_fields "$done_runs")"
+    line+=" $(db_fields "$done_runs") $(wal_fields "$done_runs")"
+    line+=" table_mb=$(calc "$bytes // 1048576") bytes_per_run=$(calc "$bytes // max($runs, 1)")"
+    line+=" rss_peak_mb=$(fmt "$(calc "$hwm / 1024")") produce_s=$(fmt "$tprod" 2) $cpu load1=$(load1)"
+    [ "$timeout" -eq 0 ] || line+=" timeout=1"
+    out "$line"
+    # the history's heap and indexes: several GB at the default size
+    q "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null
+}
+
+has grown && grown
 
 # ---- ratelimit: three consumers under a model limit -------------------------
 
