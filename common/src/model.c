@@ -29,6 +29,7 @@
 #include "rl/err.h"
 #include "rl/json.h"
 #include "rl/log.h"
+#include "rl/trace.h"
 
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
@@ -1578,22 +1579,6 @@ append_header(struct curl_slist *list, const char *name, size_t name_len,
     return tmp;
 }
 
-/* A traceparent is sent only as rl_trace_format writes one: 55 visible
- * ASCII characters, so a header value can never smuggle CR/LF. */
-static int
-traceparent_ok(const char *v)
-{
-    size_t n = 0;
-
-    if (!v)
-        return 0;
-    for (; v[n]; n++) {
-        if (v[n] <= 0x20 || v[n] >= 0x7f)
-            return 0;
-    }
-    return n == 55;
-}
-
 static struct curl_slist *
 build_headers(const struct rl_model_config *cfg,
               const struct header_entry *extra, size_t n_extra)
@@ -1799,6 +1784,7 @@ fail:
 int
 rl_model_submit(struct rl_model *m, struct rl_model_call *call)
 {
+    struct rl_trace_ctx tc;
     struct xfer *x;
     size_t len;
 
@@ -1827,7 +1813,11 @@ rl_model_submit(struct rl_model *m, struct rl_model_call *call)
     /* The per-call header heads the shared list: no copy per call. */
     x->idem_node.data = x->idem_header;
     x->idem_node.next = m->headers;
-    if (traceparent_ok(call->traceparent)) {
+    /* Sent only when it parses as a traceparent: a header value can then
+     * never smuggle CR/LF. */
+    if (call->traceparent &&
+        rl_trace_parse(call->traceparent, strlen(call->traceparent), &tc, NULL,
+                       0) == 0) {
         snprintf(x->trace_header, sizeof(x->trace_header), "traceparent: %s",
                  call->traceparent);
         x->trace_node.data = x->trace_header;
