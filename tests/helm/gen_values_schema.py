@@ -101,6 +101,8 @@ OVERRIDES = {
     "config.ambiguousPolicy": {"type": "string",
                                "enum": ["dedupe", "retry_once", "park"]},
     "config.maxInFlight": rng(1, 100000),
+    "config.maxHeldBytes": rng(1048576, 2147483647),
+    "config.maxRequestBytes": rng(1024, 1073741824),
     "config.leaseSeconds": rng(2, 86400),
     "config.maxAttempts": rng(1, 100),
     "config.runDeadlineSeconds": rng(1, 31536000),
