@@ -166,10 +166,8 @@ rl_cmd_budgets(int argc, char **argv)
         snprintf(command, sizeof(command), "budgets %s", action);
         return rl_cli_error(command, err, errstr);
     }
-    if (json && as_json)
-        printf("%s\n", json);
-    else if (json)
-        rl_cli_table_print_per_job(&budget_table, json);
+    if (json)
+        rl_cli_table_print_per_job(&budget_table, json, as_json);
     free(json);
     return RL_EXIT_OK;
 }

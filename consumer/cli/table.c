@@ -89,10 +89,17 @@ rl_cli_table_print_json(const struct rl_cli_table *table, const char *json,
 }
 
 void
-rl_cli_table_print_per_job(const struct rl_cli_table *table, const char *json)
+rl_cli_table_print_per_job(const struct rl_cli_table *table, const char *json,
+                           int as_json)
 {
-    cJSON *rows = cJSON_Parse(json);
+    cJSON *rows;
     cJSON *row;
+
+    if (as_json) {
+        printf("%s\n", json);
+        return;
+    }
+    rows = cJSON_Parse(json);
 
     cJSON_ArrayForEach(row, rows)
     {

@@ -41,10 +41,10 @@ void rl_cli_table_print(const struct rl_cli_table *table, const cJSON *rows);
 void rl_cli_table_print_json(const struct rl_cli_table *table, const char *json,
                              int as_json);
 
-/* Prints json, a JSON array of rows of a tenant's settings per job (its
- * budgets, its limits), as the table: the row of the tenant itself, whose
+/* rl_cli_table_print_json for the rows of a tenant's settings per job (its
+ * budgets, its limits): in the table, the row of the tenant itself, whose
  * job is empty because it covers all of them, shows job "(all)". */
 void rl_cli_table_print_per_job(const struct rl_cli_table *table,
-                                const char *json);
+                                const char *json, int as_json);
 
 #endif /* RL_CLI_TABLE_H */
