@@ -58,6 +58,13 @@ struct ledger {
     int64_t backlog_until;
     int sweep_soon;
     int64_t last_sweep;
+    /* Runs the sweeper claimed ahead, leased and live, waiting for a model
+     * slot, oldest first: a slot that frees while runs wait in the ledger
+     * is refilled from here in the same turn of the loop, without waiting
+     * for the next sweep and its statement. */
+    struct rl_item *ready;
+    struct rl_item **ready_tail;
+    size_t ready_count;
     unsigned int seed;
 };
 
@@ -65,6 +72,9 @@ struct ledger {
  * shortest time between two sweeps it asks for. */
 #define BACKLOG_MS 10000
 #define SWEEP_SOON_MS 20
+
+/* Runs one registration statement carries at most. */
+#define REGISTER_MAX 512
 
 static size_t
 count(const struct rl_item *list)
@@ -681,6 +691,11 @@ result_arrived(struct ledger *lg, struct rl_item *item)
     if (item->in_model) {
         item->in_model = 0;
         lg->in_model--;
+        /* Its slot is free now, while the answer waits for its
+         * completion: with runs waiting in the ledger the slot is handed
+         * out at once, not after the completion. */
+        if (lg->backlog_until > rl_clock_ms())
+            lg->sweep_soon = 1;
     }
     item->in_result = 1;
     rl_item_recount(item); /* the body went, the answer came */
@@ -1010,9 +1025,9 @@ land(struct ledger *lg, struct rl_item *list)
 static struct rl_item *
 claim_chunk(struct ledger *lg, struct rl_item *batch, long *room)
 {
-    struct rl_run_reg regs[512];
-    struct rl_claim claims[512];
-    struct rl_item *items[512];
+    struct rl_run_reg regs[REGISTER_MAX];
+    struct rl_claim claims[REGISTER_MAX];
+    struct rl_item *items[REGISTER_MAX];
     struct rl_item *rest = NULL;
     struct rl_item *won = NULL, **won_tail = &won;
     int64_t leased_at;
@@ -1030,7 +1045,7 @@ claim_chunk(struct ledger *lg, struct rl_item *batch, long *room)
         }
         return NULL;
     }
-    for (struct rl_item *it = batch; it && n < 512; it = it->next) {
+    for (struct rl_item *it = batch; it && n < REGISTER_MAX; it = it->next) {
         const struct rl_event *ev = it->ev;
 
         items[n] = it;
@@ -1172,6 +1187,22 @@ claim_intake(struct ledger *lg, struct rl_item *batch, long room)
         batch = claim_chunk(lg, batch, &room);
 }
 
+/* How many intake runs the next statement takes: RUNLEDGER_DB_BATCH while
+ * it may claim them, a whole statement's worth (REGISTER_MAX) when it only
+ * registers them (no slot free, or a backlog the sweeper hands the slots
+ * to). A burst of one tenant is then registered at the speed of
+ * PostgreSQL, and the events behind it in its partitions, another
+ * tenant's, are read sooner. */
+static size_t
+intake_take(const struct ledger *lg, long room)
+{
+    size_t take = (size_t)lg->cfg->db_batch;
+
+    if ((room <= 0 || lg->backlog_until > rl_clock_ms()) && take < REGISTER_MAX)
+        take = REGISTER_MAX;
+    return take;
+}
+
 /* Model calls the ledger may start now: RUNLEDGER_MAX_IN_FLIGHT caps the
  * calls in flight, not the runs the process holds. A slot is free again
  * as soon as its answer is back, while the answer waits for its
@@ -1182,9 +1213,67 @@ claim_intake(struct ledger *lg, struct rl_item *batch, long room)
 static long
 model_room(const struct ledger *lg)
 {
-    long room = (long)lg->cfg->max_in_flight - (long)lg->in_model;
+    long room = (long)lg->cfg->max_in_flight - (long)lg->in_model -
+                (long)lg->ready_count;
 
     return room > 0 ? room : 0;
+}
+
+/* Runs the sweeper claims ahead of the free slots while a backlog waits:
+ * an eighth of RUNLEDGER_MAX_IN_FLIGHT (at least one, at most 256), about
+ * what the slots free between two sweeps with short calls. They are
+ * handed out in the fair order of the sweep that claimed them; a run of
+ * another tenant that arrives meanwhile waits behind at most these. */
+static long
+reserve_target(const struct ledger *lg)
+{
+    long r = (long)lg->cfg->max_in_flight / 8;
+
+    if (lg->backlog_until <= rl_clock_ms())
+        return 0;
+    if (r < 1)
+        r = 1;
+    return r < 256 ? r : 256;
+}
+
+/* Starts the runs claimed ahead, oldest first, as many as there are free
+ * model slots. */
+static void
+start_ready(struct ledger *lg)
+{
+    long free_slots = (long)lg->cfg->max_in_flight - (long)lg->in_model;
+    struct rl_item *list = NULL, **tail = &list;
+
+    while (lg->ready && free_slots > 0) {
+        struct rl_item *it = lg->ready;
+
+        lg->ready = it->next;
+        lg->ready_count--;
+        it->next = NULL;
+        *tail = it;
+        tail = &it->next;
+        free_slots--;
+    }
+    if (!lg->ready)
+        lg->ready_tail = &lg->ready;
+    if (list)
+        start_attempts(lg, list);
+}
+
+/* Gives up the runs claimed ahead (once the grace period is over): their
+ * leases expire and a sweeper, of this worker or another, claims them. */
+static void
+drop_ready(struct ledger *lg)
+{
+    while (lg->ready) {
+        struct rl_item *it = lg->ready;
+
+        lg->ready = it->next;
+        it->next = NULL;
+        finish(lg, it);
+    }
+    lg->ready_tail = &lg->ready;
+    lg->ready_count = 0;
 }
 
 /* Runs the sweeper may claim under RUNLEDGER_MAX_HELD_BYTES: none once
@@ -1214,12 +1303,13 @@ held_bytes_room(const struct ledger *lg)
 static void
 sweep(struct ledger *lg)
 {
-    long room = model_room(lg);
+    /* The free slots and the reserve, less what was claimed ahead. */
+    long room = (long)lg->cfg->max_in_flight - (long)lg->in_model +
+                reserve_target(lg) - (long)lg->ready_count;
     long held =
         RL_PIPELINE_LIVE_MAX(lg->cfg->max_in_flight) - (long)lg->live_count;
     long bytes_room = held_bytes_room(lg);
     struct rl_claim claims[256];
-    struct rl_item *list = NULL, **tail = &list;
     int64_t leased_at;
     size_t n = 0;
     char errstr[512];
@@ -1286,10 +1376,11 @@ sweep(struct ledger *lg)
         rl_item_charge(it, &lg->pl->counters.held_bytes,
                        (size_t)lg->cfg->max_request_bytes);
         live_add(lg, it);
-        *tail = it;
-        tail = &it->next;
+        *lg->ready_tail = it;
+        lg->ready_tail = &it->next;
+        lg->ready_count++;
     }
-    start_attempts(lg, list);
+    start_ready(lg);
 }
 
 /* ---- the renewer --------------------------------------------------------
@@ -1586,6 +1677,7 @@ rl_ledger_main(void *arg)
     lg.cfg = pl->cfg;
     lg.connect_backoff = 100;
     lg.seed = (unsigned int)rl_clock_ms();
+    lg.ready_tail = &lg.ready;
     pthread_mutex_init(&lg.live_lock, NULL);
     pthread_cond_init(&lg.renew_wake, NULL);
     atomic_init(&lg.leases_gone, 0);
@@ -1624,6 +1716,8 @@ rl_ledger_main(void *arg)
          * claims go on filling it. */
         claiming = lg.completing < RL_PIPELINE_BATCH_MAX ||
                    lg.completing <= lg.in_model;
+        if (claiming && lg.db)
+            start_ready(&lg);
         room = claiming ? model_room(&lg) : 0;
         if (stopping) {
             /* Not claimed yet: not ours to start. Their offsets stay
@@ -1638,7 +1732,7 @@ rl_ledger_main(void *arg)
                 }
             }
         } else if (lg.db && (batch = rl_queue_take(&pl->intake,
-                                                   (size_t)lg.cfg->db_batch))) {
+                                                   intake_take(&lg, room)))) {
             /* Registered whether or not a slot is free: admission never
              * waits for the model, and the offsets move on. */
             claim_intake(&lg, batch, room);
@@ -1650,13 +1744,16 @@ rl_ledger_main(void *arg)
          * when a slot frees while runs wait for one. */
         now = rl_clock_ms();
         if (lg.db && !stopping &&
-            (now >= lg.next_sweep || (lg.sweep_soon && room > 0 &&
-                                      now >= lg.last_sweep + SWEEP_SOON_MS))) {
+            (now >= lg.next_sweep ||
+             (lg.sweep_soon && claiming &&
+              (room > 0 || (long)lg.ready_count < reserve_target(&lg)) &&
+              now >= lg.last_sweep + SWEEP_SOON_MS))) {
             sweep(&lg);
             lg.next_sweep = now + lg.cfg->sweep_interval_ms;
         }
         if (atomic_load(&pl->abandon) && !lg.abandoned) {
             lg.abandoned = 1;
+            drop_ready(&lg);
             for (struct rl_item *it = lg.live; it; it = it->live_next) {
                 if (it->in_model)
                     rl_model_cancel(pl->model, &it->call);

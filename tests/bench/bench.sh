@@ -282,6 +282,27 @@ produce() {
         die "kcat could not produce $2 to $1"
 }
 
+# stream_producer: tests/bench/rl_stream_produce.c, compiled once per
+# source version into .cache/bench-tools/. The paced scenarios pipe their
+# events through it: it produces each line as it arrives, where `kcat -P`
+# reads a pipe in blocks and sends a block's lines together.
+stream_producer() {
+    local src=$bench/rl_stream_produce.c bin tmp
+    bin=$root/.cache/bench-tools/rl_stream_produce-$(sha256sum "$src" | cut -c1-12)
+    if [ ! -x "$bin" ]; then
+        mkdir -p "$(dirname "$bin")"
+        tmp=$(mktemp "$bin.XXXXXX")
+        # shellcheck disable=SC2046 # pkg-config prints several flags
+        cc -std=c11 -O2 -Wall -Wextra -Werror -o "$tmp" "$src" \
+            $(pkg-config --cflags --libs rdkafka) || {
+            rm -f "$tmp"
+            die "could not compile $src (is librdkafka-dev installed?)"
+        }
+        mv -f "$tmp" "$bin"
+    fi
+    echo "$bin"
+}
+
 # wait_count DB SQL WANT SECONDS: polls SQL (one integer) every 0.2 s until
 # it reaches WANT; returns 1 on timeout. Sets waited_value.
 wait_count() {
@@ -474,6 +495,7 @@ rm -f "$work/results.txt"
 for tool in psql pgbench kcat python3 java; do
     command -v "$tool" >/dev/null 2>&1 || die "$tool not found (run tests/harness/deps.sh)"
 done
+streamer=$(stream_producer)
 
 # The binary: RUNLEDGER_BIN as given, or build-bench/ brought up to date
 # (an incremental build; when it fails and an older binary exists, that one
@@ -967,7 +989,7 @@ fairness_run() {
     measure_begin "$db"
     cpu_begin "$pid"
     t0=$(now)
-    python3 - "$secs" <<'PY' | kcat -P -b "$bootstrap" -t "$topic" -K $'\t' -X linger.ms=5 2>"$work/$name.kcat_b.log" &
+    python3 - "$secs" <<'PY' | "$streamer" "$bootstrap" "$topic" 5 2>"$work/$name.kcat_b.log" &
 import json, sys, time
 secs = int(sys.argv[1])
 start = time.time()
@@ -1079,7 +1101,7 @@ paced() {
     : >"$minutes_file"
     t0=$(now)
     python3 "$bench/pace.py" "$work/$name.events.tsv" --rate "$rate" 2>"$work/$name.pace.log" |
-        kcat -P -b "$bootstrap" -t "$topic" -K $'\t' -X linger.ms=5 2>"$work/$name.kcat.log" &
+        "$streamer" "$bootstrap" "$topic" 5 2>"$work/$name.kcat.log" &
     pace_pid=$!
     pids+=("$pace_pid")
     read -r c0 s0 < <(relay_batches "$port")
