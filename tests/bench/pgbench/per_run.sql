@@ -7,7 +7,9 @@
 -- claimed since 008, and queuing outbox rows notifies the relays since
 -- 009, which these same calls pick up):
 --
---   1 register + claim   claim_runs: rl_claim_runs
+--   1 register + claim   claim_runs: rl_claim_runs, with one model slot
+--                        (p_claim_max 1, as the service passes its free
+--                        slots) and no traceparent
 --   2 record dispatch    dispatch_runs: rl_dispatch_runs (estimate, wait
 --                        ms; no budgets row: the set-based path)
 --   3 outcome + complete complete_runs: rl_complete_runs, the attempt's
@@ -45,8 +47,10 @@ SELECT run_id AS rid, lease_epoch AS ep, claim AS cl
        ARRAY['bench.ceiling.schedules']::text[],
        ARRAY[0]::int4[],
        ARRAY[:n::int8]::int8[],
+       ARRAY[NULL]::text[],
        'bench-ceiling-' || :client_id::text,
-       30::float8) \gset
+       30::float8,
+       1) \gset
 
 SELECT result AS dres, attempt_no AS att
   FROM rl_dispatch_runs(ARRAY[:rid]::text[], ARRAY[:ep]::int8[],

@@ -24,8 +24,10 @@ SELECT run_id AS rid, lease_epoch AS ep, claim AS cl
        ARRAY['bench.ceiling.schedules']::text[],
        ARRAY[0]::int4[],
        ARRAY[:n::int8]::int8[],
+       ARRAY[NULL]::text[],
        'bench-ceiling-' || :client_id::text,
-       30::float8) \gset
+       30::float8,
+       1) \gset
 
 SELECT result AS dres, attempt_no AS att
   FROM rl_dispatch_within_budget(:rid::text, 'bench-ceiling-' || :client_id::text,
