@@ -234,32 +234,19 @@ CREATE FUNCTION rl_claim_runs(p_run_ids text[], p_jobs text[], p_tenants text[],
 #variable_conflict use_column
 DECLARE
     v_new  text[];
-    v_pick text[];
+    v_pick text[] := '{}';
     v_all  boolean := p_claim_max IS NULL;
+    -- the claims the UPDATE may still make: p_claim_max minus the new
+    -- runs the INSERT claimed
+    v_room integer;
 BEGIN
     IF p_worker IS NULL OR p_lease_secs IS NULL OR p_lease_secs <= 0 THEN
         RAISE EXCEPTION 'a claim needs a worker and a positive lease'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
 
-    WITH ins AS (
-        INSERT INTO runs AS r (run_id, job, tenant, scheduled_at, version,
-                               fingerprint, request, raw_input, status,
-                               lock_owner, lock_expires_at, lease_epoch,
-                               next_attempt_at, deadline_at, source_topic,
-                               source_partition, source_offset,
-                               traceparent)
-        SELECT u.run_id, u.job, u.tenant, u.scheduled_at, u.version,
-               u.fingerprint, u.request, nullif(u.input, 'null'::jsonb),
-               CASE WHEN v_all THEN 'running' ELSE 'pending' END,
-               CASE WHEN v_all THEN p_worker END,
-               CASE WHEN v_all
-                    THEN now() + make_interval(secs => p_lease_secs) END,
-               CASE WHEN v_all THEN 1 ELSE 0 END,
-               CASE WHEN v_all THEN NULL ELSE now() END,
-               CASE WHEN u.deadline_secs > 0
-                    THEN now() + make_interval(secs => u.deadline_secs) END,
-               u.topic, u.part, u.off, u.tp
+    WITH u AS (
+        SELECT *
           FROM unnest(p_run_ids, p_jobs, p_tenants, p_scheduled_ats,
                       p_versions, p_fingerprints, p_requests, p_inputs,
                       p_deadline_secs, p_topics, p_partitions, p_offsets,
@@ -268,11 +255,51 @@ BEGIN
                AS u(run_id, job, tenant, scheduled_at, version, fingerprint,
                     request, input, deadline_secs, topic, part, off, tp,
                     ord)
+    ), unlimited AS (
+        -- the batch's (tenant, job) pairs no concurrency limit covers
+        SELECT g.tenant, g.job
+          FROM (SELECT DISTINCT u.tenant, u.job FROM u) g
+         WHERE NOT v_all AND NOT rl_run_limited(g.tenant, g.job)
+    ), take AS (
+        -- the first occurrence of each of the first p_claim_max distinct
+        -- unlimited run ids (the occurrence the INSERT below writes)
+        SELECT f.ord
+          FROM (SELECT DISTINCT ON (u.run_id) u.run_id, u.tenant, u.job,
+                       u.ord
+                  FROM u
+                 ORDER BY u.run_id, u.ord) f
+          JOIN unlimited l ON l.tenant = f.tenant AND l.job = f.job
+         ORDER BY f.ord
+         LIMIT greatest(p_claim_max, 0)
+    ), ins AS (
+        INSERT INTO runs AS r (run_id, job, tenant, scheduled_at, version,
+                               fingerprint, request, raw_input, status,
+                               lock_owner, lock_expires_at, lease_epoch,
+                               next_attempt_at, deadline_at, source_topic,
+                               source_partition, source_offset,
+                               traceparent)
+        SELECT u.run_id, u.job, u.tenant, u.scheduled_at, u.version,
+               u.fingerprint, u.request, nullif(u.input, 'null'::jsonb),
+               CASE WHEN c.held THEN 'running' ELSE 'pending' END,
+               CASE WHEN c.held THEN p_worker END,
+               CASE WHEN c.held
+                    THEN now() + make_interval(secs => p_lease_secs) END,
+               CASE WHEN c.held THEN 1 ELSE 0 END,
+               CASE WHEN c.held THEN NULL ELSE now() END,
+               CASE WHEN u.deadline_secs > 0
+                    THEN now() + make_interval(secs => u.deadline_secs) END,
+               u.topic, u.part, u.off, u.tp
+          FROM u
+          LEFT JOIN take t ON t.ord = u.ord
+         CROSS JOIN LATERAL (SELECT v_all OR t.ord IS NOT NULL AS held) c
          ORDER BY u.run_id, u.ord
             ON CONFLICT DO NOTHING
-        RETURNING r.run_id
+        RETURNING r.run_id, r.status = 'running' AS held
     )
-    SELECT coalesce(array_agg(ins.run_id), '{}') INTO v_new FROM ins;
+    SELECT coalesce(array_agg(ins.run_id), '{}'),
+           greatest(p_claim_max, 0) - count(*) FILTER (WHERE ins.held)
+      INTO v_new, v_room
+      FROM ins;
 
     -- The rows this function inserted are its own until it commits: only
     -- the others are locked, in run_id order.
@@ -282,10 +309,12 @@ BEGIN
       ORDER BY r.run_id
         FOR NO KEY UPDATE;
 
-    -- Which runs of the batch this worker has model slots for: the first
-    -- p_claim_max claimable ones in the batch's order, none of a limited
+    -- Which other runs of the batch this worker has model slots for: the
+    -- first v_room claimable ones in the batch's order, none of a limited
     -- tenant or job (rl_claim_due counts those under the limit's lock).
-    IF NOT v_all THEN
+    -- The runs the INSERT claimed hold a live lease, so they are not
+    -- claimable here; with no room left nothing is read.
+    IF NOT v_all AND v_room > 0 THEN
         SELECT coalesce(array_agg(s.run_id), '{}') INTO v_pick
           FROM (SELECT r.run_id
                   FROM (SELECT DISTINCT ON (u.run_id) u.run_id,
@@ -301,7 +330,7 @@ BEGIN
                         OR r.next_attempt_at <= now())
                    AND NOT rl_run_limited(r.tenant, r.job)
                  ORDER BY i.ord
-                 LIMIT greatest(p_claim_max, 0)) s;
+                 LIMIT v_room) s;
     END IF;
 
     RETURN QUERY
@@ -334,7 +363,8 @@ BEGIN
                CASE
                WHEN cur.run_id IS NULL OR cur.fingerprint <> i.fingerprint
                    THEN 'conflict'
-               WHEN i.first AND (w.run_id IS NOT NULL OR (i.new AND v_all))
+               WHEN i.first AND (w.run_id IS NOT NULL
+                                 OR (i.new AND cur.status = 'running'))
                    THEN 'won'
                WHEN cur.status = 'completed' THEN 'completed'
                WHEN cur.status IN ('failed', 'unknown', 'cancelled')
@@ -351,11 +381,13 @@ BEGIN
                cur.source_topic, cur.source_partition, cur.source_offset,
                cur.traceparent,
                -- a new run claimed at its insert: the row this function
-               -- inserted, which the statement's snapshot (cur) shows
-               CASE WHEN i.new AND v_all THEN cur.lease_epoch
-                    ELSE w.lease_epoch END AS won_epoch,
-               CASE WHEN i.new AND v_all THEN cur.raw_input
-                    ELSE w.raw_input END AS won_raw_input
+               -- inserted running, which the statement's snapshot (cur)
+               -- shows as the INSERT wrote it (the UPDATE above leaves it
+               -- alone: its lease is live)
+               CASE WHEN i.new AND cur.status = 'running'
+                    THEN cur.lease_epoch ELSE w.lease_epoch END AS won_epoch,
+               CASE WHEN i.new AND cur.status = 'running'
+                    THEN cur.raw_input ELSE w.raw_input END AS won_raw_input
           FROM i
           LEFT JOIN runs cur ON cur.run_id = i.run_id
           LEFT JOIN won w ON w.run_id = i.run_id

@@ -197,10 +197,12 @@ int rl_db_register_claim(struct rl_db *db, const struct rl_run_reg *regs,
 
 /* As rl_db_register_claim, but claims at most claim_max runs of the batch
  * (the model slots the caller has; -1: every due run, as
- * rl_db_register_claim). Every new run is registered pending and due now;
- * the runs not claimed, those of a tenant or job with a concurrency limit
- * included, answer RL_CLAIM_QUEUED and are a sweeper's to claim
- * (rl_db_claim_due). Returns as rl_db_register_claim. */
+ * rl_db_register_claim): the first claim_max claimable runs in the
+ * batch's order, a new one inserted already running. Every other new run
+ * is registered pending and due now; the runs not claimed, those of a
+ * tenant or job with a concurrency limit included, answer RL_CLAIM_QUEUED
+ * and are a sweeper's to claim (rl_db_claim_due). Returns as
+ * rl_db_register_claim. */
 int rl_db_register_claim_some(struct rl_db *db, const struct rl_run_reg *regs,
                               size_t n, const char *worker, int lease_seconds,
                               long claim_max, struct rl_claim *claims,

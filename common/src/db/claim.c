@@ -1,8 +1,8 @@
 /* claim.c: how a run comes to be held. Registering a batch of runs and
  * claiming each one that is due (rl_db_register_claim, one round trip
- * through rl_claim_runs of schema/018_fair_claims.sql), and the sweeper's
- * claim of expired leases and due runs (rl_db_claim_due). Both return
- * the lease epoch every later write must name. */
+ * through rl_claim_runs of schema/020_claim_new_runs_at_insert.sql), and
+ * the sweeper's claim of expired leases and due runs (rl_db_claim_due).
+ * Both return the lease epoch every later write must name. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,7 +11,8 @@
 #include "db_int.h"
 #include "rl/err.h"
 
-/* Register + claim a batch: see rl_claim_runs in schema/018_fair_claims.sql. */
+/* Register + claim a batch: see rl_claim_runs in
+ * schema/020_claim_new_runs_at_insert.sql. */
 static const struct db_stmt claim_runs = {
     DB_STMT_CLAIM_RUNS, "claim_runs",
     "SELECT * FROM rl_claim_runs($1::text[], $2::text[], $3::text[], "
