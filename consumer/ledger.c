@@ -811,6 +811,26 @@ provider_pause_ms(const struct rl_model_call *call)
     return pause;
 }
 
+/* The calls of model this worker has in flight: the live runs whose call
+ * the model thread holds, plus item, whose refused call was one of them
+ * until its result arrived. The ledger thread owns the live list. */
+static int
+model_calls_in_flight(const struct ledger *lg, const struct rl_item *item,
+                      const char *model)
+{
+    char other[256];
+    int n = 1;
+
+    for (const struct rl_item *it = lg->live; it; it = it->live_next) {
+        if (it == item || !it->in_model)
+            continue;
+        model_of(it, other, sizeof(other));
+        if (strcmp(other, model) == 0)
+            n++;
+    }
+    return n;
+}
+
 /* The provider throttled this run's model (429, or no requests or tokens
  * left): pause the model for every worker of the group in the ledger
  * (rl_model_throttled), not only this run. A failure is logged and
@@ -822,7 +842,7 @@ throttle_model(struct ledger *lg, struct rl_item *item)
     long pause = provider_pause_ms(call);
     char model[256], reason[160], until[40], errstr[512];
     struct rl_log_ctx ctx;
-    int cap = 0;
+    int cap = 0, adaptive, in_flight = 0;
 
     if (pause < 0 || !lg->db)
         return;
@@ -841,14 +861,16 @@ throttle_model(struct ledger *lg, struct rl_item *item)
                                                          : "tokens");
     if (call->http_status == 429)
         atomic_fetch_add(&lg->pl->counters.model_throttles, 1);
-    /* The adaptive cap is the operator's choice: started from nothing it
-     * halves to one call at a time for the whole group, which a provider
-     * with occasional 429s does not ask for. */
-    if (rl_db_model_throttled(
-            lg->db, model, pause,
-            lg->cfg->model_adaptive_cap &&
-                !rl_model_ratelimit_published(&call->ratelimit),
-            reason, until, sizeof(until), &cap, errstr, sizeof(errstr)) != 0) {
+    /* The first cap halves the calls in flight. The ledger counts the
+     * group's only once a cap exists, so this worker's own count is what
+     * keeps it from starting at one call for the whole group. */
+    adaptive = lg->cfg->model_adaptive_cap &&
+               !rl_model_ratelimit_published(&call->ratelimit);
+    if (adaptive)
+        in_flight = model_calls_in_flight(lg, item, model);
+    if (rl_db_model_throttled(lg->db, model, pause, adaptive, in_flight, reason,
+                              until, sizeof(until), &cap, errstr,
+                              sizeof(errstr)) != 0) {
         rl_log_warn(&ctx, "could not pause model %s: %s", model, errstr);
         return;
     }

@@ -1009,7 +1009,16 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION rl_model_throttled(p_model text, p_pause_ms bigint, p_adaptive boolean, p_reason text) RETURNS TABLE(paused_until text, concurrency_cap integer)
+CREATE FUNCTION rl_model_call_leased(p_run_id text, p_epoch bigint, p_worker text) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT EXISTS (SELECT 1 FROM runs r
+                    WHERE r.run_id = p_run_id AND r.lease_epoch = p_epoch
+                      AND r.lock_owner = p_worker
+                      AND r.lock_expires_at > now())
+$$;
+
+CREATE FUNCTION rl_model_throttled(p_model text, p_pause_ms bigint, p_adaptive boolean, p_in_flight integer, p_reason text) RETURNS TABLE(paused_until text, concurrency_cap integer)
     LANGUAGE plpgsql
     AS $$
 #variable_conflict use_column
@@ -1021,7 +1030,9 @@ BEGIN
       FROM model_calls c
       JOIN attempts a ON a.run_id = c.run_id AND a.attempt_no = c.attempt_no
      WHERE c.model = p_model AND a.outcome IS NULL
+       AND rl_model_call_leased(a.run_id, a.lease_epoch, a.worker)
        AND c.created_at > now() - interval '10 minutes';
+    v_flight := greatest(v_flight, coalesce(p_in_flight, 0));
     RETURN QUERY
     UPDATE model_limits m
        SET paused_until = greatest(m.paused_until, clock_timestamp()
@@ -1031,8 +1042,8 @@ BEGIN
            throttles = m.throttles + 1,
            concurrency_cap =
                CASE WHEN p_adaptive AND m.rpm IS NULL AND m.tpm IS NULL
-                    THEN greatest(1, coalesce(m.concurrency_cap,
-                                              greatest(v_flight, 2)) / 2)
+                    THEN greatest(1, coalesce(m.concurrency_cap, v_flight)
+                                     / 2)
                     ELSE m.concurrency_cap END,
            cap_successes = 0,
            updated_at = now()
@@ -1192,11 +1203,11 @@ DECLARE
     v_rate_t  double precision;
     v_req     double precision;
     v_tok     double precision;
-    v_q_req   double precision;
-    v_q_tok   double precision;
+    v_queue   timestamptz;
     v_flight  integer;
     v_cost    double precision;
     v_wait    double precision;
+    v_step    double precision; -- ms to refill what the run takes
     v_due     timestamptz;
     v_why     text;
     v_waits   integer;
@@ -1209,14 +1220,18 @@ BEGIN
            FOR UPDATE
     LOOP
         -- Settle the calls that got an outcome since the last dispatch:
-        -- additive increase, one step per cap's worth of 'ok' calls.
+        -- additive increase, one step per cap's worth of 'ok' calls. A
+        -- call whose lease is gone is over too: its worker died or gave
+        -- the run up, and its attempt may never get an outcome.
         IF v_m.concurrency_cap IS NOT NULL THEN
             WITH settled AS (
                 DELETE FROM model_calls c
                  USING attempts a
                  WHERE c.model = v_m.model
                    AND a.run_id = c.run_id AND a.attempt_no = c.attempt_no
-                   AND a.outcome IS NOT NULL
+                   AND (a.outcome IS NOT NULL
+                        OR NOT rl_model_call_leased(a.run_id, a.lease_epoch,
+                                                    a.worker))
                 RETURNING a.outcome)
             SELECT count(*) FILTER (WHERE s.outcome = 'ok') INTO v_ok
               FROM settled s;
@@ -1241,8 +1256,8 @@ BEGIN
         v_tok := least(v_burst_t, coalesce(v_m.tokens_left, v_burst_t)
                  + coalesce(extract(epoch FROM v_now - v_m.refilled_at)
                             * 1000, 0) * v_rate_t);
-        v_q_req := 0;
-        v_q_tok := 0;
+        -- a horizon in the past: nobody is queued, the queue starts now
+        v_queue := greatest(v_m.queued_until, v_now);
         v_waits := 0;
         v_flight := NULL;
         IF v_m.concurrency_cap IS NOT NULL THEN
@@ -1276,22 +1291,28 @@ BEGIN
                                 to_char(v_m.paused_until AT TIME ZONE 'UTC',
                                         'HH24:MI:SS.MS'),
                                 coalesce(v_m.pause_reason, '429'));
-            ELSIF (v_m.rpm IS NOT NULL AND v_req - v_q_req < 1)
+            ELSIF (v_m.rpm IS NOT NULL AND v_req < 1)
                   OR (v_m.tpm IS NOT NULL
-                      AND v_tok - v_q_tok < least(v_cost, v_burst_t)) THEN
+                      AND v_tok < least(v_cost, v_burst_t)) THEN
+                -- its own bucket time, and the refill time of what it
+                -- takes: it goes one step after the run queued last
                 v_wait := 0;
+                v_step := 0;
                 IF v_m.rpm IS NOT NULL THEN
-                    v_wait := greatest(v_wait,
-                                       (v_q_req + 1 - v_req) / v_rate_r);
+                    v_wait := greatest(v_wait, (1 - v_req) / v_rate_r);
+                    v_step := greatest(v_step, 1 / v_rate_r);
                 END IF;
                 IF v_m.tpm IS NOT NULL THEN
                     v_wait := greatest(v_wait,
-                                       (v_q_tok + least(v_cost, v_burst_t)
-                                        - v_tok) / v_rate_t);
+                                       (least(v_cost, v_burst_t) - v_tok)
+                                       / v_rate_t);
+                    v_step := greatest(v_step,
+                                       least(v_cost, v_burst_t) / v_rate_t);
                 END IF;
-                v_due := v_now + make_interval(secs => ceil(v_wait) / 1000.0);
-                v_q_req := v_q_req + 1;
-                v_q_tok := v_q_tok + least(v_cost, v_burst_t);
+                v_due := greatest(
+                    v_now + make_interval(secs => ceil(v_wait) / 1000.0),
+                    v_queue + make_interval(secs => ceil(v_step) / 1000.0));
+                v_queue := v_due;
                 v_why := format('model %s rate limit (%s): waiting for '
                                 'room in its bucket',
                                 v_m.model,
@@ -1333,6 +1354,8 @@ BEGIN
                                     ELSE v_req END,
                tokens_left = CASE WHEN m.tpm IS NULL THEN NULL ELSE v_tok END,
                refilled_at = v_now,
+               queued_until = CASE WHEN v_queue > v_now THEN v_queue
+                                   ELSE m.queued_until END,
                concurrency_cap = v_m.concurrency_cap,
                cap_successes = v_m.cap_successes,
                waits = m.waits + v_waits
@@ -1435,6 +1458,7 @@ CREATE TABLE model_limits (
     throttles bigint DEFAULT 0 NOT NULL,
     updated_by text,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    queued_until timestamp with time zone,
     CONSTRAINT model_limits_cap_positive CHECK ((concurrency_cap > 0)),
     CONSTRAINT model_limits_rpm_positive CHECK ((rpm > 0)),
     CONSTRAINT model_limits_tpm_positive CHECK ((tpm > 0)),

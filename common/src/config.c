@@ -122,11 +122,11 @@ static const struct cfg_row rows[] = {
      "on SIGTERM, time to let in-flight runs finish before abandoning them"},
     {"RUNLEDGER_RELAY", CFG_BOOL, S(relay_enabled), "true", 0, 0, 0,
      "run the outbox relay thread inside `consume`"},
-    {"RUNLEDGER_MODEL_ADAPTIVE_CAP", CFG_BOOL, S(model_adaptive_cap), "false",
-     0, 0, 0,
+    {"RUNLEDGER_MODEL_ADAPTIVE_CAP", CFG_BOOL, S(model_adaptive_cap), "true", 0,
+     0, 0,
      "on a 429 from a provider that publishes no rate limits, also halve the "
-     "model's group-wide concurrency cap (grows back by one per cap's worth "
-     "of answers)"},
+     "model's group-wide concurrency cap (the first from the calls in "
+     "flight; grows back by one per cap's worth of answers)"},
     {"RUNLEDGER_LIVENESS_SECONDS", CFG_INT, S(liveness_seconds), "30", 1, 3600,
      0, "/healthz answers 503 when the main loop has not turned for this long"},
     {"RUNLEDGER_LEDGER_LIVENESS_SECONDS", CFG_INT, S(ledger_liveness_seconds),

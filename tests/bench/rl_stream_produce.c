@@ -79,14 +79,15 @@ main(int argc, char **argv)
     int rc = 0;
 
     if (argc < 3 || argc > 4) {
-        fprintf(stderr, "usage: rl_stream_produce BOOTSTRAP TOPIC [LINGER_MS]\n");
+        fprintf(stderr,
+                "usage: rl_stream_produce BOOTSTRAP TOPIC [LINGER_MS]\n");
         return 2;
     }
     conf = rd_kafka_conf_new();
     if (rd_kafka_conf_set(conf, "bootstrap.servers", argv[1], errstr,
                           sizeof(errstr)) != RD_KAFKA_CONF_OK ||
-        rd_kafka_conf_set(conf, "linger.ms", argc == 4 ? argv[3] : "5",
-                          errstr, sizeof(errstr)) != RD_KAFKA_CONF_OK ||
+        rd_kafka_conf_set(conf, "linger.ms", argc == 4 ? argv[3] : "5", errstr,
+                          sizeof(errstr)) != RD_KAFKA_CONF_OK ||
         rd_kafka_conf_set(conf, "queue.buffering.max.messages", "1000000",
                           errstr, sizeof(errstr)) != RD_KAFKA_CONF_OK) {
         fprintf(stderr, "rl_stream_produce: %s\n", errstr);
@@ -143,7 +144,8 @@ main(int argc, char **argv)
     }
     free(buf);
     if (rd_kafka_flush(rk, 60000) != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        fprintf(stderr, "rl_stream_produce: %d messages not delivered in 60 s\n",
+        fprintf(stderr,
+                "rl_stream_produce: %d messages not delivered in 60 s\n",
                 rd_kafka_outq_len(rk));
         rc = 1;
     }

@@ -2,12 +2,12 @@
 #define RL_RATELIMIT_H
 
 /* Model rate limits shared by every worker of a ledger
- * (schema/019_model_rate_limits.sql): the operator's limits per model
- * (`runledger limits --model`), and the statement a worker runs when the
- * provider throttled a model. Taking the allowances is part of recording
- * a batch's dispatches (rl_db_dispatch_runs in rl/db.h). Same conventions
- * as rl/db.h: 0 or a negative enum rl_err with errstr filled, one
- * connection per thread. */
+ * (schema/019_model_rate_limits.sql, 021_rate_limit_queue.sql): the
+ * operator's limits per model (`runledger limits --model`), and the
+ * statement a worker runs when the provider throttled a model. Taking the
+ * allowances is part of recording a batch's dispatches
+ * (rl_db_dispatch_runs in rl/db.h). Same conventions as rl/db.h: 0 or a
+ * negative enum rl_err with errstr filled, one connection per thread. */
 
 #include <stddef.h>
 #include <stdint.h>
@@ -48,14 +48,16 @@ int rl_db_model_limits_json(struct rl_db *db, const char *model, char **json,
 /* The provider throttled model: every worker's dispatch statement defers
  * the model's runs until pause_ms from now (rl_model_throttled).
  * adaptive: the provider published no rate-limit headers, so the model's
- * adaptive concurrency cap is halved (when no operator limit exists).
- * reason (may be NULL) is shown by `runs show` on the deferred runs. On
- * success paused_until (33 bytes or more, may be NULL) gets
- * the pause's end and *cap (may be NULL) the cap, 0 for none. Returns 0
- * or RL_ERR_DB. */
+ * adaptive concurrency cap is halved (when no operator limit exists); the
+ * first cap is half the larger of in_flight (the caller's calls of the
+ * model in flight, the refused one included) and the group's calls the
+ * ledger counts, at least 1. reason (may be NULL) is shown by `runs show`
+ * on the deferred runs. On success paused_until (33 bytes or more, may be
+ * NULL) gets the pause's end and *cap (may be NULL) the cap, 0 for none.
+ * Returns 0 or RL_ERR_DB. */
 int rl_db_model_throttled(struct rl_db *db, const char *model, int64_t pause_ms,
-                          int adaptive, const char *reason, char *paused_until,
-                          size_t paused_until_size, int *cap, char *errstr,
-                          size_t errstr_size);
+                          int adaptive, int in_flight, const char *reason,
+                          char *paused_until, size_t paused_until_size,
+                          int *cap, char *errstr, size_t errstr_size);
 
 #endif /* RL_RATELIMIT_H */

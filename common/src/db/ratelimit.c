@@ -1,7 +1,8 @@
 /* ratelimit.c: the model rate limits as the operator sets and reads them,
  * and a worker's report that the provider throttled a model, over
- * schema/019_model_rate_limits.sql. Taking the allowances is part of the
- * dispatch statement (lease.c, rl_dispatch_runs). */
+ * schema/019_model_rate_limits.sql and 021_rate_limit_queue.sql. Taking
+ * the allowances is part of the dispatch statement (lease.c,
+ * rl_dispatch_runs). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,7 +12,9 @@
 #include "rl/err.h"
 #include "rl/ratelimit.h"
 
-/* A changed limit starts from a full bucket (NULL allowances). */
+/* A changed limit starts from a full bucket (NULL allowances) and an
+ * empty queue: the runs queued behind the old limit keep their due times,
+ * and the next deferral spaces from the new one. */
 static const char model_limit_set[] =
     "INSERT INTO model_limits (model, endpoint, rpm, tpm, window_ms,"
     "                          updated_by)"
@@ -20,6 +23,7 @@ static const char model_limit_set[] =
     "   SET endpoint = EXCLUDED.endpoint, rpm = EXCLUDED.rpm,"
     "       tpm = EXCLUDED.tpm, window_ms = EXCLUDED.window_ms,"
     "       requests_left = NULL, tokens_left = NULL, refilled_at = NULL,"
+    "       queued_until = NULL,"
     "       concurrency_cap = NULL, cap_successes = 0,"
     "       updated_by = EXCLUDED.updated_by, updated_at = now()";
 
@@ -62,7 +66,7 @@ static const char model_limits_list[] =
 
 static const char model_throttled[] =
     "SELECT paused_until, coalesce(concurrency_cap, 0)"
-    "  FROM rl_model_throttled($1, $2::int8, $3::bool, $4)";
+    "  FROM rl_model_throttled($1, $2::int8, $3::bool, $4::int4, $5)";
 
 int
 rl_db_model_limit_set(struct rl_db *db, const struct rl_model_limit *lim,
@@ -133,12 +137,13 @@ rl_db_model_limits_json(struct rl_db *db, const char *model, char **json,
 
 int
 rl_db_model_throttled(struct rl_db *db, const char *model, int64_t pause_ms,
-                      int adaptive, const char *reason, char *paused_until,
-                      size_t paused_until_size, int *cap, char *errstr,
-                      size_t errstr_size)
+                      int adaptive, int in_flight, const char *reason,
+                      char *paused_until, size_t paused_until_size, int *cap,
+                      char *errstr, size_t errstr_size)
 {
-    char pause[32];
-    const char *params[4] = {model, pause, adaptive ? "true" : "false", reason};
+    char pause[32], flight[32];
+    const char *params[5] = {model, pause, adaptive ? "true" : "false", flight,
+                             reason};
     PGresult *res;
     int err = RL_ERR_DB;
 
@@ -147,9 +152,10 @@ rl_db_model_throttled(struct rl_db *db, const char *model, int64_t pause_ms,
         return RL_ERR_INVALID;
     }
     snprintf(pause, sizeof(pause), "%" PRId64, pause_ms > 0 ? pause_ms : 0);
+    snprintf(flight, sizeof(flight), "%d", in_flight > 0 ? in_flight : 0);
     if (db_apply_schema(db, errstr, errstr_size) != 0)
         return RL_ERR_DB;
-    res = db_exec_simple(db, model_throttled, 4, params, &err, errstr,
+    res = db_exec_simple(db, model_throttled, 5, params, &err, errstr,
                          errstr_size, "pause the model");
     if (!res)
         return err;
