@@ -229,7 +229,9 @@ $$;
 
 CREATE FUNCTION rl_claim_runs(p_run_ids text[], p_jobs text[], p_tenants text[], p_scheduled_ats timestamp with time zone[], p_versions text[], p_fingerprints text[], p_requests jsonb[], p_inputs jsonb[], p_deadline_secs double precision[], p_topics text[], p_partitions integer[], p_offsets bigint[], p_traceparents text[], p_worker text, p_lease_secs double precision, p_claim_max integer) RETURNS TABLE(ord bigint, run_id text, claim text, status text, fingerprint text, lease_epoch bigint, attempts integer, ambiguous_prior boolean, ambiguous_count integer, deadline_passed boolean, job text, tenant text, scheduled_at text, version text, request jsonb, raw_input jsonb, output jsonb, source_topic text, source_partition integer, source_offset bigint, traceparent text)
     LANGUAGE plpgsql
-    SET plan_cache_mode TO 'force_custom_plan'
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET enable_seqscan TO 'off'
+    SET jit TO 'off'
     AS $$
 #variable_conflict use_column
 DECLARE
@@ -490,7 +492,9 @@ $$;
 
 CREATE FUNCTION rl_complete_runs(p_run_ids text[], p_epochs bigint[], p_worker text, p_outputs jsonb[], p_channel_runs text[], p_channel_names text[], p_attempt_nos integer[], p_http integer[], p_upstream text[], p_prompt bigint[], p_completion bigint[], p_cached bigint[], p_latency bigint[]) RETURNS TABLE(ord bigint, result text, outbox_rows integer, outcome_recorded boolean)
     LANGUAGE plpgsql
-    SET plan_cache_mode TO 'force_custom_plan'
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET enable_seqscan TO 'off'
+    SET jit TO 'off'
     AS $$
 #variable_conflict use_column
 DECLARE
@@ -706,7 +710,9 @@ $$;
 
 CREATE FUNCTION rl_dispatch_runs(p_run_ids text[], p_epochs bigint[], p_keys text[], p_estimates bigint[], p_worker text, p_wait_ms bigint) RETURNS TABLE(ord bigint, result text, attempt_no integer, next_window text, detail text)
     LANGUAGE plpgsql
-    SET plan_cache_mode TO 'force_custom_plan'
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET enable_seqscan TO 'off'
+    SET jit TO 'off'
     AS $$
 #variable_conflict use_column
 DECLARE
@@ -998,7 +1004,9 @@ $$;
 
 CREATE FUNCTION rl_lock_runs(p_run_ids text[]) RETURNS void
     LANGUAGE plpgsql
-    SET plan_cache_mode TO 'force_custom_plan'
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET enable_seqscan TO 'off'
+    SET jit TO 'off'
     AS $$
 BEGIN
     PERFORM 1
@@ -1190,7 +1198,9 @@ $$;
 
 CREATE FUNCTION rl_take_model_limits(p_models text[], p_run_ids text[], p_epochs bigint[], p_estimates bigint[], p_worker text, p_wait_ms bigint) RETURNS TABLE(run_id text, ord bigint, due timestamp with time zone, detail text)
     LANGUAGE plpgsql
-    SET plan_cache_mode TO 'force_custom_plan'
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET enable_seqscan TO 'off'
+    SET jit TO 'off'
     AS $$
 #variable_conflict use_column
 DECLARE
