@@ -1682,7 +1682,7 @@ CREATE INDEX run_decisions_by_run_idx ON run_decisions USING btree (run_id, deci
 
 CREATE INDEX runs_awaiting_approval_idx ON runs USING btree (created_at) WHERE (status = 'awaiting_approval'::text);
 
-CREATE INDEX runs_cancelled_idx ON runs USING btree (updated_at) WHERE (status = 'cancelled'::text);
+CREATE INDEX runs_cancelled_idx ON runs USING btree (created_at) WHERE (status = 'cancelled'::text);
 
 CREATE INDEX runs_due_retries_idx ON runs USING btree (next_attempt_at) WHERE (status = 'pending'::text);
 
