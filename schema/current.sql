@@ -1276,7 +1276,8 @@ BEGIN
                AND c.created_at > now() - interval '10 minutes';
         END IF;
         FOR v_run IN
-            SELECT u.run_id, u.estimate, u.ord, r.attempts
+            SELECT u.run_id, u.estimate, u.ord, r.attempts,
+                   r.error_class IS DISTINCT FROM 'rate_limit' AS fresh
               FROM unnest(p_run_ids, p_epochs, p_estimates) WITH ORDINALITY
                    AS u(run_id, epoch, estimate, ord)
               JOIN runs r ON r.run_id = u.run_id
@@ -1303,9 +1304,18 @@ BEGIN
                                 coalesce(v_m.pause_reason, '429'));
             ELSIF (v_m.rpm IS NOT NULL AND v_req < 1)
                   OR (v_m.tpm IS NOT NULL
-                      AND v_tok < least(v_cost, v_burst_t)) THEN
+                      AND v_tok < least(v_cost, v_burst_t))
+                  OR ((v_m.rpm IS NOT NULL OR v_m.tpm IS NOT NULL)
+                      AND v_run.fresh AND v_queue > v_now) THEN
                 -- its own bucket time, and the refill time of what it
-                -- takes: it goes one step after the run queued last
+                -- takes: it goes one step after the run queued last. A
+                -- run not deferred before queues behind the runs that
+                -- are, even when the bucket has room: that room is theirs,
+                -- each due at its step; taken by a newcomer, the run due
+                -- then would find the bucket empty and go to the back,
+                -- taking a second step of the horizon, and the horizon
+                -- would run ahead of the bucket (bench ratelimit: 3,115
+                -- deferrals for 3,000 runs and 94 % of the limit used).
                 v_wait := 0;
                 v_step := 0;
                 IF v_m.rpm IS NOT NULL THEN
