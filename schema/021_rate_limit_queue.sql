@@ -15,7 +15,9 @@
 -- refill at once, so the longer of the two), and the horizon moves to that
 -- due time. A horizon in the past counts as now. While the horizon is
 -- ahead, a run not deferred before queues behind it even when the bucket
--- has room, which is kept for the runs due. The bucket still decides
+-- has room, which is kept for the runs due; a run deferred before, back
+-- at its step and finding the bucket just short, waits for its own
+-- request only (no second step at the back). The bucket still decides
 -- whether a run goes, so in any window the group still takes at most the
 -- limit; the horizon only decides when deferred runs come back.
 --
@@ -243,10 +245,19 @@ BEGIN
                     v_step := greatest(v_step,
                                        least(v_cost, v_burst_t) / v_rate_t);
                 END IF;
-                v_due := greatest(
-                    v_now + make_interval(secs => ceil(v_wait) / 1000.0),
-                    v_queue + make_interval(secs => ceil(v_step) / 1000.0));
-                v_queue := v_due;
+                IF v_run.fresh THEN
+                    v_due := greatest(
+                        v_now + make_interval(secs => ceil(v_wait) / 1000.0),
+                        v_queue + make_interval(secs => ceil(v_step) / 1000.0));
+                    v_queue := v_due;
+                ELSE
+                    -- back at its step and the bucket a hair short (its
+                    -- refill is continuous, the steps are whole ms): it
+                    -- keeps its place and waits for its own request only,
+                    -- rather than a second step at the back of the queue
+                    v_due := v_now + make_interval(
+                                 secs => greatest(ceil(v_wait), 1) / 1000.0);
+                END IF;
                 v_why := format('model %s rate limit (%s): waiting for '
                                 'room in its bucket',
                                 v_m.model,

@@ -1329,10 +1329,19 @@ BEGIN
                     v_step := greatest(v_step,
                                        least(v_cost, v_burst_t) / v_rate_t);
                 END IF;
-                v_due := greatest(
-                    v_now + make_interval(secs => ceil(v_wait) / 1000.0),
-                    v_queue + make_interval(secs => ceil(v_step) / 1000.0));
-                v_queue := v_due;
+                IF v_run.fresh THEN
+                    v_due := greatest(
+                        v_now + make_interval(secs => ceil(v_wait) / 1000.0),
+                        v_queue + make_interval(secs => ceil(v_step) / 1000.0));
+                    v_queue := v_due;
+                ELSE
+                    -- back at its step and the bucket a hair short (its
+                    -- refill is continuous, the steps are whole ms): it
+                    -- keeps its place and waits for its own request only,
+                    -- rather than a second step at the back of the queue
+                    v_due := v_now + make_interval(
+                                 secs => greatest(ceil(v_wait), 1) / 1000.0);
+                END IF;
                 v_why := format('model %s rate limit (%s): waiting for '
                                 'room in its bucket',
                                 v_m.model,
