@@ -23,17 +23,6 @@ static const char request[] =
     "\"model\":\"m\"}}";
 static const char *const channels[2] = {"email", "slack"};
 
-static void
-exec_ok(struct rl_db *db, const char *sql)
-{
-    char errstr[512];
-
-    if (rl_db_exec(db, sql, 0, NULL, NULL, 0, errstr, sizeof(errstr)) < 0) {
-        fprintf(stderr, "%s: %s\n", sql, errstr);
-        RL_REQUIRE(0);
-    }
-}
-
 /* One run through claim, dispatch and completion, as the service writes
  * it (batches of one). */
 static void
@@ -88,8 +77,8 @@ main(void)
 
     /* The ledger grows behind the cached plans (no ANALYZE, which would
      * make PostgreSQL plan again). */
-    exec_ok(db,
-            "INSERT INTO runs (run_id, job, tenant, scheduled_at, version, "
+    fixture_exec(
+        db, "INSERT INTO runs (run_id, job, tenant, scheduled_at, version, "
             "fingerprint, request, status, output, completed_at, attempts) "
             "SELECT encode(sha256(('grown-' || i)::bytea), 'hex'), 'grown', "
             "'t', timestamptz '2026-01-01 00:00:00+00' "
@@ -98,18 +87,18 @@ main(void)
             "'{\"request\":{\"messages\":[],\"model\":\"m\"}}', "
             "'completed', '{\"text\":\"ok\"}', now(), 1 "
             "FROM generate_series(1, 30000) i");
-    exec_ok(db, "INSERT INTO attempts (run_id, attempt_no, lease_epoch, "
-                "worker, idempotency_key, outcome, finished_at) "
-                "SELECT run_id, 1, 1, 'w0', run_id, 'ok', now() "
-                "FROM runs WHERE job = 'grown'");
+    fixture_exec(db, "INSERT INTO attempts (run_id, attempt_no, lease_epoch, "
+                     "worker, idempotency_key, outcome, finished_at) "
+                     "SELECT run_id, 1, 1, 'w0', run_id, 'ok', now() "
+                     "FROM runs WHERE job = 'grown'");
 
-    exec_ok(db, "BEGIN");
+    fixture_exec(db, "BEGIN");
     runs0 = seq_scans(db, "runs");
     attempts0 = seq_scans(db, "attempts");
     one_run(db, "after-growth");
     runs1 = seq_scans(db, "runs");
     attempts1 = seq_scans(db, "attempts");
-    exec_ok(db, "COMMIT");
+    fixture_exec(db, "COMMIT");
 
     RL_CHECK_INTEQ(runs1 - runs0, 0);
     RL_CHECK_INTEQ(attempts1 - attempts0, 0);

@@ -50,31 +50,6 @@ make_runs(struct fixture_run *runs, size_t n, const char *prefix,
     }
 }
 
-static void
-exec_ok(struct rl_db *db, const char *sql)
-{
-    char errstr[512];
-
-    if (rl_db_exec(db, sql, 0, NULL, NULL, 0, errstr, sizeof(errstr)) < 0)
-        fprintf(stderr, "%s: %s\n", sql, errstr);
-}
-
-/* The runs rows this backend inserted or updated that its statistics
- * have not reported yet: pg_stat_xact_user_tables counts the current
- * transaction and whatever earlier ones are still pending, so only the
- * difference across one transaction is the transaction's own. */
-static int64_t
-runs_counted(struct rl_db *db, const char *column)
-{
-    char sql[256];
-
-    snprintf(sql, sizeof(sql),
-             "SELECT %s FROM pg_stat_xact_user_tables "
-             "WHERE relid = 'runs'::regclass",
-             column);
-    return fixture_int(db, sql, NULL);
-}
-
 /* Registers regs with claim room `room` in a transaction of its own and
  * returns how many runs rows that transaction updated; *inserted gets how
  * many it inserted. */
@@ -87,17 +62,17 @@ register_counting(struct rl_db *db, const struct rl_run_reg *regs, size_t n,
     int64_t ins0, upd0, updated;
     int err;
 
-    exec_ok(db, "BEGIN");
-    ins0 = runs_counted(db, "n_tup_ins");
-    upd0 = runs_counted(db, "n_tup_upd");
+    fixture_exec(db, "BEGIN");
+    ins0 = fixture_runs_stat(db, "n_tup_ins");
+    upd0 = fixture_runs_stat(db, "n_tup_upd");
     err = rl_db_register_claim_some(db, regs, n, worker, 30, room, claims,
                                     errstr, sizeof(errstr));
     if (err != 0)
         fprintf(stderr, "register: %s\n", errstr);
     RL_REQUIRE(err == 0);
-    *inserted = runs_counted(db, "n_tup_ins") - ins0;
-    updated = runs_counted(db, "n_tup_upd") - upd0;
-    exec_ok(db, "COMMIT");
+    *inserted = fixture_runs_stat(db, "n_tup_ins") - ins0;
+    updated = fixture_runs_stat(db, "n_tup_upd") - upd0;
+    fixture_exec(db, "COMMIT");
     return updated;
 }
 

@@ -18,29 +18,6 @@
 static const char request[] =
     "{\"notify\":[],\"request\":{\"messages\":[],\"model\":\"m\"}}";
 
-static void
-exec_ok(struct rl_db *db, const char *sql)
-{
-    char errstr[512];
-
-    if (rl_db_exec(db, sql, 0, NULL, NULL, 0, errstr, sizeof(errstr)) < 0) {
-        fprintf(stderr, "%s: %s\n", sql, errstr);
-        RL_REQUIRE(0);
-    }
-}
-
-static int64_t
-runs_counted(struct rl_db *db, const char *column)
-{
-    char sql[256];
-
-    snprintf(sql, sizeof(sql),
-             "SELECT %s FROM pg_stat_xact_user_tables "
-             "WHERE relid = 'runs'::regclass",
-             column);
-    return fixture_int(db, sql, NULL);
-}
-
 int
 main(void)
 {
@@ -61,15 +38,15 @@ main(void)
         RL_REQUIRE(rltest_db_claim(db, &run.reg, "w1", 30, &claim, errstr,
                                    sizeof(errstr)) == 0);
         RL_REQUIRE(claim.status == RL_CLAIM_WON);
-        exec_ok(db, "BEGIN");
-        upd0 = runs_counted(db, "n_tup_upd");
-        hot0 = runs_counted(db, "n_tup_hot_upd");
+        fixture_exec(db, "BEGIN");
+        upd0 = fixture_runs_stat(db, "n_tup_upd");
+        hot0 = fixture_runs_stat(db, "n_tup_hot_upd");
         RL_REQUIRE(rltest_db_dispatch(db, run.run_id, "w1", claim.lease_epoch,
                                       run.run_id, &attempt_no, errstr,
                                       sizeof(errstr)) == 0);
-        upd += runs_counted(db, "n_tup_upd") - upd0;
-        hot += runs_counted(db, "n_tup_hot_upd") - hot0;
-        exec_ok(db, "COMMIT");
+        upd += fixture_runs_stat(db, "n_tup_upd") - upd0;
+        hot += fixture_runs_stat(db, "n_tup_hot_upd") - hot0;
+        fixture_exec(db, "COMMIT");
         RL_CHECK_INTEQ(attempt_no, 1);
         rl_claim_clear(&claim);
     }

@@ -103,6 +103,29 @@ fixture_int(struct rl_db *db, const char *sql, const char *param)
 }
 
 void
+fixture_exec(struct rl_db *db, const char *sql)
+{
+    char errstr[512];
+
+    if (rl_db_exec(db, sql, 0, NULL, NULL, 0, errstr, sizeof(errstr)) < 0) {
+        fprintf(stderr, "%s: %s\n", sql, errstr);
+        RL_REQUIRE(0);
+    }
+}
+
+int64_t
+fixture_runs_stat(struct rl_db *db, const char *column)
+{
+    char sql[256];
+
+    snprintf(sql, sizeof(sql),
+             "SELECT %s FROM pg_stat_xact_user_tables "
+             "WHERE relid = 'runs'::regclass",
+             column);
+    return fixture_int(db, sql, NULL);
+}
+
+void
 fixture_wait_lease_expired(struct rl_db *db, const char *run_id)
 {
     int64_t deadline = rltest_now_ms() + 15000;

@@ -42,6 +42,14 @@ void fixture_run_init(struct fixture_run *run, const char *job,
  * fails the test on error. */
 int64_t fixture_int(struct rl_db *db, const char *sql, const char *param);
 
+/* Runs sql (no parameters, no rows wanted); fails the test on error. */
+void fixture_exec(struct rl_db *db, const char *sql);
+
+/* A column of pg_stat_xact_user_tables for runs (n_tup_ins, n_tup_upd,
+ * n_tup_hot_upd, ...): counts of this backend not yet reported, so only a
+ * difference across one transaction is that transaction's own. */
+int64_t fixture_runs_stat(struct rl_db *db, const char *column);
+
 /* Waits until the database clock has passed the lease of run_id (polls;
  * fails the test after 15 s). */
 void fixture_wait_lease_expired(struct rl_db *db, const char *run_id);

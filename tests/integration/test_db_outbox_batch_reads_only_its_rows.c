@@ -11,7 +11,6 @@
  * the relay's session works then) must stay far below the backlog. Also: the
  * batch's rows, and only they, left the outbox for the audit. */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "rl/db.h"
@@ -24,24 +23,13 @@ enum { PENDING_RUNS = 10000, BATCH = 100, READ_BOUND = 10 * BATCH };
  * PENDING_RUNS: the row it leaves, the last one inserted, names a run the
  * backlog does not. */
 
-static void
-exec_ok(struct rl_db *db, const char *sql)
-{
-    char errstr[512];
-
-    if (rl_db_exec(db, sql, 0, NULL, NULL, 0, errstr, sizeof(errstr)) < 0) {
-        fprintf(stderr, "%s: %s\n", sql, errstr);
-        exit(1);
-    }
-}
-
 /* Flushes the session's table statistics: pg_stat_force_next_flush()
  * makes the session report them as it goes idle after that statement,
  * before the client sees the statement end. */
 static void
 flush_stats(struct rl_db *db)
 {
-    exec_ok(db, "SELECT pg_stat_force_next_flush()");
+    fixture_exec(db, "SELECT pg_stat_force_next_flush()");
 }
 
 /* Outbox rows read so far by every session (sequential + index fetches);
@@ -69,33 +57,34 @@ main(void)
     int64_t before, after;
 
     /* runs 1..12,500, completed, so outbox rows may name them */
-    exec_ok(db, "INSERT INTO runs (run_id, job, tenant, scheduled_at,"
-                "                  version, fingerprint, request, status,"
-                "                  output, completed_at)"
-                " SELECT encode(sha256(i::text::bytea), 'hex'), 'queue',"
-                "        'workspace-acme',"
-                "        timestamptz '2026-08-07 09:00Z' + i * interval '1h',"
-                "        'v1', encode(sha256(i::text::bytea), 'hex'),"
-                "        '{\"notify\":[\"email\",\"slack\"],\"request\":{}}',"
-                "        'completed', '{\"text\":\"t\"}', now()"
-                "   FROM generate_series(1, 12500) i");
-    exec_ok(db, "ANALYZE runs"); /* as autovacuum would have by now */
+    fixture_exec(db,
+                 "INSERT INTO runs (run_id, job, tenant, scheduled_at,"
+                 "                  version, fingerprint, request, status,"
+                 "                  output, completed_at)"
+                 " SELECT encode(sha256(i::text::bytea), 'hex'), 'queue',"
+                 "        'workspace-acme',"
+                 "        timestamptz '2026-08-07 09:00Z' + i * interval '1h',"
+                 "        'v1', encode(sha256(i::text::bytea), 'hex'),"
+                 "        '{\"notify\":[\"email\",\"slack\"],\"request\":{}}',"
+                 "        'completed', '{\"text\":\"t\"}', now()"
+                 "   FROM generate_series(1, 12500) i");
+    fixture_exec(db, "ANALYZE runs"); /* as autovacuum would have by now */
     /* churn: 25,000 rows created a microsecond apart, analyzed while
      * they are there (as autovacuum's analyze would), all delivered but
      * the last, then a vacuum that finds one live row on the pages the
      * backlog below will fill (freed space is reused, so the outbox does
      * not grow and the planner keeps believing in one row) */
-    exec_ok(db, "INSERT INTO outbox (run_id, channel, payload, created_at)"
-                " SELECT encode(sha256(i::text::bytea), 'hex'), c,"
-                "        jsonb_build_object('pad', repeat('x', 300)),"
-                "        now() + (2 * i + (c = 'slack')::int)"
-                "                * interval '1us'"
-                "   FROM generate_series(1, 12500) i,"
-                "        (VALUES ('email'), ('slack')) v(c)");
-    exec_ok(db, "ANALYZE outbox");
-    exec_ok(db, "DELETE FROM outbox WHERE ctid <> (SELECT max(ctid) FROM "
-                "outbox)");
-    exec_ok(db, "VACUUM outbox");
+    fixture_exec(db, "INSERT INTO outbox (run_id, channel, payload, created_at)"
+                     " SELECT encode(sha256(i::text::bytea), 'hex'), c,"
+                     "        jsonb_build_object('pad', repeat('x', 300)),"
+                     "        now() + (2 * i + (c = 'slack')::int)"
+                     "                * interval '1us'"
+                     "   FROM generate_series(1, 12500) i,"
+                     "        (VALUES ('email'), ('slack')) v(c)");
+    fixture_exec(db, "ANALYZE outbox");
+    fixture_exec(db, "DELETE FROM outbox WHERE ctid <> (SELECT max(ctid) FROM "
+                     "outbox)");
+    fixture_exec(db, "VACUUM outbox");
     RL_REQUIRE(fixture_int(db,
                            "SELECT reltuples::int8 FROM pg_class"
                            " WHERE oid = 'outbox'::regclass",
@@ -104,11 +93,11 @@ main(void)
      * statement, so of one created_at (those statistics describe the
      * churn's distinct ones); on them the join form walked the primary
      * key, joined every row to its run and sorted, to keep 100 */
-    exec_ok(db, "INSERT INTO outbox (run_id, channel, payload)"
-                " SELECT encode(sha256(i::text::bytea), 'hex'), c,"
-                "        jsonb_build_object('pad', repeat('x', 300))"
-                "   FROM generate_series(1, 10000) i,"
-                "        (VALUES ('email'), ('slack')) v(c)");
+    fixture_exec(db, "INSERT INTO outbox (run_id, channel, payload)"
+                     " SELECT encode(sha256(i::text::bytea), 'hex'), c,"
+                     "        jsonb_build_object('pad', repeat('x', 300))"
+                     "   FROM generate_series(1, 10000) i,"
+                     "        (VALUES ('email'), ('slack')) v(c)");
     RL_REQUIRE(fixture_int(db, "SELECT count(*) FROM outbox", NULL) ==
                2 * PENDING_RUNS + 1);
     /* that count read every row: reported now, not inside the window */
