@@ -1233,10 +1233,17 @@ intake_take(const struct ledger *lg, long room)
  * claims would start only after it (bench slow5s: 5,000 calls of 5 s came
  * back and went out in waves, 0.65 of the calls' throughput). */
 static long
+free_slots(const struct ledger *lg)
+{
+    return (long)lg->cfg->max_in_flight - (long)lg->in_model;
+}
+
+/* The slots new claims may take: the free ones less the runs claimed
+ * ahead, which go first. */
+static long
 model_room(const struct ledger *lg)
 {
-    long room = (long)lg->cfg->max_in_flight - (long)lg->in_model -
-                (long)lg->ready_count;
+    long room = free_slots(lg) - (long)lg->ready_count;
 
     return room > 0 ? room : 0;
 }
@@ -1263,10 +1270,10 @@ reserve_target(const struct ledger *lg)
 static void
 start_ready(struct ledger *lg)
 {
-    long free_slots = (long)lg->cfg->max_in_flight - (long)lg->in_model;
+    long free = free_slots(lg);
     struct rl_item *list = NULL, **tail = &list;
 
-    while (lg->ready && free_slots > 0) {
+    while (lg->ready && free > 0) {
         struct rl_item *it = lg->ready;
 
         lg->ready = it->next;
@@ -1274,7 +1281,7 @@ start_ready(struct ledger *lg)
         it->next = NULL;
         *tail = it;
         tail = &it->next;
-        free_slots--;
+        free--;
     }
     if (!lg->ready)
         lg->ready_tail = &lg->ready;
@@ -1326,8 +1333,7 @@ static void
 sweep(struct ledger *lg)
 {
     /* The free slots and the reserve, less what was claimed ahead. */
-    long room = (long)lg->cfg->max_in_flight - (long)lg->in_model +
-                reserve_target(lg) - (long)lg->ready_count;
+    long room = free_slots(lg) + reserve_target(lg) - (long)lg->ready_count;
     long held =
         RL_PIPELINE_LIVE_MAX(lg->cfg->max_in_flight) - (long)lg->live_count;
     long bytes_room = held_bytes_room(lg);
