@@ -107,8 +107,12 @@ static const struct family_def families[] = {
      "events with a known run id and another request fingerprint"},
     {"runledger_lease_lost_total", RL_METRIC_COUNTER,
      "attempts abandoned because another worker took the lease"},
+    {"runledger_queued_total", RL_METRIC_COUNTER,
+     "runs registered pending at intake, for a sweeper to claim: no model "
+     "slot free, runs already waiting, or over a concurrency limit"},
     {"runledger_swept_total", RL_METRIC_COUNTER,
-     "runs claimed by the sweeper (due retries, expired leases)"},
+     "runs claimed by the sweeper (queued runs, due retries, expired "
+     "leases)"},
     {"runledger_dispatches_total", RL_METRIC_COUNTER,
      "model requests dispatched (recorded before sending)"},
     {"runledger_attempts_total", RL_METRIC_COUNTER,
@@ -320,6 +324,8 @@ collect(struct rl_http *h)
                    (double)atomic_load(&c->conflicts));
     rl_metrics_set(m, "runledger_lease_lost_total", NULL,
                    (double)atomic_load(&c->lease_lost));
+    rl_metrics_set(m, "runledger_queued_total", NULL,
+                   (double)atomic_load(&c->queued));
     rl_metrics_set(m, "runledger_swept_total", NULL,
                    (double)atomic_load(&c->swept));
     rl_metrics_set(m, "runledger_dispatches_total", NULL,

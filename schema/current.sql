@@ -257,10 +257,13 @@ BEGIN
                AS u(run_id, job, tenant, scheduled_at, version, fingerprint,
                     request, input, deadline_secs, topic, part, off, tp,
                     ord)
+    ), pairs AS MATERIALIZED (
+        -- the batch's (tenant, job) pairs, each asked about once below
+        SELECT DISTINCT u.tenant, u.job FROM u
     ), unlimited AS (
         -- the batch's (tenant, job) pairs no concurrency limit covers
         SELECT g.tenant, g.job
-          FROM (SELECT DISTINCT u.tenant, u.job FROM u) g
+          FROM pairs g
          WHERE NOT v_all AND NOT rl_run_limited(g.tenant, g.job)
     ), take AS (
         -- the first occurrence of each of the first p_claim_max distinct
@@ -1400,8 +1403,7 @@ CREATE TABLE approvals (
     decision text NOT NULL,
     reason text,
     decided_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT approvals_decision_known CHECK ((decision = ANY (ARRAY['approve'::text, 'reject'::text]))),
-    CONSTRAINT approvals_digest_is_sha256_hex CHECK ((digest ~ '^[0-9a-f]{64}$'::text))
+    CONSTRAINT approvals_decision_known CHECK ((decision = ANY (ARRAY['approve'::text, 'reject'::text])))
 );
 
 CREATE TABLE approvers (
@@ -1619,14 +1621,11 @@ CREATE TABLE runs (
     CONSTRAINT runs_attempts_not_negative CHECK ((attempts >= 0)),
     CONSTRAINT runs_awaiting_approval_has_proposal CHECK (((status <> 'awaiting_approval'::text) OR (proposal IS NOT NULL))),
     CONSTRAINT runs_completed_has_output CHECK (((status <> 'completed'::text) OR ((output IS NOT NULL) AND (completed_at IS NOT NULL)))),
-    CONSTRAINT runs_fingerprint_is_sha256_hex CHECK ((fingerprint ~ '^[0-9a-f]{64}$'::text)),
     CONSTRAINT runs_lease_epoch_not_negative CHECK ((lease_epoch >= 0)),
     CONSTRAINT runs_lease_is_whole CHECK (((lock_owner IS NULL) = (lock_expires_at IS NULL))),
     CONSTRAINT runs_only_running_is_leased CHECK (((status = 'running'::text) = (lock_owner IS NOT NULL))),
     CONSTRAINT runs_pending_is_due CHECK (((status <> 'pending'::text) OR (next_attempt_at IS NOT NULL))),
-    CONSTRAINT runs_proposal_digest_is_sha256_hex CHECK ((proposal_digest ~ '^[0-9a-f]{64}$'::text)),
     CONSTRAINT runs_proposal_is_whole CHECK (((proposal IS NULL) = (proposal_digest IS NULL))),
-    CONSTRAINT runs_run_id_is_sha256_hex CHECK ((run_id ~ '^[0-9a-f]{64}$'::text)),
     CONSTRAINT runs_status_known CHECK ((status = ANY (ARRAY['pending'::text, 'running'::text, 'completed'::text, 'failed'::text, 'unknown'::text, 'awaiting_approval'::text, 'cancelled'::text])))
 )
 WITH (fillfactor='70');
@@ -1636,6 +1635,9 @@ CREATE TABLE schema_migrations (
     checksum text NOT NULL,
     applied_at timestamp with time zone DEFAULT now() NOT NULL
 );
+
+ALTER TABLE approvals
+    ADD CONSTRAINT approvals_digest_is_sha256_hex CHECK (((octet_length(digest) = 64) AND (digest ~ '^[0-9a-f]+$'::text))) NOT VALID;
 
 ALTER TABLE ONLY approvals
     ADD CONSTRAINT approvals_one_decision_per_run UNIQUE (run_id);
@@ -1682,11 +1684,20 @@ ALTER TABLE ONLY run_decisions
 ALTER TABLE ONLY run_limits
     ADD CONSTRAINT run_limits_pkey PRIMARY KEY (tenant, job);
 
+ALTER TABLE runs
+    ADD CONSTRAINT runs_fingerprint_is_sha256_hex CHECK (((octet_length(fingerprint) = 64) AND (fingerprint ~ '^[0-9a-f]+$'::text))) NOT VALID;
+
 ALTER TABLE ONLY runs
     ADD CONSTRAINT runs_one_row_per_logical_run UNIQUE (job, tenant, scheduled_at, version);
 
 ALTER TABLE ONLY runs
     ADD CONSTRAINT runs_pkey PRIMARY KEY (run_id);
+
+ALTER TABLE runs
+    ADD CONSTRAINT runs_proposal_digest_is_sha256_hex CHECK (((octet_length(proposal_digest) = 64) AND (proposal_digest ~ '^[0-9a-f]+$'::text))) NOT VALID;
+
+ALTER TABLE runs
+    ADD CONSTRAINT runs_run_id_is_sha256_hex CHECK (((octet_length(run_id) = 64) AND (run_id ~ '^[0-9a-f]+$'::text))) NOT VALID;
 
 ALTER TABLE ONLY schema_migrations
     ADD CONSTRAINT schema_migrations_pkey PRIMARY KEY (name);

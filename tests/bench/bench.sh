@@ -1058,12 +1058,14 @@ free_port() {
     python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-# relay_batches PORT: "count sum" of the relay's batch-latency histogram
-# (runledger_outbox_delivery_latency_seconds) from the consumer's /metrics.
+# relay_batches PORT: "count sum queued swept": the relay's batch-latency
+# histogram (runledger_outbox_delivery_latency_seconds) and the runs
+# registered pending and claimed by the sweeper so far, from the
+# consumer's /metrics.
 relay_batches() {
     python3 - "http://127.0.0.1:$1/metrics" <<'PY'
 import sys, urllib.request
-n = s = 0.0
+n = s = q = w = 0.0
 try:
     with urllib.request.urlopen(sys.argv[1], timeout=5) as r:
         for line in r.read().decode().splitlines():
@@ -1071,9 +1073,13 @@ try:
                 n = float(line.split()[-1])
             elif line.startswith("runledger_outbox_delivery_latency_seconds_sum"):
                 s = float(line.split()[-1])
+            elif line.startswith("runledger_queued_total"):
+                q = float(line.split()[-1])
+            elif line.startswith("runledger_swept_total"):
+                w = float(line.split()[-1])
 except OSError:
     pass
-print(int(n), s)
+print(int(n), s, int(q), int(w))
 PY
 }
 
@@ -1088,7 +1094,8 @@ paced() {
     local db=bench_$name topic=bench.$name.schedules
     local n port pid pace_pid t0 t1 hwm done_runs timeout=0 rps ov split line
     local backlog_file=$work/$name.backlog.txt minutes_file=$work/$name.relay_minutes.txt
-    local next_min c0 s0 c1 s1 elapsed stats lat bl_p50 bl_p99 bl_max cpu
+    local queued_file=$work/$name.queued_minutes.txt swept_file=$work/$name.swept_minutes.txt
+    local next_min c0 s0 c1 s1 q0 w0 q1 w1 elapsed stats lat bl_p50 bl_p99 bl_max cpu
 
     n=$(calc "int($rate * $secs)")
     log "$name: $n events at $rate/s for ${secs} s, stub latency 0 ms"
@@ -1099,12 +1106,14 @@ paced() {
 
     : >"$backlog_file"
     : >"$minutes_file"
+    : >"$queued_file"
+    : >"$swept_file"
     t0=$(now)
     python3 "$bench/pace.py" "$work/$name.events.tsv" --rate "$rate" 2>"$work/$name.pace.log" |
         "$streamer" "$bootstrap" "$topic" 5 2>"$work/$name.kcat.log" &
     pace_pid=$!
     pids+=("$pace_pid")
-    read -r c0 s0 < <(relay_batches "$port")
+    read -r c0 s0 q0 w0 < <(relay_batches "$port")
     next_min=60
     while kill -0 "$pace_pid" 2>/dev/null; do
         sleep 1
@@ -1114,11 +1123,13 @@ paced() {
         DB=$db q "SELECT count(*) FROM (SELECT 1 FROM outbox ORDER BY created_at) s" >>"$backlog_file"
         elapsed=$(calc "int($(now) - $t0)")
         if [ "$elapsed" -ge "$next_min" ]; then
-            read -r c1 s1 < <(relay_batches "$port")
+            read -r c1 s1 q1 w1 < <(relay_batches "$port")
             if [ "$c1" -gt "$c0" ]; then
                 calc "round(($s1 - $s0) / ($c1 - $c0) * 1000, 1)" >>"$minutes_file"
             fi
-            c0=$c1 s0=$s1
+            echo "$((q1 - q0))" >>"$queued_file"
+            echo "$((w1 - w0))" >>"$swept_file"
+            c0=$c1 s0=$s1 q0=$q1 w0=$w1
             next_min=$((next_min + 60))
         fi
     done
@@ -1150,6 +1161,7 @@ PY
     line+=" overhead_p50_ms=${ov% *} overhead_p99_ms=${ov#* } $(split_fields) $(stmt_fields "$done_runs")"
     line+=" backlog_p50=$bl_p50 backlog_p99=$bl_p99 backlog_max=$bl_max notify_latency_p99_ms=$lat"
     line+=" relay_batch_ms_per_min=$(paste -sd, "$minutes_file")"
+    line+=" queued_per_min=$(paste -sd, "$queued_file") swept_per_min=$(paste -sd, "$swept_file")"
     line+=" $(db_fields "$done_runs") $(wal_fields "$done_runs") rss_peak_mb=$(fmt "$(calc "$hwm / 1024")") $cpu load1=$(load1)"
     [ "$timeout" -eq 0 ] || line+=" timeout=1"
     out "$line"
