@@ -1170,8 +1170,39 @@ PY
 if has paced; then
     paced paced "${BENCH_PACED_RATE:-$(calc "int(${zero_rps:-1000} / 2)")}" "$paced_seconds"
 fi
+# trickle_floor RATE SECONDS: the plain statements of the part of a run
+# trickle's overhead holds (register + claim, then the dispatch: two
+# transactions, pgbench/trickle_floor.sql), one run at a time at RATE per
+# second on one connection (pgbench --rate), each run's latency logged:
+# the floor this machine puts under that overhead, its tail included.
+# Latencies are counted from each run's actual start (pgbench's schedule
+# lag taken off).
+trickle_floor() {
+    local rate=$1 secs=$2 db=bench_trickle_floor stats
+    log "trickle_floor: the plain claim and dispatch, pgbench at $rate/s for ${secs} s, 1 client"
+    ledger_db "$db"
+    rm -f "$work"/trickle_floor_log.*
+    if ! pgbench -h 127.0.0.1 -p "$pgport" -U "$role" -n -M prepared \
+        -f "$bench/pgbench/trickle_floor.sql" -c 1 -j 1 -R "$rate" -T "$secs" \
+        -l --log-prefix="$work/trickle_floor_log" "$db" >"$work/$db.pgbench.log" 2>&1; then
+        out "trickle_floor error=pgbench_failed log=${work#"$root"/}/$db.pgbench.log"
+        return
+    fi
+    # log lines: client transaction latency_us script epoch us lag_us
+    stats=$(cat "$work"/trickle_floor_log.* | python3 -c '
+import sys
+v = sorted((int(f[2]) - int(f[6])) / 1000 for f in (l.split() for l in sys.stdin)
+           if len(f) > 6 and f[2] != "skipped")
+pick = lambda q: v[min(len(v) - 1, int(q * len(v)))]
+print(len(v), round(pick(0.5), 2), round(pick(0.99), 2), round(v[-1], 2)) if v else print(0, 0, 0, 0)')
+    read -r n p50 p99 pmax <<<"$stats"
+    out "trickle_floor rate=$rate seconds=$secs runs=$n latency_p50_ms=$p50 latency_p99_ms=$p99 latency_max_ms=$pmax load1=$(load1)"
+    q "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null
+}
+
 if has trickle; then
     paced trickle "$trickle_rate" "$trickle_seconds"
+    trickle_floor "$trickle_rate" "$trickle_seconds"
 fi
 if has soak; then
     paced soak "${BENCH_SOAK_RATE:-$(calc "int(${zero_rps:-1000})")}" "$soak_seconds"
