@@ -562,6 +562,24 @@ if [ "$(q "SHOW shared_preload_libraries")" != pg_stat_statements ]; then
     q "ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'" >/dev/null
     "$harness/pg.sh" restart "$work/pg" >&2
 fi
+# BENCH_PG_SETTINGS ("name=value name=value"): server settings for this
+# run, e.g. "max_wal_size=8GB wal_compression=lz4" for a grown ledger.
+# The server directory is kept between runs, so every other setting
+# written with ALTER SYSTEM before is reset first: a run without them
+# measures the defaults again.
+for name in $(q "SELECT name FROM pg_file_settings
+                  WHERE sourcefile LIKE '%postgresql.auto.conf'
+                    AND name NOT IN ('shared_preload_libraries',
+                                     'pg_stat_statements.track')"); do
+    q "ALTER SYSTEM RESET $name" >/dev/null
+done
+for kv in ${BENCH_PG_SETTINGS:-}; do
+    q "ALTER SYSTEM SET ${kv%%=*} = '${kv#*=}'" >/dev/null
+done
+q "SELECT pg_reload_conf()" >/dev/null
+if [ "$(q "SELECT count(*) FROM pg_settings WHERE pending_restart")" -gt 0 ]; then
+    "$harness/pg.sh" restart "$work/pg" >&2
+fi
 q "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" >/dev/null
 # Statements inside the plpgsql functions too (the breakdown files show
 # where a batch spends its time); the per-run counts use top level only.
@@ -601,7 +619,7 @@ cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1 | tr -s ' 
 mem_mb=$(awk '/^MemTotal:/ {printf "%d", $2 / 1024}' /proc/meminfo)
 commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
 out "machine cores=$(nproc) mem_mb=$mem_mb cpu=$cpu kernel=$(uname -r) load1=$(load1) commit=$commit binary=${bin#"$root"/} build=$build_state binary_mtime=$(date -u -r "$bin" +%Y-%m-%dT%H:%M:%SZ)"
-out "postgres version=$pgver synchronous_commit=$(setting synchronous_commit) fsync=$(setting fsync) full_page_writes=$(setting full_page_writes) shared_buffers=$(setting shared_buffers) max_connections=$(setting max_connections) wal_sync_method=$(setting wal_sync_method)"
+out "postgres version=$pgver synchronous_commit=$(setting synchronous_commit) fsync=$(setting fsync) full_page_writes=$(setting full_page_writes) shared_buffers=$(setting shared_buffers) max_wal_size=$(setting max_wal_size) wal_compression=$(setting wal_compression) max_connections=$(setting max_connections) wal_sync_method=$(setting wal_sync_method) settings=${BENCH_PG_SETTINGS:-defaults}"
 
 # Single-row commits/s at 16 clients for 5 s: the disk's and CPU's
 # commit budget that every line below shares.
