@@ -563,16 +563,9 @@ if [ "$(q "SHOW shared_preload_libraries")" != pg_stat_statements ]; then
     "$harness/pg.sh" restart "$work/pg" >&2
 fi
 # BENCH_PG_SETTINGS ("name=value name=value"): server settings for this
-# run, e.g. "max_wal_size=8GB wal_compression=lz4" for a grown ledger.
-# The server directory is kept between runs, so every other setting
-# written with ALTER SYSTEM before is reset first: a run without them
-# measures the defaults again.
-for name in $(q "SELECT name FROM pg_file_settings
-                  WHERE sourcefile LIKE '%postgresql.auto.conf'
-                    AND name NOT IN ('shared_preload_libraries',
-                                     'pg_stat_statements.track')"); do
-    q "ALTER SYSTEM RESET $name" >/dev/null
-done
+# run, e.g. "max_wal_size=8GB wal_compression=lz4" for a grown ledger
+# (the cluster is made afresh at every run, so a run without them
+# measures the defaults).
 for kv in ${BENCH_PG_SETTINGS:-}; do
     q "ALTER SYSTEM SET ${kv%%=*} = '${kv#*=}'" >/dev/null
 done
