@@ -1278,10 +1278,10 @@ reserve_target(const struct ledger *lg)
  * what runs wait for, few slots are free at a time and the sweeper gets
  * them all (a burst of one tenant does not take a freed slot from
  * another tenant's waiting run); when PostgreSQL is, the model has slots
- * to spare, and a backlog no longer makes every run take the dearer
- * path, which made it fall further behind: in `make bench` soak at the
- * burst rate every run went pending from the first minute, and 72 % were
- * done by the end of the drain. */
+ * to spare, and leaving them all to the sweeper would send every new run
+ * down the dearer path, which makes the ledger fall further behind (`make
+ * bench` soak at the burst rate: every run pending from the first minute,
+ * 72 % done by the end of the drain). */
 static long
 intake_room(const struct ledger *lg, long room)
 {

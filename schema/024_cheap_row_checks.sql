@@ -1,5 +1,5 @@
 -- 024_cheap_row_checks.sql: the checks a row of runs passes at every
--- write cost a fifteenth of what they did, and the claim asks whether a
+-- write cost a thirteenth of what they did, and the claim asks whether a
 -- concurrency limit covers a (tenant, job) once per pair, not once per run.
 --
 -- PostgreSQL evaluates every CHECK constraint of a table on every insert
