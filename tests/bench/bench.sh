@@ -836,7 +836,7 @@ grown() {
     prewarm_mb=0
     if [ -n "${BENCH_GROWN_PREWARM:-}" ]; then
         DB=$db q "CREATE EXTENSION IF NOT EXISTS pg_prewarm" >/dev/null
-        prewarm_mb=$(DB=$db q "SELECT sum(pg_prewarm(i.indexrelid)) * 8 / 1024
+        prewarm_mb=$(DB=$db q "SELECT (sum(pg_prewarm(i.indexrelid)) * 8 / 1024)::bigint
                                  FROM pg_index i
                                 WHERE i.indrelid = ANY ('{runs,attempts,outbox,outbox_delivered}'::regclass[])")
         log "$name: prewarmed $prewarm_mb MB of indexes"
