@@ -288,6 +288,16 @@ ops_metric(const char *text, const char *series)
     return -1;
 }
 
+double
+ops_scrape(int port, const char *series)
+{
+    static char text[1 << 20];
+
+    if (ops_http_get(port, "/metrics", text, sizeof(text)) != 200)
+        return -2;
+    return ops_metric(text, series);
+}
+
 static int
 name_char(char c, int first)
 {

@@ -43,6 +43,12 @@ int ops_wait_http(int port, const char *path, long want, long timeout_ms);
  * -1 when absent. */
 double ops_metric(const char *text, const char *series);
 
+/* GET /metrics on port and the value of series in it (ops_metric); -2
+ * when /metrics did not answer 200, -1 when the series is absent. The
+ * text itself is not kept (a test that reads more of it fetches it
+ * with ops_http_get into a buffer of its own). */
+double ops_scrape(int port, const char *series);
+
 /* Checks text against the Prometheus text format 0.0.4: every line a
  * "# HELP name ..." / "# TYPE name counter|gauge|histogram" comment or a
  * sample "name[{l="v",...}] value" whose family has a TYPE line before it,

@@ -20,16 +20,6 @@
 #define BACKLOG 1500
 #define FRESH 300
 
-static char metrics[1 << 20];
-
-static double
-scrape(int port, const char *series)
-{
-    if (ops_http_get(port, "/metrics", metrics, sizeof(metrics)) != 200)
-        return -2;
-    return ops_metric(metrics, series);
-}
-
 int
 main(void)
 {
@@ -77,7 +67,7 @@ main(void)
     /* A full sweep has run: the backlog mode is on. */
     deadline = rltest_now_ms() + 30000;
     while (rltest_now_ms() < deadline &&
-           (swept = scrape(port, "runledger_swept_total")) < 256) {
+           (swept = ops_scrape(port, "runledger_swept_total")) < 256) {
         struct timespec nap = {0, 20000000L};
 
         nanosleep(&nap, NULL);
@@ -92,8 +82,8 @@ main(void)
     RL_CHECK(e2e_wait_intf(&t, BACKLOG + FRESH, 90000,
                            "SELECT count(*) FROM runs WHERE status = "
                            "'completed'"));
-    queued = scrape(port, "runledger_queued_total");
-    swept = scrape(port, "runledger_swept_total");
+    queued = ops_scrape(port, "runledger_queued_total");
+    swept = ops_scrape(port, "runledger_swept_total");
     printf("# %d fresh runs with %d waiting: queued %g, swept %g\n", FRESH,
            BACKLOG, queued, swept);
     RL_CHECK(queued == 0);

@@ -27,7 +27,7 @@
 
 #define CALL_MS 20000
 
-static char out[1 << 16], err[8192], metrics[1 << 20];
+static char out[1 << 16], err[8192];
 
 static long
 log_lines(const char *path, const char *run_id, const char *msg)
@@ -54,14 +54,6 @@ logged(struct e2e *t, void *opaque)
 
     (void)t;
     return log_lines(w->path, w->run_id, w->msg) > 0;
-}
-
-static double
-scrape(int port, const char *series)
-{
-    if (ops_http_get(port, "/metrics", metrics, sizeof(metrics)) != 200)
-        return -2;
-    return ops_metric(metrics, series);
 }
 
 /* A pending run of tenant, inserted directly, due at the SQL expression
@@ -308,10 +300,11 @@ main(void)
                      "proposal_digest = repeat('a', 64) WHERE tenant = "
                      "'tenant-keep' RETURNING 1) SELECT count(*) FROM u") == 1);
     for (int i = 0;
-         i < 50 && scrape(port, "runledger_runs_awaiting_approval") != 1; i++)
+         i < 50 && ops_scrape(port, "runledger_runs_awaiting_approval") != 1;
+         i++)
         pause_ms(&t, 200);
-    RL_CHECK(scrape(port, "runledger_runs_awaiting_approval") == 1);
-    RL_CHECK(scrape(port, "runledger_cancelled_runs") == 4);
+    RL_CHECK(ops_scrape(port, "runledger_runs_awaiting_approval") == 1);
+    RL_CHECK(ops_scrape(port, "runledger_cancelled_runs") == 4);
 
     RL_CHECK(e2e_alive(&t, slot));
     RL_CHECK(e2e_stop(&t, slot, 20000));
