@@ -46,6 +46,28 @@ refused(int rc, const char *errstr, const char *constraint, const char *what)
     RL_CHECK(strstr(errstr, constraint) != NULL);
 }
 
+/* Runs sql ($1 a digest, $2 the run's id) with two bad digests, each
+ * refused by constraint, then with good_digest, which writes one row. */
+static void
+digest_checked(struct rl_db *db, const char *sql, const char *constraint,
+               const char *bad1, const char *bad2, const char *good_digest,
+               const char *run_id)
+{
+    const char *digests[3] = {bad1, bad2, good_digest};
+    char errstr[512];
+
+    for (size_t i = 0; i < 3; i++) {
+        const char *params[2] = {digests[i], run_id};
+        int rc =
+            rl_db_exec(db, sql, 2, params, NULL, 0, errstr, sizeof(errstr));
+
+        if (i < 2)
+            refused(rc, errstr, constraint, constraint);
+        else
+            RL_CHECK_INTEQ(rc, 1);
+    }
+}
+
 int
 main(void)
 {
@@ -82,37 +104,17 @@ main(void)
 
     /* An update is checked as well (every check runs at every write):
      * a proposal's digest, the one such column an update may set. */
-    for (size_t i = 0; i < 3; i++) {
-        const char *digest = i == 0 ? bad[3] : i == 1 ? bad[5] : good2;
-        const char *params[2] = {digest, good};
-        int rc = rl_db_exec(db,
-                            "UPDATE runs SET proposal = '{}',"
-                            "       proposal_digest = $1"
-                            " WHERE run_id = $2",
-                            2, params, NULL, 0, errstr, sizeof(errstr));
-
-        if (i < 2)
-            refused(rc, errstr, "runs_proposal_digest_is_sha256_hex",
-                    "proposal digest");
-        else
-            RL_CHECK_INTEQ(rc, 1);
-    }
-
+    digest_checked(db,
+                   "UPDATE runs SET proposal = '{}', proposal_digest = $1"
+                   " WHERE run_id = $2",
+                   "runs_proposal_digest_is_sha256_hex", bad[3], bad[5], good2,
+                   good);
     /* An approval's digest. */
-    for (size_t i = 0; i < 3; i++) {
-        const char *digest = i == 0 ? bad[2] : i == 1 ? bad[5] : good2;
-        const char *params[2] = {good, digest};
-        int rc = rl_db_exec(db,
-                            "INSERT INTO approvals (run_id, digest, actor,"
-                            "                       decision)"
-                            " VALUES ($1, $2, 'ops@example.com', 'approve')",
-                            2, params, NULL, 0, errstr, sizeof(errstr));
-
-        if (i < 2)
-            refused(rc, errstr, "approvals_digest_is_sha256_hex", "digest");
-        else
-            RL_CHECK_INTEQ(rc, 1);
-    }
+    digest_checked(db,
+                   "INSERT INTO approvals (run_id, digest, actor, decision)"
+                   " VALUES ($2, $1, 'ops@example.com', 'approve')",
+                   "approvals_digest_is_sha256_hex", bad[2], bad[5], good2,
+                   good);
     fixture_drop(db, schema);
     RL_TEST_END();
 }
