@@ -206,6 +206,16 @@ stop_pid() {
 now() { date +%s.%N; }
 calc() { python3 -c "import sys; print($1)"; }
 fmt() { printf '%.*f' "${2:-1}" "$1"; }
+# quantiles: "count p50 p99 max" of the numbers on stdin, one a line
+# ("0 0 0 0" for none); fractions kept to two places.
+quantiles() {
+    python3 -c '
+import sys
+v = sorted(float(x) for x in sys.stdin if x.strip())
+num = lambda x: int(x) if x == int(x) else round(x, 2)
+pick = lambda q: v[min(len(v) - 1, int(q * len(v)))]
+print(len(v), num(pick(0.5)), num(pick(0.99)), num(v[-1])) if v else print(0, 0, 0, 0)'
+}
 load1() { cut -d' ' -f1 /proc/loadavg; }
 hwm_kb() { awk '/^VmHWM:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
 
@@ -1170,19 +1180,10 @@ paced() {
     lat=$(DB=$db q "SELECT round((percentile_cont(0.99) WITHIN GROUP (ORDER BY
                           extract(epoch FROM delivered_at - created_at)) * 1000)::numeric, 1)
                      FROM outbox_delivered")
-    stats=$(python3 - "$backlog_file" <<'PY'
-import sys
-v = sorted(int(x) for x in open(sys.argv[1]) if x.strip())
-if not v:
-    print("0 0 0")
-else:
-    pick = lambda q: v[min(len(v) - 1, int(q * len(v)))]
-    print(pick(0.5), pick(0.99), v[-1])
-PY
-)
+    stats=$(quantiles <"$backlog_file")
     stop_pid "$pid" 40
     stop_pid "$stub_pid" 10
-    read -r bl_p50 bl_p99 bl_max <<<"$stats"
+    read -r _ bl_p50 bl_p99 bl_max <<<"$stats"
     line="$name rate=$rate seconds=$secs events=$n completed=$done_runs runs_per_s=$(fmt "$rps")"
     line+=" overhead_p50_ms=${ov% *} overhead_p99_ms=${ov#* } $(split_fields) $(stmt_fields "$done_runs")"
     line+=" backlog_p50=$bl_p50 backlog_p99=$bl_p99 backlog_max=$bl_max notify_latency_p99_ms=$lat"
@@ -1196,32 +1197,34 @@ PY
 if has paced; then
     paced paced "${BENCH_PACED_RATE:-$(calc "int(${zero_rps:-1000} / 2)")}" "$paced_seconds"
 fi
-# trickle_floor RATE SECONDS: the plain statements of the part of a run
-# trickle's overhead holds (register + claim, then the dispatch: two
-# transactions, pgbench/trickle_floor.sql), one run at a time at RATE per
-# second on one connection (pgbench --rate), each run's latency logged:
-# the floor this machine puts under that overhead, its tail included.
-# Latencies are counted from each run's actual start (pgbench's schedule
-# lag taken off).
+# trickle_floor RATE SECONDS: the part of a run trickle's overhead holds,
+# with the plain statements: steps 1 and 2 of pgbench/per_run_plain.sql
+# (register + claim, then the dispatch record: two transactions, two
+# commits; the script's text up to step 3), one run at a time at RATE per
+# second on one connection (pgbench --rate), each run's latency logged.
+# The overhead a run shows in trickle runs from its claim's start to its
+# completion's start less the model call: these two statements and their
+# commits, plus the hand-overs between the service's threads, the HTTP
+# call's setup and the completer; this is the floor under it, its tail
+# included. Latencies count from each run's actual start (pgbench's
+# schedule lag taken off).
 trickle_floor() {
-    local rate=$1 secs=$2 db=bench_trickle_floor stats
+    local rate=$1 secs=$2 db=bench_trickle_floor script=$work/trickle_floor.sql n p50 p99 pmax
     log "trickle_floor: the plain claim and dispatch, pgbench at $rate/s for ${secs} s, 1 client"
+    sed '/^WITH outcome AS (/,$d' "$bench/pgbench/per_run_plain.sql" >"$script"
+    grep -q 'INSERT INTO attempts' "$script" ||
+        die "trickle_floor: steps 1 and 2 not found in pgbench/per_run_plain.sql"
     ledger_db "$db"
     rm -f "$work"/trickle_floor_log.*
     if ! pgbench -h 127.0.0.1 -p "$pgport" -U "$role" -n -M prepared \
-        -f "$bench/pgbench/trickle_floor.sql" -c 1 -j 1 -R "$rate" -T "$secs" \
+        -f "$script" -c 1 -j 1 -R "$rate" -T "$secs" \
         -l --log-prefix="$work/trickle_floor_log" "$db" >"$work/$db.pgbench.log" 2>&1; then
         out "trickle_floor error=pgbench_failed log=${work#"$root"/}/$db.pgbench.log"
         return
     fi
     # log lines: client transaction latency_us script epoch us lag_us
-    stats=$(cat "$work"/trickle_floor_log.* | python3 -c '
-import sys
-v = sorted((int(f[2]) - int(f[6])) / 1000 for f in (l.split() for l in sys.stdin)
-           if len(f) > 6 and f[2] != "skipped")
-pick = lambda q: v[min(len(v) - 1, int(q * len(v)))]
-print(len(v), round(pick(0.5), 2), round(pick(0.99), 2), round(v[-1], 2)) if v else print(0, 0, 0, 0)')
-    read -r n p50 p99 pmax <<<"$stats"
+    read -r n p50 p99 pmax < <(cat "$work"/trickle_floor_log.* |
+        awk 'NF > 6 && $3 != "skipped" { print ($3 - $7) / 1000 }' | quantiles)
     out "trickle_floor rate=$rate seconds=$secs runs=$n latency_p50_ms=$p50 latency_p99_ms=$p99 latency_max_ms=$pmax load1=$(load1)"
     q "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null
 }
