@@ -13,7 +13,6 @@
 #include "rl/db.h"
 #include "rl/db_ops.h"
 #include "rl/err.h"
-#include "rl/runid.h"
 #include "rltest.h"
 #include "test_db_fixture.h"
 
@@ -41,21 +40,12 @@ main(void)
 
     /* Two pairs: jobs "pair-a" (no limit) and "pair-b" (limited). */
     for (int i = 0; i < RUNS; i++) {
-        char job[32];
+        char job[32], at[RL_TIME_UTC_SIZE];
 
         snprintf(job, sizeof(job), "pair-%c", i % 2 ? 'b' : 'a');
-        fixture_run_init(&runs[i], job, request, "{\"doc\":1}");
         /* one job, many schedule windows: a run id of its own each */
-        snprintf(runs[i].scheduled_at, sizeof(runs[i].scheduled_at),
-                 "2026-08-07T09:%02d:00+00:00", i);
-        {
-            char identity[256];
-
-            snprintf(identity, sizeof(identity), "%s|workspace-acme|%s|v1", job,
-                     runs[i].scheduled_at);
-            RL_REQUIRE(
-                rl_sha256_hex(identity, strlen(identity), runs[i].run_id) == 0);
-        }
+        snprintf(at, sizeof(at), "2026-08-07T09:%02d:00+00:00", i);
+        fixture_run_init_at(&runs[i], job, at, request, "{\"doc\":1}");
         regs[i] = runs[i].reg;
     }
     fixture_exec(db, "INSERT INTO run_limits (tenant, job, concurrency)"

@@ -61,12 +61,20 @@ void
 fixture_run_init(struct fixture_run *run, const char *job,
                  const char *request_json, const char *input_json)
 {
+    fixture_run_init_at(run, job, "2026-08-07T09:00:00+00:00", request_json,
+                        input_json);
+}
+
+void
+fixture_run_init_at(struct fixture_run *run, const char *job,
+                    const char *scheduled_at, const char *request_json,
+                    const char *input_json)
+{
     char identity[256];
 
     memset(run, 0, sizeof(*run));
     snprintf(run->job, sizeof(run->job), "%s", job);
-    snprintf(run->scheduled_at, sizeof(run->scheduled_at),
-             "2026-08-07T09:00:00+00:00");
+    snprintf(run->scheduled_at, sizeof(run->scheduled_at), "%s", scheduled_at);
     snprintf(identity, sizeof(identity), "%s|workspace-acme|%s|v1", job,
              run->scheduled_at);
     RL_REQUIRE(rl_sha256_hex(identity, strlen(identity), run->run_id) == 0);

@@ -38,6 +38,12 @@ struct fixture_run {
 void fixture_run_init(struct fixture_run *run, const char *job,
                       const char *request_json, const char *input_json);
 
+/* fixture_run_init for the schedule window scheduled_at (UTC, as
+ * "2026-08-07T09:00:00+00:00"): runs of one job, a run id each. */
+void fixture_run_init_at(struct fixture_run *run, const char *job,
+                         const char *scheduled_at, const char *request_json,
+                         const char *input_json);
+
 /* Integer value of a one-column query with up to one text parameter;
  * fails the test on error. */
 int64_t fixture_int(struct rl_db *db, const char *sql, const char *param);
