@@ -145,7 +145,8 @@ static const struct family_def families[] = {
      "relay batch latency: rows locked to every row acknowledged"},
     {"runledger_outbox_vacuum_seconds", RL_METRIC_HISTOGRAM,
      "VACUUM of the outbox by this process's relay (every "
-     "RUNLEDGER_RELAY_VACUUM_ROWS delivered rows)"},
+     "RUNLEDGER_RELAY_VACUUM_ROWS delivered rows, at least once a second "
+     "while it delivers)"},
     {"runledger_outbox_backlog", RL_METRIC_GAUGE,
      "undelivered outbox rows in the ledger (ledger-wide: aggregate with "
      "max; exact up to 100000, then pg_class.reltuples)"},

@@ -345,14 +345,25 @@ done:
 
 /* The relay's vacuums of the outbox (see rl_db_outbox_vacuum_start): one
  * at a time, on a connection of their own, started every
- * cfg->relay_vacuum_rows delivered rows and watched at every turn of the
- * relay loop. A failed one only costs a warning: delivery goes on. */
+ * cfg->relay_vacuum_rows delivered rows, and at least every
+ * RELAY_VACUUM_EVERY_S while rows are delivered, and watched at every
+ * turn of the relay loop. A failed one only costs a warning: delivery goes
+ * on.
+ *
+ * The time bound is for light load. A delivered row leaves its entry at
+ * the head of outbox_due_idx, before every pending row, and each read of
+ * a batch steps over all of them until a vacuum removes them: at 50 runs
+ * a second, 20,000 rows took 200 s to gather and each read cost 0.83 ms
+ * of PostgreSQL's time (28 % of it), against 0.04 ms with a vacuum every
+ * 200 rows. A vacuum of an outbox that small costs about a millisecond. */
+#define RELAY_VACUUM_EVERY_S 1.0
+
 struct vacuum_state {
     struct rl_db *db;
     size_t since;   /* rows delivered since the last one started */
     int running;    /* one was sent and has not finished */
     int denied;     /* this role may not vacuum the outbox */
-    double started; /* rl_clock_seconds() when it was sent */
+    double started; /* rl_clock_seconds() when the last one was sent */
 };
 
 /* A vacuum that failed: say why and drop its connection (a new one is
@@ -388,8 +399,9 @@ relay_vacuum(struct vacuum_state *vs, const struct rl_config *cfg,
             vacuum_failed(vs, errstr);
         }
     }
-    if (cfg->relay_vacuum_rows <= 0 || vs->denied ||
-        vs->since < (size_t)cfg->relay_vacuum_rows)
+    if (cfg->relay_vacuum_rows <= 0 || vs->denied || vs->since == 0 ||
+        (vs->since < (size_t)cfg->relay_vacuum_rows &&
+         rl_clock_seconds() - vs->started < RELAY_VACUUM_EVERY_S))
         return;
     vs->since = 0;
     if (!vs->db) {
@@ -424,7 +436,7 @@ rl_relay_run(const struct rl_config *cfg, atomic_int *stop,
     rd_kafka_t *rk;
     struct rl_db *db = NULL;
     long backoff = 100;
-    struct vacuum_state vacuum = {NULL, 0, 0, 0, 0.0};
+    struct vacuum_state vacuum = {NULL, 0, 0, 0, rl_clock_seconds()};
 
     conf = rl_kafka_conf_new(cfg, errstr, sizeof(errstr));
     if (!conf) {
@@ -480,10 +492,15 @@ rl_relay_run(const struct rl_config *cfg, atomic_int *stop,
         vacuum.since += br.rows;
         relay_vacuum(&vacuum, cfg, http);
         n = br.rows;
-        /* Nothing pending: sleep until a statement queues rows (the
-         * outbox's wake-up) or the interval passes, whichever is first. */
-        if (n == 0 && rl_db_outbox_wait(db, cfg->relay_interval_ms, errstr,
-                                        sizeof(errstr)) < 0) {
+        /* A batch short of the limit took every due row no other relay
+         * holds: sleep until a statement queues rows (the outbox's
+         * wake-up) or the interval passes, whichever is first. Rows
+         * committed during the batch have their wake-up waiting already,
+         * so the wait returns at once; reading again to find nothing
+         * would cost a statement and a commit a batch at light load. */
+        if (n < (size_t)cfg->relay_batch &&
+            rl_db_outbox_wait(db, cfg->relay_interval_ms, errstr,
+                              sizeof(errstr)) < 0) {
             rl_log_warn(NULL, "relay: %s", errstr);
             rl_db_destroy(db);
             db = NULL;

@@ -109,8 +109,10 @@ static const struct cfg_row rows[] = {
      "once)"},
     {"RUNLEDGER_RELAY_VACUUM_ROWS", CFG_INT, S(relay_vacuum_rows), "20000", 0,
      100000000, 0,
-     "the relay vacuums the outbox after delivering this many rows, so "
-     "the pending set stays a few megabytes between autovacuum's visits "
+     "the relay vacuums the outbox after delivering this many rows, and "
+     "at least once a second while it delivers any, so the pending set "
+     "stays a few megabytes between autovacuum's visits and its reads do "
+     "not step over delivered rows' index entries "
      "(0: autovacuum only; skipped when the role owns neither the outbox "
      "nor the database)"},
     {"RUNLEDGER_DB_BATCH", CFG_INT, S(db_batch), "64", 1, 10000, 0,
