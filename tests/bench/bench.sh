@@ -1131,7 +1131,7 @@ paced() {
     local n port pid pace_pid t0 t1 hwm done_runs timeout=0 rps ov split line
     local backlog_file=$work/$name.backlog.txt minutes_file=$work/$name.relay_minutes.txt
     local queued_file=$work/$name.queued_minutes.txt swept_file=$work/$name.swept_minutes.txt
-    local next_min c0 s0 c1 s1 q0 w0 q1 w1 elapsed stats lat bl_p50 bl_p99 bl_max cpu
+    local next_min c0 s0 c1 s1 q0 w0 q1 w1 elapsed stats lat bl_p50 bl_p99 bl_max cpu sampler_pid
 
     n=$(calc "int($rate * $secs)")
     log "$name: $n events at $rate/s for ${secs} s, stub latency 0 ms"
@@ -1149,15 +1149,22 @@ paced() {
         "$streamer" "$bootstrap" "$topic" 5 2>"$work/$name.kcat.log" &
     pace_pid=$!
     pids+=("$pace_pid")
+    # The backlog each second, through outbox_pending_by_age_idx as the
+    # service's gauge (a sequential scan would read every page the churn
+    # left since the last vacuum), from one psql session: a psql, python
+    # and date started every second cost ~60 ms of CPU in a burst, on the
+    # cores the runs measured here share (perf sched: their wake-ups
+    # waited behind it).
+    printf '%s\n\\watch 1\n' "SELECT count(*) FROM (SELECT 1 FROM outbox ORDER BY created_at) s" |
+        PGOPTIONS="-c client_min_messages=warning" \
+            psql -X -q -At -h 127.0.0.1 -p "$pgport" -U postgres -d "$db" >"$backlog_file" 2>/dev/null &
+    sampler_pid=$!
+    pids+=("$sampler_pid")
     read -r c0 s0 q0 w0 < <(relay_batches "$port")
     next_min=60
     while kill -0 "$pace_pid" 2>/dev/null; do
         sleep 1
-        # through outbox_pending_by_age_idx, as the service's gauge: a
-        # sequential scan would read every page the churn left since the
-        # last vacuum, each second
-        DB=$db q "SELECT count(*) FROM (SELECT 1 FROM outbox ORDER BY created_at) s" >>"$backlog_file"
-        elapsed=$(calc "int($(now) - $t0)")
+        elapsed=$((${EPOCHREALTIME%.*} - ${t0%.*}))
         if [ "$elapsed" -ge "$next_min" ]; then
             read -r c1 s1 q1 w1 < <(relay_batches "$port")
             if [ "$c1" -gt "$c0" ]; then
@@ -1171,6 +1178,7 @@ paced() {
     done
     wait "$pace_pid" 2>/dev/null || true
     forget_pid "$pace_pid"
+    stop_pid "$sampler_pid" 5
     wait_count "$db" "SELECT count(*) FROM outbox_delivered" "$((2 * (n + 1)))" "$wait_seconds" || timeout=1
     cpu=$(cpu_end "$pid")
     measure_end "$db"
