@@ -305,6 +305,7 @@ rl_completer_main(void *arg)
     struct completer cp = {.pl = arg, .connect_backoff = 100};
     struct rl_queue *q = &cp.pl->answers;
 
+    rl_thread_name("rl-completer");
     cp.cfg = cp.pl->cfg;
     cp.seed = (unsigned int)rl_clock_ms() ^ 0x5bd1e995u;
     for (;;) {

@@ -661,6 +661,7 @@ relay_main(void *arg)
 {
     struct relay_thread *rt = arg;
 
+    rl_thread_name("rl-relay");
     rt->rc =
         rl_relay_run(rt->pl->cfg, &rt->stop, &rt->pl->counters, rt->pl->http);
     return NULL;

@@ -493,6 +493,7 @@ health_main(void *arg)
     struct rl_db *db = NULL;
     char errstr[512];
 
+    rl_thread_name("rl-health");
     pthread_mutex_lock(&h->health_lock);
     while (!h->health_stop) {
         struct rl_db_gauges g;

@@ -1602,6 +1602,7 @@ renewer_main(void *arg)
     struct rl_db *db = NULL;
     struct timespec ts;
 
+    rl_thread_name("rl-renewer");
     pthread_mutex_lock(&lg->live_lock);
     while (!lg->renew_stop) {
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -1726,6 +1727,7 @@ rl_ledger_main(void *arg)
     struct rl_pipeline *pl = arg;
     struct ledger lg;
 
+    rl_thread_name("rl-ledger");
     memset(&lg, 0, sizeof(lg));
     lg.pl = pl;
     lg.cfg = pl->cfg;

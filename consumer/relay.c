@@ -527,6 +527,7 @@ static void *
 watch_signal(void *arg)
 {
     (void)arg;
+    rl_thread_name("rl-signals");
     while (!relay_signal && !atomic_load(&relay_stop))
         nap_ms(50);
     atomic_store(&relay_stop, 1);

@@ -5,12 +5,21 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static enum rl_log_level log_level = RL_LOG_INFO;
 
 static const char *const level_names[] = {"debug", "info", "warn", "error"};
+
+void
+rl_thread_name(const char *name)
+{
+    /* PR_SET_NAME names the calling thread; pthread_setname_np would need
+     * _GNU_SOURCE. A failure only leaves the inherited name. */
+    (void)prctl(PR_SET_NAME, (unsigned long)name, 0UL, 0UL, 0UL);
+}
 
 void
 rl_log_set_level(enum rl_log_level level)

@@ -1201,6 +1201,7 @@ model_thread(void *arg)
     CURLMsg *msg;
     int left, stop;
 
+    rl_thread_name("rl-model");
     for (;;) {
         pthread_mutex_lock(&m->lock);
         stop = m->stop;

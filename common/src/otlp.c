@@ -261,6 +261,7 @@ exporter_main(void *arg)
     struct rl_otlp *otlp = arg;
     int final_sent = 0;
 
+    rl_thread_name("rl-otlp");
     pthread_mutex_lock(&otlp->lock);
     for (;;) {
         struct qspan *list, *last;

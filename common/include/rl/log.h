@@ -28,6 +28,11 @@ struct rl_log_ctx {
         NULL, NULL, NULL, -1, -1, NULL, -1, -1, NULL, NULL                     \
     }
 
+/* Names the calling thread (at most 15 characters kept), so that top -H,
+ * perf and /proc/PID/task tell the service's threads apart; librdkafka
+ * names its own (rdk:). */
+void rl_thread_name(const char *name);
+
 /* Lines below level are dropped. Default RL_LOG_INFO. */
 void rl_log_set_level(enum rl_log_level level);
 
