@@ -897,6 +897,17 @@ e2e_wait_intf(struct e2e *t, int64_t want, long timeout_ms, const char *fmt,
     return 0;
 }
 
+int
+e2e_wait_completed_and_delivered(struct e2e *t, const char *job, int n)
+{
+    return e2e_wait_intf(t, n, 60000,
+                         "SELECT count(*) FROM runs WHERE job = '%s' AND "
+                         "status = 'completed'",
+                         job) &&
+           e2e_wait_intf(t, 2 * (int64_t)n, 30000,
+                         "SELECT count(*) FROM outbox_delivered");
+}
+
 static char
 proc_state(pid_t pid)
 {

@@ -148,6 +148,12 @@ const char *e2e_textf(struct e2e *t, const char *fmt, ...)
 int e2e_wait_intf(struct e2e *t, int64_t want, long timeout_ms, const char *fmt,
                   ...) __attribute__((format(printf, 4, 5)));
 
+/* Waits up to 60 s until n runs of job are completed, then up to 30 s
+ * until the ledger holds 2 n delivered notifications (every run of the
+ * test notifies two channels). Returns 1 when both held, 0 otherwise (the
+ * query that timed out is printed). */
+int e2e_wait_completed_and_delivered(struct e2e *t, const char *job, int n);
+
 /* Waits until the process in slot is stopped (SIGSTOP, e.g. a "pause"
  * failpoint) or exited. Returns 1 when stopped, 0 otherwise. */
 int e2e_wait_stopped(struct e2e *t, int slot, long timeout_ms);

@@ -115,12 +115,7 @@ main(void)
      * leases expire, and completes them. */
     exec_sql(&t, "DROP TRIGGER refuse_outbox ON outbox");
     slot2 = e2e_spawn(&t, "consume", env);
-    RL_CHECK(e2e_wait_intf(&t, EVENTS, 60000,
-                           "SELECT count(*) FROM runs WHERE job = '%s' AND "
-                           "status = 'completed'",
-                           job));
-    RL_CHECK(e2e_wait_intf(&t, 2 * EVENTS, 30000,
-                           "SELECT count(*) FROM outbox_delivered"));
+    RL_CHECK(e2e_wait_completed_and_delivered(&t, job, EVENTS));
     RL_CHECK(e2e_stop(&t, slot2, 30000));
 
     e2e_teardown(&t);

@@ -71,12 +71,7 @@ main(void)
                           errstr, sizeof(errstr)) >= 0);
     rl_db_destroy(lock_db);
 
-    RL_CHECK(e2e_wait_intf(&t, EVENTS, 60000,
-                           "SELECT count(*) FROM runs WHERE job = '%s' AND "
-                           "status = 'completed'",
-                           job));
-    RL_CHECK(e2e_wait_intf(&t, 2 * EVENTS, 30000,
-                           "SELECT count(*) FROM outbox_delivered"));
+    RL_CHECK(e2e_wait_completed_and_delivered(&t, job, EVENTS));
     RL_CHECK_INTEQ(e2e_intf(&t,
                             "SELECT count(*) FROM attempts a JOIN runs r "
                             "USING (run_id) WHERE r.job = '%s'",

@@ -32,12 +32,7 @@ main(void)
         e2e_produce_event(&t, job, "tenant-a", i, NULL, NULL);
     e2e_flush(&t);
 
-    RL_CHECK(e2e_wait_intf(&t, EVENTS, 60000,
-                           "SELECT count(*) FROM runs WHERE job = '%s' AND "
-                           "status = 'completed'",
-                           job));
-    RL_CHECK(e2e_wait_intf(&t, 2 * EVENTS, 30000,
-                           "SELECT count(*) FROM outbox_delivered"));
+    RL_CHECK(e2e_wait_completed_and_delivered(&t, job, EVENTS));
     /* statistics reach pg_stat_user_tables when the vacuum ends */
     RL_CHECK(e2e_wait_intf(&t, 1, 15000,
                            "SELECT (vacuum_count > 0)::int"
