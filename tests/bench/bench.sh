@@ -97,6 +97,10 @@
 #                            since the first event, the runs claimed,
 #                            dispatched, completed and notifications
 #                            delivered, to BENCH_DIR/NAME.timeline.txt
+#   BENCH_SCHED_GROUPS       per_process (default): the service, the peers,
+#                            the stub and the publisher each in a session
+#                            (a scheduling group) of its own; shared: all
+#                            in the bench's own, as before 2026-12-02
 # Any RUNLEDGER_* variable set by the caller reaches the consumer.
 set -euo pipefail
 
@@ -253,7 +257,7 @@ topics() {
 stub_start() {
     local name=$1 latency=$2 portfile=$work/$1.stub.port i
     rm -f "$portfile"
-    STUB_LATENCY_MS=$latency python3 "$root/tests/stub/stub_model.py" \
+    STUB_LATENCY_MS=$latency $own_group python3 "$root/tests/stub/stub_model.py" \
         --port 0 --port-file "$portfile" >/dev/null 2>"$work/$name.stub.log" &
     stub_pid=$!
     pids+=("$stub_pid")
@@ -508,6 +512,19 @@ for tool in psql pgbench kcat python3 java; do
     command -v "$tool" >/dev/null 2>&1 || die "$tool not found (run tests/harness/deps.sh)"
 done
 streamer=$(stream_producer)
+# Each process the bench measures or stands in for (the service, the peers,
+# the stub model, the publisher) runs in a session, and so a scheduling
+# group, of its own, as a container of its own would: with the kernel's
+# autogroup on, everything started from this script otherwise shares one
+# group, and the scheduler splits the cores between that group and
+# PostgreSQL's and the broker's (each a session of its own), so the
+# service's threads queued behind the stub and the publisher (perf sched
+# in trickle: 0.38 ms a wake-up on average, PostgreSQL's 0.08).
+own_group= sched_groups=shared
+if [ "${BENCH_SCHED_GROUPS:-per_process}" = per_process ] &&
+    [ "$(cat /proc/sys/kernel/sched_autogroup_enabled 2>/dev/null)" = 1 ] && command -v setsid >/dev/null; then
+    own_group=setsid sched_groups=per_process
+fi
 
 # The binary: RUNLEDGER_BIN as given, or build-bench/ brought up to date
 # (an incremental build; when it fails and an older binary exists, that one
@@ -623,7 +640,7 @@ setting() { q "SHOW $1"; }
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1 | tr -s ' ' | tr ' ' '_')
 mem_mb=$(awk '/^MemTotal:/ {printf "%d", $2 / 1024}' /proc/meminfo)
 commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
-out "machine cores=$(nproc) mem_mb=$mem_mb cpu=$cpu kernel=$(uname -r) load1=$(load1) commit=$commit binary=${bin#"$root"/} build=$build_state binary_mtime=$(date -u -r "$bin" +%Y-%m-%dT%H:%M:%SZ)"
+out "machine cores=$(nproc) mem_mb=$mem_mb cpu=$cpu kernel=$(uname -r) load1=$(load1) commit=$commit binary=${bin#"$root"/} build=$build_state binary_mtime=$(date -u -r "$bin" +%Y-%m-%dT%H:%M:%SZ) sched_groups=$sched_groups"
 out "postgres version=$pgver synchronous_commit=$(setting synchronous_commit) fsync=$(setting fsync) full_page_writes=$(setting full_page_writes) shared_buffers=$(setting shared_buffers) max_wal_size=$(setting max_wal_size) wal_compression=$(setting wal_compression) max_connections=$(setting max_connections) wal_sync_method=$(setting wal_sync_method) settings=${BENCH_PG_SETTINGS:-defaults}"
 
 # Single-row commits/s at 16 clients for 5 s: the disk's and CPU's
@@ -668,7 +685,7 @@ consumer_start() {
         RUNLEDGER_NOTIFY_TOPIC="$notify" RUNLEDGER_DLQ_TOPIC="bench.$name.dlq" \
         RUNLEDGER_GROUP_ID="bench-$name" RUNLEDGER_WORKER_ID="bench-$name-w0" \
         RUNLEDGER_HTTP_PORT="$port" RUNLEDGER_MAX_IN_FLIGHT="$cap" \
-        "$bin" consume >/dev/null 2>"$work/$name.consumer.log" &
+        $own_group "$bin" consume >/dev/null 2>"$work/$name.consumer.log" &
     pid=$!
     pids+=("$pid")
     produce "$topic" "$work/$name.warmup.tsv"
@@ -862,7 +879,7 @@ grown() {
         RUNLEDGER_NOTIFY_TOPIC="$notify" RUNLEDGER_DLQ_TOPIC="bench.$name.dlq" \
         RUNLEDGER_GROUP_ID="bench-$name" RUNLEDGER_WORKER_ID="bench-$name-w0" \
         RUNLEDGER_HTTP_PORT=0 RUNLEDGER_MAX_IN_FLIGHT="$cap" \
-        "$bin" consume >/dev/null 2>"$work/$name.consumer.log" &
+        $own_group "$bin" consume >/dev/null 2>"$work/$name.consumer.log" &
     pid=$!
     pids+=("$pid")
     produce "$topic" "$work/$name.warmup.tsv"
@@ -945,7 +962,7 @@ ratelimit_run() {
             RUNLEDGER_GROUP_ID="bench-$name" RUNLEDGER_WORKER_ID="bench-$name-w$i" \
             RUNLEDGER_HTTP_PORT=0 RUNLEDGER_MAX_IN_FLIGHT="$max_in_flight" \
             RUNLEDGER_BUDGET_DEFAULT_MAX_TOKENS="$ratelimit_max_tokens" \
-            "$bin" consume >/dev/null 2>"$work/$name.consumer$i.log" &
+            $own_group "$bin" consume >/dev/null 2>"$work/$name.consumer$i.log" &
         wpids+=("$!")
         pids+=("$!")
     done
@@ -1025,7 +1042,7 @@ fairness_run() {
     measure_begin "$db"
     cpu_begin "$pid"
     t0=$(now)
-    python3 - "$secs" <<'PY' | "$streamer" "$bootstrap" "$topic" 5 2>"$work/$name.kcat_b.log" &
+    $own_group python3 - "$secs" <<'PY' | $own_group "$streamer" "$bootstrap" "$topic" 5 2>"$work/$name.kcat_b.log" &
 import json, sys, time
 secs = int(sys.argv[1])
 start = time.time()
@@ -1145,8 +1162,8 @@ paced() {
     : >"$queued_file"
     : >"$swept_file"
     t0=$(now)
-    python3 "$bench/pace.py" "$work/$name.events.tsv" --rate "$rate" 2>"$work/$name.pace.log" |
-        "$streamer" "$bootstrap" "$topic" 5 2>"$work/$name.kcat.log" &
+    $own_group python3 "$bench/pace.py" "$work/$name.events.tsv" --rate "$rate" 2>"$work/$name.pace.log" |
+        $own_group "$streamer" "$bootstrap" "$topic" 5 2>"$work/$name.kcat.log" &
     pace_pid=$!
     pids+=("$pace_pid")
     # The backlog each second, through outbox_pending_by_age_idx as the
@@ -1351,7 +1368,7 @@ peer_python() {
             MODEL_BASE_URL="$stub_base/v1" PEER_TOPIC="$topic" \
             PEER_NOTIFY_TOPIC="$notify" PEER_GROUP_ID="bench-$name" \
             PEER_WORKER_ID="bench-$name-w$i" PEER_ASSIGN_FILE="$work/$name.w$i.assigned" \
-            "$venv/bin/python" "$bench/peer_python_worker.py" \
+            $own_group "$venv/bin/python" "$bench/peer_python_worker.py" \
             >/dev/null 2>"$work/$name.worker$i.log" &
         pid=$!
         pids+=("$pid")
@@ -1409,7 +1426,7 @@ peer_graphile() {
     DATABASE_URL="$(url_of "$db")" KAFKA_BOOTSTRAP_SERVERS="$bootstrap" \
         MODEL_BASE_URL="$stub_base/v1" PEER_TOPIC="$topic" PEER_GROUP_ID="bench-$name" \
         PEER_CONCURRENCY="$graphile_concurrency" NODE_PATH="$node_dir/node_modules" \
-        node "$bench/peer_graphile/worker.js" >/dev/null 2>"$work/$name.worker.log" &
+        $own_group node "$bench/peer_graphile/worker.js" >/dev/null 2>"$work/$name.worker.log" &
     pid=$!
     pids+=("$pid")
     produce "$topic" "$work/$name.warmup.tsv"
@@ -1455,7 +1472,7 @@ peer_river() {
     DATABASE_URL="$(url_of "$db")" KAFKA_BOOTSTRAP_SERVERS="$bootstrap" \
         MODEL_BASE_URL="$stub_base/v1" PEER_TOPIC="$topic" PEER_GROUP_ID="bench-$name" \
         PEER_CONCURRENCY="$river_concurrency" \
-        "$river_bin" >/dev/null 2>"$work/$name.worker.log" &
+        $own_group "$river_bin" >/dev/null 2>"$work/$name.worker.log" &
     pid=$!
     pids+=("$pid")
     produce "$topic" "$work/$name.warmup.tsv"
