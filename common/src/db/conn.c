@@ -325,7 +325,8 @@ connect_session(const char *conninfo, const char *schema,
      * win there too). Statements are planned for the values they are given
      * (custom plans): a generic plan cached while the ledger was small
      * keeps sequential scans as the tables grow (see
-     * schema/007_batches.sql).
+     * schema/007_batches.sql). The relay's session, whose settings fix
+     * its plans whatever the statistics, keeps generic ones (outbox.c).
      *
      * A pooler (PgBouncer) either refuses startup options or, told to
      * ignore them, drops them: then the connection string is sent as its
