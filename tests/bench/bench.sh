@@ -1168,10 +1168,9 @@ paced() {
     pids+=("$pace_pid")
     # The backlog each second, through outbox_pending_by_age_idx as the
     # service's gauge (a sequential scan would read every page the churn
-    # left since the last vacuum), from one psql session: a psql, python
-    # and date started every second cost ~60 ms of CPU in a burst, on the
-    # cores the runs measured here share (perf sched: their wake-ups
-    # waited behind it).
+    # left since the last vacuum), from one psql session: a psql (Debian's
+    # is a Perl wrapper), python and date started every second cost about
+    # 60 ms of CPU a second, on the cores the measured runs share.
     printf '%s\n\\watch 1\n' "SELECT count(*) FROM (SELECT 1 FROM outbox ORDER BY created_at) s" |
         PGOPTIONS="-c client_min_messages=warning" \
             psql -X -q -At -h 127.0.0.1 -p "$pgport" -U postgres -d "$db" >"$backlog_file" 2>/dev/null &
