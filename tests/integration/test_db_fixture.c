@@ -111,6 +111,31 @@ fixture_int(struct rl_db *db, const char *sql, const char *param)
 }
 
 void
+fixture_completed_runs(struct rl_db *db, int count)
+{
+    char n[24];
+
+    snprintf(n, sizeof(n), "%d", count);
+    RL_REQUIRE(
+        fixture_int(
+            db,
+            "WITH ins AS ("
+            " INSERT INTO runs (run_id, job, tenant, scheduled_at, version,"
+            "                   fingerprint, request, status, output,"
+            "                   completed_at)"
+            " SELECT encode(sha256(i::text::bytea), 'hex'), 'queue',"
+            "        'workspace-acme',"
+            "        timestamptz '2026-08-07 09:00Z' + i * interval '1h',"
+            "        'v1', encode(sha256(i::text::bytea), 'hex'),"
+            "        '{\"notify\":[\"email\",\"slack\"],\"request\":{}}',"
+            "        'completed', '{\"text\":\"t\"}', now()"
+            "   FROM generate_series(1, $1::int) i"
+            " RETURNING 1)"
+            " SELECT count(*) FROM ins",
+            n) == count);
+}
+
+void
 fixture_exec(struct rl_db *db, const char *sql)
 {
     char errstr[512];

@@ -51,6 +51,12 @@ int64_t fixture_int(struct rl_db *db, const char *sql, const char *param);
 /* Runs sql (no parameters, no rows wanted); fails the test on error. */
 void fixture_exec(struct rl_db *db, const char *sql);
 
+/* Inserts runs 1..count completed (run id and fingerprint the sha256 of
+ * the number's text, job "queue", tenant "workspace-acme", notifying
+ * email and slack), for outbox rows to name; fails the test unless all
+ * count went in. */
+void fixture_completed_runs(struct rl_db *db, int count);
+
 /* A column of pg_stat_xact_user_tables for runs (n_tup_ins, n_tup_upd,
  * n_tup_hot_upd, ...): counts of this backend not yet reported, so only a
  * difference across one transaction is that transaction's own. */

@@ -57,17 +57,7 @@ main(void)
     int64_t before, after;
 
     /* runs 1..12,500, completed, so outbox rows may name them */
-    fixture_exec(db,
-                 "INSERT INTO runs (run_id, job, tenant, scheduled_at,"
-                 "                  version, fingerprint, request, status,"
-                 "                  output, completed_at)"
-                 " SELECT encode(sha256(i::text::bytea), 'hex'), 'queue',"
-                 "        'workspace-acme',"
-                 "        timestamptz '2026-08-07 09:00Z' + i * interval '1h',"
-                 "        'v1', encode(sha256(i::text::bytea), 'hex'),"
-                 "        '{\"notify\":[\"email\",\"slack\"],\"request\":{}}',"
-                 "        'completed', '{\"text\":\"t\"}', now()"
-                 "   FROM generate_series(1, 12500) i");
+    fixture_completed_runs(db, 12500);
     fixture_exec(db, "ANALYZE runs"); /* as autovacuum would have by now */
     /* churn: 25,000 rows created a microsecond apart, analyzed while
      * they are there (as autovacuum's analyze would), all delivered but

@@ -14,7 +14,7 @@
 #include "rltest.h"
 #include "test_db_fixture.h"
 
-/* RUNS is the 150 of the statements below */
+/* RUNS is the 150 of the outbox rows' statement below */
 enum { RUNS = 150, BATCH = 100, BATCHES = 3 };
 
 int
@@ -25,17 +25,7 @@ main(void)
     struct rl_db *relay = fixture_connect(schema);
     char errstr[512];
 
-    fixture_exec(db,
-                 "INSERT INTO runs (run_id, job, tenant, scheduled_at,"
-                 "                  version, fingerprint, request, status,"
-                 "                  output, completed_at)"
-                 " SELECT encode(sha256(i::text::bytea), 'hex'), 'queue',"
-                 "        'workspace-acme',"
-                 "        timestamptz '2026-08-07 09:00Z' + i * interval '1h',"
-                 "        'v1', encode(sha256(i::text::bytea), 'hex'),"
-                 "        '{\"notify\":[\"email\",\"slack\"],\"request\":{}}',"
-                 "        'completed', '{\"text\":\"t\"}', now()"
-                 "   FROM generate_series(1, 150) i");
+    fixture_completed_runs(db, RUNS);
     fixture_exec(db, "INSERT INTO outbox (run_id, channel, payload)"
                      " SELECT encode(sha256(i::text::bytea), 'hex'), c, '{}'"
                      "   FROM generate_series(1, 150) i,"
