@@ -898,12 +898,18 @@ e2e_wait_intf(struct e2e *t, int64_t want, long timeout_ms, const char *fmt,
 }
 
 int
-e2e_wait_completed_and_delivered(struct e2e *t, const char *job, int n)
+e2e_wait_completed(struct e2e *t, const char *job, int n, long timeout_ms)
 {
-    return e2e_wait_intf(t, n, 60000,
+    return e2e_wait_intf(t, n, timeout_ms,
                          "SELECT count(*) FROM runs WHERE job = '%s' AND "
                          "status = 'completed'",
-                         job) &&
+                         job);
+}
+
+int
+e2e_wait_completed_and_delivered(struct e2e *t, const char *job, int n)
+{
+    return e2e_wait_completed(t, job, n, 60000) &&
            e2e_wait_intf(t, 2 * (int64_t)n, 30000,
                          "SELECT count(*) FROM outbox_delivered");
 }

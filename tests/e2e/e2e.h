@@ -148,6 +148,10 @@ const char *e2e_textf(struct e2e *t, const char *fmt, ...)
 int e2e_wait_intf(struct e2e *t, int64_t want, long timeout_ms, const char *fmt,
                   ...) __attribute__((format(printf, 4, 5)));
 
+/* Waits up to timeout_ms until n runs of job are completed; 1 when they
+ * are, 0 otherwise (the query is printed). */
+int e2e_wait_completed(struct e2e *t, const char *job, int n, long timeout_ms);
+
 /* Waits up to 60 s until n runs of job are completed, then up to 30 s
  * until the ledger holds 2 n delivered notifications (every run of the
  * test notifies two channels). Returns 1 when both held, 0 otherwise (the

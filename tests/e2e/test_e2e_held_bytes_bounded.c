@@ -154,10 +154,7 @@ main(void)
     RL_CHECK(hwm > 0 && hwm < 160L * 1024);
 #endif
 
-    RL_CHECK(e2e_wait_intf(&t, EVENTS, 60000,
-                           "SELECT count(*) FROM runs WHERE job = '%s' AND "
-                           "status = 'completed'",
-                           job));
+    RL_CHECK(e2e_wait_completed(&t, job, EVENTS, 60000));
     RL_CHECK_INTEQ(
         e2e_intf(&t, "SELECT count(*) FROM runs WHERE job = '%s'", job),
         EVENTS);

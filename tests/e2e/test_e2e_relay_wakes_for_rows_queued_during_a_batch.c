@@ -41,10 +41,7 @@ main(void)
 
     e2e_produce_event(&t, job, "tenant-a", 1, NULL, run1);
     e2e_flush(&t);
-    RL_CHECK(e2e_wait_intf(&t, 2, 30000,
-                           "SELECT count(*) FROM runs WHERE job = '%s' AND "
-                           "status = 'completed'",
-                           job));
+    RL_CHECK(e2e_wait_completed(&t, job, 2, 30000));
     RL_CHECK_INTEQ(e2e_intf(&t, HELD, run0, run0), 2);
     RL_CHECK_INTEQ(e2e_intf(&t, UNLOCKED, run1), 2);
     RL_CHECK_INTEQ(e2e_int(&t, "SELECT count(*) FROM outbox_delivered"), 0);

@@ -123,10 +123,7 @@ main(void)
                            "status = 'failed' AND error_class = "
                            "'request_too_large'",
                            bomb_job));
-    RL_CHECK(e2e_wait_intf(&t, OTHERS, 60000,
-                           "SELECT count(*) FROM runs WHERE job = '%s' AND "
-                           "status = 'completed'",
-                           job));
+    RL_CHECK(e2e_wait_completed(&t, job, OTHERS, 60000));
     hwm = peak_rss_kb(t.procs[slot]);
     printf("consumer peak RSS (VmHWM): %ld kB\n", hwm);
     RL_CHECK(hwm > 0 && hwm < 256L * 1024);

@@ -14,7 +14,6 @@
 #include "rltest.h"
 #include "test_db_fixture.h"
 
-/* RUNS is the 150 of the outbox rows' statement below */
 enum { RUNS = 150, BATCH = 100, BATCHES = 3 };
 
 int
@@ -23,13 +22,20 @@ main(void)
     char schema[RL_DB_SCHEMA_MAX + 1];
     struct rl_db *db = fixture_ledger(schema);
     struct rl_db *relay = fixture_connect(schema);
-    char errstr[512];
+    char errstr[512], runs[24];
 
     fixture_completed_runs(db, RUNS);
-    fixture_exec(db, "INSERT INTO outbox (run_id, channel, payload)"
-                     " SELECT encode(sha256(i::text::bytea), 'hex'), c, '{}'"
-                     "   FROM generate_series(1, 150) i,"
-                     "        (VALUES ('email'), ('slack')) v(c)");
+    snprintf(runs, sizeof(runs), "%d", RUNS);
+    RL_REQUIRE(fixture_int(db,
+                           "WITH ins AS ("
+                           " INSERT INTO outbox (run_id, channel, payload)"
+                           " SELECT encode(sha256(i::text::bytea), 'hex'), c,"
+                           "        '{}'"
+                           "   FROM generate_series(1, $1::int) i,"
+                           "        (VALUES ('email'), ('slack')) v(c)"
+                           " RETURNING 1)"
+                           " SELECT count(*) FROM ins",
+                           runs) == 2 * RUNS);
 
     RL_REQUIRE(rl_db_outbox_listen(relay, errstr, sizeof(errstr)) == 0);
     for (int b = 0; b < BATCHES; b++) {
