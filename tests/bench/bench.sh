@@ -116,7 +116,7 @@ slow5_events=${BENCH_SLOW5_EVENTS:-40000}
 peer_events=${BENCH_PEER_EVENTS:-$events}
 max_in_flight=${BENCH_MAX_IN_FLIGHT:-2048}
 slow5_in_flight=${BENCH_SLOW5_MAX_IN_FLIGHT:-5000}
-scenarios=${BENCH_SCENARIOS:-zero slow slow5s paced trickle ceiling fairness peer soak}
+scenarios=${BENCH_SCENARIOS:-zero slow slow5s paced trickle ceiling floor fairness peer soak}
 paced_seconds=${BENCH_PACED_SECONDS:-60}
 trickle_rate=${BENCH_TRICKLE_RATE:-50}
 trickle_seconds=${BENCH_TRICKLE_SECONDS:-30}
@@ -124,6 +124,7 @@ soak_seconds=${BENCH_SOAK_SECONDS:-600}
 peers=${BENCH_PEERS:-python1 python4 graphile river}
 ceiling_clients=${BENCH_CEILING_CLIENTS:-16 64}
 ceiling_seconds=${BENCH_CEILING_SECONDS:-15}
+floor_clients=${BENCH_FLOOR_CLIENTS:-4}
 wait_seconds=${BENCH_WAIT_SECONDS:-75}
 graphile_concurrency=${BENCH_GRAPHILE_CONCURRENCY:-32}
 river_concurrency=${BENCH_RIVER_CONCURRENCY:-100}
@@ -321,15 +322,30 @@ stream_producer() {
 
 # wait_count DB SQL WANT SECONDS: polls SQL (one integer) every 0.2 s until
 # it reaches WANT; returns 1 on timeout. Sets waited_value.
+# One psql session for all the polls of a wait: a psql started for each
+# (Debian's Perl wrapper, then a backend forked, authenticated and its
+# caches filled) cost PostgreSQL a backend's start-up five times a
+# second, inside the window whose CPU the burst lines report.
 wait_count() {
-    local db=$1 sql=$2 want=$3 secs=$4 deadline
+    local db=$1 sql=$2 want=$3 secs=$4 deadline rc=0
     deadline=$(($(date +%s) + secs))
+    coproc WAITQ {
+        PGOPTIONS="-c client_min_messages=warning" \
+            psql -X -q -At -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$pgport" -U postgres -d "$db" 2>&1
+    }
     while :; do
-        waited_value=$(DB=$db q "$sql")
-        [ "$waited_value" -ge "$want" ] && return 0
-        [ "$(date +%s)" -lt "$deadline" ] || return 1
+        printf '%s;\n' "$sql" >&"${WAITQ[1]}"
+        if ! read -r -t 60 waited_value <&"${WAITQ[0]}" || ! [[ $waited_value =~ ^[0-9]+$ ]]; then
+            die "wait_count: \"$sql\" on $db gave \"${waited_value:-nothing in 60 s}\""
+        fi
+        [ "$waited_value" -ge "$want" ] && break
+        [ "$(date +%s)" -lt "$deadline" ] || { rc=1; break; }
         sleep 0.2
     done
+    local qpid=$WAITQ_PID
+    eval "exec ${WAITQ[1]}>&-"
+    wait "$qpid" 2>/dev/null || true
+    return "$rc"
 }
 
 # The bench cluster's PostgreSQL processes (postmaster and its children).
@@ -594,9 +610,12 @@ fi
 # BENCH_PG_SETTINGS ("name=value name=value"): server settings for this
 # run, e.g. "max_wal_size=8GB wal_compression=lz4" for a grown ledger
 # (the cluster is made afresh at every run, so a run without them
-# measures the defaults).
+# measures the defaults). Reloaded after each, so that one loading a
+# library ("session_preload_libraries=auto_explain") lets the next ones
+# name its parameters.
 for kv in ${BENCH_PG_SETTINGS:-}; do
     q "ALTER SYSTEM SET ${kv%%=*} = '${kv#*=}'" >/dev/null
+    q "SELECT pg_reload_conf()" >/dev/null
 done
 q "SELECT pg_reload_conf()" >/dev/null
 if [ "$(q "SELECT count(*) FROM pg_settings WHERE pending_restart")" -gt 0 ]; then
@@ -656,6 +675,7 @@ out "commit_probe clients=16 seconds=5 single_row_commits_per_s=$(fmt "$probe" 0
 
 zero_rps=
 zero_rss_mb=
+zero_pg_ms=
 
 # ---- Runledger scenarios ----------------------------------------------------
 
@@ -758,7 +778,7 @@ timeline() {
 ours() {
     local name=$1 latency=$2 n=$3 cap=$4
     local db=bench_$name topic=bench.$name.schedules
-    local want t0 t1 tprod pid hwm done_runs timeout=0 rps ov split inflight line bound cpu
+    local want t0 t1 tprod pid hwm done_runs timeout=0 rps ov split inflight line bound cpu pg_ms
 
     log "$name: $n events, stub latency ${latency} ms, RUNLEDGER_MAX_IN_FLIGHT=$cap"
     consumer_start "$name" "$n" "$latency" "$cap" 0
@@ -795,12 +815,14 @@ ours() {
     else
         line+=" in_flight_max=$inflight in_flight_cap=$cap"
     fi
-    line+=" produce_s=$(fmt "$tprod" 2) $cpu load1=$(load1)"
+    pg_ms=$(fmt "$(calc "$(sed -n 's/.*cpu_s_postgres=\([0-9.]*\).*/\1/p' <<<"$cpu") * 1000 / max($done_runs, 1)")" 3)
+    line+=" produce_s=$(fmt "$tprod" 2) $cpu pg_cpu_ms_per_run=$pg_ms load1=$(load1)"
     [ "$timeout" -eq 0 ] || line+=" timeout=1"
     out "$line"
     if [ "$latency" -eq 0 ]; then
         zero_rps=$rps
         zero_rss_mb=$(fmt "$(calc "$hwm / 1024")")
+        zero_pg_ms=$pg_ms
     fi
 }
 
@@ -1324,6 +1346,65 @@ if has ceiling; then
     if [ -n "$zero_rps" ] && [ "$best_plain" != 0 ]; then
         out "ratio_plain zero_runs_per_s=$(fmt "$zero_rps") ceiling_plain_runs_per_s=$(fmt "$best_plain") ratio_plain=$(fmt "$(calc "$zero_rps / $best_plain")" 3)"
     fi
+fi
+
+# ---- floor_batched: the ledger's writes, batched, as plain statements -----
+
+# floor_run SCHEMA RELAY: pgbench/per_batch_plain.sql (64 runs a pgbench
+# transaction, the size of zero's batches) at floor_clients clients for
+# ceiling_seconds on the ledger's schema (SCHEMA=ledger, `runledger
+# migrate`) or on pgbench/minimal_schema.sql (minimal); RELAY=move moves
+# the delivered outbox rows as the relay does, RELAY=read only reads them
+# (an outbox written once). PostgreSQL's CPU a run is the figure: the
+# floor under zero's, with commits and round trips shared as the
+# service's batches share them.
+floor_run() {
+    local schema=$1 relay=$2 db=bench_floor_$1_$2 nrun tps cpu pg runs line
+    log "floor_batched ($schema, relay $relay): pgbench, $floor_clients clients, ${ceiling_seconds} s"
+    if [ "$schema" = ledger ]; then
+        ledger_db "$db"
+    else
+        fresh_db "$db"
+        PGOPTIONS="-c client_min_messages=warning" psql -X -q -v ON_ERROR_STOP=1 \
+            -f "$bench/pgbench/minimal_schema.sql" "$(url_of "$db")" >/dev/null ||
+            die "floor_batched: minimal_schema.sql failed"
+    fi
+    DB=$db q "CHECKPOINT" >/dev/null
+    measure_begin "$db"
+    cpu_begin
+    if ! pgbench -h 127.0.0.1 -p "$pgport" -U "$role" -n -M prepared \
+        -D relay="$([ "$relay" = move ] && echo 1 || echo 0)" \
+        -f "$bench/pgbench/per_batch_plain.sql" -c "$floor_clients" -j "$(nproc)" \
+        -T "$ceiling_seconds" "$db" >"$work/$db.pgbench.log" 2>&1; then
+        log "pgbench failed: $(grep -m1 ERROR "$work/$db.pgbench.log" || true)"
+        out "floor_batched schema=$schema relay=$relay error=pgbench_failed log=${work#"$root"/}/$db.pgbench.log"
+        return
+    fi
+    cpu=$(cpu_end)
+    measure_end "$db"
+    tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$work/$db.pgbench.log" | tail -1)
+    nrun=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$work/$db.pgbench.log")
+    if [ -z "$tps" ] || [ -z "$nrun" ] || [ "$nrun" -eq 0 ]; then
+        out "floor_batched schema=$schema relay=$relay error=no_runs log=${work#"$root"/}/$db.pgbench.log"
+        return
+    fi
+    runs=$((nrun * 64))
+    pg=$(sed -n 's/.*cpu_s_postgres=\([0-9.]*\).*/\1/p' <<<"$cpu")
+    line="floor_batched schema=$schema relay=$relay clients=$floor_clients seconds=$ceiling_seconds"
+    line+=" runs=$runs runs_per_s=$(fmt "$(calc "$tps * 64")")"
+    line+=" pg_cpu_ms_per_run=$(fmt "$(calc "$pg * 1000 / $runs")" 3)"
+    [ -z "$zero_pg_ms" ] || line+=" zero_pg_cpu_ms_per_run=$zero_pg_ms zero_vs_floor=$(fmt "$(calc "$zero_pg_ms / ($pg * 1000 / $runs)")" 2)"
+    line+=" $(wal_fields "$runs") cpu_s_postgres=$pg cpu_s_all=$(sed -n 's/.*cpu_s_all=\([0-9.]*\).*/\1/p' <<<"$cpu")"
+    out "$line load1=$(load1)"
+    q "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null
+}
+
+if has floor; then
+    for schema in ledger minimal; do
+        for relay in move read; do
+            floor_run "$schema" "$relay"
+        done
+    done
 fi
 
 # ---- peers --------------------------------------------------------------------

@@ -1,0 +1,41 @@
+-- The ledger's four per-run tables with the columns per_batch_plain.sql
+-- writes and nothing else: no CHECK constraints, no triggers, no foreign
+-- keys, no partial indexes, no unique index on the logical run (the run id
+-- alone), one index on the outbox for the relay's oldest-first read. The
+-- floor_batched line runs the same script on these tables and on the
+-- ledger's own: the difference is what the ledger's guards cost a run.
+CREATE TABLE runs (
+    run_id text PRIMARY KEY, job text NOT NULL, tenant text NOT NULL,
+    scheduled_at timestamptz NOT NULL, version text NOT NULL,
+    fingerprint text NOT NULL, request jsonb NOT NULL, raw_input jsonb,
+    output jsonb, status text NOT NULL DEFAULT 'pending', lock_owner text,
+    lock_expires_at timestamptz, lease_epoch bigint NOT NULL DEFAULT 0,
+    attempts integer NOT NULL DEFAULT 0, next_attempt_at timestamptz,
+    deadline_at timestamptz, last_error text, error_class text,
+    source_topic text, source_partition integer, source_offset bigint,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    updated_at timestamptz NOT NULL DEFAULT now(), completed_at timestamptz
+) WITH (fillfactor = 70);
+CREATE TABLE attempts (
+    run_id text NOT NULL, attempt_no integer NOT NULL,
+    lease_epoch bigint NOT NULL, worker text NOT NULL,
+    idempotency_key text NOT NULL,
+    dispatched_at timestamptz NOT NULL DEFAULT now(), outcome text,
+    http_status integer, upstream_request_id text, prompt_tokens bigint,
+    completion_tokens bigint, cached_tokens bigint, latency_ms bigint,
+    error text, finished_at timestamptz,
+    PRIMARY KEY (run_id, attempt_no)
+) WITH (fillfactor = 70);
+CREATE TABLE outbox (
+    run_id text NOT NULL, channel text NOT NULL, payload jsonb NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    delivery_count integer NOT NULL DEFAULT 0,
+    PRIMARY KEY (run_id, channel)
+);
+CREATE INDEX outbox_created_at_idx ON outbox (created_at);
+CREATE TABLE outbox_delivered (
+    run_id text NOT NULL, channel text NOT NULL, payload jsonb NOT NULL,
+    created_at timestamptz NOT NULL, delivered_at timestamptz NOT NULL,
+    delivery_count integer NOT NULL,
+    PRIMARY KEY (run_id, channel)
+);
