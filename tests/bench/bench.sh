@@ -33,6 +33,11 @@
 #            tables, no functions (per_run_plain.sql), what a minimal
 #            exactly-once ledger must do per run, at the same clients;
 #            ratio_plain = zero runs/s / the best ceiling_plain runs/s
+#   floor    pgbench running the same plain statements with 64 runs each
+#            (per_batch_plain.sql), on the ledger's schema and on a
+#            minimal one (minimal_schema.sql), the outbox rows moved by
+#            the relay or only read: PostgreSQL's CPU a run, the floor
+#            under zero's (zero_vs_floor)
 #   ratelimit  three consumer processes of one group, BENCH_RATELIMIT_RUNS
 #            runs (3000, about 5 min) through a stub that answers 429
 #            beyond --rpm 600 --tpm 60000 per minute, with the same limit
