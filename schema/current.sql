@@ -1433,7 +1433,7 @@ CREATE TABLE attempts (
     CONSTRAINT attempts_outcome_has_finish_time CHECK (((outcome IS NULL) = (finished_at IS NULL))),
     CONSTRAINT attempts_outcome_known CHECK ((outcome = ANY (ARRAY['ok'::text, 'transient'::text, 'permanent'::text, 'ambiguous'::text, 'invalid_output'::text, 'not_sent'::text, 'connect_failed'::text, 'cancelled'::text, 'lease_lost'::text])))
 )
-WITH (fillfactor='70');
+WITH (fillfactor='40');
 
 CREATE TABLE budget_reservations (
     run_id text NOT NULL,
@@ -1628,7 +1628,7 @@ CREATE TABLE runs (
     CONSTRAINT runs_proposal_is_whole CHECK (((proposal IS NULL) = (proposal_digest IS NULL))),
     CONSTRAINT runs_status_known CHECK ((status = ANY (ARRAY['pending'::text, 'running'::text, 'completed'::text, 'failed'::text, 'unknown'::text, 'awaiting_approval'::text, 'cancelled'::text])))
 )
-WITH (fillfactor='70');
+WITH (fillfactor='50');
 
 CREATE TABLE schema_migrations (
     name text NOT NULL,

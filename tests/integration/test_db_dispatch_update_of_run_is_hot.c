@@ -4,7 +4,7 @@
  * dispatch would add an entry to each index of runs, the primary key on
  * the random run_id among them (schema/011 and 023). Counted with
  * pg_stat_xact_user_tables across the dispatch's own transaction, for
- * runs claimed on a fresh ledger (pages with room: fillfactor 70). */
+ * runs claimed on a fresh ledger (pages with room: fillfactor 50). */
 #include <stdio.h>
 #include <string.h>
 

@@ -1,9 +1,10 @@
 -- The ledger's four per-run tables with the columns per_batch_plain.sql
 -- writes and nothing else: no CHECK constraints, no triggers, no foreign
 -- keys, no partial indexes, no unique index on the logical run (the run id
--- alone), one index on the outbox for the relay's oldest-first read. The
--- floor_batched line runs the same script on these tables and on the
--- ledger's own: the difference is what the ledger's guards cost a run.
+-- alone), one index on the outbox for the relay's oldest-first read; the
+-- ledger's fillfactors (schema/025). The floor_batched line runs the same
+-- script on these tables and on the ledger's own: the difference is what
+-- the ledger's guards cost a run.
 CREATE TABLE runs (
     run_id text PRIMARY KEY, job text NOT NULL, tenant text NOT NULL,
     scheduled_at timestamptz NOT NULL, version text NOT NULL,
@@ -15,7 +16,7 @@ CREATE TABLE runs (
     source_topic text, source_partition integer, source_offset bigint,
     created_at timestamptz NOT NULL DEFAULT now(),
     updated_at timestamptz NOT NULL DEFAULT now(), completed_at timestamptz
-) WITH (fillfactor = 70);
+) WITH (fillfactor = 50);
 CREATE TABLE attempts (
     run_id text NOT NULL, attempt_no integer NOT NULL,
     lease_epoch bigint NOT NULL, worker text NOT NULL,
@@ -25,7 +26,7 @@ CREATE TABLE attempts (
     completion_tokens bigint, cached_tokens bigint, latency_ms bigint,
     error text, finished_at timestamptz,
     PRIMARY KEY (run_id, attempt_no)
-) WITH (fillfactor = 70);
+) WITH (fillfactor = 40);
 CREATE TABLE outbox (
     run_id text NOT NULL, channel text NOT NULL, payload jsonb NOT NULL,
     created_at timestamptz NOT NULL DEFAULT now(),

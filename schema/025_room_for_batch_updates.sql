@@ -1,0 +1,26 @@
+-- 025_room_for_batch_updates.sql: every dispatch update of a run and
+-- every outcome update of an attempt in a batch is heap-only (HOT).
+--
+-- A batch inserts its runs together, so they fill their heap pages up to
+-- the fillfactor, and the dispatch then updates all of them together: a
+-- heap-only update needs room for the new version on the row's own page.
+-- At fillfactor 70 (011) a page held about nine new runs and room for
+-- four updated versions: 48 % of a batch's dispatch updates were HOT, and
+-- each of the others wrote its run a second time elsewhere with an entry
+-- in each of the four indexes a running run is in (runs_pkey, the logical
+-- run's unique index, both partial indexes on running runs), as costly
+-- as the insert. At fillfactor 50 a page's rows take at most half of it
+-- and the dispatch's versions (the same size: attempts and updated_at
+-- change) fit in the other half, so every one is HOT. The same for
+-- attempts (012), whose outcome update makes the row larger (status,
+-- tokens, latency, the upstream request id): at 70 49 % were HOT, at 40
+-- all of them for versions up to 1.5 times the inserted row.
+--
+-- Measured with tests/bench/pgbench/per_batch.sql (the service's
+-- statements, 64 runs each, one client): the dispatch statement 48-58 ->
+-- 34-38 us a run. The completion's update of the run stays non-HOT (its
+-- status is in the partial indexes' predicates). Both tables take more
+-- heap pages for the same rows; their indexes grow by fewer entries.
+-- New pages only: existing pages keep their rows.
+ALTER TABLE runs SET (fillfactor = 50);
+ALTER TABLE attempts SET (fillfactor = 40);
