@@ -36,8 +36,9 @@
 #   floor    pgbench running the same plain statements with 64 runs each
 #            (per_batch_plain.sql), on the ledger's schema and on a
 #            minimal one (minimal_schema.sql), the outbox rows moved by
-#            the relay or only read: PostgreSQL's CPU a run, the floor
-#            under zero's (zero_vs_floor)
+#            the relay or only read, and the service's own statements
+#            with 64 runs each (per_batch.sql): PostgreSQL's CPU a run,
+#            the floor under zero's (zero_vs_floor)
 #   ratelimit  three consumer processes of one group, BENCH_RATELIMIT_RUNS
 #            runs (3000, about 5 min) through a stub that answers 429
 #            beyond --rpm 600 --tpm 60000 per minute, with the same limit
@@ -325,15 +326,21 @@ stream_producer() {
     echo "$bin"
 }
 
-# wait_count DB SQL WANT SECONDS: polls SQL (one integer) every 0.2 s until
-# it reaches WANT; returns 1 on timeout. Sets waited_value.
+# wait_count DB SQL WANT SECONDS: polls SQL (one integer) until it reaches
+# WANT; returns 1 on timeout. Sets waited_value.
 # One psql session for all the polls of a wait: a psql started for each
 # (Debian's Perl wrapper, then a backend forked, authenticated and its
 # caches filled) cost PostgreSQL a backend's start-up five times a
-# second, inside the window whose CPU the burst lines report.
+# second, inside the window whose CPU the burst lines report. And the
+# polls are spaced by the progress so far (0.8 of the time the rest would
+# take at the rate seen, 0.05-2 s; 0.2 s before any progress): a count of
+# outbox_delivered reads every row delivered, so polling it every 0.2 s
+# spent PostgreSQL about 4 % of its CPU in zero. The scenarios' end times
+# come from the ledger's rows (run_figures), not from these polls.
 wait_count() {
-    local db=$1 sql=$2 want=$3 secs=$4 deadline rc=0
+    local db=$1 sql=$2 want=$3 secs=$4 deadline rc=0 t0 nap
     deadline=$(($(date +%s) + secs))
+    t0=$EPOCHREALTIME
     coproc WAITQ {
         PGOPTIONS="-c client_min_messages=warning" \
             psql -X -q -At -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$pgport" -U postgres -d "$db" 2>&1
@@ -345,7 +352,13 @@ wait_count() {
         fi
         [ "$waited_value" -ge "$want" ] && break
         [ "$(date +%s)" -lt "$deadline" ] || { rc=1; break; }
-        sleep 0.2
+        nap=0.2
+        if [ "$waited_value" -gt 0 ]; then
+            nap=$(awk -v t0="$t0" -v t1="$EPOCHREALTIME" -v v="$waited_value" -v w="$want" \
+                'BEGIN { n = 0.8 * (w - v) * (t1 - t0) / v;
+                         if (n < 0.05) n = 0.05; if (n > 2) n = 2; printf "%.3f", n }')
+        fi
+        sleep "$nap"
     done
     local qpid=$WAITQ_PID
     eval "exec ${WAITQ[1]}>&-"
@@ -1355,17 +1368,22 @@ fi
 
 # ---- floor_batched: the ledger's writes, batched, as plain statements -----
 
-# floor_run SCHEMA RELAY: pgbench/per_batch_plain.sql (64 runs a pgbench
-# transaction, the size of zero's batches) at floor_clients clients for
-# ceiling_seconds on the ledger's schema (SCHEMA=ledger, `runledger
-# migrate`) or on pgbench/minimal_schema.sql (minimal); RELAY=move moves
-# the delivered outbox rows as the relay does, RELAY=read only reads them
-# (an outbox written once). PostgreSQL's CPU a run is the figure: the
-# floor under zero's, with commits and round trips shared as the
-# service's batches share them.
+# floor_run SCHEMA STATEMENTS RELAY: a pgbench script carrying 64 runs a
+# statement (the size of zero's batches) at floor_clients clients for
+# ceiling_seconds: STATEMENTS=plain runs pgbench/per_batch_plain.sql,
+# STATEMENTS=service pgbench/per_batch.sql (the service's own statements);
+# on the ledger's schema (SCHEMA=ledger, `runledger migrate`) or on
+# pgbench/minimal_schema.sql (minimal); RELAY=move moves the delivered
+# outbox rows as the relay does, RELAY=read (plain only) only reads them
+# (an outbox written once). A psql session vacuums the outbox once a
+# second meanwhile, as the service's relay does. PostgreSQL's CPU a run is
+# the figure: the floor under zero's, with commits and round trips shared
+# as the service's batches share them.
 floor_run() {
-    local schema=$1 relay=$2 db=bench_floor_$1_$2 nrun tps cpu pg runs line
-    log "floor_batched ($schema, relay $relay): pgbench, $floor_clients clients, ${ceiling_seconds} s"
+    local schema=$1 kind=$2 relay=$3 db=bench_floor_$1_$2_$3 nrun tps cpu pg runs line vpid script
+    script=per_batch_plain.sql
+    [ "$kind" = plain ] || script=per_batch.sql
+    log "floor_batched ($schema, $kind statements, relay $relay): pgbench, $floor_clients clients, ${ceiling_seconds} s"
     if [ "$schema" = ledger ]; then
         ledger_db "$db"
     else
@@ -1377,25 +1395,31 @@ floor_run() {
     DB=$db q "CHECKPOINT" >/dev/null
     measure_begin "$db"
     cpu_begin
+    printf 'VACUUM (SKIP_LOCKED, TRUNCATE false) outbox\n\\watch 1\n' |
+        psql -X -q -h 127.0.0.1 -p "$pgport" -U "$role" -d "$db" >/dev/null 2>&1 &
+    vpid=$!
     if ! pgbench -h 127.0.0.1 -p "$pgport" -U "$role" -n -M prepared \
         -D relay="$([ "$relay" = move ] && echo 1 || echo 0)" \
-        -f "$bench/pgbench/per_batch_plain.sql" -c "$floor_clients" -j "$(nproc)" \
+        -f "$bench/pgbench/$script" -c "$floor_clients" -j "$(nproc)" \
         -T "$ceiling_seconds" "$db" >"$work/$db.pgbench.log" 2>&1; then
+        kill "$vpid" 2>/dev/null || true
         log "pgbench failed: $(grep -m1 ERROR "$work/$db.pgbench.log" || true)"
-        out "floor_batched schema=$schema relay=$relay error=pgbench_failed log=${work#"$root"/}/$db.pgbench.log"
+        out "floor_batched schema=$schema statements=$kind relay=$relay error=pgbench_failed log=${work#"$root"/}/$db.pgbench.log"
         return
     fi
+    kill "$vpid" 2>/dev/null || true
+    wait "$vpid" 2>/dev/null || true
     cpu=$(cpu_end)
     measure_end "$db"
     tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$work/$db.pgbench.log" | tail -1)
     nrun=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$work/$db.pgbench.log")
     if [ -z "$tps" ] || [ -z "$nrun" ] || [ "$nrun" -eq 0 ]; then
-        out "floor_batched schema=$schema relay=$relay error=no_runs log=${work#"$root"/}/$db.pgbench.log"
+        out "floor_batched schema=$schema statements=$kind relay=$relay error=no_runs log=${work#"$root"/}/$db.pgbench.log"
         return
     fi
     runs=$((nrun * 64))
     pg=$(sed -n 's/.*cpu_s_postgres=\([0-9.]*\).*/\1/p' <<<"$cpu")
-    line="floor_batched schema=$schema relay=$relay clients=$floor_clients seconds=$ceiling_seconds"
+    line="floor_batched schema=$schema statements=$kind relay=$relay clients=$floor_clients seconds=$ceiling_seconds"
     line+=" runs=$runs runs_per_s=$(fmt "$(calc "$tps * 64")")"
     line+=" pg_cpu_ms_per_run=$(fmt "$(calc "$pg * 1000 / $runs")" 3)"
     [ -z "$zero_pg_ms" ] || line+=" zero_pg_cpu_ms_per_run=$zero_pg_ms zero_vs_floor=$(fmt "$(calc "$zero_pg_ms / ($pg * 1000 / $runs)")" 2)"
@@ -1405,11 +1429,11 @@ floor_run() {
 }
 
 if has floor; then
-    for schema in ledger minimal; do
-        for relay in move read; do
-            floor_run "$schema" "$relay"
-        done
-    done
+    floor_run ledger plain move
+    floor_run ledger plain read
+    floor_run minimal plain move
+    floor_run minimal plain read
+    floor_run ledger service move
 fi
 
 # ---- peers --------------------------------------------------------------------
