@@ -26,24 +26,6 @@ static const char request[] =
 
 static const char *const channels[] = {"email", "slack"};
 
-/* n_tup_upd and n_tup_hot_upd of table in this transaction. */
-static void
-updates(struct rl_db *db, const char *table, int64_t *upd, int64_t *hot)
-{
-    char sql[256];
-
-    snprintf(sql, sizeof(sql),
-             "SELECT n_tup_upd FROM pg_stat_xact_user_tables "
-             "WHERE relid = '%s'::regclass",
-             table);
-    *upd = fixture_int(db, sql, NULL);
-    snprintf(sql, sizeof(sql),
-             "SELECT n_tup_hot_upd FROM pg_stat_xact_user_tables "
-             "WHERE relid = '%s'::regclass",
-             table);
-    *hot = fixture_int(db, sql, NULL);
-}
-
 int
 main(void)
 {
@@ -85,13 +67,15 @@ main(void)
         }
 
         fixture_exec(db, "BEGIN");
-        updates(db, "runs", &u0, &h0);
+        u0 = fixture_runs_stat(db, "n_tup_upd");
+        h0 = fixture_runs_stat(db, "n_tup_hot_upd");
         err = rl_db_dispatch_runs(db, dreqs, BATCH, "w1", 1000, dres, errstr,
                                   sizeof(errstr));
         if (err != 0)
             fprintf(stderr, "%s\n", errstr);
         RL_REQUIRE(err == 0);
-        updates(db, "runs", &u1, &h1);
+        u1 = fixture_runs_stat(db, "n_tup_upd");
+        h1 = fixture_runs_stat(db, "n_tup_hot_upd");
         fixture_exec(db, "COMMIT");
         run_upd += u1 - u0;
         run_hot += h1 - h0;
@@ -120,13 +104,15 @@ main(void)
         }
 
         fixture_exec(db, "BEGIN");
-        updates(db, "attempts", &u0, &h0);
+        u0 = fixture_table_stat(db, "attempts", "n_tup_upd");
+        h0 = fixture_table_stat(db, "attempts", "n_tup_hot_upd");
         err = rl_db_complete_runs(db, creqs, BATCH, "w1", cres, errstr,
                                   sizeof(errstr));
         if (err != 0)
             fprintf(stderr, "%s\n", errstr);
         RL_REQUIRE(err == 0);
-        updates(db, "attempts", &u1, &h1);
+        u1 = fixture_table_stat(db, "attempts", "n_tup_upd");
+        h1 = fixture_table_stat(db, "attempts", "n_tup_hot_upd");
         fixture_exec(db, "COMMIT");
         att_upd += u1 - u0;
         att_hot += h1 - h0;

@@ -147,15 +147,21 @@ fixture_exec(struct rl_db *db, const char *sql)
 }
 
 int64_t
-fixture_runs_stat(struct rl_db *db, const char *column)
+fixture_table_stat(struct rl_db *db, const char *table, const char *column)
 {
     char sql[256];
 
     snprintf(sql, sizeof(sql),
              "SELECT %s FROM pg_stat_xact_user_tables "
-             "WHERE relid = 'runs'::regclass",
-             column);
+             "WHERE relid = '%s'::regclass",
+             column, table);
     return fixture_int(db, sql, NULL);
+}
+
+int64_t
+fixture_runs_stat(struct rl_db *db, const char *column)
+{
+    return fixture_table_stat(db, "runs", column);
 }
 
 void

@@ -57,9 +57,13 @@ void fixture_exec(struct rl_db *db, const char *sql);
  * count went in. */
 void fixture_completed_runs(struct rl_db *db, int count);
 
-/* A column of pg_stat_xact_user_tables for runs (n_tup_ins, n_tup_upd,
+/* A column of pg_stat_xact_user_tables for table (n_tup_ins, n_tup_upd,
  * n_tup_hot_upd, ...): counts of this backend not yet reported, so only a
  * difference across one transaction is that transaction's own. */
+int64_t fixture_table_stat(struct rl_db *db, const char *table,
+                           const char *column);
+
+/* fixture_table_stat for runs. */
 int64_t fixture_runs_stat(struct rl_db *db, const char *column);
 
 /* Waits until the database clock has passed the lease of run_id (polls;
