@@ -216,6 +216,14 @@ stop_pid() {
 
 now() { date +%s.%N; }
 calc() { python3 -c "import sys; print($1)"; }
+# kv_value KEY LINE: the number after " KEY=" in a line of key=value fields.
+kv_value() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p" <<<" $2"; }
+# pgbench_counts LOG: sets tps and nrun (transactions done) from a pgbench
+# log ("" when missing).
+pgbench_counts() {
+    tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$1" | tail -1)
+    nrun=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$1")
+}
 fmt() { printf '%.*f' "${2:-1}" "$1"; }
 # quantiles: "count p50 p99 max" of the numbers on stdin, one a line
 # ("0 0 0 0" for none); fractions kept to two places.
@@ -833,7 +841,7 @@ ours() {
     else
         line+=" in_flight_max=$inflight in_flight_cap=$cap"
     fi
-    pg_ms=$(fmt "$(calc "$(sed -n 's/.*cpu_s_postgres=\([0-9.]*\).*/\1/p' <<<"$cpu") * 1000 / max($done_runs, 1)")" 3)
+    pg_ms=$(fmt "$(calc "$(kv_value cpu_s_postgres "$cpu") * 1000 / max($done_runs, 1)")" 3)
     line+=" produce_s=$(fmt "$tprod" 2) $cpu pg_cpu_ms_per_run=$pg_ms load1=$(load1)"
     [ "$timeout" -eq 0 ] || line+=" timeout=1"
     out "$line"
@@ -1322,9 +1330,8 @@ ceiling_run() {
         return
     fi
     measure_end "$db"
-    tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$work/$db.pgbench.log" | tail -1)
+    pgbench_counts "$work/$db.pgbench.log"
     lat=$(sed -n 's/^latency average = \([0-9.]*\) ms/\1/p' "$work/$db.pgbench.log")
-    nrun=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$work/$db.pgbench.log")
     if [ -z "$tps" ] || [ -z "$nrun" ] || [ "$nrun" -eq 0 ]; then
         out "$name script=$label clients=$c error=no_runs log=${work#"$root"/}/$db.pgbench.log"
         tps=
@@ -1411,19 +1418,18 @@ floor_run() {
     wait "$vpid" 2>/dev/null || true
     cpu=$(cpu_end)
     measure_end "$db"
-    tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$work/$db.pgbench.log" | tail -1)
-    nrun=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$work/$db.pgbench.log")
+    pgbench_counts "$work/$db.pgbench.log"
     if [ -z "$tps" ] || [ -z "$nrun" ] || [ "$nrun" -eq 0 ]; then
         out "floor_batched schema=$schema statements=$kind relay=$relay error=no_runs log=${work#"$root"/}/$db.pgbench.log"
         return
     fi
     runs=$((nrun * 64))
-    pg=$(sed -n 's/.*cpu_s_postgres=\([0-9.]*\).*/\1/p' <<<"$cpu")
+    pg=$(kv_value cpu_s_postgres "$cpu")
     line="floor_batched schema=$schema statements=$kind relay=$relay clients=$floor_clients seconds=$ceiling_seconds"
     line+=" runs=$runs runs_per_s=$(fmt "$(calc "$tps * 64")")"
     line+=" pg_cpu_ms_per_run=$(fmt "$(calc "$pg * 1000 / $runs")" 3)"
     [ -z "$zero_pg_ms" ] || line+=" zero_pg_cpu_ms_per_run=$zero_pg_ms zero_vs_floor=$(fmt "$(calc "$zero_pg_ms / ($pg * 1000 / $runs)")" 2)"
-    line+=" $(wal_fields "$runs") cpu_s_postgres=$pg cpu_s_all=$(sed -n 's/.*cpu_s_all=\([0-9.]*\).*/\1/p' <<<"$cpu")"
+    line+=" $(wal_fields "$runs") cpu_s_postgres=$pg cpu_s_all=$(kv_value cpu_s_all "$cpu")"
     out "$line load1=$(load1)"
     q "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null
 }
