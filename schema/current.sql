@@ -469,21 +469,11 @@ BEGIN
            updated_at = now()
      WHERE r.run_id = p_run_id;
 
+    -- A payload given here is stored as given; none means the standard
+    -- envelope, which the relay builds from the run (rl_envelope).
     INSERT INTO outbox (run_id, channel, payload)
-    SELECT r.run_id, m.channel,
-           coalesce(m.payload,
-                    jsonb_build_object(
-                        'run_id', r.run_id,
-                        'job', r.job,
-                        'tenant', r.tenant,
-                        'scheduled_at',
-                        to_char(r.scheduled_at AT TIME ZONE 'UTC',
-                                'YYYY-MM-DD"T"HH24:MI:SS"+00:00"'),
-                        'version', r.version,
-                        'channel', m.channel,
-                        'output', r.output))
+    SELECT p_run_id, m.channel, m.payload
       FROM unnest(p_channels, p_payloads) AS m(channel, payload)
-      JOIN runs r ON r.run_id = p_run_id
      WHERE m.channel IS NOT NULL
      ORDER BY m.channel
         ON CONFLICT DO NOTHING;
@@ -566,21 +556,10 @@ BEGIN
           FROM u
          WHERE r.run_id = u.run_id
            AND r.lock_owner = p_worker AND r.lease_epoch = u.epoch
-        RETURNING r.run_id, r.job, r.tenant, r.scheduled_at, r.version,
-                  r.output
+        RETURNING r.run_id
     ), ob AS (
-        INSERT INTO outbox (run_id, channel, payload)
-        SELECT c.run_id, ch.channel,
-               jsonb_build_object(
-                   'run_id', c.run_id,
-                   'job', c.job,
-                   'tenant', c.tenant,
-                   'scheduled_at',
-                   to_char(c.scheduled_at AT TIME ZONE 'UTC',
-                           'YYYY-MM-DD"T"HH24:MI:SS"+00:00"'),
-                   'version', c.version,
-                   'channel', ch.channel,
-                   'output', c.output)
+        INSERT INTO outbox (run_id, channel)
+        SELECT c.run_id, ch.channel
           FROM c
           JOIN (SELECT DISTINCT p.run_id, p.channel
                   FROM unnest(p_channel_runs, p_channel_names)
@@ -683,21 +662,12 @@ BEGIN
            updated_at = now()
      WHERE r.run_id = p_run_id;
 
-    -- The envelope of rl_complete_run, so relays and receivers see an
-    -- approved notification exactly as any other (idempotency key
+    -- Queued as rl_complete_runs queues them (the standard envelope, built
+    -- by the relay from the run: rl_envelope), so relays and receivers see
+    -- an approved notification exactly as any other (idempotency key
     -- <run_id>:<channel>).
-    INSERT INTO outbox (run_id, channel, payload)
-    SELECT r.run_id, d.channel,
-           jsonb_build_object(
-               'run_id', r.run_id,
-               'job', r.job,
-               'tenant', r.tenant,
-               'scheduled_at',
-               to_char(r.scheduled_at AT TIME ZONE 'UTC',
-                       'YYYY-MM-DD"T"HH24:MI:SS"+00:00"'),
-               'version', r.version,
-               'channel', d.channel,
-               'output', r.output)
+    INSERT INTO outbox (run_id, channel)
+    SELECT r.run_id, d.channel
       FROM runs r,
            LATERAL (SELECT e ->> 'channel' AS channel
                       FROM jsonb_array_elements(r.proposal -> 'destination')
@@ -1005,6 +975,21 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION rl_envelope(p_run_id text, p_job text, p_tenant text, p_scheduled_at timestamp with time zone, p_version text, p_channel text, p_output jsonb) RETURNS jsonb
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+    SELECT jsonb_build_object(
+               'run_id', p_run_id,
+               'job', p_job,
+               'tenant', p_tenant,
+               'scheduled_at',
+               to_char(p_scheduled_at AT TIME ZONE 'UTC',
+                       'YYYY-MM-DD"T"HH24:MI:SS"+00:00"'),
+               'version', p_version,
+               'channel', p_channel,
+               'output', p_output)
+$$;
+
 CREATE FUNCTION rl_lock_runs(p_run_ids text[]) RETURNS void
     LANGUAGE plpgsql
     SET plan_cache_mode TO 'force_generic_plan'
@@ -1081,6 +1066,17 @@ BEGIN
     END IF;
     RETURN NULL;
 END
+$$;
+
+CREATE FUNCTION rl_payload_as_sent(p_run_id text, p_channel text, p_payload jsonb) RETURNS jsonb
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+    SELECT coalesce(p_payload,
+                    (SELECT rl_envelope(r.run_id, r.job, r.tenant,
+                                        r.scheduled_at, r.version, p_channel,
+                                        r.output)
+                       FROM runs r
+                      WHERE r.run_id = p_run_id))
 $$;
 
 CREATE FUNCTION rl_propose_run(p_run_id text, p_worker text, p_epoch bigint, p_proposal jsonb, p_digest text) RETURNS TABLE(result text, digest text)
@@ -1499,7 +1495,7 @@ CREATE TABLE model_limits (
 CREATE TABLE outbox (
     run_id text NOT NULL,
     channel text NOT NULL,
-    payload jsonb NOT NULL,
+    payload jsonb,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     delivered_at timestamp with time zone,
     delivery_count integer DEFAULT 0 NOT NULL,
@@ -1521,7 +1517,7 @@ CREATE TABLE outbox_dead (
 CREATE TABLE outbox_delivered (
     run_id text NOT NULL,
     channel text NOT NULL,
-    payload jsonb NOT NULL,
+    payload jsonb,
     created_at timestamp with time zone NOT NULL,
     delivered_at timestamp with time zone DEFAULT now() NOT NULL,
     delivery_count integer NOT NULL

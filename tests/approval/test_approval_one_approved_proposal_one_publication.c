@@ -320,7 +320,8 @@ main(void)
                 e2e_intf(&t,
                          "SELECT count(*) FROM outbox_delivered d JOIN runs r "
                          "USING (run_id) WHERE d.run_id || ':' || d.channel "
-                         "= '%s' AND d.payload -> 'output' = "
+                         "= '%s' AND rl_payload_as_sent(d.run_id, "
+                         "d.channel, d.payload) -> 'output' = "
                          "r.proposal -> 'content'",
                          n->key),
                 1);

@@ -73,6 +73,8 @@
 #                            fairness peer soak"
 #   BENCH_PEERS              default "python1 python4 graphile river"
 #   BENCH_EVENTS             default 20000 (zero and slow)
+#   BENCH_ANSWER_BYTES       the stub's answers to gen_events.py's events,
+#                            in bytes (default: about 60, the stub's own)
 #   BENCH_SLOW_EVENTS        default BENCH_EVENTS
 #   BENCH_SLOW5_EVENTS       default 40000
 #   BENCH_PEER_EVENTS        default BENCH_EVENTS
@@ -302,7 +304,8 @@ EOF
 
 # gen JOB COUNT FILE
 gen() {
-    python3 "$bench/gen_events.py" --job "$1" --count "$2" >"$3"
+    python3 "$bench/gen_events.py" --job "$1" --count "$2" \
+        --answer-bytes "${BENCH_ANSWER_BYTES:-0}" >"$3"
 }
 
 # produce TOPIC FILE: every line `tenant<TAB>json` as one message keyed by

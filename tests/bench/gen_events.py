@@ -4,7 +4,9 @@
 
     gen_events.py --job bench-zero --count 20000 [--tenants 64] > events.tsv
 
---tenant NAME gives every event that tenant instead.
+--tenant NAME gives every event that tenant instead. --answer-bytes N asks
+the stub for answers of N bytes (its `oversize` directive in the prompt),
+as long reports are.
 Event i is job JOB, tenant tenant-(i % TENANTS), scheduled
 2026-08-07T09:00:00Z + i hours, version v1, input {"doc": i}, model stub-1,
 notify ["email","slack"]: the shape of tests/e2e's e2e_event(). Every line
@@ -25,6 +27,7 @@ def main():
     ap.add_argument("--start", type=int, default=0)
     ap.add_argument("--tenants", type=int, default=64)
     ap.add_argument("--tenant", help="one tenant for every event")
+    ap.add_argument("--answer-bytes", type=int, default=0)
     a = ap.parse_args()
     out = sys.stdout
     hour = datetime.timedelta(hours=1)
@@ -39,6 +42,9 @@ def main():
                                       "content": "summarise {{input}}"}]},
             "notify": ["email", "slack"],
         }
+        if a.answer_bytes > 0:
+            ev["request"]["messages"][0]["content"] += (
+                " [[fault:oversize bytes=%d]]" % a.answer_bytes)
         out.write(tenant)
         out.write("\t")
         out.write(json.dumps(ev, separators=(",", ":")))

@@ -4,7 +4,8 @@
 --
 -- n finished runs as the service leaves them: runs.status 'completed'
 -- with output and completed_at, one 'ok' attempt each, and the two
--- notifications (email, slack) already relayed to outbox_delivered; the
+-- notifications (email, slack) already relayed to outbox_delivered (their
+-- standard envelopes built from the run, no payload stored); the
 -- outbox itself stays empty, as it is between bursts. created_at grows
 -- with the run's number over the past 30 days (the heap in time order,
 -- as appends leave it), run_id is a sha256 in hex like the real ones, so
@@ -57,18 +58,7 @@ SELECT g.run_id, 1, 1, 'grown-w' || g.i % 4, g.run_id,
 
 INSERT INTO outbox_delivered (run_id, channel, payload, created_at,
                               delivered_at, delivery_count)
-SELECT g.run_id, c.channel,
-       jsonb_build_object(
-           'run_id', g.run_id, 'job', 'grown-job-' || g.i % 50,
-           'tenant', 'tenant-' || g.i % 64,
-           'scheduled_at', to_char((g.at - interval '2 seconds') AT TIME ZONE 'UTC',
-                                   'YYYY-MM-DD"T"HH24:MI:SS"+00:00"'),
-           'version', 'v1', 'channel', c.channel,
-           'output', jsonb_build_object(
-               'text', 'stub answer to summarise {"doc":' || g.i || '}',
-               'model', 'stub-1',
-               'upstream_request_id', 'chatcmpl-' || g.i,
-               'usage', '{"prompt_tokens": 12, "completion_tokens": 9, "cached_tokens": 0}'::jsonb)),
+SELECT g.run_id, c.channel, NULL,
        g.at + interval '40 ms', g.at + interval '60 ms', 1
   FROM (SELECT i, encode(sha256(convert_to('grown-run-' || i, 'UTF8')), 'hex') AS run_id,
                now() - interval '30 days'

@@ -374,7 +374,9 @@ main(void)
     RL_CHECK_INTEQ(e2e_int(&t, "SELECT count(*) FROM outbox_delivered d JOIN "
                                "received_notifications n ON "
                                "n.idempotency_key = d.run_id || ':' || "
-                               "d.channel AND n.payload = d.payload"),
+                               "d.channel AND n.payload = "
+                               "rl_payload_as_sent(d.run_id, d.channel, "
+                               "d.payload)"),
                    outbox_rows);
     RL_CHECK_INTEQ(e2e_int(&t, "SELECT count(*) FROM receiver_conflicts"), 0);
     RL_CHECK(e2e_int(&t,

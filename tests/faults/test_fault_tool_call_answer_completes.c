@@ -40,7 +40,8 @@ main(void)
     /* Each notification carries the tool calls. */
     RL_CHECK_INTEQ(e2e_intf(&t,
                             "SELECT count(*) FROM outbox_delivered WHERE "
-                            "run_id='%s' AND payload->'output'->'tool_calls'"
+                            "run_id='%s' AND rl_payload_as_sent(run_id, "
+                            "channel, payload)->'output'->'tool_calls'"
                             "->0->'function'->>'name' = 'lookup'",
                             tool),
                    2);

@@ -81,16 +81,21 @@ main(void)
                                "WHERE run_id = $1",
                                run.run_id),
                    2);
-    /* the default envelope carries identity and output */
+    /* the default envelope carries identity and output; it is built from
+     * the run when read, not stored with the row */
     RL_CHECK_INTEQ(rl_db_exec(db,
-                              "SELECT payload->'output'->>'text' || '|' || "
-                              "(payload->>'run_id' = run_id)::text || '|' || "
-                              "(payload->>'channel') FROM outbox "
-                              "WHERE run_id = $1 AND channel = 'slack'",
+                              "SELECT p->'output'->>'text' || '|' || "
+                              "(p->>'run_id' = run_id)::text || '|' || "
+                              "(p->>'channel') || '|' || "
+                              "(payload IS NULL)::text "
+                              "FROM (SELECT run_id, payload, "
+                              "rl_payload_as_sent(run_id, channel, payload) "
+                              "AS p FROM outbox "
+                              "WHERE run_id = $1 AND channel = 'slack') o",
                               1, params, value, sizeof(value), errstr,
                               sizeof(errstr)),
                    1);
-    RL_CHECK_STREQ(value, "first accepted summary|true|slack");
+    RL_CHECK_STREQ(value, "first accepted summary|true|slack|true");
 
     /* a duplicate event for the completed run gets the stored answer */
     RL_CHECK_INTEQ(

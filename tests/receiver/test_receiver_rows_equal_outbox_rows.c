@@ -69,7 +69,8 @@ main(void)
                            i));
         snprintf(payload, sizeof(payload), "%s",
                  e2e_textf(&t,
-                           "SELECT payload::text FROM outbox_delivered "
+                           "SELECT rl_payload_as_sent(run_id, channel, "
+                           "payload)::text FROM outbox_delivered "
                            "WHERE run_id || ':' || channel = '%s'",
                            key));
         notify(&t, key, payload);
@@ -90,7 +91,9 @@ main(void)
     RL_CHECK_INTEQ(e2e_int(&t, "SELECT count(*) FROM outbox_delivered d "
                                "JOIN received_notifications n ON "
                                "n.idempotency_key = d.run_id || ':' || "
-                               "d.channel AND n.payload = d.payload"),
+                               "d.channel AND n.payload = "
+                               "rl_payload_as_sent(d.run_id, d.channel, "
+                               "d.payload)"),
                    2 * RUNS);
     RL_CHECK_INTEQ(e2e_textf(&t,
                              "SELECT count(*) FROM received_notifications "

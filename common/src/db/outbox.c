@@ -29,10 +29,16 @@
  * away, that is the whole backlog. The run's trace (traceparent, and the
  * lease epoch that names its run span) comes from the same run row the
  * join already reads for job and tenant: no copy in the outbox, no other
- * index. */
+ * index. So does the standard envelope (a NULL payload): rl_envelope builds
+ * it from the run's identity and output, which never change once it is
+ * completed, so every read of a row, a re-send included, gives the same
+ * bytes. */
 static const struct db_stmt lock_pending_outbox = {
     DB_STMT_LOCK_PENDING_OUTBOX, "lock_pending_outbox",
-    "SELECT o.run_id, o.channel, r.job, r.tenant, o.payload,"
+    "SELECT o.run_id, o.channel, r.job, r.tenant,"
+    "       coalesce(o.payload, rl_envelope(r.run_id, r.job, r.tenant,"
+    "                                       r.scheduled_at, r.version,"
+    "                                       o.channel, r.output)),"
     "       o.delivery_count, o.ctid, r.traceparent, r.lease_epoch"
     "  FROM (SELECT ob.ctid, ob.run_id, ob.channel, ob.payload,"
     "               ob.delivery_count, ob.due_at"
@@ -47,8 +53,11 @@ static const struct db_stmt lock_pending_outbox = {
 
 /* Each locked row gets its own outcome ($3, aligned with the ctids in $1
  * and the run ids in $2): 'delivered' rows leave the pending set for the
- * insert-only audit table; 'dead' rows (refused for good) move to
- * outbox_dead with their reason ($4); 'retry' rows stay pending with
+ * insert-only audit table, their payload as stored (NULL for the standard
+ * envelope, rl_payload_as_sent gives it back); 'dead' rows (refused for
+ * good) move to outbox_dead with their reason ($4) and the payload that
+ * was refused, the envelope built as the read built it; 'retry' rows stay
+ * pending with
  * their delivery count raised, the error in last_error and a due time
  * $5 ms * 2^(earlier deliveries) from now, at most $6 ms. The rows are
  * the ones this transaction locked, named by ctid (stable while locked)
@@ -85,10 +94,15 @@ static const struct db_stmt finish_outbox_rows = {
     "      ON CONFLICT DO NOTHING"
     "  RETURNING 1"
     "), dead AS ("
-    "  DELETE FROM outbox o USING b"
+    "  DELETE FROM outbox o USING b, runs r"
     "   WHERE o.ctid = b.tid AND o.run_id = b.run_id AND b.fate = 'dead'"
-    "  RETURNING o.run_id, o.channel, o.payload, o.created_at,"
-    "            o.delivery_count, b.reason"
+    "     AND r.run_id = o.run_id"
+    "  RETURNING o.run_id, o.channel,"
+    "            coalesce(o.payload, rl_envelope(r.run_id, r.job, r.tenant,"
+    "                                            r.scheduled_at, r.version,"
+    "                                            o.channel, r.output))"
+    "              AS payload,"
+    "            o.created_at, o.delivery_count, b.reason"
     "), set_aside AS ("
     "  INSERT INTO outbox_dead (run_id, channel, payload, payload_bytes,"
     "                           created_at, dead_at, delivery_count, reason)"

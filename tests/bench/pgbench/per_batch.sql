@@ -69,9 +69,11 @@ SELECT count(*) AS done
 
 BEGIN;
 SELECT coalesce(array_agg(ctid), '{}') AS otids,
+       coalesce(sum(octet_length(payload::text)), 0) AS obytes,
        coalesce(array_agg(run_id), '{}') AS orids,
        count(*) AS nrows
-  FROM (SELECT o.run_id, o.channel, r.job, r.tenant, o.payload,
+  FROM (SELECT o.run_id, o.channel, r.job, r.tenant,
+               coalesce(o.payload, rl_envelope(r.run_id, r.job, r.tenant, r.scheduled_at, r.version, o.channel, r.output)) AS payload,
                o.delivery_count, o.ctid, r.traceparent, r.lease_epoch
           FROM (SELECT ob.ctid, ob.run_id, ob.channel, ob.payload,
                        ob.delivery_count, ob.due_at

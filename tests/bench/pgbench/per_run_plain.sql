@@ -69,22 +69,24 @@ WITH outcome AS (
          updated_at = now()
    WHERE run_id = :rid AND lock_owner = 'bench-ceiling-' || :client_id::text
      AND lease_epoch = :ep::int8
-  RETURNING run_id, job, tenant, output
+  RETURNING run_id
 )
-INSERT INTO outbox (run_id, channel, payload)
-SELECT d.run_id, ch.channel,
-       jsonb_build_object('run_id', d.run_id, 'job', d.job, 'tenant', d.tenant,
-                          'channel', ch.channel, 'output', d.output)
+INSERT INTO outbox (run_id, channel)
+SELECT d.run_id, ch.channel
   FROM done d CROSS JOIN (VALUES ('email'), ('slack')) AS ch(channel);
 
 BEGIN;
 SELECT coalesce(array_agg(run_id), '{}') AS orids,
-       coalesce(array_agg(channel), '{}') AS ochs
-  FROM (SELECT run_id, channel, payload
-          FROM outbox
-         ORDER BY created_at
-         LIMIT 2
-           FOR UPDATE SKIP LOCKED) locked \gset
+       coalesce(array_agg(channel), '{}') AS ochs,
+       coalesce(sum(octet_length(payload::text)), 0) AS obytes
+  FROM (SELECT o.run_id, o.channel,
+               coalesce(o.payload, rl_envelope(r.run_id, r.job, r.tenant, r.scheduled_at, r.version, o.channel, r.output)) AS payload
+          FROM (SELECT run_id, channel, payload
+                  FROM outbox
+                 ORDER BY created_at
+                 LIMIT 2
+                   FOR UPDATE SKIP LOCKED) o
+          JOIN runs r ON r.run_id = o.run_id) locked \gset
 WITH moved AS (
   DELETE FROM outbox o
    USING unnest(:orids::text[], :ochs::text[]) AS m(run_id, channel)

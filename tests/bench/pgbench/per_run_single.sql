@@ -49,8 +49,10 @@ SELECT c.result, c.output, c.outbox_rows, (SELECT count(*) FROM o)
 
 BEGIN;
 SELECT coalesce(array_agg(ctid), '{}') AS otids,
+       coalesce(sum(octet_length(payload::text)), 0) AS obytes,
        coalesce(array_agg(run_id), '{}') AS orids
-  FROM (SELECT o.run_id, o.channel, r.job, r.tenant, o.payload,
+  FROM (SELECT o.run_id, o.channel, r.job, r.tenant,
+               coalesce(o.payload, rl_envelope(r.run_id, r.job, r.tenant, r.scheduled_at, r.version, o.channel, r.output)) AS payload,
                o.delivery_count, o.ctid
           FROM (SELECT ob.ctid, ob.run_id, ob.channel, ob.payload,
                        ob.delivery_count, ob.created_at
