@@ -13,15 +13,21 @@
 -- builds it from the run it already joins for job and tenant: the bytes
 -- on the topic are those the stored envelope had.
 --
--- payload is NULL for a standard envelope from now on, and a payload
--- given explicitly (rl_complete_run's p_payloads) is stored as before.
--- Rows queued before this migration keep their stored envelopes, which
--- the relay sends as they are. rl_payload_as_sent() gives any outbox or
+-- The column is renamed with its meaning: explicit_payload is NULL for a
+-- standard envelope, and holds a payload given explicitly
+-- (rl_complete_run's p_payloads) as before. Rows queued before this
+-- migration keep their stored envelopes there, which the relay sends as
+-- they are. The rename is also the fence for a rolling upgrade: a relay
+-- of an older version, still running while this one rolls out, would
+-- read NULL as its payload and send an empty notification; its read now
+-- fails on the missing column (an error it logs and retries until it is
+-- replaced), so it sends nothing. rl_payload_as_sent() gives any outbox or
 -- outbox_delivered row's payload as the topic carries it; outbox_dead
 -- keeps the full payload it was refused with (the relay builds it when it
 -- sets a row aside). A later change to rl_envelope changes what the
 -- audit shows for envelopes sent before it: such a migration first
--- writes the old envelope into the payload of the rows delivered so far.
+-- writes the old envelope into explicit_payload of the rows delivered so
+-- far.
 
 CREATE FUNCTION rl_envelope(p_run_id text, p_job text, p_tenant text,
                             p_scheduled_at timestamptz, p_version text,
@@ -41,14 +47,14 @@ AS $$
                'output', p_output)
 $$;
 
--- The payload of an outbox, outbox_delivered or outbox_dead row as the
--- topic carries it: the stored one, or the standard envelope of its run.
+-- The payload of an outbox or outbox_delivered row as the topic carries
+-- it: the one given explicitly, or the standard envelope of its run.
 CREATE FUNCTION rl_payload_as_sent(p_run_id text, p_channel text,
-                                   p_payload jsonb)
+                                   p_explicit_payload jsonb)
 RETURNS jsonb
 LANGUAGE sql STABLE PARALLEL SAFE
 AS $$
-    SELECT coalesce(p_payload,
+    SELECT coalesce(p_explicit_payload,
                     (SELECT rl_envelope(r.run_id, r.job, r.tenant,
                                         r.scheduled_at, r.version, p_channel,
                                         r.output)
@@ -56,8 +62,10 @@ AS $$
                       WHERE r.run_id = p_run_id))
 $$;
 
-ALTER TABLE outbox ALTER COLUMN payload DROP NOT NULL;
-ALTER TABLE outbox_delivered ALTER COLUMN payload DROP NOT NULL;
+ALTER TABLE outbox RENAME COLUMN payload TO explicit_payload;
+ALTER TABLE outbox ALTER COLUMN explicit_payload DROP NOT NULL;
+ALTER TABLE outbox_delivered RENAME COLUMN payload TO explicit_payload;
+ALTER TABLE outbox_delivered ALTER COLUMN explicit_payload DROP NOT NULL;
 
 CREATE OR REPLACE FUNCTION rl_complete_runs(p_run_ids text[], p_epochs bigint[], p_worker text, p_outputs jsonb[], p_channel_runs text[], p_channel_names text[], p_attempt_nos integer[], p_http integer[], p_upstream text[], p_prompt bigint[], p_completion bigint[], p_cached bigint[], p_latency bigint[])
  RETURNS TABLE(ord bigint, result text, outbox_rows integer, outcome_recorded boolean)
@@ -214,7 +222,7 @@ BEGIN
 
     -- A payload given here is stored as given; none means the standard
     -- envelope, which the relay builds from the run (rl_envelope).
-    INSERT INTO outbox (run_id, channel, payload)
+    INSERT INTO outbox (run_id, channel, explicit_payload)
     SELECT p_run_id, m.channel, m.payload
       FROM unnest(p_channels, p_payloads) AS m(channel, payload)
      WHERE m.channel IS NOT NULL

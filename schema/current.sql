@@ -471,7 +471,7 @@ BEGIN
 
     -- A payload given here is stored as given; none means the standard
     -- envelope, which the relay builds from the run (rl_envelope).
-    INSERT INTO outbox (run_id, channel, payload)
+    INSERT INTO outbox (run_id, channel, explicit_payload)
     SELECT p_run_id, m.channel, m.payload
       FROM unnest(p_channels, p_payloads) AS m(channel, payload)
      WHERE m.channel IS NOT NULL
@@ -1068,10 +1068,10 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION rl_payload_as_sent(p_run_id text, p_channel text, p_payload jsonb) RETURNS jsonb
+CREATE FUNCTION rl_payload_as_sent(p_run_id text, p_channel text, p_explicit_payload jsonb) RETURNS jsonb
     LANGUAGE sql STABLE PARALLEL SAFE
     AS $$
-    SELECT coalesce(p_payload,
+    SELECT coalesce(p_explicit_payload,
                     (SELECT rl_envelope(r.run_id, r.job, r.tenant,
                                         r.scheduled_at, r.version, p_channel,
                                         r.output)
@@ -1495,7 +1495,7 @@ CREATE TABLE model_limits (
 CREATE TABLE outbox (
     run_id text NOT NULL,
     channel text NOT NULL,
-    payload jsonb,
+    explicit_payload jsonb,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     delivered_at timestamp with time zone,
     delivery_count integer DEFAULT 0 NOT NULL,
@@ -1517,7 +1517,7 @@ CREATE TABLE outbox_dead (
 CREATE TABLE outbox_delivered (
     run_id text NOT NULL,
     channel text NOT NULL,
-    payload jsonb,
+    explicit_payload jsonb,
     created_at timestamp with time zone NOT NULL,
     delivered_at timestamp with time zone DEFAULT now() NOT NULL,
     delivery_count integer NOT NULL

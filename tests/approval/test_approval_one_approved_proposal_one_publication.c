@@ -321,7 +321,7 @@ main(void)
                          "SELECT count(*) FROM outbox_delivered d JOIN runs r "
                          "USING (run_id) WHERE d.run_id || ':' || d.channel "
                          "= '%s' AND rl_payload_as_sent(d.run_id, "
-                         "d.channel, d.payload) -> 'output' = "
+                         "d.channel, d.explicit_payload) -> 'output' = "
                          "r.proposal -> 'content'",
                          n->key),
                 1);

@@ -56,7 +56,7 @@ SELECT g.run_id, 1, 1, 'grown-w' || g.i % 4, g.run_id,
                + make_interval(secs => i * 2592000.0 / :n) AS at
           FROM generate_series(1, :n) i) g;
 
-INSERT INTO outbox_delivered (run_id, channel, payload, created_at,
+INSERT INTO outbox_delivered (run_id, channel, explicit_payload, created_at,
                               delivered_at, delivery_count)
 SELECT g.run_id, c.channel, NULL,
        g.at + interval '40 ms', g.at + interval '60 ms', 1

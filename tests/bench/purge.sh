@@ -95,7 +95,7 @@ SELECT id, 1, 1, 'bench-old-w', id || ':1', at,
        CASE WHEN status = 'completed' THEN 'ok' ELSE 'permanent' END,
        CASE WHEN status = 'completed' THEN 200 ELSE 400 END, 20, 40, 5, at
   FROM g;
-INSERT INTO outbox_delivered (run_id, channel, payload, created_at,
+INSERT INTO outbox_delivered (run_id, channel, explicit_payload, created_at,
                               delivered_at, delivery_count)
 SELECT id, 'email', NULL,
        at, at, 1

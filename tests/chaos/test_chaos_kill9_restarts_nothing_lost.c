@@ -376,7 +376,7 @@ main(void)
                                "n.idempotency_key = d.run_id || ':' || "
                                "d.channel AND n.payload = "
                                "rl_payload_as_sent(d.run_id, d.channel, "
-                               "d.payload)"),
+                               "d.explicit_payload)"),
                    outbox_rows);
     RL_CHECK_INTEQ(e2e_int(&t, "SELECT count(*) FROM receiver_conflicts"), 0);
     RL_CHECK(e2e_int(&t,

@@ -41,7 +41,7 @@ main(void)
     RL_CHECK_INTEQ(e2e_intf(&t,
                             "SELECT count(*) FROM outbox_delivered WHERE "
                             "run_id='%s' AND rl_payload_as_sent(run_id, "
-                            "channel, payload)->'output'->'tool_calls'"
+                            "channel, explicit_payload)->'output'->'tool_calls'"
                             "->0->'function'->>'name' = 'lookup'",
                             tool),
                    2);

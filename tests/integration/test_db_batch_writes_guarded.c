@@ -248,20 +248,21 @@ complete_guards_each_run_and_never_rewrites(struct rl_db *db,
                    2);
     /* each row carries the default envelope with the stored output, built
      * from the run (the row stores no copy of it) */
-    RL_CHECK_INTEQ(fixture_int(db,
-                               "SELECT count(*) FROM (SELECT o.*, "
-                               "rl_payload_as_sent(o.run_id, o.channel, "
-                               "o.payload) AS p FROM outbox o) o "
-                               "JOIN runs r USING (run_id) "
-                               "WHERE r.job LIKE $1 AND o.payload IS NULL "
-                               "AND o.p->>'run_id' = o.run_id "
-                               "AND o.p->>'channel' = o.channel "
-                               "AND o.p->>'job' = r.job "
-                               "AND o.p->>'tenant' = r.tenant "
-                               "AND o.p->'output' = r.output "
-                               "AND r.output->>'text' = 'first'",
-                               "guard-%"),
-                   2 * (N - 1));
+    RL_CHECK_INTEQ(
+        fixture_int(db,
+                    "SELECT count(*) FROM (SELECT o.*, "
+                    "rl_payload_as_sent(o.run_id, o.channel, "
+                    "o.explicit_payload) AS p FROM outbox o) o "
+                    "JOIN runs r USING (run_id) "
+                    "WHERE r.job LIKE $1 AND o.explicit_payload IS NULL "
+                    "AND o.p->>'run_id' = o.run_id "
+                    "AND o.p->>'channel' = o.channel "
+                    "AND o.p->>'job' = r.job "
+                    "AND o.p->>'tenant' = r.tenant "
+                    "AND o.p->'output' = r.output "
+                    "AND r.output->>'text' = 'first'",
+                    "guard-%"),
+        2 * (N - 1));
     RL_CHECK_INTEQ(fixture_int(db,
                                "SELECT count(*) FROM attempts a "
                                "JOIN runs r USING (run_id) "

@@ -83,18 +83,18 @@ main(void)
                    2);
     /* the default envelope carries identity and output; it is built from
      * the run when read, not stored with the row */
-    RL_CHECK_INTEQ(rl_db_exec(db,
-                              "SELECT p->'output'->>'text' || '|' || "
-                              "(p->>'run_id' = run_id)::text || '|' || "
-                              "(p->>'channel') || '|' || "
-                              "(payload IS NULL)::text "
-                              "FROM (SELECT run_id, payload, "
-                              "rl_payload_as_sent(run_id, channel, payload) "
-                              "AS p FROM outbox "
-                              "WHERE run_id = $1 AND channel = 'slack') o",
-                              1, params, value, sizeof(value), errstr,
-                              sizeof(errstr)),
-                   1);
+    RL_CHECK_INTEQ(
+        rl_db_exec(db,
+                   "SELECT p->'output'->>'text' || '|' || "
+                   "(p->>'run_id' = run_id)::text || '|' || "
+                   "(p->>'channel') || '|' || "
+                   "(explicit_payload IS NULL)::text "
+                   "FROM (SELECT run_id, explicit_payload, "
+                   "rl_payload_as_sent(run_id, channel, explicit_payload) "
+                   "AS p FROM outbox "
+                   "WHERE run_id = $1 AND channel = 'slack') o",
+                   1, params, value, sizeof(value), errstr, sizeof(errstr)),
+        1);
     RL_CHECK_STREQ(value, "first accepted summary|true|slack|true");
 
     /* a duplicate event for the completed run gets the stored answer */

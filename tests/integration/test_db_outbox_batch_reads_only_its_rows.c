@@ -64,13 +64,14 @@ main(void)
      * the last, then a vacuum that finds one live row on the pages the
      * backlog below will fill (freed space is reused, so the outbox does
      * not grow and the planner keeps believing in one row) */
-    fixture_exec(db, "INSERT INTO outbox (run_id, channel, payload, created_at)"
-                     " SELECT encode(sha256(i::text::bytea), 'hex'), c,"
-                     "        jsonb_build_object('pad', repeat('x', 300)),"
-                     "        now() + (2 * i + (c = 'slack')::int)"
-                     "                * interval '1us'"
-                     "   FROM generate_series(1, 12500) i,"
-                     "        (VALUES ('email'), ('slack')) v(c)");
+    fixture_exec(
+        db, "INSERT INTO outbox (run_id, channel, explicit_payload, created_at)"
+            " SELECT encode(sha256(i::text::bytea), 'hex'), c,"
+            "        jsonb_build_object('pad', repeat('x', 300)),"
+            "        now() + (2 * i + (c = 'slack')::int)"
+            "                * interval '1us'"
+            "   FROM generate_series(1, 12500) i,"
+            "        (VALUES ('email'), ('slack')) v(c)");
     fixture_exec(db, "ANALYZE outbox");
     fixture_exec(db, "DELETE FROM outbox WHERE ctid <> (SELECT max(ctid) FROM "
                      "outbox)");
@@ -83,7 +84,7 @@ main(void)
      * statement, so of one created_at (those statistics describe the
      * churn's distinct ones); on them the join form walked the primary
      * key, joined every row to its run and sorted, to keep 100 */
-    fixture_exec(db, "INSERT INTO outbox (run_id, channel, payload)"
+    fixture_exec(db, "INSERT INTO outbox (run_id, channel, explicit_payload)"
                      " SELECT encode(sha256(i::text::bytea), 'hex'), c,"
                      "        jsonb_build_object('pad', repeat('x', 300))"
                      "   FROM generate_series(1, 10000) i,"

@@ -4,7 +4,9 @@
  * stored envelope had before it was built from the run: the same on a
  * re-read, for a large answer and for text that jsonb escapes. A payload
  * given explicitly, or stored by an older schema, is sent as stored, and
- * rl_payload_as_sent gives every delivered row's payload as it was sent. */
+ * rl_payload_as_sent gives every delivered row's payload as it was sent.
+ * A relay of the version before, still running during a rolling upgrade,
+ * cannot read a row at all (rather than send an empty notification). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +33,20 @@ static const char old_envelope_sql[] =
     "           'version', r.version, 'channel', $2::text,"
     "           'output', r.output)::text"
     "  FROM runs r WHERE r.run_id = $1";
+
+/* The read of the relay before schema/026, word for word. */
+static const char old_relay_read_sql[] =
+    "SELECT o.run_id, o.channel, r.job, r.tenant, o.payload,"
+    "       o.delivery_count, o.ctid, r.traceparent, r.lease_epoch"
+    "  FROM (SELECT ob.ctid, ob.run_id, ob.channel, ob.payload,"
+    "               ob.delivery_count, ob.due_at"
+    "          FROM outbox ob"
+    "         WHERE ob.due_at <= now()"
+    "         ORDER BY ob.due_at"
+    "         LIMIT $1::int8"
+    "           FOR UPDATE SKIP LOCKED) o"
+    "  JOIN runs r ON r.run_id = o.run_id"
+    " ORDER BY o.due_at";
 
 static char *
 old_envelope(struct rl_db *db, const char *run_id, const char *channel)
@@ -91,8 +107,9 @@ main(void)
     RL_CHECK_INTEQ(fixture_int(db, "SELECT count(*) FROM outbox", NULL),
                    2 * RUNS);
     RL_CHECK_INTEQ(
-        fixture_int(db, "SELECT count(*) FROM outbox WHERE payload IS NULL",
-                    NULL),
+        fixture_int(
+            db, "SELECT count(*) FROM outbox WHERE explicit_payload IS NULL",
+            NULL),
         2 * RUNS);
 
     /* A payload given explicitly is stored and sent as given. */
@@ -114,9 +131,19 @@ main(void)
         rl_claim_clear(&claim);
     }
     /* A row queued by an older schema keeps its stored envelope. */
-    fixture_exec(db, "INSERT INTO outbox (run_id, channel, payload)"
+    fixture_exec(db, "INSERT INTO outbox (run_id, channel, explicit_payload)"
                      " SELECT run_id, 'legacy', '{\"stored\":1}' FROM runs"
                      "  WHERE job = 'envelope-1'");
+
+    /* The relay of the version before reads nothing. */
+    {
+        const char *params[1] = {"100"};
+        char value[256];
+
+        RL_CHECK(rl_db_exec(relay, old_relay_read_sql, 1, params, value,
+                            sizeof(value), errstr, sizeof(errstr)) < 0);
+        RL_CHECK(strstr(errstr, "payload") != NULL);
+    }
 
     RL_REQUIRE(rl_db_outbox_lock_batch(relay, 100, &rows, &n, errstr,
                                        sizeof(errstr)) == 0);
@@ -152,12 +179,13 @@ main(void)
      * sent. */
     RL_CHECK_INTEQ(fixture_int(db, "SELECT count(*) FROM outbox", NULL), 0);
     RL_CHECK_INTEQ(
-        fixture_int(db,
-                    "SELECT count(*) FROM outbox_delivered "
-                    "WHERE payload IS NULL AND channel IN ('email','slack') "
-                    "AND run_id IN (SELECT run_id FROM runs "
-                    "WHERE job LIKE 'envelope-_')",
-                    NULL),
+        fixture_int(
+            db,
+            "SELECT count(*) FROM outbox_delivered "
+            "WHERE explicit_payload IS NULL AND channel IN ('email','slack') "
+            "AND run_id IN (SELECT run_id FROM runs "
+            "WHERE job LIKE 'envelope-_')",
+            NULL),
         2 * RUNS);
     for (size_t i = 0; i < n_again; i++) {
         const char *params[2] = {again[i].run_id, again[i].channel};
@@ -166,7 +194,7 @@ main(void)
         RL_REQUIRE(value != NULL);
         RL_REQUIRE(rl_db_exec(db,
                               "SELECT rl_payload_as_sent(run_id, channel, "
-                              "payload)::text FROM outbox_delivered "
+                              "explicit_payload)::text FROM outbox_delivered "
                               "WHERE run_id = $1 AND channel = $2",
                               2, params, value, BIG + 4096, errstr,
                               sizeof(errstr)) == 1);

@@ -26,16 +26,17 @@ main(void)
 
     fixture_completed_runs(db, RUNS);
     snprintf(runs, sizeof(runs), "%d", RUNS);
-    RL_REQUIRE(fixture_int(db,
-                           "WITH ins AS ("
-                           " INSERT INTO outbox (run_id, channel, payload)"
-                           " SELECT encode(sha256(i::text::bytea), 'hex'), c,"
-                           "        '{}'"
-                           "   FROM generate_series(1, $1::int) i,"
-                           "        (VALUES ('email'), ('slack')) v(c)"
-                           " RETURNING 1)"
-                           " SELECT count(*) FROM ins",
-                           runs) == 2 * RUNS);
+    RL_REQUIRE(
+        fixture_int(db,
+                    "WITH ins AS ("
+                    " INSERT INTO outbox (run_id, channel, explicit_payload)"
+                    " SELECT encode(sha256(i::text::bytea), 'hex'), c,"
+                    "        '{}'"
+                    "   FROM generate_series(1, $1::int) i,"
+                    "        (VALUES ('email'), ('slack')) v(c)"
+                    " RETURNING 1)"
+                    " SELECT count(*) FROM ins",
+                    runs) == 2 * RUNS);
 
     RL_REQUIRE(rl_db_outbox_listen(relay, errstr, sizeof(errstr)) == 0);
     for (int b = 0; b < BATCHES; b++) {

@@ -93,11 +93,12 @@ main(void)
                          run.run_id, errstr, sizeof(errstr)),
                    RL_ERR_INVALID);
     /* a completed row cannot lose its output through the constraint either */
-    RL_CHECK_INTEQ(exec1(db,
-                         "INSERT INTO outbox (run_id, channel, payload) "
-                         "VALUES ($1, 'x', '{}'), ($1, 'x', '{}')",
-                         run.run_id, errstr, sizeof(errstr)),
-                   RL_ERR_INVALID);
+    RL_CHECK_INTEQ(
+        exec1(db,
+              "INSERT INTO outbox (run_id, channel, explicit_payload) "
+              "VALUES ($1, 'x', '{}'), ($1, 'x', '{}')",
+              run.run_id, errstr, sizeof(errstr)),
+        RL_ERR_INVALID);
 
     RL_REQUIRE(
         rltest_db_get_run(db, run.run_id, &row, errstr, sizeof(errstr)) == 0);

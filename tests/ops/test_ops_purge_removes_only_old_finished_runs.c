@@ -59,7 +59,8 @@ add_runs(struct e2e *t, const char *group, const char *status, int n,
         "       SELECT id, 1, 1, 'w', id || ':1', at,"
         "              CASE WHEN '%s' <> 'running' THEN 'ok' END,"
         "              CASE WHEN '%s' <> 'running' THEN at END FROM g)"
-        "INSERT INTO outbox_delivered (run_id, channel, payload, created_at,"
+        "INSERT INTO outbox_delivered (run_id, channel, explicit_payload, "
+        "created_at,"
         "       delivered_at, delivery_count)"
         "SELECT id, 'email', '{}', at, at, 1 FROM g WHERE %s",
         group, age_days, n, group, status, status, status, status, status,
@@ -132,7 +133,8 @@ main(void)
     add_runs(&t, "old-awaiting", "awaiting_approval", 4, 40);
     add_runs(&t, "old-queued", "completed", 3, 40);
     /* a notification still queued keeps its run */
-    exec_sql(&t, "INSERT INTO outbox (run_id, channel, payload, created_at)"
+    exec_sql(&t, "INSERT INTO outbox (run_id, channel, explicit_payload, "
+                 "created_at)"
                  " SELECT run_id, 'slack', '{}', updated_at FROM runs"
                  "  WHERE job = 'old-queued'");
     /* an operator's decision touched this old failed run yesterday */

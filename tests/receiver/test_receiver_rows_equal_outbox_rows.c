@@ -70,7 +70,7 @@ main(void)
         snprintf(payload, sizeof(payload), "%s",
                  e2e_textf(&t,
                            "SELECT rl_payload_as_sent(run_id, channel, "
-                           "payload)::text FROM outbox_delivered "
+                           "explicit_payload)::text FROM outbox_delivered "
                            "WHERE run_id || ':' || channel = '%s'",
                            key));
         notify(&t, key, payload);
@@ -93,7 +93,7 @@ main(void)
                                "n.idempotency_key = d.run_id || ':' || "
                                "d.channel AND n.payload = "
                                "rl_payload_as_sent(d.run_id, d.channel, "
-                               "d.payload)"),
+                               "d.explicit_payload)"),
                    2 * RUNS);
     RL_CHECK_INTEQ(e2e_textf(&t,
                              "SELECT count(*) FROM received_notifications "

@@ -29,18 +29,19 @@
  * away, that is the whole backlog. The run's trace (traceparent, and the
  * lease epoch that names its run span) comes from the same run row the
  * join already reads for job and tenant: no copy in the outbox, no other
- * index. So does the standard envelope (a NULL payload): rl_envelope builds
- * it from the run's identity and output, which never change once it is
- * completed, so every read of a row, a re-send included, gives the same
- * bytes. */
+ * index. So does the standard envelope (explicit_payload NULL):
+ * rl_envelope builds it from the run's identity and output, which never
+ * change once it is completed, so every read of a row, a re-send
+ * included, gives the same bytes. */
 static const struct db_stmt lock_pending_outbox = {
     DB_STMT_LOCK_PENDING_OUTBOX, "lock_pending_outbox",
     "SELECT o.run_id, o.channel, r.job, r.tenant,"
-    "       coalesce(o.payload, rl_envelope(r.run_id, r.job, r.tenant,"
-    "                                       r.scheduled_at, r.version,"
-    "                                       o.channel, r.output)),"
+    "       coalesce(o.explicit_payload,"
+    "                rl_envelope(r.run_id, r.job, r.tenant,"
+    "                            r.scheduled_at, r.version,"
+    "                            o.channel, r.output)),"
     "       o.delivery_count, o.ctid, r.traceparent, r.lease_epoch"
-    "  FROM (SELECT ob.ctid, ob.run_id, ob.channel, ob.payload,"
+    "  FROM (SELECT ob.ctid, ob.run_id, ob.channel, ob.explicit_payload,"
     "               ob.delivery_count, ob.due_at"
     "          FROM outbox ob"
     "         WHERE ob.due_at <= now()"
@@ -53,15 +54,14 @@ static const struct db_stmt lock_pending_outbox = {
 
 /* Each locked row gets its own outcome ($3, aligned with the ctids in $1
  * and the run ids in $2): 'delivered' rows leave the pending set for the
- * insert-only audit table, their payload as stored (NULL for the standard
- * envelope, rl_payload_as_sent gives it back); 'dead' rows (refused for
- * good) move to outbox_dead with their reason ($4) and the payload that
- * was refused, the envelope built as the read built it; 'retry' rows stay
- * pending with
- * their delivery count raised, the error in last_error and a due time
- * $5 ms * 2^(earlier deliveries) from now, at most $6 ms. The rows are
- * the ones this transaction locked, named by ctid (stable while locked)
- * and checked against their run ids.
+ * insert-only audit table with explicit_payload as it is (NULL for the
+ * standard envelope, which rl_payload_as_sent gives back); 'dead' rows
+ * (refused for good) move to outbox_dead with their reason ($4) and the
+ * payload that was refused, the envelope built as the read built it;
+ * 'retry' rows stay pending with their delivery count raised, the error
+ * in last_error and a due time $5 ms * 2^(earlier deliveries) from now,
+ * at most $6 ms. The rows are the ones this transaction locked, named by
+ * ctid (stable while locked) and checked against their run ids.
  *
  * The batch is unnested once and joined to the outbox by ctid: a TID scan
  * per row of the batch, parameterized by it, whatever the statistics say
@@ -83,12 +83,13 @@ static const struct db_stmt finish_outbox_rows = {
     "  DELETE FROM outbox o USING b"
     "   WHERE o.ctid = b.tid AND o.run_id = b.run_id"
     "     AND b.fate = 'delivered'"
-    "  RETURNING o.run_id, o.channel, o.payload, o.created_at,"
+    "  RETURNING o.run_id, o.channel, o.explicit_payload, o.created_at,"
     "            o.delivery_count"
     "), audit AS ("
-    "  INSERT INTO outbox_delivered (run_id, channel, payload, created_at,"
+    "  INSERT INTO outbox_delivered (run_id, channel, explicit_payload,"
+    "                                created_at,"
     "                                delivered_at, delivery_count)"
-    "  SELECT m.run_id, m.channel, m.payload, m.created_at, now(),"
+    "  SELECT m.run_id, m.channel, m.explicit_payload, m.created_at, now(),"
     "         m.delivery_count + 1"
     "    FROM moved m"
     "      ON CONFLICT DO NOTHING"
@@ -98,9 +99,10 @@ static const struct db_stmt finish_outbox_rows = {
     "   WHERE o.ctid = b.tid AND o.run_id = b.run_id AND b.fate = 'dead'"
     "     AND r.run_id = o.run_id"
     "  RETURNING o.run_id, o.channel,"
-    "            coalesce(o.payload, rl_envelope(r.run_id, r.job, r.tenant,"
-    "                                            r.scheduled_at, r.version,"
-    "                                            o.channel, r.output))"
+    "            coalesce(o.explicit_payload,"
+    "                     rl_envelope(r.run_id, r.job, r.tenant,"
+    "                                 r.scheduled_at, r.version,"
+    "                                 o.channel, r.output))"
     "              AS payload,"
     "            o.created_at, o.delivery_count, b.reason"
     "), set_aside AS ("

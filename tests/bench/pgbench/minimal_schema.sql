@@ -30,14 +30,14 @@ CREATE TABLE attempts (
     PRIMARY KEY (run_id, attempt_no)
 ) WITH (fillfactor = 40);
 CREATE TABLE outbox (
-    run_id text NOT NULL, channel text NOT NULL, payload jsonb,
+    run_id text NOT NULL, channel text NOT NULL, explicit_payload jsonb,
     created_at timestamptz NOT NULL DEFAULT now(),
     delivery_count integer NOT NULL DEFAULT 0,
     PRIMARY KEY (run_id, channel)
 );
 CREATE INDEX outbox_created_at_idx ON outbox (created_at);
 CREATE TABLE outbox_delivered (
-    run_id text NOT NULL, channel text NOT NULL, payload jsonb,
+    run_id text NOT NULL, channel text NOT NULL, explicit_payload jsonb,
     created_at timestamptz NOT NULL, delivered_at timestamptz NOT NULL,
     delivery_count integer NOT NULL,
     PRIMARY KEY (run_id, channel)

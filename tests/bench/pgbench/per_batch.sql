@@ -73,9 +73,9 @@ SELECT coalesce(array_agg(ctid), '{}') AS otids,
        coalesce(array_agg(run_id), '{}') AS orids,
        count(*) AS nrows
   FROM (SELECT o.run_id, o.channel, r.job, r.tenant,
-               coalesce(o.payload, rl_envelope(r.run_id, r.job, r.tenant, r.scheduled_at, r.version, o.channel, r.output)) AS payload,
+               coalesce(o.explicit_payload, rl_envelope(r.run_id, r.job, r.tenant, r.scheduled_at, r.version, o.channel, r.output)) AS payload,
                o.delivery_count, o.ctid, r.traceparent, r.lease_epoch
-          FROM (SELECT ob.ctid, ob.run_id, ob.channel, ob.payload,
+          FROM (SELECT ob.ctid, ob.run_id, ob.channel, ob.explicit_payload,
                        ob.delivery_count, ob.due_at
                   FROM outbox ob
                  WHERE ob.due_at <= now()
@@ -94,12 +94,12 @@ WITH b AS (
   DELETE FROM outbox o USING b
    WHERE o.ctid = b.tid AND o.run_id = b.run_id
      AND b.fate = 'delivered'
-  RETURNING o.run_id, o.channel, o.payload, o.created_at,
+  RETURNING o.run_id, o.channel, o.explicit_payload, o.created_at,
             o.delivery_count
 ), audit AS (
-  INSERT INTO outbox_delivered (run_id, channel, payload, created_at,
+  INSERT INTO outbox_delivered (run_id, channel, explicit_payload, created_at,
                                 delivered_at, delivery_count)
-  SELECT m.run_id, m.channel, m.payload, m.created_at, now(),
+  SELECT m.run_id, m.channel, m.explicit_payload, m.created_at, now(),
          m.delivery_count + 1
     FROM moved m
       ON CONFLICT DO NOTHING

@@ -77,8 +77,8 @@ SELECT coalesce(array_agg(run_id), '{}') AS orids,
        coalesce(array_agg(channel), '{}') AS ochs,
        coalesce(sum(octet_length(payload::text)), 0) AS obytes
   FROM (SELECT o.run_id, o.channel,
-               coalesce(o.payload, rl_envelope(r.run_id, r.job, r.tenant, r.scheduled_at, r.version, o.channel, r.output)) AS payload
-          FROM (SELECT run_id, channel, payload
+               coalesce(o.explicit_payload, rl_envelope(r.run_id, r.job, r.tenant, r.scheduled_at, r.version, o.channel, r.output)) AS payload
+          FROM (SELECT run_id, channel, explicit_payload
                   FROM outbox
                  ORDER BY created_at
                  LIMIT 2 * :b
@@ -88,17 +88,18 @@ WITH moved AS (
   DELETE FROM outbox o
    USING unnest(:orids::text[], :ochs::text[]) AS m(run_id, channel)
    WHERE o.run_id = m.run_id AND o.channel = m.channel
-  RETURNING o.run_id, o.channel, o.payload, o.created_at, o.delivery_count
+  RETURNING o.run_id, o.channel, o.explicit_payload, o.created_at, o.delivery_count
 )
-INSERT INTO outbox_delivered (run_id, channel, payload, created_at,
+INSERT INTO outbox_delivered (run_id, channel, explicit_payload, created_at,
                               delivered_at, delivery_count)
-SELECT run_id, channel, payload, created_at, now(), delivery_count + 1
+SELECT run_id, channel, explicit_payload, created_at, now(), delivery_count + 1
   FROM moved;
 COMMIT;
 \else
-SELECT coalesce(sum(octet_length(coalesce(o.payload, rl_envelope(r.run_id, r.job, r.tenant, r.scheduled_at, r.version, o.channel, r.output))::text)), 0)
-  FROM outbox o JOIN runs r ON r.run_id = o.run_id
- WHERE o.run_id = ANY (ARRAY(SELECT lpad(to_hex(:n::int8), 48, '0')
-                                    || lpad(to_hex(g), 16, '0')
-                               FROM generate_series(1, :b) g));
+SELECT coalesce(sum(octet_length(coalesce(o.explicit_payload, rl_envelope(r.run_id, r.job, r.tenant, r.scheduled_at, r.version, o.channel, r.output))::text)), 0)
+  FROM (SELECT ARRAY(SELECT lpad(to_hex(:n::int8), 48, '0')
+                            || lpad(to_hex(g), 16, '0')
+                       FROM generate_series(1, :b) g) AS a) ids
+  JOIN runs r ON r.run_id = ANY (ids.a)
+  JOIN outbox o ON o.run_id = r.run_id AND o.run_id = ANY (ids.a);
 \endif

@@ -72,9 +72,9 @@ SELECT coalesce(array_agg(ctid), '{}') AS otids,
        coalesce(sum(octet_length(payload::text)), 0) AS obytes,
        coalesce(array_agg(run_id), '{}') AS orids
   FROM (SELECT o.run_id, o.channel, r.job, r.tenant,
-               coalesce(o.payload, rl_envelope(r.run_id, r.job, r.tenant, r.scheduled_at, r.version, o.channel, r.output)) AS payload,
+               coalesce(o.explicit_payload, rl_envelope(r.run_id, r.job, r.tenant, r.scheduled_at, r.version, o.channel, r.output)) AS payload,
                o.delivery_count, o.ctid
-          FROM (SELECT ob.ctid, ob.run_id, ob.channel, ob.payload,
+          FROM (SELECT ob.ctid, ob.run_id, ob.channel, ob.explicit_payload,
                        ob.delivery_count, ob.created_at
                   FROM outbox ob
                  ORDER BY ob.created_at
@@ -86,12 +86,12 @@ WITH moved AS (
   DELETE FROM outbox o
    WHERE true AND o.ctid = ANY (:otids::tid[])
      AND o.run_id = ANY (:orids::text[])
-  RETURNING o.run_id, o.channel, o.payload, o.created_at,
+  RETURNING o.run_id, o.channel, o.explicit_payload, o.created_at,
             o.delivery_count
 ), audit AS (
-  INSERT INTO outbox_delivered (run_id, channel, payload, created_at,
+  INSERT INTO outbox_delivered (run_id, channel, explicit_payload, created_at,
                                 delivered_at, delivery_count)
-  SELECT m.run_id, m.channel, m.payload, m.created_at, now(),
+  SELECT m.run_id, m.channel, m.explicit_payload, m.created_at, now(),
          m.delivery_count + 1
     FROM moved m
       ON CONFLICT DO NOTHING

@@ -80,8 +80,8 @@ SELECT coalesce(array_agg(run_id), '{}') AS orids,
        coalesce(array_agg(channel), '{}') AS ochs,
        coalesce(sum(octet_length(payload::text)), 0) AS obytes
   FROM (SELECT o.run_id, o.channel,
-               coalesce(o.payload, rl_envelope(r.run_id, r.job, r.tenant, r.scheduled_at, r.version, o.channel, r.output)) AS payload
-          FROM (SELECT run_id, channel, payload
+               coalesce(o.explicit_payload, rl_envelope(r.run_id, r.job, r.tenant, r.scheduled_at, r.version, o.channel, r.output)) AS payload
+          FROM (SELECT run_id, channel, explicit_payload
                   FROM outbox
                  ORDER BY created_at
                  LIMIT 2
@@ -91,10 +91,10 @@ WITH moved AS (
   DELETE FROM outbox o
    USING unnest(:orids::text[], :ochs::text[]) AS m(run_id, channel)
    WHERE o.run_id = m.run_id AND o.channel = m.channel
-  RETURNING o.run_id, o.channel, o.payload, o.created_at, o.delivery_count
+  RETURNING o.run_id, o.channel, o.explicit_payload, o.created_at, o.delivery_count
 )
-INSERT INTO outbox_delivered (run_id, channel, payload, created_at,
+INSERT INTO outbox_delivered (run_id, channel, explicit_payload, created_at,
                               delivered_at, delivery_count)
-SELECT run_id, channel, payload, created_at, now(), delivery_count + 1
+SELECT run_id, channel, explicit_payload, created_at, now(), delivery_count + 1
   FROM moved;
 COMMIT;
