@@ -81,7 +81,10 @@ main(void)
                                "   AND reason LIKE 'MSG_SIZE_TOO_LARGE:%'"
                                "   AND payload_bytes = "
                                "       octet_length(payload::text)"
-                               "   AND payload_bytes > 0",
+                               "   AND payload_bytes > 0"
+                               "   AND payload->>'run_id' = run_id"
+                               "   AND payload->>'channel' = channel"
+                               "   AND payload->'output'->>'text' = 't'",
                                dead_run),
                    1);
     /* one row per (run, channel) across the three tables */
