@@ -1,7 +1,9 @@
 /* The outbox relay: a thread inside `runledger consume` and the
  * `runledger relay` process. It takes due outbox rows in SKIP LOCKED
- * batches, produces them with the idempotent producer and, once every
- * delivery report of the batch came back, records an outcome per row:
+ * batches (at most RUNLEDGER_RELAY_BATCH rows and about
+ * RUNLEDGER_RELAY_BATCH_BYTES of notifications), produces them with the
+ * idempotent producer and, once every delivery report of the batch came
+ * back, records an outcome per row:
  *
  *   acknowledged  moved to outbox_delivered, never sent again, whatever
  *                 became of the other rows of its batch;
@@ -210,6 +212,7 @@ produce_dead_letter(rd_kafka_t *rk, const struct rl_config *cfg,
 
 struct batch_result {
     size_t rows;      /* locked */
+    int full;         /* the batch reached its rows or bytes bound */
     size_t delivered; /* acknowledged */
     size_t dead;      /* refused for good and dead-lettered */
     size_t retried;   /* left pending with a backoff */
@@ -232,8 +235,9 @@ relay_batch(rd_kafka_t *rk, struct rl_db *db, const struct rl_config *cfg,
     int err;
 
     memset(br, 0, sizeof(*br));
-    err = rl_db_outbox_lock_batch(db, cfg->relay_batch, &rows, &n, errstr,
-                                  errstr_size);
+    err = rl_db_outbox_lock_batch_bytes(db, cfg->relay_batch,
+                                        cfg->relay_batch_bytes, &rows, &n,
+                                        &br->full, errstr, errstr_size);
     if (err)
         return err;
     if (n == 0)
@@ -453,7 +457,6 @@ rl_relay_run(const struct rl_config *cfg, atomic_int *stop,
     rl_log_info(NULL, "relay producing outbox rows to %s", cfg->notify_topic);
     while (!atomic_load(stop)) {
         struct batch_result br;
-        size_t n;
         double started;
         int err;
 
@@ -491,16 +494,15 @@ rl_relay_run(const struct rl_config *cfg, atomic_int *stop,
         rl_http_relay_batch(http, br.delivered, rl_clock_seconds() - started);
         vacuum.since += br.rows;
         relay_vacuum(&vacuum, cfg, http);
-        n = br.rows;
-        /* A batch short of the limit took every due row no other relay
-         * holds: sleep until a statement queues rows (the outbox's
-         * wake-up) or the interval passes, whichever is first. Rows
-         * committed during the batch have their wake-up waiting already,
-         * so the wait returns at once; reading again to find nothing
-         * would cost a statement and a commit a batch at light load. */
-        if (n < (size_t)cfg->relay_batch &&
-            rl_db_outbox_wait(db, cfg->relay_interval_ms, errstr,
-                              sizeof(errstr)) < 0) {
+        /* A batch short of both its bounds (rows and bytes) took every
+         * due row no other relay holds: sleep until a statement queues
+         * rows (the outbox's wake-up) or the interval passes, whichever
+         * is first. Rows committed during the batch have their wake-up
+         * waiting already, so the wait returns at once; reading again to
+         * find nothing would cost a statement and a commit a batch at
+         * light load. */
+        if (!br.full && rl_db_outbox_wait(db, cfg->relay_interval_ms, errstr,
+                                          sizeof(errstr)) < 0) {
             rl_log_warn(NULL, "relay: %s", errstr);
             rl_db_destroy(db);
             db = NULL;

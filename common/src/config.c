@@ -103,6 +103,11 @@ static const struct cfg_row rows[] = {
      600000, 0, "how often due retries and expired leases are claimed"},
     {"RUNLEDGER_RELAY_BATCH", CFG_INT, S(relay_batch), "1000", 1, 100000, 0,
      "outbox rows per relay batch"},
+    {"RUNLEDGER_RELAY_BATCH_BYTES", CFG_INT, S(relay_batch_bytes), "16777216",
+     65536, 1073741824, 0,
+     "most notification bytes one relay batch reads (and produces) at once; "
+     "the rows after the one that reaches it wait for the next batch, and a "
+     "larger notification goes alone"},
     {"RUNLEDGER_RELAY_INTERVAL_MS", CFG_INT, S(relay_interval_ms), "200", 1,
      600000, 0,
      "longest relay wait when the outbox is empty (queued rows wake it at "

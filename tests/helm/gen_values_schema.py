@@ -111,6 +111,7 @@ OVERRIDES = {
     "config.maxEventBytes": rng(256, 67108864),
     "config.sweepIntervalMs": rng(10, 600000),
     "config.relayBatch": rng(1, 100000),
+    "config.relayBatchBytes": rng(65536, 1073741824),
     "config.relayIntervalMs": rng(1, 600000),
     "config.dbBatch": rng(1, 10000),
     "config.livenessSeconds": rng(1, 3600),

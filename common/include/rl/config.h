@@ -60,6 +60,7 @@ struct rl_config {
     int complete_max_bytes; /* answer bytes per completion statement */
     int sweep_interval_ms;
     int relay_batch;
+    int relay_batch_bytes;
     int relay_interval_ms;
     int relay_vacuum_rows;
     int db_batch;

@@ -436,6 +436,17 @@ int rl_db_outbox_lock_batch(struct rl_db *db, int limit,
                             struct rl_outbox_row **rows, size_t *n_rows,
                             char *errstr, size_t errstr_size);
 
+/* As rl_db_outbox_lock_batch, bounded by bytes as well (max_bytes > 0):
+ * rows are taken in due order while the notification bytes before them
+ * (estimated from what is stored) are under max_bytes, so a batch holds
+ * at most max_bytes plus one notification, and at least one row when any
+ * is due. *full (when not NULL) is set when the batch reached either
+ * bound, so that more rows may be due at once. */
+int rl_db_outbox_lock_batch_bytes(struct rl_db *db, int limit,
+                                  long long max_bytes,
+                                  struct rl_outbox_row **rows, size_t *n_rows,
+                                  int *full, char *errstr, size_t errstr_size);
+
 /* What became of one locked row. */
 enum rl_outbox_fate {
     RL_OUTBOX_RETRY = 0, /* not acknowledged: stays pending, backs off */

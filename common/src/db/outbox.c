@@ -32,25 +32,53 @@
  * index. So does the standard envelope (explicit_payload NULL):
  * rl_envelope builds it from the run's identity and output, which never
  * change once it is completed, so every read of a row, a re-send
- * included, gives the same bytes. */
+ * included, gives the same bytes.
+ *
+ * A batch is bounded by bytes as well as rows ($2; 0: rows only): the
+ * rows are taken in due order while the notification bytes before them
+ * are under the bound, so a batch holds at most the bound plus one
+ * notification (a larger one goes alone), and the rows locked after the
+ * cut stay pending for the next batch. The bytes are estimated from what
+ * is stored, before any envelope is built: twice the stored size of an
+ * uncompressed answer (jsonb's binary form against its text), the text's
+ * length for a compressed one, which is what can be many times its
+ * stored size, and 512 for the rest of the envelope. */
 static const struct db_stmt lock_pending_outbox = {
     DB_STMT_LOCK_PENDING_OUTBOX, "lock_pending_outbox",
-    "SELECT o.run_id, o.channel, r.job, r.tenant,"
+    "SELECT o.run_id, o.channel, o.job, o.tenant,"
     "       coalesce(o.explicit_payload,"
-    "                rl_envelope(r.run_id, r.job, r.tenant,"
-    "                            r.scheduled_at, r.version,"
-    "                            o.channel, r.output)),"
-    "       o.delivery_count, o.ctid, r.traceparent, r.lease_epoch"
-    "  FROM (SELECT ob.ctid, ob.run_id, ob.channel, ob.explicit_payload,"
-    "               ob.delivery_count, ob.due_at"
-    "          FROM outbox ob"
-    "         WHERE ob.due_at <= now()"
-    "         ORDER BY ob.due_at"
-    "         LIMIT $1::int8"
-    "           FOR UPDATE SKIP LOCKED) o"
-    "  JOIN runs r ON r.run_id = o.run_id"
+    "                rl_envelope(o.run_id, o.job, o.tenant,"
+    "                            o.scheduled_at, o.version,"
+    "                            o.channel, o.output)),"
+    "       o.delivery_count, o.ctid, o.traceparent, o.lease_epoch, o.upto"
+    "  FROM (SELECT s.*,"
+    "               sum(s.est) OVER (ORDER BY s.due_at"
+    "                                ROWS UNBOUNDED PRECEDING) AS upto"
+    "          FROM (SELECT l.ctid, l.run_id, l.channel, l.explicit_payload,"
+    "                       l.delivery_count, l.due_at, r.job, r.tenant,"
+    "                       r.scheduled_at, r.version, r.output,"
+    "                       r.traceparent, r.lease_epoch,"
+    "                       512 + coalesce("
+    "                         CASE WHEN pg_column_compression(coalesce("
+    "                                     l.explicit_payload, r.output))"
+    "                                   IS NULL"
+    "                              THEN 2 * pg_column_size(coalesce("
+    "                                     l.explicit_payload, r.output))"
+    "                              ELSE octet_length(coalesce("
+    "                                     l.explicit_payload, r.output)::text)"
+    "                         END, 0) AS est"
+    "                  FROM (SELECT ob.ctid, ob.run_id, ob.channel,"
+    "                               ob.explicit_payload, ob.delivery_count,"
+    "                               ob.due_at"
+    "                          FROM outbox ob"
+    "                         WHERE ob.due_at <= now()"
+    "                         ORDER BY ob.due_at"
+    "                         LIMIT $1::int8"
+    "                           FOR UPDATE SKIP LOCKED) l"
+    "                  JOIN runs r ON r.run_id = l.run_id) s) o"
+    " WHERE $2::int8 <= 0 OR o.upto - o.est < $2::int8"
     " ORDER BY o.due_at",
-    1};
+    2};
 
 /* Each locked row gets its own outcome ($3, aligned with the ctids in $1
  * and the run ids in $2): 'delivered' rows leave the pending set for the
@@ -328,12 +356,13 @@ end_tx(struct rl_db *db, const char *sql)
 }
 
 int
-rl_db_outbox_lock_batch(struct rl_db *db, int limit,
-                        struct rl_outbox_row **rows, size_t *n_rows,
-                        char *errstr, size_t errstr_size)
+rl_db_outbox_lock_batch_bytes(struct rl_db *db, int limit, long long max_bytes,
+                              struct rl_outbox_row **rows, size_t *n_rows,
+                              int *full, char *errstr, size_t errstr_size)
 {
-    char lim[32];
-    const char *params[1] = {lim};
+    char lim[32], bytes[32];
+    const char *params[2] = {lim, bytes};
+    long long upto = 0;
     struct rl_outbox_row *out = NULL;
     PGresult *res;
     int err = RL_ERR_DB;
@@ -342,6 +371,8 @@ rl_db_outbox_lock_batch(struct rl_db *db, int limit,
 
     *rows = NULL;
     *n_rows = 0;
+    if (full)
+        *full = 0;
     if (limit <= 0) {
         rl_set_err(errstr, errstr_size,
                    "could not lock outbox rows: limit must be positive");
@@ -357,6 +388,7 @@ rl_db_outbox_lock_batch(struct rl_db *db, int limit,
     db->in_tx = 1;
 
     snprintf(lim, sizeof(lim), "%d", limit);
+    snprintf(bytes, sizeof(bytes), "%lld", max_bytes > 0 ? max_bytes : 0);
     res = db_exec_stmt(db, &lock_pending_outbox, params, "lock outbox rows",
                        NULL, &err, errstr, errstr_size);
     if (!res) {
@@ -382,6 +414,8 @@ rl_db_outbox_lock_batch(struct rl_db *db, int limit,
         db_copy_value(res, row, 7, r->traceparent, sizeof(r->traceparent));
         r->lease_epoch = db_int_value(res, row, 8, 0);
     }
+    if (n > 0)
+        upto = db_int_value(res, n - 1, 9, 0);
     PQclear(res);
     if (oom) {
         rl_db_outbox_rows_free(out, (size_t)n);
@@ -392,7 +426,20 @@ rl_db_outbox_lock_batch(struct rl_db *db, int limit,
     }
     *rows = out;
     *n_rows = (size_t)n;
+    /* The rows locked or the bytes read reached their bound: more may be
+     * due. */
+    if (full)
+        *full = n >= limit || (max_bytes > 0 && upto >= max_bytes);
     return 0;
+}
+
+int
+rl_db_outbox_lock_batch(struct rl_db *db, int limit,
+                        struct rl_outbox_row **rows, size_t *n_rows,
+                        char *errstr, size_t errstr_size)
+{
+    return rl_db_outbox_lock_batch_bytes(db, limit, 0, rows, n_rows, NULL,
+                                         errstr, errstr_size);
 }
 
 static const char *const outcome_names[] = {

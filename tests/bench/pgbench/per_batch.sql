@@ -10,7 +10,8 @@
 --   2 record dispatch    dispatch_runs: rl_dispatch_runs
 --   3 outcome + complete complete_runs: rl_complete_runs, 2 channels a run
 --   4 relay              BEGIN; lock_pending_outbox (2 x :b rows due, SKIP
---                        LOCKED); finish_outbox_rows, every row delivered;
+--                        LOCKED, at most 16 MiB: RUNLEDGER_RELAY_BATCH_BYTES'
+--                        default); finish_outbox_rows, every row delivered;
 --                        COMMIT (outbox.c's statements)
 --
 -- The service sends its arrays as text; here they are built in SQL
@@ -72,17 +73,30 @@ SELECT coalesce(array_agg(ctid), '{}') AS otids,
        coalesce(sum(octet_length(payload::text)), 0) AS obytes,
        coalesce(array_agg(run_id), '{}') AS orids,
        count(*) AS nrows
-  FROM (SELECT o.run_id, o.channel, r.job, r.tenant,
-               coalesce(o.explicit_payload, rl_envelope(r.run_id, r.job, r.tenant, r.scheduled_at, r.version, o.channel, r.output)) AS payload,
-               o.delivery_count, o.ctid, r.traceparent, r.lease_epoch
-          FROM (SELECT ob.ctid, ob.run_id, ob.channel, ob.explicit_payload,
-                       ob.delivery_count, ob.due_at
-                  FROM outbox ob
-                 WHERE ob.due_at <= now()
-                 ORDER BY ob.due_at
-                 LIMIT 2 * :b
-                   FOR UPDATE SKIP LOCKED) o
-          JOIN runs r ON r.run_id = o.run_id
+  FROM (SELECT o.run_id, o.channel, o.job, o.tenant,
+               coalesce(o.explicit_payload, rl_envelope(o.run_id, o.job, o.tenant, o.scheduled_at, o.version, o.channel, o.output)) AS payload,
+               o.delivery_count, o.ctid, o.traceparent, o.lease_epoch, o.upto
+          FROM (SELECT s.*,
+                       sum(s.est) OVER (ORDER BY s.due_at ROWS UNBOUNDED PRECEDING) AS upto
+                  FROM (SELECT l.ctid, l.run_id, l.channel, l.explicit_payload,
+                               l.delivery_count, l.due_at, r.job, r.tenant,
+                               r.scheduled_at, r.version, r.output,
+                               r.traceparent, r.lease_epoch,
+                               512 + coalesce(
+                                 CASE WHEN pg_column_compression(coalesce(l.explicit_payload, r.output)) IS NULL
+                                      THEN 2 * pg_column_size(coalesce(l.explicit_payload, r.output))
+                                      ELSE octet_length(coalesce(l.explicit_payload, r.output)::text)
+                                 END, 0) AS est
+                          FROM (SELECT ob.ctid, ob.run_id, ob.channel,
+                                       ob.explicit_payload, ob.delivery_count,
+                                       ob.due_at
+                                  FROM outbox ob
+                                 WHERE ob.due_at <= now()
+                                 ORDER BY ob.due_at
+                                 LIMIT 2 * :b
+                                   FOR UPDATE SKIP LOCKED) l
+                          JOIN runs r ON r.run_id = l.run_id) s) o
+         WHERE 16777216 <= 0 OR o.upto - o.est < 16777216
          ORDER BY o.due_at) locked \gset
 WITH b AS (
   SELECT b.tid, b.run_id, b.fate, b.reason
