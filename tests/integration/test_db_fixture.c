@@ -6,6 +6,7 @@
 
 #include "rl/err.h"
 #include "rltest.h"
+#include "rltest_db.h"
 
 struct rl_db *
 fixture_connect(const char *schema)
@@ -108,6 +109,26 @@ fixture_int(struct rl_db *db, const char *sql, const char *param)
         fprintf(stderr, "%s: %s\n", sql, errstr);
     RL_REQUIRE(rows >= 0);
     return strtoll(value, NULL, 10);
+}
+
+void
+fixture_complete_run(struct rl_db *db, struct fixture_run *run, const char *job,
+                     const char *request_json, const char *output_json,
+                     const char *const *channels, size_t n_channels)
+{
+    struct rl_claim claim;
+    char errstr[512];
+    int completed = 0;
+
+    fixture_run_init(run, job, request_json, NULL);
+    RL_REQUIRE(rltest_db_claim(db, &run->reg, "w1", 30, &claim, errstr,
+                               sizeof(errstr)) == 0);
+    RL_REQUIRE(claim.status == RL_CLAIM_WON);
+    RL_REQUIRE(rltest_db_complete(db, run->run_id, "w1", claim.lease_epoch,
+                                  NULL, output_json, channels, n_channels,
+                                  &completed, errstr, sizeof(errstr)) == 0);
+    RL_REQUIRE(completed == 1);
+    rl_claim_clear(&claim);
 }
 
 void

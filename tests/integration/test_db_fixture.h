@@ -44,6 +44,15 @@ void fixture_run_init_at(struct fixture_run *run, const char *job,
                          const char *scheduled_at, const char *request_json,
                          const char *input_json);
 
+/* Fills run (fixture_run_init, no input), claims it as worker "w1" and
+ * completes it with output_json and n_channels channels through the
+ * service's statements, which queue its outbox rows; fails the test
+ * unless the claim is won and the run completed. */
+void fixture_complete_run(struct rl_db *db, struct fixture_run *run,
+                          const char *job, const char *request_json,
+                          const char *output_json, const char *const *channels,
+                          size_t n_channels);
+
 /* Integer value of a one-column query with up to one text parameter;
  * fails the test on error. */
 int64_t fixture_int(struct rl_db *db, const char *sql, const char *param);

@@ -25,22 +25,13 @@ complete_runs(struct rl_db *db, const char *prefix, int count,
               const char *output)
 {
     const char *channels[1] = {"email"};
-    char errstr[512], job[32];
+    char job[32];
 
     for (int i = 0; i < count; i++) {
         struct fixture_run run;
-        struct rl_claim claim;
-        int completed = 0;
 
         snprintf(job, sizeof(job), "%s-%d", prefix, i);
-        fixture_run_init(&run, job, request, NULL);
-        RL_REQUIRE(rltest_db_claim(db, &run.reg, "w1", 30, &claim, errstr,
-                                   sizeof(errstr)) == 0);
-        RL_REQUIRE(rltest_db_complete(db, run.run_id, "w1", claim.lease_epoch,
-                                      NULL, output, channels, 1, &completed,
-                                      errstr, sizeof(errstr)) == 0);
-        RL_REQUIRE(completed == 1);
-        rl_claim_clear(&claim);
+        fixture_complete_run(db, &run, job, request, output, channels, 1);
     }
 }
 

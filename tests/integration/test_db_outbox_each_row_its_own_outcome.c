@@ -29,20 +29,11 @@ main(void)
     const char *channels[2] = {"email", "slack"};
     char errstr[512], job[32], dead_run[RL_HEX_SIZE];
     size_t n = 0;
-    int completed = 0;
 
     for (int i = 0; i < RUNS; i++) {
-        struct rl_claim claim;
-
         snprintf(job, sizeof(job), "outcome-%d", i);
-        fixture_run_init(&runs[i], job, request, NULL);
-        RL_REQUIRE(rltest_db_claim(db, &runs[i].reg, "w1", 30, &claim, errstr,
-                                   sizeof(errstr)) == 0);
-        RL_REQUIRE(rltest_db_complete(db, runs[i].run_id, "w1",
-                                      claim.lease_epoch, NULL,
-                                      "{\"text\":\"t\"}", channels, 2,
-                                      &completed, errstr, sizeof(errstr)) == 0);
-        rl_claim_clear(&claim);
+        fixture_complete_run(db, &runs[i], job, request, "{\"text\":\"t\"}",
+                             channels, 2);
     }
 
     /* one batch, three outcomes: rows 0, 1 and 5 acknowledged, 2 and 3

@@ -74,12 +74,9 @@ main(void)
     char errstr[512];
     char job[32];
     size_t n = 0, n_again = 0;
-    int completed = 0;
 
     RL_REQUIRE(output != NULL);
     for (int i = 0; i < RUNS; i++) {
-        struct rl_claim claim;
-
         if (i == 0) {
             /* a large answer */
             memcpy(output, "{\"text\":\"", 9);
@@ -93,15 +90,7 @@ main(void)
                      i);
         }
         snprintf(job, sizeof(job), "envelope-%d", i);
-        fixture_run_init(&runs[i], job, request, NULL);
-        RL_REQUIRE(rltest_db_claim(db, &runs[i].reg, "w1", 30, &claim, errstr,
-                                   sizeof(errstr)) == 0);
-        RL_REQUIRE(rltest_db_complete(db, runs[i].run_id, "w1",
-                                      claim.lease_epoch, NULL, output, channels,
-                                      2, &completed, errstr,
-                                      sizeof(errstr)) == 0);
-        RL_CHECK_INTEQ(completed, 1);
-        rl_claim_clear(&claim);
+        fixture_complete_run(db, &runs[i], job, request, output, channels, 2);
     }
     /* The answer is stored once, in its run. */
     RL_CHECK_INTEQ(fixture_int(db, "SELECT count(*) FROM outbox", NULL),

@@ -31,17 +31,9 @@ main(void)
     int completed = 0;
 
     for (int i = 0; i < RUNS; i++) {
-        struct rl_claim claim;
-
         snprintf(job, sizeof(job), "notify-%d", i);
-        fixture_run_init(&runs[i], job, request, NULL);
-        RL_REQUIRE(rltest_db_claim(db, &runs[i].reg, "w1", 30, &claim, errstr,
-                                   sizeof(errstr)) == 0);
-        RL_REQUIRE(rltest_db_complete(db, runs[i].run_id, "w1",
-                                      claim.lease_epoch, NULL,
-                                      "{\"text\":\"t\"}", channels, 2,
-                                      &completed, errstr, sizeof(errstr)) == 0);
-        rl_claim_clear(&claim);
+        fixture_complete_run(db, &runs[i], job, request, "{\"text\":\"t\"}",
+                             channels, 2);
     }
     RL_CHECK_INTEQ(fixture_int(db, "SELECT count(*) FROM outbox", NULL),
                    2 * RUNS);

@@ -19,19 +19,9 @@ complete_one(struct rl_db *db, const char *job, const char *const *channels,
              size_t n)
 {
     struct fixture_run run;
-    struct rl_claim claim;
-    char errstr[512];
-    int completed = 0;
 
-    fixture_run_init(&run, job, request, NULL);
-    RL_REQUIRE(rltest_db_claim(db, &run.reg, "w1", 30, &claim, errstr,
-                               sizeof(errstr)) == 0);
-    RL_REQUIRE(claim.status == RL_CLAIM_WON);
-    RL_REQUIRE(rltest_db_complete(db, run.run_id, "w1", claim.lease_epoch, NULL,
-                                  "{\"text\":\"t\"}", channels, n, &completed,
-                                  errstr, sizeof(errstr)) == 0);
-    RL_REQUIRE(completed == 1);
-    rl_claim_clear(&claim);
+    fixture_complete_run(db, &run, job, request, "{\"text\":\"t\"}", channels,
+                         n);
 }
 
 int
