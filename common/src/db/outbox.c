@@ -59,14 +59,10 @@ static const struct db_stmt lock_pending_outbox = {
     "                       r.scheduled_at, r.version, r.output,"
     "                       r.traceparent, r.lease_epoch,"
     "                       512 + coalesce("
-    "                         CASE WHEN pg_column_compression(coalesce("
-    "                                     l.explicit_payload, r.output))"
-    "                                   IS NULL"
-    "                              THEN 2 * pg_column_size(coalesce("
-    "                                     l.explicit_payload, r.output))"
-    "                              ELSE octet_length(coalesce("
-    "                                     l.explicit_payload, r.output)::text)"
-    "                         END, 0) AS est"
+    "                         CASE WHEN pg_column_compression(p.v) IS NULL"
+    "                              THEN 2 * pg_column_size(p.v)"
+    "                              ELSE octet_length(p.v::text) END, 0)"
+    "                         AS est"
     "                  FROM (SELECT ob.ctid, ob.run_id, ob.channel,"
     "                               ob.explicit_payload, ob.delivery_count,"
     "                               ob.due_at"
@@ -75,7 +71,10 @@ static const struct db_stmt lock_pending_outbox = {
     "                         ORDER BY ob.due_at"
     "                         LIMIT $1::int8"
     "                           FOR UPDATE SKIP LOCKED) l"
-    "                  JOIN runs r ON r.run_id = l.run_id) s) o"
+    "                  JOIN runs r ON r.run_id = l.run_id"
+    "                 CROSS JOIN LATERAL (SELECT coalesce(l.explicit_payload,"
+    "                                                     r.output) AS v) p"
+    "               ) s) o"
     " WHERE $2::int8 <= 0 OR o.upto - o.est < $2::int8"
     " ORDER BY o.due_at",
     2};
@@ -85,7 +84,7 @@ static const struct db_stmt lock_pending_outbox = {
  * insert-only audit table with explicit_payload as it is (NULL for the
  * standard envelope, which rl_payload_as_sent gives back); 'dead' rows
  * (refused for good) move to outbox_dead with their reason ($4) and the
- * payload that was refused, the envelope built as the read built it;
+ * payload that was refused (rl_payload_as_sent: what the read sent);
  * 'retry' rows stay pending with their delivery count raised, the error
  * in last_error and a due time $5 ms * 2^(earlier deliveries) from now,
  * at most $6 ms. The rows are the ones this transaction locked, named by
@@ -123,14 +122,10 @@ static const struct db_stmt finish_outbox_rows = {
     "      ON CONFLICT DO NOTHING"
     "  RETURNING 1"
     "), dead AS ("
-    "  DELETE FROM outbox o USING b, runs r"
+    "  DELETE FROM outbox o USING b"
     "   WHERE o.ctid = b.tid AND o.run_id = b.run_id AND b.fate = 'dead'"
-    "     AND r.run_id = o.run_id"
     "  RETURNING o.run_id, o.channel,"
-    "            coalesce(o.explicit_payload,"
-    "                     rl_envelope(r.run_id, r.job, r.tenant,"
-    "                                 r.scheduled_at, r.version,"
-    "                                 o.channel, r.output))"
+    "            rl_payload_as_sent(o.run_id, o.channel, o.explicit_payload)"
     "              AS payload,"
     "            o.created_at, o.delivery_count, b.reason"
     "), set_aside AS ("

@@ -83,10 +83,9 @@ SELECT coalesce(array_agg(ctid), '{}') AS otids,
                                r.scheduled_at, r.version, r.output,
                                r.traceparent, r.lease_epoch,
                                512 + coalesce(
-                                 CASE WHEN pg_column_compression(coalesce(l.explicit_payload, r.output)) IS NULL
-                                      THEN 2 * pg_column_size(coalesce(l.explicit_payload, r.output))
-                                      ELSE octet_length(coalesce(l.explicit_payload, r.output)::text)
-                                 END, 0) AS est
+                                 CASE WHEN pg_column_compression(p.v) IS NULL
+                                      THEN 2 * pg_column_size(p.v)
+                                      ELSE octet_length(p.v::text) END, 0) AS est
                           FROM (SELECT ob.ctid, ob.run_id, ob.channel,
                                        ob.explicit_payload, ob.delivery_count,
                                        ob.due_at
@@ -95,7 +94,8 @@ SELECT coalesce(array_agg(ctid), '{}') AS otids,
                                  ORDER BY ob.due_at
                                  LIMIT 2 * :b
                                    FOR UPDATE SKIP LOCKED) l
-                          JOIN runs r ON r.run_id = l.run_id) s) o
+                          JOIN runs r ON r.run_id = l.run_id
+                         CROSS JOIN LATERAL (SELECT coalesce(l.explicit_payload, r.output) AS v) p) s) o
          WHERE 16777216 <= 0 OR o.upto - o.est < 16777216
          ORDER BY o.due_at) locked \gset
 WITH b AS (
