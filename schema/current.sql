@@ -1502,6 +1502,7 @@ CREATE TABLE outbox (
     due_at timestamp with time zone DEFAULT now() NOT NULL,
     last_error text
 );
+ALTER TABLE ONLY outbox ALTER COLUMN explicit_payload SET COMPRESSION lz4;
 
 CREATE TABLE outbox_dead (
     run_id text NOT NULL,
@@ -1513,6 +1514,7 @@ CREATE TABLE outbox_dead (
     delivery_count integer NOT NULL,
     reason text NOT NULL
 );
+ALTER TABLE ONLY outbox_dead ALTER COLUMN payload SET COMPRESSION lz4;
 
 CREATE TABLE outbox_delivered (
     run_id text NOT NULL,
@@ -1522,6 +1524,7 @@ CREATE TABLE outbox_delivered (
     delivered_at timestamp with time zone DEFAULT now() NOT NULL,
     delivery_count integer NOT NULL
 );
+ALTER TABLE ONLY outbox_delivered ALTER COLUMN explicit_payload SET COMPRESSION lz4;
 
 CREATE TABLE received_notifications (
     idempotency_key text NOT NULL,
@@ -1532,6 +1535,7 @@ CREATE TABLE received_notifications (
     duplicates integer DEFAULT 0 NOT NULL,
     received_at timestamp with time zone DEFAULT now() NOT NULL
 );
+ALTER TABLE ONLY received_notifications ALTER COLUMN payload SET COMPRESSION lz4;
 
 CREATE TABLE receiver_conflicts (
     conflict_id bigint NOT NULL,
@@ -1542,6 +1546,7 @@ CREATE TABLE receiver_conflicts (
     kafka_offset bigint,
     seen_at timestamp with time zone DEFAULT now() NOT NULL
 );
+ALTER TABLE ONLY receiver_conflicts ALTER COLUMN payload SET COMPRESSION lz4;
 
 ALTER TABLE receiver_conflicts ALTER COLUMN conflict_id ADD GENERATED ALWAYS AS IDENTITY (
     SEQUENCE NAME receiver_conflicts_conflict_id_seq
@@ -1625,6 +1630,10 @@ CREATE TABLE runs (
     CONSTRAINT runs_status_known CHECK ((status = ANY (ARRAY['pending'::text, 'running'::text, 'completed'::text, 'failed'::text, 'unknown'::text, 'awaiting_approval'::text, 'cancelled'::text])))
 )
 WITH (fillfactor='50');
+ALTER TABLE ONLY runs ALTER COLUMN request SET COMPRESSION lz4;
+ALTER TABLE ONLY runs ALTER COLUMN raw_input SET COMPRESSION lz4;
+ALTER TABLE ONLY runs ALTER COLUMN output SET COMPRESSION lz4;
+ALTER TABLE ONLY runs ALTER COLUMN proposal SET COMPRESSION lz4;
 
 CREATE TABLE schema_migrations (
     name text NOT NULL,

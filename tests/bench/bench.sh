@@ -75,6 +75,8 @@
 #   BENCH_EVENTS             default 20000 (zero and slow)
 #   BENCH_ANSWER_BYTES       the stub's answers to gen_events.py's events,
 #                            in bytes (default: about 60, the stub's own)
+#   BENCH_INPUT_BYTES        a text of that many bytes in each event's input,
+#                            which the prompt carries (default: none)
 #   BENCH_SLOW_EVENTS        default BENCH_EVENTS
 #   BENCH_SLOW5_EVENTS       default 40000
 #   BENCH_PEER_EVENTS        default BENCH_EVENTS
@@ -305,7 +307,8 @@ EOF
 # gen JOB COUNT FILE
 gen() {
     python3 "$bench/gen_events.py" --job "$1" --count "$2" \
-        --answer-bytes "${BENCH_ANSWER_BYTES:-0}" >"$3"
+        --answer-bytes "${BENCH_ANSWER_BYTES:-0}" \
+        --input-bytes "${BENCH_INPUT_BYTES:-0}" >"$3"
 }
 
 # produce TOPIC FILE: every line `tenant<TAB>json` as one message keyed by

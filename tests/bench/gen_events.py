@@ -6,7 +6,10 @@
 
 --tenant NAME gives every event that tenant instead. --answer-bytes N asks
 the stub for answers of N bytes (its `oversize` directive in the prompt),
-as long reports are.
+as long reports are. --input-bytes N adds to each event's input a text of
+about N bytes (words of a small vocabulary, a different sequence for
+each event, compressing about as prose does), which the prompt's
+{{input}} carries to the model, as documents to summarise are.
 Event i is job JOB, tenant tenant-(i % TENANTS), scheduled
 2026-08-07T09:00:00Z + i hours, version v1, input {"doc": i}, model stub-1,
 notify ["email","slack"]: the shape of tests/e2e's e2e_event(). Every line
@@ -20,6 +23,22 @@ import sys
 BASE = datetime.datetime(2026, 8, 7, 9, 0, 0, tzinfo=datetime.timezone.utc)
 
 
+WORDS = ("the", "run", "ledger", "lease", "answer", "report", "tenant",
+         "window", "model", "notification", "once", "schedule", "quarter",
+         "revenue", "summary", "customer")
+
+
+def text_of(i, size):
+    """About size bytes of words, a sequence of its own for event i."""
+    words, n, x = [], 0, i * 2654435761 + 1
+    while n < size:
+        x = (x * 6364136223846793005 + 1442695040888963407) % (1 << 64)
+        w = WORDS[x >> 60]
+        words.append(w)
+        n += len(w) + 1
+    return " ".join(words)[:size]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--job", required=True)
@@ -28,6 +47,7 @@ def main():
     ap.add_argument("--tenants", type=int, default=64)
     ap.add_argument("--tenant", help="one tenant for every event")
     ap.add_argument("--answer-bytes", type=int, default=0)
+    ap.add_argument("--input-bytes", type=int, default=0)
     a = ap.parse_args()
     out = sys.stdout
     hour = datetime.timedelta(hours=1)
@@ -42,6 +62,8 @@ def main():
                                       "content": "summarise {{input}}"}]},
             "notify": ["email", "slack"],
         }
+        if a.input_bytes > 0:
+            ev["input"]["text"] = text_of(i, a.input_bytes)
         if a.answer_bytes > 0:
             ev["request"]["messages"][0]["content"] += (
                 " [[fault:oversize bytes=%d]]" % a.answer_bytes)
