@@ -8,8 +8,9 @@
 the stub for answers of N bytes (its `oversize` directive in the prompt),
 as long reports are. --input-bytes N adds to each event's input a text of
 about N bytes (words of a small vocabulary, a different sequence for
-each event, compressing about as prose does), which the prompt's
-{{input}} carries to the model, as documents to summarise are.
+each event), which the prompt's {{input}} carries to the model, as
+documents to summarise are. It compresses more than prose: pglz stores
+20 kB of it in 3.5 kB, and 20 kB of English text in 9.4.
 Event i is job JOB, tenant tenant-(i % TENANTS), scheduled
 2026-08-07T09:00:00Z + i hours, version v1, input {"doc": i}, model stub-1,
 notify ["email","slack"]: the shape of tests/e2e's e2e_event(). Every line
