@@ -1276,34 +1276,56 @@ if has paced; then
     paced paced "${BENCH_PACED_RATE:-$(calc "int(${zero_rps:-1000} / 2)")}" "$paced_seconds"
 fi
 # trickle_floor RATE SECONDS: the part of a run trickle's overhead holds,
-# with the plain statements: steps 1 and 2 of pgbench/per_run_plain.sql
-# (register + claim, then the dispatch record: two transactions, two
-# commits; the script's text up to step 3), one run at a time at RATE per
-# second on one connection (pgbench --rate), each run's latency logged.
-# The overhead a run shows in trickle runs from its claim's start to its
-# completion's start less the model call: these two statements and their
-# commits, plus the hand-overs between the service's threads, the HTTP
-# call's setup and the completer; this is the floor under it, its tail
-# included. Latencies count from each run's actual start (pgbench's
-# schedule lag taken off).
+# with the plain statements, one run at a time at RATE per second on one
+# connection (pgbench --rate) on an otherwise idle machine, each run's
+# latency logged and counted from its actual start (pgbench's schedule lag
+# taken off). The overhead a run shows in trickle runs from its claim's
+# start to its completion's start less the model call: the claim and the
+# dispatch record and their commits, plus the hand-overs between the
+# service's threads, the HTTP call's setup and the completer; these lines
+# are the floor under its first part, its tail included:
+#   trickle_floor         steps 1 and 2 of pgbench/per_run_plain.sql
+#                         (register + claim, then the dispatch record: two
+#                         transactions, two commits; the script's text up
+#                         to step 3), as the service runs them
+#   trickle_floor_one     the same rows in one statement and one commit
+#                         (pgbench/claim_dispatch_plain.sql): the best a
+#                         run claimed and sent at once could do
+#   trickle_floor_commit  one single-row insert and its commit
+#                         (pgbench/commit_probe.sql): one round trip and
+#                         one WAL flush, what any write a run waits for
+#                         costs on this machine
 trickle_floor() {
-    local rate=$1 secs=$2 db=bench_trickle_floor script=$work/trickle_floor.sql n p50 p99 pmax
-    log "trickle_floor: the plain claim and dispatch, pgbench at $rate/s for ${secs} s, 1 client"
+    local rate=$1 secs=$2 script=$work/trickle_floor.sql
     sed '/^WITH outcome AS (/,$d' "$bench/pgbench/per_run_plain.sql" >"$script"
     grep -q 'INSERT INTO attempts' "$script" ||
         die "trickle_floor: steps 1 and 2 not found in pgbench/per_run_plain.sql"
+    floor_at_rate trickle_floor "the plain claim and dispatch" "$script" "$rate" "$secs"
+    floor_at_rate trickle_floor_one "the plain claim and dispatch in one statement" \
+        "$bench/pgbench/claim_dispatch_plain.sql" "$rate" "$secs"
+    floor_at_rate trickle_floor_commit "one single-row commit" \
+        "$bench/pgbench/commit_probe.sql" "$rate" "$secs"
+}
+
+# floor_at_rate NAME WHAT SCRIPT RATE SECONDS: SCRIPT through pgbench on a
+# fresh ledger database at RATE per second for SECONDS on one connection;
+# prints NAME's line: runs, latency p50, p99 and max in ms.
+floor_at_rate() {
+    local name=$1 what=$2 script=$3 rate=$4 secs=$5 db=bench_$1 n p50 p99 pmax
+    log "$name: $what, pgbench at $rate/s for ${secs} s, 1 client"
     ledger_db "$db"
-    rm -f "$work"/trickle_floor_log.*
+    DB=$db q "CREATE TABLE probe (client int, at timestamptz); ALTER TABLE probe OWNER TO $role" >/dev/null
+    rm -f "$work/${name}_log".*
     if ! pgbench -h 127.0.0.1 -p "$pgport" -U "$role" -n -M prepared \
         -f "$script" -c 1 -j 1 -R "$rate" -T "$secs" \
-        -l --log-prefix="$work/trickle_floor_log" "$db" >"$work/$db.pgbench.log" 2>&1; then
-        out "trickle_floor error=pgbench_failed log=${work#"$root"/}/$db.pgbench.log"
+        -l --log-prefix="$work/${name}_log" "$db" >"$work/$db.pgbench.log" 2>&1; then
+        out "$name error=pgbench_failed log=${work#"$root"/}/$db.pgbench.log"
         return
     fi
     # log lines: client transaction latency_us script epoch us lag_us
-    read -r n p50 p99 pmax < <(cat "$work"/trickle_floor_log.* |
+    read -r n p50 p99 pmax < <(cat "$work/${name}_log".* |
         awk 'NF > 6 && $3 != "skipped" { print ($3 - $7) / 1000 }' | quantiles)
-    out "trickle_floor rate=$rate seconds=$secs runs=$n latency_p50_ms=$p50 latency_p99_ms=$p99 latency_max_ms=$pmax load1=$(load1)"
+    out "$name rate=$rate seconds=$secs runs=$n latency_p50_ms=$p50 latency_p99_ms=$p99 latency_max_ms=$pmax load1=$(load1)"
     q "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null
 }
 

@@ -24,7 +24,9 @@
 -- dispatch COMMIT, the ambiguous-attempt bookkeeping, the checks on array
 -- arguments. When the schema's tables change, change this file with them.
 -- The bench's trickle_floor line runs steps 1 and 2 alone: the text up to
--- the line that opens step 3 ("WITH outcome AS (").
+-- the line that opens step 3 ("WITH outcome AS ("); claim_dispatch_plain.sql
+-- writes the same rows in one statement for trickle_floor_one, so change
+-- it with them.
 -- Each run is distinct: a random 63-bit number names its version and its
 -- run_id (hex, zero-padded to 64 digits); the client id names the tenant.
 
