@@ -107,6 +107,11 @@
 #                            since the first event, the runs claimed,
 #                            dispatched, completed and notifications
 #                            delivered, to BENCH_DIR/NAME.timeline.txt
+#   BENCH_DB_LOCALE          the collation of every database the bench
+#                            makes: a libc locale the system has (`locale
+#                            -a`; en_US.utf8 needs Debian's locales
+#                            package or localedef), or icu:LOCALE (e.g.
+#                            icu:en-US). Default: the cluster's, C
 #   BENCH_SCHED_GROUPS       per_process (default): the service, the peers,
 #                            the stub and the publisher each in a session
 #                            (a scheduling group) of its own; shared: all
@@ -133,6 +138,16 @@ trickle_seconds=${BENCH_TRICKLE_SECONDS:-30}
 soak_seconds=${BENCH_SOAK_SECONDS:-600}
 peers=${BENCH_PEERS:-python1 python4 graphile river}
 ceiling_clients=${BENCH_CEILING_CLIENTS:-16 64}
+# CREATE DATABASE's collation clause for BENCH_DB_LOCALE (empty: the
+# cluster's own, C).
+case ${BENCH_DB_LOCALE:-} in
+*"'"*) echo "bench.sh: BENCH_DB_LOCALE may not contain a quote" >&2 && exit 2 ;;
+esac
+case ${BENCH_DB_LOCALE:-} in
+'') db_locale_clause= ;;
+icu:*) db_locale_clause="TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE '${BENCH_DB_LOCALE#icu:}' LOCALE 'C'" ;;
+*) db_locale_clause="TEMPLATE template0 LOCALE '$BENCH_DB_LOCALE'" ;;
+esac
 ceiling_seconds=${BENCH_CEILING_SECONDS:-15}
 floor_clients=${BENCH_FLOOR_CLIENTS:-4}
 wait_seconds=${BENCH_WAIT_SECONDS:-75}
@@ -254,7 +269,7 @@ url_of() { echo "postgresql://$role@127.0.0.1:$pgport/$1"; }
 # Creates database $1 owned by the bench role, dropping an earlier one.
 fresh_db() {
     q "DROP DATABASE IF EXISTS $1 WITH (FORCE)" >/dev/null
-    q "CREATE DATABASE $1 OWNER $role" >/dev/null
+    q "CREATE DATABASE $1 OWNER $role $db_locale_clause" >/dev/null
 }
 
 # Creates topics NAME:PARTITIONS with the harness's rl_topics, compiled
@@ -692,7 +707,7 @@ cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1 | tr -s ' 
 mem_mb=$(awk '/^MemTotal:/ {printf "%d", $2 / 1024}' /proc/meminfo)
 commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
 out "machine cores=$(nproc) mem_mb=$mem_mb cpu=$cpu kernel=$(uname -r) load1=$(load1) commit=$commit binary=${bin#"$root"/} build=$build_state binary_mtime=$(date -u -r "$bin" +%Y-%m-%dT%H:%M:%SZ) sched_groups=$sched_groups"
-out "postgres version=$pgver synchronous_commit=$(setting synchronous_commit) fsync=$(setting fsync) full_page_writes=$(setting full_page_writes) shared_buffers=$(setting shared_buffers) max_wal_size=$(setting max_wal_size) wal_compression=$(setting wal_compression) max_connections=$(setting max_connections) wal_sync_method=$(setting wal_sync_method) settings=${BENCH_PG_SETTINGS:-defaults}"
+out "postgres version=$pgver synchronous_commit=$(setting synchronous_commit) fsync=$(setting fsync) full_page_writes=$(setting full_page_writes) shared_buffers=$(setting shared_buffers) max_wal_size=$(setting max_wal_size) wal_compression=$(setting wal_compression) max_connections=$(setting max_connections) wal_sync_method=$(setting wal_sync_method) settings=${BENCH_PG_SETTINGS:-defaults} db_locale=${BENCH_DB_LOCALE:-C}"
 
 # Single-row commits/s at 16 clients for 5 s: the disk's and CPU's
 # commit budget that every line below shares.

@@ -15,7 +15,7 @@ WITH claimed AS (
                     request, raw_input, status, lock_owner, lock_expires_at,
                     lease_epoch, attempts, source_topic, source_partition,
                     source_offset)
-  VALUES (lpad(to_hex(:n::int8), 48, '0') || lpad(to_hex(:client_id::int8), 16, '0'),
+  VALUES (lpad(to_hex(hashint8extended(:n::int8, :client_id::int8)), 16, '0') || lpad(to_hex(:n::int8), 32, '0') || lpad(to_hex(:client_id::int8), 16, '0'),
           'bench-ceiling', 'tenant-' || :client_id::text,
           '2026-08-07T09:00:00+00:00', 'v' || :n::text,
           '5f0e7c2ae1f6a1b9c6c7bd6d1f3f0a4d3b2e8f9a0c1d2e3f4a5b6c7d8e9f0a1b',

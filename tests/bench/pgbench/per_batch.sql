@@ -19,14 +19,15 @@
 -- is left out; the relay's session settings (relay_settings in outbox.c)
 -- are not applied; bench.sh vacuums the outbox once a second meanwhile, as
 -- the relay does. When common/src/db/ changes these statements, change
--- this file with them.
+-- this file with them. Run ids as in per_batch_plain.sql: a hash first,
+-- so they differ from their first digits as the service's sha256 ids do.
 
 \set n random(1, 9000000000000000000)
 \set b 64
 
 SELECT count(*) AS won
   FROM rl_claim_runs(
-       ARRAY(SELECT lpad(to_hex(:n::int8), 48, '0') || lpad(to_hex(g), 16, '0') FROM generate_series(1, :b) g),
+       ARRAY(SELECT lpad(to_hex(hashint8extended(:n::int8, g)), 16, '0') || lpad(to_hex(:n::int8), 32, '0') || lpad(to_hex(g), 16, '0') FROM generate_series(1, :b) g),
        array_fill('bench-batch'::text, ARRAY[:b::int]),
        ARRAY(SELECT 'tenant-' || (:client_id * 16 + g % 16)::text FROM generate_series(1, :b) g),
        array_fill('2026-08-07T09:00:00+00:00'::timestamptz, ARRAY[:b::int]),
@@ -46,20 +47,20 @@ SELECT count(*) AS won
 
 SELECT count(*) AS sent
   FROM rl_dispatch_runs(
-       ARRAY(SELECT lpad(to_hex(:n::int8), 48, '0') || lpad(to_hex(g), 16, '0') FROM generate_series(1, :b) g),
+       ARRAY(SELECT lpad(to_hex(hashint8extended(:n::int8, g)), 16, '0') || lpad(to_hex(:n::int8), 32, '0') || lpad(to_hex(g), 16, '0') FROM generate_series(1, :b) g),
        array_fill(1::int8, ARRAY[:b::int]),
-       ARRAY(SELECT lpad(to_hex(:n::int8), 48, '0') || lpad(to_hex(g), 16, '0') FROM generate_series(1, :b) g),
+       ARRAY(SELECT lpad(to_hex(hashint8extended(:n::int8, g)), 16, '0') || lpad(to_hex(:n::int8), 32, '0') || lpad(to_hex(g), 16, '0') FROM generate_series(1, :b) g),
        array_fill(1030::int8, ARRAY[:b::int]),
        'bench-batch-' || :client_id::text,
        1000::int8) \gset
 
 SELECT count(*) AS done
   FROM rl_complete_runs(
-       ARRAY(SELECT lpad(to_hex(:n::int8), 48, '0') || lpad(to_hex(g), 16, '0') FROM generate_series(1, :b) g),
+       ARRAY(SELECT lpad(to_hex(hashint8extended(:n::int8, g)), 16, '0') || lpad(to_hex(:n::int8), 32, '0') || lpad(to_hex(g), 16, '0') FROM generate_series(1, :b) g),
        array_fill(1::int8, ARRAY[:b::int]),
        'bench-batch-' || :client_id::text,
        ARRAY(SELECT ('{"text":"stub summary of ' || :n::text || '-' || g::text || '","model":"stub-1","upstream_request_id":"req-' || g::text || '","usage":{"prompt_tokens":6,"completion_tokens":24,"cached_tokens":0}}')::jsonb FROM generate_series(1, :b) g),
-       ARRAY(SELECT lpad(to_hex(:n::int8), 48, '0') || lpad(to_hex(g / 2), 16, '0') FROM generate_series(2, 2 * :b + 1) g),
+       ARRAY(SELECT lpad(to_hex(hashint8extended(:n::int8, g / 2)), 16, '0') || lpad(to_hex(:n::int8), 32, '0') || lpad(to_hex(g / 2), 16, '0') FROM generate_series(2, 2 * :b + 1) g),
        ARRAY(SELECT CASE g % 2 WHEN 0 THEN 'email' ELSE 'slack' END FROM generate_series(2, 2 * :b + 1) g),
        array_fill(1, ARRAY[:b::int]),
        array_fill(200, ARRAY[:b::int]),

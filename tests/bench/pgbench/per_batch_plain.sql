@@ -16,8 +16,11 @@
 --
 -- With -D relay=0 step 4 only reads the rows (no lock, no move): the
 -- writes of an outbox written once and read by a cursor.
--- The run ids of a batch: a random 63-bit number (48 hex digits) and the
--- run's number in the batch (16), so every batch is distinct.
+-- The run ids of a batch: a hash of a random 63-bit number and the run's
+-- number in the batch (16 hex digits), that number (32) and the run's
+-- number (16), so every batch is distinct, and ids differ from their
+-- first digits and fall at random places in the indexes, as the
+-- service's sha256 ids do.
 
 \set n random(1, 9000000000000000000)
 \set b 64
@@ -25,7 +28,7 @@
 INSERT INTO runs (run_id, job, tenant, scheduled_at, version, fingerprint,
                   request, raw_input, status, lock_owner, lock_expires_at,
                   lease_epoch, source_topic, source_partition, source_offset)
-SELECT lpad(to_hex(:n::int8), 48, '0') || lpad(to_hex(g), 16, '0'),
+SELECT lpad(to_hex(hashint8extended(:n::int8, g)), 16, '0') || lpad(to_hex(:n::int8), 32, '0') || lpad(to_hex(g), 16, '0'),
        'bench-floor', 'tenant-' || :client_id::text,
        '2026-08-07T09:00:00+00:00', 'v' || :n::text || '-' || g::text,
        '5f0e7c2ae1f6a1b9c6c7bd6d1f3f0a4d3b2e8f9a0c1d2e3f4a5b6c7d8e9f0a1b',
@@ -38,7 +41,8 @@ SELECT lpad(to_hex(:n::int8), 48, '0') || lpad(to_hex(g), 16, '0'),
 
 WITH bumped AS (
   UPDATE runs SET attempts = attempts + 1, updated_at = now()
-   WHERE run_id = ANY (ARRAY(SELECT lpad(to_hex(:n::int8), 48, '0')
+   WHERE run_id = ANY (ARRAY(SELECT lpad(to_hex(hashint8extended(:n::int8, g)), 16, '0')
+                                    || lpad(to_hex(:n::int8), 32, '0')
                                     || lpad(to_hex(g), 16, '0')
                                FROM generate_series(1, :b) g))
      AND lock_owner = 'bench-floor-' || :client_id::text AND lease_epoch = 1
@@ -49,7 +53,7 @@ SELECT run_id, attempts, 1, 'bench-floor-' || :client_id::text, run_id
   FROM bumped;
 
 WITH ids AS (
-  SELECT ARRAY(SELECT lpad(to_hex(:n::int8), 48, '0') || lpad(to_hex(g), 16, '0')
+  SELECT ARRAY(SELECT lpad(to_hex(hashint8extended(:n::int8, g)), 16, '0') || lpad(to_hex(:n::int8), 32, '0') || lpad(to_hex(g), 16, '0')
                  FROM generate_series(1, :b) g) AS a
 ), outcome AS (
   UPDATE attempts
@@ -97,7 +101,8 @@ SELECT run_id, channel, explicit_payload, created_at, now(), delivery_count + 1
 COMMIT;
 \else
 SELECT coalesce(sum(octet_length(coalesce(o.explicit_payload, rl_envelope(r.run_id, r.job, r.tenant, r.scheduled_at, r.version, o.channel, r.output))::text)), 0)
-  FROM (SELECT ARRAY(SELECT lpad(to_hex(:n::int8), 48, '0')
+  FROM (SELECT ARRAY(SELECT lpad(to_hex(hashint8extended(:n::int8, g)), 16, '0')
+                            || lpad(to_hex(:n::int8), 32, '0')
                             || lpad(to_hex(g), 16, '0')
                        FROM generate_series(1, :b) g) AS a) ids
   JOIN runs r ON r.run_id = ANY (ids.a)
