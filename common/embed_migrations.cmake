@@ -1,19 +1,26 @@
-# Writes a C file holding every schema/NNN_*.sql as {name, text}; run by the
-# build, never by hand. Bytes are emitted as an array initialiser because
+# Writes a C file holding every schema/NNN_*.sql (FILES) and every
+# schema/functions/*.sql (FUNCTIONS) as {name, text}; run by the build,
+# never by hand. Bytes are emitted as an array initialiser because
 # -Wpedantic rejects string literals longer than 4095 characters.
 set(_body "/* generated from schema/ by common/embed_migrations.cmake */\n")
 string(APPEND _body "#include \"rl/migrations.h\"\n\n")
-set(_table "")
 set(_n 0)
-foreach(_f IN LISTS FILES)
-    get_filename_component(_name ${_f} NAME)
-    file(READ ${_f} _hex HEX)
-    string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," _arr "${_hex}")
-    string(APPEND _body "static const char m${_n}[] = {${_arr}0x00};\n")
-    string(APPEND _table "    {\"${_name}\", m${_n}},\n")
-    math(EXPR _n "${_n} + 1")
+foreach(_list IN ITEMS FILES FUNCTIONS)
+    set(_table_${_list} "")
+    set(_count_${_list} 0)
+    foreach(_f IN LISTS ${_list})
+        get_filename_component(_name ${_f} NAME)
+        file(READ ${_f} _hex HEX)
+        string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," _arr "${_hex}")
+        string(APPEND _body "static const char m${_n}[] = {${_arr}0x00};\n")
+        string(APPEND _table_${_list} "    {\"${_name}\", m${_n}},\n")
+        math(EXPR _n "${_n} + 1")
+        math(EXPR _count_${_list} "${_count_${_list}} + 1")
+    endforeach()
 endforeach()
-string(APPEND _body "\nconst struct rl_migration rl_migrations[] = {\n${_table}")
-string(APPEND _body "    {0, 0}\n};\n\nconst size_t rl_migrations_count = ${_n};\n")
+string(APPEND _body "\nconst struct rl_migration rl_migrations[] = {\n${_table_FILES}")
+string(APPEND _body "    {0, 0}\n};\n\nconst size_t rl_migrations_count = ${_count_FILES};\n")
+string(APPEND _body "\nconst struct rl_migration rl_schema_functions[] = {\n${_table_FUNCTIONS}")
+string(APPEND _body "    {0, 0}\n};\n\nconst size_t rl_schema_functions_count = ${_count_FUNCTIONS};\n")
 file(WRITE ${OUT}.tmp "${_body}")
 file(COPY_FILE ${OUT}.tmp ${OUT} ONLY_IF_DIFFERENT)

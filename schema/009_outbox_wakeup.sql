@@ -11,19 +11,7 @@
 -- (the interval stays as the fallback). PostgreSQL folds the identical
 -- notifications of one transaction into one, and a statement that queued
 -- nothing notifies nobody.
-CREATE FUNCTION rl_outbox_wakeup() RETURNS trigger
-LANGUAGE plpgsql
-AS $fn$
-BEGIN
-    IF EXISTS (SELECT 1 FROM queued) THEN
-        PERFORM pg_notify('runledger_outbox', TG_TABLE_SCHEMA);
-    END IF;
-    RETURN NULL;
-END
-$fn$;
 
-CREATE TRIGGER outbox_wakeup
-    AFTER INSERT ON outbox
-    REFERENCING NEW TABLE AS queued
-    FOR EACH STATEMENT
-    EXECUTE FUNCTION rl_outbox_wakeup();
+-- The functions and triggers this migration defined now live in
+-- schema/functions/, one file each, re-created by migrate after the
+-- numbered migrations whenever a file changes.

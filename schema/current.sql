@@ -1635,6 +1635,12 @@ ALTER TABLE ONLY runs ALTER COLUMN raw_input SET COMPRESSION lz4;
 ALTER TABLE ONLY runs ALTER COLUMN output SET COMPRESSION lz4;
 ALTER TABLE ONLY runs ALTER COLUMN proposal SET COMPRESSION lz4;
 
+CREATE TABLE schema_functions (
+    name text NOT NULL,
+    checksum text NOT NULL,
+    applied_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
 CREATE TABLE schema_migrations (
     name text NOT NULL,
     checksum text NOT NULL,
@@ -1703,6 +1709,9 @@ ALTER TABLE runs
 
 ALTER TABLE runs
     ADD CONSTRAINT runs_run_id_is_sha256_hex CHECK (((octet_length(run_id) = 64) AND (run_id ~ '^[0-9a-f]+$'::text))) NOT VALID;
+
+ALTER TABLE ONLY schema_functions
+    ADD CONSTRAINT schema_functions_pkey PRIMARY KEY (name);
 
 ALTER TABLE ONLY schema_migrations
     ADD CONSTRAINT schema_migrations_pkey PRIMARY KEY (name);

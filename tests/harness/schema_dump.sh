@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# schema_dump.sh [--check] [OUT] — the ledger schema as one readable file.
+# schema_dump.sh [--check] [--from-release REV] [OUT] — the ledger schema as
+# one readable file.
 #
 # Applies every migration compiled into runledger (`runledger migrate`) to a
 # fresh, private schema, dumps it with pg_dump (schema only, no owners, no
@@ -8,6 +9,13 @@
 #
 #   --check   compare with OUT instead of writing it: exit 0 when equal, 1
 #             with a unified diff when OUT is stale
+#   --from-release REV
+#             first migrate the schema as the release at git revision REV
+#             did (each of its schema/NNN_*.sql files in its own
+#             transaction, recorded in schema_migrations with the SHA-256
+#             of its text), then as this build does: the upgrade a
+#             deployed ledger goes through. The revision is read from the
+#             repository's history with git.
 #
 # PostgreSQL: DATABASE_URL when set (the harness's build/services.env, or any
 # database the role may create a schema in); otherwise a throwaway cluster
@@ -30,16 +38,25 @@ die() {
 }
 
 check=0
+release=
 out=
 while [ $# -gt 0 ]; do
     case $1 in
     --check) check=1 ;;
+    --from-release)
+        [ $# -ge 2 ] || {
+            echo "usage: $prog [--check] [--from-release REV] [OUT]" >&2
+            exit 2
+        }
+        release=$2
+        shift
+        ;;
     -h | --help)
         sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}"
         exit 0
         ;;
     -*)
-        echo "usage: $prog [--check] [OUT]" >&2
+        echo "usage: $prog [--check] [--from-release REV] [OUT]" >&2
         exit 2
         ;;
     *) out=$1 ;;
@@ -94,6 +111,29 @@ fi
 
 # The migrations run exactly as an operator runs them: through the binary
 # that compiled them in, so the dump shows what `runledger migrate` builds.
+# The release's own migrate: its bookkeeping table, then each file in name
+# order in a transaction of its own with its row.
+if [ -n "$release" ]; then
+    git -C "$root" rev-parse --verify --quiet "$release^{commit}" >/dev/null ||
+        die "revision $release is not in this repository's history"
+    psql -X -q -v ON_ERROR_STOP=1 "$url" \
+        -c "CREATE SCHEMA \"$schema\"" \
+        -c "CREATE TABLE \"$schema\".schema_migrations (name text PRIMARY KEY, checksum text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())" \
+        >/dev/null || die "could not create the release's schema"
+    for name in $(git -C "$root" ls-tree --name-only "$release" schema/ |
+        sed -n 's:^schema/\([0-9][0-9][0-9]_.*\.sql\)$:\1:p' | sort); do
+        git -C "$root" show "$release:schema/$name" >"$work/$name"
+        sum=$(sha256sum <"$work/$name" | cut -c1-64)
+        psql -X -q -v ON_ERROR_STOP=1 --single-transaction "$url" \
+            -c "SET search_path TO \"$schema\"" -f "$work/$name" \
+            -c "INSERT INTO schema_migrations (name, checksum) VALUES ('$name', '$sum')" \
+            >"$work/release.log" 2>&1 || {
+            cat "$work/release.log" >&2
+            die "could not apply $name of $release"
+        }
+    done
+fi
+
 "$bin" migrate --database-url "$url" --schema "$schema" >"$work/migrate.log" 2>&1 || {
     cat "$work/migrate.log" >&2
     die "runledger migrate failed"

@@ -1,6 +1,6 @@
 /* Invariant: an applied migration whose stored checksum is that of an
  * earlier text of its file (changed since in comments only) migrates
- * cleanly and ends with this build's checksum; any other checksum, a
+ * cleanly and ends with the checksum this build records; any other checksum, a
  * superseded one stored under another file's name included, is still
  * refused with RL_ERR_CHECKSUM and changes nothing. */
 #include <stdio.h>
@@ -51,14 +51,14 @@ stored_checksum(struct rl_db *db, const char *name, char *out, size_t size)
                           1, params, out, size, errstr, sizeof(errstr)) == 1);
 }
 
-/* This build's checksum of the migration called name. */
+/* The checksum this build records for the migration called name. */
 static void
 current_checksum(const char *name, char *out)
 {
     for (size_t i = 0; i < rl_migrations_count; i++) {
         if (strcmp(rl_migrations[i].name, name) == 0) {
-            RL_REQUIRE(rl_sha256_hex(rl_migrations[i].sql,
-                                     strlen(rl_migrations[i].sql), out) == 0);
+            RL_REQUIRE(rl_migration_checksum(&rl_migrations[i], out,
+                                             RL_HEX_SIZE) == 0);
             return;
         }
     }

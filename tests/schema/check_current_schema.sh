@@ -11,15 +11,8 @@ set -euo pipefail
 
 root=${RL_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 
-if [ -z "${DATABASE_URL:-}" ]; then
-    if [ -n "${RL_REQUIRE_SERVICES:-}" ] && [ "${RL_REQUIRE_SERVICES}" != 0 ]; then
-        echo "DATABASE_URL is not set but RL_REQUIRE_SERVICES is: the service" \
-            "this test needs is missing (run \`make services-up\`)" >&2
-        exit 1
-    fi
-    echo "DATABASE_URL is not set: skipping (partial local run)" >&2
-    exit 77
-fi
+# shellcheck source=require_db.sh
+. "$(dirname "${BASH_SOURCE[0]}")/require_db.sh"
 
 # schema_dump.sh exits 1 for a stale file and 3 for a failure; both fail the
 # test, and neither may read as the skip code.

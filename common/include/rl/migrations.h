@@ -3,7 +3,9 @@
 
 #include <stddef.h>
 
-/* One forward-only migration compiled from schema/NNN_<what>.sql. */
+/* One file compiled from schema/: a forward-only migration
+ * (schema/NNN_<what>.sql) or a repeatable definition of one function, view
+ * or trigger (schema/functions/<name>.sql). */
 struct rl_migration {
     const char *name; /* file name, e.g. "001_init.sql" */
     const char *sql;  /* its full text */
@@ -12,5 +14,18 @@ struct rl_migration {
 /* All migrations in name order; generated at build time. */
 extern const struct rl_migration rl_migrations[];
 extern const size_t rl_migrations_count;
+
+/* All schema/functions/ files in name order; generated at build time.
+ * rl_db_migrate re-creates each one whose text changed since it was last
+ * applied, after the migrations. */
+extern const struct rl_migration rl_schema_functions[];
+extern const size_t rl_schema_functions_count;
+
+/* Writes the checksum a ledger records for migration m into out (at least
+ * 65 bytes): the SHA-256 (lowercase hex) of its text, or, for a released
+ * file whose function definitions moved to schema/functions/, the
+ * checksum its release recorded. Returns 0, or -1 when m's text is not the
+ * one this build pins for it (or cannot be hashed). */
+int rl_migration_checksum(const struct rl_migration *m, char *out, size_t size);
 
 #endif /* RL_MIGRATIONS_H */

@@ -1,0 +1,5 @@
+CREATE OR REPLACE TRIGGER outbox_wakeup
+    AFTER INSERT ON outbox
+    REFERENCING NEW TABLE AS queued
+    FOR EACH STATEMENT
+    EXECUTE FUNCTION rl_outbox_wakeup();

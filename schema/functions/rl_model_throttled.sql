@@ -1,0 +1,55 @@
+-- The provider refused a call of p_model with 429 (or said nothing is
+-- left): every worker defers the model's runs until now + p_pause_ms
+-- (never earlier than a pause already recorded). p_adaptive: the provider
+-- published no limits, so the concurrency cap is halved as well (when the
+-- operator set none either). Creates the model's row when missing.
+--
+-- The provider refused a call of p_model with 429 (or said nothing is
+-- left): every worker defers the model's runs until now + p_pause_ms
+-- (never earlier than a pause already recorded). p_adaptive: the provider
+-- published no limits, so the concurrency cap is halved as well (when the
+-- operator set none either); the first one is half of p_in_flight (the
+-- calling worker's calls of the model in flight, the refused one
+-- included) or of the calls model_calls counts, whichever is larger.
+-- Creates the model's row when missing.
+CREATE OR REPLACE FUNCTION rl_model_throttled(
+    p_model     text,
+    p_pause_ms  bigint,
+    p_adaptive  boolean,
+    p_in_flight integer,
+    p_reason    text)
+RETURNS TABLE (paused_until text, concurrency_cap integer)
+LANGUAGE plpgsql
+AS $fn$
+#variable_conflict use_column
+DECLARE
+    v_flight integer;
+BEGIN
+    INSERT INTO model_limits (model) VALUES (p_model) ON CONFLICT DO NOTHING;
+    SELECT count(*) INTO v_flight
+      FROM model_calls c
+      JOIN attempts a ON a.run_id = c.run_id AND a.attempt_no = c.attempt_no
+     WHERE c.model = p_model AND a.outcome IS NULL
+       AND rl_model_call_leased(a.run_id, a.lease_epoch, a.worker)
+       AND c.created_at > now() - interval '10 minutes';
+    v_flight := greatest(v_flight, coalesce(p_in_flight, 0));
+    RETURN QUERY
+    UPDATE model_limits m
+       SET paused_until = greatest(m.paused_until, clock_timestamp()
+                          + make_interval(secs => greatest(p_pause_ms, 0)
+                                                  / 1000.0)),
+           pause_reason = p_reason,
+           throttles = m.throttles + 1,
+           concurrency_cap =
+               CASE WHEN p_adaptive AND m.rpm IS NULL AND m.tpm IS NULL
+                    THEN greatest(1, coalesce(m.concurrency_cap, v_flight)
+                                     / 2)
+                    ELSE m.concurrency_cap END,
+           cap_successes = 0,
+           updated_at = now()
+     WHERE m.model = p_model
+    RETURNING to_char(m.paused_until AT TIME ZONE 'UTC',
+                      'YYYY-MM-DD"T"HH24:MI:SS.MS"+00:00"'),
+              m.concurrency_cap;
+END
+$fn$;
