@@ -241,6 +241,8 @@ DECLARE
     -- the claims the UPDATE may still make: p_claim_max minus the new
     -- runs the INSERT claimed
     v_room integer;
+    v_gone text[];
+    v_gone_held integer;
 BEGIN
     IF p_worker IS NULL OR p_lease_secs IS NULL OR p_lease_secs <= 0 THEN
         RAISE EXCEPTION 'a claim needs a worker and a positive lease'
@@ -306,6 +308,28 @@ BEGIN
       INTO v_new, v_room
       FROM ins;
 
+    -- A run purged since (run_tombstones) is never registered again. The
+    -- check follows the INSERT as a statement of its own: it sees a purge
+    -- that committed while the INSERT waited on the run's row, which the
+    -- INSERT's snapshot could not. The run inserted here is this
+    -- function's own, so it is simply taken back.
+    IF cardinality(v_new) > 0 THEN
+        WITH gone AS (
+            DELETE FROM runs r
+             USING run_tombstones t
+             WHERE t.run_id = ANY (v_new) AND r.run_id = t.run_id
+            RETURNING r.run_id, r.status = 'running' AS held
+        )
+        SELECT coalesce(array_agg(gone.run_id), '{}'),
+               count(*) FILTER (WHERE gone.held)
+          INTO v_gone, v_gone_held
+          FROM gone;
+        IF cardinality(v_gone) > 0 THEN
+            v_new := ARRAY(SELECT unnest(v_new) EXCEPT SELECT unnest(v_gone));
+            v_room := v_room + v_gone_held;
+        END IF;
+    END IF;
+
     -- The rows this function inserted are its own until it commits: only
     -- the others are locked, in run_id order.
     PERFORM 1
@@ -366,6 +390,11 @@ BEGIN
     ), c AS (
         SELECT i.ord, i.run_id, i.new, cur.status AS cur_status,
                CASE
+               WHEN cur.run_id IS NULL
+                    AND EXISTS (SELECT 1 FROM run_tombstones t
+                                 WHERE t.run_id = i.run_id
+                                   AND t.fingerprint = i.fingerprint)
+                   THEN 'purged'
                WHEN cur.run_id IS NULL OR cur.fingerprint <> i.fingerprint
                    THEN 'conflict'
                WHEN i.first AND (w.run_id IS NOT NULL
@@ -402,9 +431,9 @@ BEGIN
            c.fingerprint,
            CASE WHEN c.claim = 'won' THEN c.won_epoch ELSE c.lease_epoch END,
            c.attempts,
-           c.claim <> 'conflict' AND NOT c.new
+           c.claim NOT IN ('conflict', 'purged') AND NOT c.new
                AND rl_ambiguous_prior(c.run_id),
-           CASE WHEN c.claim <> 'conflict' AND NOT c.new
+           CASE WHEN c.claim NOT IN ('conflict', 'purged') AND NOT c.new
                 THEN rl_ambiguous_attempts(c.run_id) ELSE 0 END,
            coalesce(c.deadline_at <= now(), false),
            c.job, c.tenant,
@@ -1591,6 +1620,18 @@ CREATE TABLE run_limits (
     CONSTRAINT run_limits_weight_positive CHECK ((weight >= 1))
 );
 
+CREATE TABLE run_tombstones (
+    run_id text NOT NULL,
+    fingerprint text NOT NULL,
+    job text NOT NULL,
+    tenant text NOT NULL,
+    scheduled_at timestamp with time zone NOT NULL,
+    version text NOT NULL,
+    final_status text NOT NULL,
+    finished_at timestamp with time zone NOT NULL,
+    purged_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
 CREATE TABLE runs (
     run_id text NOT NULL,
     job text NOT NULL,
@@ -1695,6 +1736,9 @@ ALTER TABLE ONLY run_decisions
 ALTER TABLE ONLY run_limits
     ADD CONSTRAINT run_limits_pkey PRIMARY KEY (tenant, job);
 
+ALTER TABLE ONLY run_tombstones
+    ADD CONSTRAINT run_tombstones_pkey PRIMARY KEY (run_id);
+
 ALTER TABLE runs
     ADD CONSTRAINT runs_fingerprint_is_sha256_hex CHECK (((octet_length(fingerprint) = 64) AND (fingerprint ~ '^[0-9a-f]+$'::text))) NOT VALID;
 
@@ -1723,6 +1767,8 @@ CREATE INDEX outbox_due_idx ON outbox USING btree (due_at);
 CREATE INDEX outbox_pending_by_age_idx ON outbox USING btree (created_at);
 
 CREATE INDEX run_decisions_by_run_idx ON run_decisions USING btree (run_id, decided_at);
+
+CREATE INDEX run_tombstones_finished_idx ON run_tombstones USING btree (finished_at);
 
 CREATE INDEX runs_awaiting_approval_idx ON runs USING btree (created_at) WHERE (status = 'awaiting_approval'::text);
 

@@ -1,6 +1,9 @@
 #include "rl/kafka.h"
 
+#include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "rl/err.h"
@@ -242,5 +245,108 @@ done:
         rd_kafka_event_destroy(ev);
     rd_kafka_queue_destroy(q);
     rd_kafka_NewTopic_destroy(nt);
+    return ret;
+}
+
+int
+rl_kafka_topic_retention_ms(rd_kafka_t *rk, const char *topic, int timeout_ms,
+                            int64_t *retention_ms, char *errstr,
+                            size_t errstr_size)
+{
+    rd_kafka_ConfigResource_t *cr;
+    rd_kafka_AdminOptions_t *opts;
+    rd_kafka_queue_t *q;
+    rd_kafka_event_t *ev = NULL;
+    const rd_kafka_DescribeConfigs_result_t *res;
+    const rd_kafka_ConfigResource_t **rs;
+    const rd_kafka_ConfigEntry_t **entries;
+    size_t nrs = 0, n = 0;
+    int ret = RL_ERR_KAFKA;
+    char kerr[256];
+
+    cr = rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, topic);
+    opts = rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS);
+    q = rd_kafka_queue_new(rk);
+    if (!cr || !opts || !q) {
+        snprintf(errstr, errstr_size,
+                 "could not read the retention of topic %s: out of memory",
+                 topic);
+        goto done;
+    }
+    if (rd_kafka_AdminOptions_set_request_timeout(opts, timeout_ms, kerr,
+                                                  sizeof(kerr)) !=
+        RD_KAFKA_RESP_ERR_NO_ERROR) {
+        snprintf(errstr, errstr_size,
+                 "could not read the retention of topic %s: %s", topic, kerr);
+        goto done;
+    }
+    rd_kafka_DescribeConfigs(rk, &cr, 1, opts, q);
+    /* The request timeout answers first; the margin covers a broker that
+     * never connects, so this wait always ends. */
+    ev = rd_kafka_queue_poll(q, timeout_ms + 1000);
+    if (!ev) {
+        snprintf(errstr, errstr_size,
+                 "could not read the retention of topic %s: timed out", topic);
+        goto done;
+    }
+    if (rd_kafka_event_error(ev)) {
+        snprintf(errstr, errstr_size,
+                 "could not read the retention of topic %s: %s", topic,
+                 rd_kafka_event_error_string(ev));
+        goto done;
+    }
+    res = rd_kafka_event_DescribeConfigs_result(ev);
+    rs = res ? rd_kafka_DescribeConfigs_result_resources(res, &nrs) : NULL;
+    if (nrs != 1) {
+        snprintf(errstr, errstr_size,
+                 "could not read the retention of topic %s: no answer", topic);
+        goto done;
+    }
+    if (rd_kafka_ConfigResource_error(rs[0])) {
+        snprintf(errstr, errstr_size,
+                 "could not read the retention of topic %s: %s", topic,
+                 rd_kafka_ConfigResource_error_string(rs[0]));
+        goto done;
+    }
+    entries = rd_kafka_ConfigResource_configs(rs[0], &n);
+    for (size_t i = 0; i < n; i++) {
+        const char *value = rd_kafka_ConfigEntry_value(entries[i]);
+        char *end;
+        long long ms;
+
+        if (strcmp(rd_kafka_ConfigEntry_name(entries[i]), "retention.ms") != 0)
+            continue;
+        if (!value) {
+            snprintf(errstr, errstr_size,
+                     "could not read the retention of topic %s: no value",
+                     topic);
+            goto done;
+        }
+        errno = 0;
+        ms = strtoll(value, &end, 10);
+        if (errno || *end || end == value || ms < -1) {
+            snprintf(errstr, errstr_size,
+                     "could not read the retention of topic %s: "
+                     "retention.ms %s is not a number",
+                     topic, value);
+            goto done;
+        }
+        *retention_ms = ms;
+        ret = 0;
+        goto done;
+    }
+    snprintf(errstr, errstr_size,
+             "could not read the retention of topic %s: no retention.ms",
+             topic);
+
+done:
+    if (ev)
+        rd_kafka_event_destroy(ev);
+    if (q)
+        rd_kafka_queue_destroy(q);
+    if (opts)
+        rd_kafka_AdminOptions_destroy(opts);
+    if (cr)
+        rd_kafka_ConfigResource_destroy(cr);
     return ret;
 }

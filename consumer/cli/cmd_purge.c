@@ -1,6 +1,8 @@
 /* `runledger purge`: removes finished runs older than a retention period,
  * with their attempts, decisions and delivered notifications, one small
- * transaction per batch (common/src/db/purge.c says which runs qualify). */
+ * transaction per batch (common/src/db/purge.c says which runs qualify),
+ * leaving a tombstone of each; and removes tombstones once the topics an
+ * event can come back from no longer hold it. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -12,24 +14,37 @@
 #include "cli.h"
 #include "commands.h"
 #include "helpers.h"
+#include "rl/config.h"
 #include "rl/db_ops.h"
+#include "rl/err.h"
+#include "rl/kafka.h"
 
 /* As printed, one literal per line: clang-format would rewrap it. */
 /* clang-format off */
 static const char usage_text[] =
-"usage: runledger purge --older-than DURATION [--status S[,S...]]\n"
+"usage: runledger purge [--older-than DURATION] [--status S[,S...]]\n"
+"                       [--tombstones-older-than DURATION] [--force]\n"
 "                       [--batch N] [--dry-run]\n"
 "\n"
-"Removes finished runs last updated more than DURATION ago (30d, 12h,\n"
-"90m) with their attempts, operator decisions, approval decisions and\n"
-"delivered notifications, --batch runs per transaction (default 1000).\n"
+"--older-than: removes finished runs last updated more than DURATION ago\n"
+"  (30d, 12h, 90m) with their attempts, operator decisions, approval\n"
+"  decisions, delivered notifications and counted model calls, --batch\n"
+"  runs per transaction (default 1000), and leaves a tombstone of each\n"
+"  (run ID, fingerprint, final status): its event, delivered again, is\n"
+"  acknowledged and never run again.\n"
 "--status: the statuses removed, of completed, failed and cancelled\n"
-"          (default: all).\n"
-"Runs that may still change (pending, running, unknown,\n"
-"awaiting_approval) and runs with a notification not delivered yet\n"
-"(pending or dead-lettered) are\n"
-"kept. --dry-run prints what would be removed and removes nothing.\n"
-"Exit status: 0 ok; 1 PostgreSQL failed; 2 bad usage.\n";
+"  (default: all). Runs that may still change (pending, running,\n"
+"  unknown, awaiting_approval) and runs with a notification not\n"
+"  delivered yet (pending or dead-lettered) are kept.\n"
+"--tombstones-older-than DURATION|retention: removes the tombstones of\n"
+"  runs that finished more than DURATION ago; tombstones are removed\n"
+"  only when asked. Its floor, and the value `retention` stands for, is\n"
+"  the longest retention.ms of RUNLEDGER_TOPIC and RUNLEDGER_DLQ_TOPIC\n"
+"  read from the broker (7d when it cannot be read). Below the floor, or\n"
+"  with a topic that keeps events forever, it is refused without\n"
+"  --force. Keep them longer where producers may backfill old events.\n"
+"--dry-run prints what would be removed and removes nothing.\n"
+"Exit status: 0 ok; 1 PostgreSQL failed; 2 bad usage or refused.\n";
 /* clang-format on */
 
 #define MAX_STATUSES 8
@@ -111,6 +126,63 @@ final_statuses(char *buf, size_t size)
     return buf;
 }
 
+/* Tombstones must outlive every copy of their event in the topics it can
+ * come back from; below this nothing is known about the broker. */
+#define TOMBSTONE_FLOOR_UNKNOWN_S (7 * 86400)
+#define RETENTION_TIMEOUT_MS 10000
+
+/* The tombstones' floor in seconds into *floor_s: the longest retention
+ * of the source and dead-letter topics, -1 when one is kept forever, or
+ * TOMBSTONE_FLOOR_UNKNOWN_S (with a warning) when the broker does not
+ * say. */
+static void
+tombstone_floor(const struct rl_config *cfg, int64_t *floor_s)
+{
+    const char *topics[2] = {cfg->topic, cfg->dlq_topic};
+    char errstr[512];
+    rd_kafka_conf_t *conf;
+    rd_kafka_t *rk = NULL;
+    int64_t longest = 0;
+
+    *floor_s = TOMBSTONE_FLOOR_UNKNOWN_S;
+    conf = rl_kafka_conf_new(cfg, errstr, sizeof(errstr));
+    if (conf)
+        rk = rl_kafka_producer_new(conf, 0, errstr, sizeof(errstr));
+    if (!rk) {
+        fprintf(stderr,
+                "runledger purge: warning: %s; the tombstones' floor is "
+                "7d\n",
+                errstr);
+        return;
+    }
+    for (size_t i = 0; i < 2; i++) {
+        int64_t ms = 0;
+
+        if (rl_kafka_topic_retention_ms(rk, topics[i], RETENTION_TIMEOUT_MS,
+                                        &ms, errstr, sizeof(errstr)) != 0) {
+            fprintf(stderr,
+                    "runledger purge: warning: %s; the tombstones' floor is "
+                    "7d\n",
+                    errstr);
+            longest = -2;
+            break;
+        }
+        printf("topic %s keeps events %s%lld s\n", topics[i],
+               ms < 0 ? "forever: " : "", (long long)(ms < 0 ? 0 : ms / 1000));
+        if (ms < 0) {
+            longest = -1;
+            break;
+        }
+        if (ms / 1000 > longest)
+            longest = ms / 1000;
+    }
+    rd_kafka_destroy(rk);
+    if (longest == -1)
+        *floor_s = -1;
+    else if (longest >= 0 && longest > TOMBSTONE_FLOOR_UNKNOWN_S)
+        *floor_s = longest;
+}
+
 static double
 now_seconds(void)
 {
@@ -129,6 +201,8 @@ add_counts(struct rl_purge_counts *sum, const struct rl_purge_counts *c)
     sum->approvals += c->approvals;
     sum->delivered += c->delivered;
     sum->reservations += c->reservations;
+    sum->model_calls += c->model_calls;
+    sum->tombstones += c->tombstones;
 }
 
 static void
@@ -140,14 +214,45 @@ print_counts(const struct rl_purge_counts *c)
     printf("  %-20s %12" PRId64 "\n", "approvals", c->approvals);
     printf("  %-20s %12" PRId64 "\n", "outbox_delivered", c->delivered);
     printf("  %-20s %12" PRId64 "\n", "budget_reservations", c->reservations);
+    printf("  %-20s %12" PRId64 "\n", "model_calls", c->model_calls);
+    printf("  %-20s %12" PRId64 "\n", "tombstones written", c->tombstones);
+}
+
+/* Removes (or with dry_run counts) the tombstones of runs finished more
+ * than older seconds ago, batch by batch. */
+static int
+purge_tombstones(struct rl_db *db, int64_t older, long batch, int dry_run,
+                 char *errstr, size_t errstr_size)
+{
+    char cutoff[RL_DB_TIME_SIZE];
+    int64_t removed = 0, total = 0;
+    int err;
+
+    err = rl_db_purge_cutoff(db, older, cutoff, sizeof(cutoff), errstr,
+                             errstr_size);
+    if (err)
+        return err;
+    do {
+        err = rl_db_purge_tombstones(db, cutoff, (int)batch, dry_run, &removed,
+                                     errstr, errstr_size);
+        if (err)
+            break;
+        total += removed;
+    } while (!dry_run && removed > 0);
+    printf("%s %" PRId64 " tombstones of runs finished before %s\n",
+           dry_run ? "dry run: a purge would remove" : "removed", total,
+           cutoff);
+    return err;
 }
 
 int
 rl_cmd_purge(int argc, char **argv)
 {
-    enum { OPT_OLDER = 1, OPT_STATUS, OPT_BATCH, OPT_DRY };
+    enum { OPT_OLDER = 1, OPT_STATUS, OPT_BATCH, OPT_DRY, OPT_TOMB, OPT_FORCE };
     static const struct option options[] = {
         {"older-than", required_argument, NULL, OPT_OLDER},
+        {"tombstones-older-than", required_argument, NULL, OPT_TOMB},
+        {"force", no_argument, NULL, OPT_FORCE},
         {"status", required_argument, NULL, OPT_STATUS},
         {"batch", required_argument, NULL, OPT_BATCH},
         {"dry-run", no_argument, NULL, OPT_DRY},
@@ -164,7 +269,10 @@ rl_cmd_purge(int argc, char **argv)
     char status_buf[256], list[128], cutoff[RL_DB_TIME_SIZE], errstr[512], *end;
     struct rl_purge_counts sum = {0}, batch_counts;
     struct rl_db *db = NULL;
-    int64_t older = 0;
+    struct rl_config *cfg = NULL;
+    const char *tomb_text = NULL;
+    int64_t older = 0, tomb_older = 0, floor_s = 0;
+    int force = 0;
     long batch = 1000, batches = 0;
     double started, t0, dt, longest = 0, elapsed;
     int nstatuses = 0, dry_run = 0, opt, err, rc;
@@ -200,12 +308,58 @@ rl_cmd_purge(int argc, char **argv)
         case OPT_DRY:
             dry_run = 1;
             break;
+        case OPT_TOMB:
+            if (strcmp(optarg, "retention") != 0 &&
+                parse_duration(optarg, &tomb_older) != 0)
+                return rl_cli_usage_error(
+                    "purge",
+                    "--tombstones-older-than %s: not a duration such as 90d, "
+                    "12h or 90m, nor retention",
+                    optarg);
+            tomb_text = optarg;
+            break;
+        case OPT_FORCE:
+            force = 1;
+            break;
         }
     }
     if (opt < 0)
         return rc;
-    if (!older_text)
-        return rl_cli_usage_error("purge", "--older-than is required");
+    if (!older_text && !tomb_text)
+        return rl_cli_usage_error(
+            "purge", "--older-than or --tombstones-older-than is required");
+
+    rc = rl_cli_db_open("purge", &db);
+    if (rc != RL_EXIT_OK)
+        return rc;
+    /* The tombstones' floor is checked before anything is removed: a
+     * refusal changes nothing. */
+    if (tomb_text) {
+        rc = rl_cli_config_load("purge", &cfg);
+        if (rc != RL_EXIT_OK) {
+            rl_db_destroy(db);
+            return rc;
+        }
+        tombstone_floor(cfg, &floor_s);
+        rl_config_destroy(cfg);
+        if (strcmp(tomb_text, "retention") == 0)
+            tomb_older = floor_s;
+    }
+    if (tomb_text && !force && (floor_s < 0 || tomb_older < floor_s)) {
+        rl_db_destroy(db);
+        if (floor_s < 0)
+            return rl_cli_usage_error(
+                "purge",
+                "refused to remove tombstones: a topic keeps events forever, "
+                "so a purged run's event can always come back (--force to "
+                "remove them anyway)");
+        return rl_cli_usage_error(
+            "purge",
+            "refused --tombstones-older-than %s: below the floor of %lld s "
+            "(the longest retention of the topics an event can come back "
+            "from); --force to remove them anyway",
+            tomb_text, (long long)floor_s);
+    }
     if (nstatuses == 0) {
         size_t n;
         const char *const *all = rl_db_purge_statuses(&n);
@@ -214,9 +368,8 @@ rl_cmd_purge(int argc, char **argv)
             statuses[nstatuses++] = all[i];
     }
 
-    rc = rl_cli_db_open("purge", &db);
-    if (rc != RL_EXIT_OK)
-        return rc;
+    if (!older_text)
+        goto tombstones;
     err = rl_db_purge_cutoff(db, older, cutoff, sizeof(cutoff), errstr,
                              sizeof(errstr));
     if (err)
@@ -234,7 +387,7 @@ rl_cmd_purge(int argc, char **argv)
             goto done;
         printf("dry run: nothing removed; a purge would remove:\n");
         print_counts(&sum);
-        goto done;
+        goto tombstones;
     }
     /* A batch that removes nothing ends the purge: every run left either
      * does not qualify or is locked by another session right now. */
@@ -260,6 +413,13 @@ rl_cmd_purge(int argc, char **argv)
            "batch %.3f s\n",
            batches, batch, elapsed,
            elapsed > 0 ? (double)sum.runs / elapsed : 0.0, longest);
+    if (err)
+        goto done;
+
+tombstones:
+    if (tomb_text && tomb_older > 0)
+        err = purge_tombstones(db, tomb_older, batch, dry_run, errstr,
+                               sizeof(errstr));
 
 done:
     rl_db_destroy(db);

@@ -357,6 +357,48 @@ done:
 }
 
 static int
+print_tombstone(const struct rl_tombstone *t, int as_json)
+{
+    if (as_json) {
+        cJSON *o = cJSON_CreateObject();
+        char *text;
+
+        if (!o || !cJSON_AddStringToObject(o, "run_id", t->run_id) ||
+            !cJSON_AddStringToObject(o, "status", "purged") ||
+            !cJSON_AddStringToObject(o, "final_status", t->final_status) ||
+            !cJSON_AddStringToObject(o, "fingerprint", t->fingerprint) ||
+            !cJSON_AddStringToObject(o, "job", t->job) ||
+            !cJSON_AddStringToObject(o, "tenant", t->tenant) ||
+            !cJSON_AddStringToObject(o, "scheduled_at", t->scheduled_at) ||
+            !cJSON_AddStringToObject(o, "version", t->version) ||
+            !cJSON_AddStringToObject(o, "finished_at", t->finished_at) ||
+            !cJSON_AddStringToObject(o, "purged_at", t->purged_at) ||
+            !(text = cJSON_PrintUnformatted(o))) {
+            cJSON_Delete(o);
+            return rl_cli_error("runs show", RL_ERR_NOMEM, "out of memory");
+        }
+        printf("%s\n", text);
+        cJSON_free(text);
+        cJSON_Delete(o);
+        return RL_EXIT_OK;
+    }
+    printf("run          %s\n", t->run_id);
+    printf("status       purged (a tombstone: the run ended %s and its rows "
+           "were removed)\n",
+           t->final_status);
+    printf("job          %s\n", t->job);
+    printf("tenant       %s\n", t->tenant);
+    printf("scheduled_at %s\n", t->scheduled_at);
+    printf("version      %s\n", t->version);
+    printf("fingerprint  %s\n", t->fingerprint);
+    printf("finished_at  %s\n", t->finished_at);
+    printf("purged_at    %s\n", t->purged_at);
+    printf("Its event, delivered again, is acknowledged without a model "
+           "call.\n");
+    return RL_EXIT_OK;
+}
+
+static int
 cmd_show(int argc, char **argv)
 {
     const char *run_id = NULL;
@@ -388,6 +430,16 @@ cmd_show(int argc, char **argv)
     if (rc != RL_EXIT_OK)
         return rc;
     err = rl_db_run_report_json(db, run_id, &json, errstr, sizeof(errstr));
+    if (err == RL_ERR_NOTFOUND) {
+        /* A purged run: what its tombstone keeps. */
+        struct rl_tombstone tomb;
+        char terr[512];
+
+        if (rl_db_tombstone_get(db, run_id, &tomb, terr, sizeof(terr)) == 0) {
+            rl_db_destroy(db);
+            return print_tombstone(&tomb, as_json);
+        }
+    }
     if (!err)
         err = rl_db_run_proposal(db, run_id, &prop, errstr, sizeof(errstr));
     rl_db_destroy(db);

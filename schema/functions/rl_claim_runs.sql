@@ -14,6 +14,8 @@
 --              exists under another run_id: the row is untouched and
 --              nothing stored is returned
 --   parked     failed or unknown
+--   purged     no run, but a tombstone with this fingerprint: the run
+--              finished and was purged; it is never registered again
 --   not_due    pending with next_attempt_at in the future (sweeper's)
 -- and ambiguous_prior / ambiguous_attempts as defined above.
 --
@@ -55,6 +57,8 @@ DECLARE
     -- the claims the UPDATE may still make: p_claim_max minus the new
     -- runs the INSERT claimed
     v_room integer;
+    v_gone text[];
+    v_gone_held integer;
 BEGIN
     IF p_worker IS NULL OR p_lease_secs IS NULL OR p_lease_secs <= 0 THEN
         RAISE EXCEPTION 'a claim needs a worker and a positive lease'
@@ -120,6 +124,28 @@ BEGIN
       INTO v_new, v_room
       FROM ins;
 
+    -- A run purged since (run_tombstones) is never registered again. The
+    -- check follows the INSERT as a statement of its own: it sees a purge
+    -- that committed while the INSERT waited on the run's row, which the
+    -- INSERT's snapshot could not. The run inserted here is this
+    -- function's own, so it is simply taken back.
+    IF cardinality(v_new) > 0 THEN
+        WITH gone AS (
+            DELETE FROM runs r
+             USING run_tombstones t
+             WHERE t.run_id = ANY (v_new) AND r.run_id = t.run_id
+            RETURNING r.run_id, r.status = 'running' AS held
+        )
+        SELECT coalesce(array_agg(gone.run_id), '{}'),
+               count(*) FILTER (WHERE gone.held)
+          INTO v_gone, v_gone_held
+          FROM gone;
+        IF cardinality(v_gone) > 0 THEN
+            v_new := ARRAY(SELECT unnest(v_new) EXCEPT SELECT unnest(v_gone));
+            v_room := v_room + v_gone_held;
+        END IF;
+    END IF;
+
     -- The rows this function inserted are its own until it commits: only
     -- the others are locked, in run_id order.
     PERFORM 1
@@ -180,6 +206,11 @@ BEGIN
     ), c AS (
         SELECT i.ord, i.run_id, i.new, cur.status AS cur_status,
                CASE
+               WHEN cur.run_id IS NULL
+                    AND EXISTS (SELECT 1 FROM run_tombstones t
+                                 WHERE t.run_id = i.run_id
+                                   AND t.fingerprint = i.fingerprint)
+                   THEN 'purged'
                WHEN cur.run_id IS NULL OR cur.fingerprint <> i.fingerprint
                    THEN 'conflict'
                WHEN i.first AND (w.run_id IS NOT NULL
@@ -216,9 +247,9 @@ BEGIN
            c.fingerprint,
            CASE WHEN c.claim = 'won' THEN c.won_epoch ELSE c.lease_epoch END,
            c.attempts,
-           c.claim <> 'conflict' AND NOT c.new
+           c.claim NOT IN ('conflict', 'purged') AND NOT c.new
                AND rl_ambiguous_prior(c.run_id),
-           CASE WHEN c.claim <> 'conflict' AND NOT c.new
+           CASE WHEN c.claim NOT IN ('conflict', 'purged') AND NOT c.new
                 THEN rl_ambiguous_attempts(c.run_id) ELSE 0 END,
            coalesce(c.deadline_at <= now(), false),
            c.job, c.tenant,

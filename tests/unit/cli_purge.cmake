@@ -21,7 +21,7 @@ function(run want_rc want_err)
 endfunction()
 
 set(ERR "^runledger purge: ")
-run(2 "${ERR}--older-than is required")
+run(2 "${ERR}--older-than or --tombstones-older-than is required")
 run(2 "${ERR}--older-than needs a value" --older-than)
 foreach(bad 30 d 30x 0d -5d 1.5d 30dd " 30d" 99999999999999999999d)
     run(2 "${ERR}--older-than ${bad}: not a duration" --older-than "${bad}")

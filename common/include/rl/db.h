@@ -143,9 +143,12 @@ enum rl_claim_status {
     RL_CLAIM_PARKED,    /* status failed or unknown */
     RL_CLAIM_NOT_DUE,   /* pending, next_attempt_at in the future: the
                            sweeper owns it */
-    RL_CLAIM_QUEUED     /* registered (or found) pending and due, left for
+    RL_CLAIM_QUEUED,    /* registered (or found) pending and due, left for
                            a sweeper: rl_db_register_claim_some had no
                            slot for it, or a concurrency limit covers it */
+    RL_CLAIM_PURGED     /* no run, but its tombstone with this fingerprint:
+                           it finished and was purged, and is never
+                           registered again; nothing stored is given */
 };
 
 /* Short stable name ("won", "completed", ...). */

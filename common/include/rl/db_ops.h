@@ -293,6 +293,22 @@ struct rl_purge_counts {
     int64_t approvals;    /* approvals: the decision on a proposal */
     int64_t delivered;    /* outbox_delivered: delivered notifications */
     int64_t reservations; /* budget_reservations left by an attempt */
+    int64_t model_calls;  /* model_calls: calls counted for rate limits */
+    int64_t tombstones;   /* run_tombstones written (one per run) */
+};
+
+/* What is left of a purged run (run_tombstones): enough to answer its
+ * event delivered again, and `runs show`. */
+struct rl_tombstone {
+    char run_id[RL_HEX_SIZE];
+    char fingerprint[RL_HEX_SIZE];
+    char job[256];
+    char tenant[256];
+    char scheduled_at[RL_DB_TIME_SIZE];
+    char version[256];
+    char final_status[32];
+    char finished_at[RL_DB_TIME_SIZE]; /* updated_at of the run when purged */
+    char purged_at[RL_DB_TIME_SIZE];
 };
 
 /* The statuses a purge may remove (the final ones), *n of them; static. */
@@ -329,5 +345,20 @@ int rl_db_purge_batch(struct rl_db *db, const char *const *statuses,
                       size_t nstatuses, const char *cutoff, int batch,
                       struct rl_purge_counts *out, char *errstr,
                       size_t errstr_size);
+
+/* Removes at most batch (<= 0: 1,000) tombstones of runs that finished
+ * before cutoff, in one transaction, into *removed (0: none left); with
+ * dry_run, counts all of them and removes nothing. Returns 0 or
+ * RL_ERR_DB. Whether the cutoff is safe (older than the topics'
+ * retention) is the caller's check. */
+int rl_db_purge_tombstones(struct rl_db *db, const char *cutoff, int batch,
+                           int dry_run, int64_t *removed, char *errstr,
+                           size_t errstr_size);
+
+/* The tombstone of run_id into out. Returns 0, RL_ERR_NOTFOUND (none) or
+ * RL_ERR_DB. */
+int rl_db_tombstone_get(struct rl_db *db, const char *run_id,
+                        struct rl_tombstone *out, char *errstr,
+                        size_t errstr_size);
 
 #endif /* RL_DB_OPS_H */

@@ -64,4 +64,12 @@ rd_kafka_t *rl_kafka_consumer_new(const struct rl_config *cfg,
 int rl_kafka_topic_ensure(rd_kafka_t *rk, const char *topic, int partitions,
                           int timeout_ms, char *errstr, size_t errstr_size);
 
+/* The retention.ms of topic as the broker reports it (DescribeConfigs),
+ * waiting at most timeout_ms: *retention_ms is -1 for a topic kept
+ * forever. Returns 0, or RL_ERR_KAFKA with errstr (the broker unreachable,
+ * the topic missing, the value not a number). */
+int rl_kafka_topic_retention_ms(rd_kafka_t *rk, const char *topic,
+                                int timeout_ms, int64_t *retention_ms,
+                                char *errstr, size_t errstr_size);
+
 #endif /* RL_KAFKA_H */

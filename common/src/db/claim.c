@@ -33,7 +33,7 @@ static const char *const claim_names[] = {
     [RL_CLAIM_WON] = "won",       [RL_CLAIM_COMPLETED] = "completed",
     [RL_CLAIM_LEASED] = "leased", [RL_CLAIM_CONFLICT] = "conflict",
     [RL_CLAIM_PARKED] = "parked", [RL_CLAIM_NOT_DUE] = "not_due",
-    [RL_CLAIM_QUEUED] = "queued",
+    [RL_CLAIM_QUEUED] = "queued", [RL_CLAIM_PURGED] = "purged",
 };
 
 const char *

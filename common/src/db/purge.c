@@ -1,9 +1,13 @@
 /* purge.c: `runledger purge`, retention of finished runs. A run leaves the
  * ledger with every row that names it (attempts, operator decisions,
  * approval decision, delivered notifications, a leftover budget
- * reservation), a bounded batch of runs per transaction, so no lock is
- * held longer than one batch and the tables are never rewritten: the
- * freed space is reused after autovacuum.
+ * reservation, its counted model calls), a bounded batch of runs per
+ * transaction, so no lock is held longer than one batch and the tables
+ * are never rewritten: the freed space is reused after autovacuum. In
+ * the same statement it leaves a tombstone (run_tombstones), which
+ * rl_claim_runs reads so the run's event, delivered again later, is
+ * acknowledged and never run again; tombstones go in a purge of their own
+ * (rl_db_purge_tombstones), after the topics' retention.
  *
  * A run qualifies when its status is one of the purgeable statuses the
  * caller names, its updated_at is before the cutoff, and no outbox row
@@ -44,8 +48,17 @@ static const char *const purgeable_statuses[] = {"completed", "failed",
 
 static const char purge_batch[] =
     "WITH v AS (" PURGE_VICTIMS " LIMIT $3::int4 FOR UPDATE SKIP LOCKED),"
+    " tmb AS (INSERT INTO run_tombstones (run_id, fingerprint, job, tenant,"
+    "                                     scheduled_at, version,"
+    "                                     final_status, finished_at)"
+    "         SELECT r.run_id, r.fingerprint, r.job, r.tenant,"
+    "                r.scheduled_at, r.version, r.status, r.updated_at"
+    "           FROM runs r JOIN v USING (run_id)"
+    "         ON CONFLICT (run_id) DO NOTHING RETURNING 1),"
     " res AS (DELETE FROM budget_reservations x USING v"
     "          WHERE x.run_id = v.run_id RETURNING 1),"
+    " mc AS (DELETE FROM model_calls x USING v"
+    "         WHERE x.run_id = v.run_id RETURNING 1),"
     " att AS (DELETE FROM attempts x USING v"
     "          WHERE x.run_id = v.run_id RETURNING 1),"
     " dec AS (DELETE FROM run_decisions x USING v"
@@ -58,7 +71,8 @@ static const char purge_batch[] =
     "          WHERE x.run_id = v.run_id RETURNING 1)"
     "SELECT (SELECT count(*) FROM run), (SELECT count(*) FROM att),"
     "       (SELECT count(*) FROM dec), (SELECT count(*) FROM apr),"
-    "       (SELECT count(*) FROM dlv), (SELECT count(*) FROM res)";
+    "       (SELECT count(*) FROM dlv), (SELECT count(*) FROM res),"
+    "       (SELECT count(*) FROM mc), (SELECT count(*) FROM tmb)";
 
 static const char purge_count[] =
     "WITH v AS (" PURGE_VICTIMS ")"
@@ -67,7 +81,30 @@ static const char purge_count[] =
     "       (SELECT count(*) FROM run_decisions x JOIN v USING (run_id)),"
     "       (SELECT count(*) FROM approvals x JOIN v USING (run_id)),"
     "       (SELECT count(*) FROM outbox_delivered x JOIN v USING (run_id)),"
-    "       (SELECT count(*) FROM budget_reservations x JOIN v USING (run_id))";
+    "       (SELECT count(*) FROM budget_reservations x JOIN v USING (run_id)),"
+    "       (SELECT count(*) FROM model_calls x JOIN v USING (run_id)),"
+    "       (SELECT count(*) FROM v)";
+
+/* $1 cutoff, $2 batch size: tombstones of runs that finished before the
+ * cutoff, oldest first, skipping any a concurrent purge holds. */
+static const char purge_tombstones[] =
+    "WITH v AS (SELECT t.run_id FROM run_tombstones t"
+    "            WHERE t.finished_at < $1::timestamptz"
+    "            ORDER BY t.finished_at LIMIT $2::int4"
+    "            FOR UPDATE SKIP LOCKED)"
+    "DELETE FROM run_tombstones t USING v WHERE t.run_id = v.run_id";
+
+static const char count_tombstones[] =
+    "SELECT count(*) FROM run_tombstones WHERE finished_at < $1::timestamptz";
+
+/* A purged run's tombstone, for `runs show`. */
+static const char tombstone_of[] =
+    "SELECT run_id, fingerprint, job, tenant,"
+    "       " DB_TS_S(
+        "scheduled_at") ", version, final_status,"
+                        "       " DB_TS_US("finished_at") ", " DB_TS_US(
+                            "purged_at") "  FROM run_tombstones WHERE run_id = "
+                                         "$1";
 
 static const char purge_cutoff[] =
     "SELECT " DB_TS_US("(now() - make_interval(secs => $1::float8))");
@@ -136,10 +173,12 @@ statuses_param(const char *const *statuses, size_t n, struct rl_buf *b,
     return b->failed ? RL_ERR_NOMEM : 0;
 }
 
-/* The six counts of a purge statement's one row. */
+/* The counts of a purge statement's one row. */
 static void
 read_counts(const PGresult *res, struct rl_purge_counts *out)
 {
+    out->model_calls = db_int_value(res, 0, 6, 0);
+    out->tombstones = db_int_value(res, 0, 7, 0);
     out->runs = db_int_value(res, 0, 0, 0);
     out->attempts = db_int_value(res, 0, 1, 0);
     out->decisions = db_int_value(res, 0, 2, 0);
@@ -207,4 +246,62 @@ rl_db_purge_batch(struct rl_db *db, const char *const *statuses,
 {
     return purge_exec(db, purge_batch, 3, statuses, nstatuses, cutoff, batch,
                       out, "purge a batch of runs", errstr, errstr_size);
+}
+
+int
+rl_db_purge_tombstones(struct rl_db *db, const char *cutoff, int batch,
+                       int dry_run, int64_t *removed, char *errstr,
+                       size_t errstr_size)
+{
+    char limit[16];
+    const char *params[2] = {cutoff, limit};
+    PGresult *res;
+    int err = RL_ERR_DB;
+
+    *removed = 0;
+    if (db_apply_schema(db, errstr, errstr_size) != 0)
+        return RL_ERR_DB;
+    snprintf(limit, sizeof(limit), "%d", batch > 0 ? batch : 1000);
+    res = db_exec_simple(db, dry_run ? count_tombstones : purge_tombstones,
+                         dry_run ? 1 : 2, params, &err, errstr, errstr_size,
+                         dry_run ? "count tombstones" : "purge tombstones");
+    if (!res)
+        return err;
+    *removed = dry_run ? db_int_value(res, 0, 0, 0)
+                       : strtoll(PQcmdTuples(res), NULL, 10);
+    PQclear(res);
+    return 0;
+}
+
+int
+rl_db_tombstone_get(struct rl_db *db, const char *run_id,
+                    struct rl_tombstone *out, char *errstr, size_t errstr_size)
+{
+    const char *params[1] = {run_id};
+    PGresult *res;
+    int err = RL_ERR_DB;
+
+    memset(out, 0, sizeof(*out));
+    if (db_apply_schema(db, errstr, errstr_size) != 0)
+        return RL_ERR_DB;
+    res = db_exec_simple(db, tombstone_of, 1, params, &err, errstr, errstr_size,
+                         "read the tombstone");
+    if (!res)
+        return err;
+    if (PQntuples(res) != 1) {
+        PQclear(res);
+        rl_set_err(errstr, errstr_size, "no tombstone of run %s", run_id);
+        return RL_ERR_NOTFOUND;
+    }
+    db_copy_value(res, 0, 0, out->run_id, sizeof(out->run_id));
+    db_copy_value(res, 0, 1, out->fingerprint, sizeof(out->fingerprint));
+    db_copy_value(res, 0, 2, out->job, sizeof(out->job));
+    db_copy_value(res, 0, 3, out->tenant, sizeof(out->tenant));
+    db_copy_value(res, 0, 4, out->scheduled_at, sizeof(out->scheduled_at));
+    db_copy_value(res, 0, 5, out->version, sizeof(out->version));
+    db_copy_value(res, 0, 6, out->final_status, sizeof(out->final_status));
+    db_copy_value(res, 0, 7, out->finished_at, sizeof(out->finished_at));
+    db_copy_value(res, 0, 8, out->purged_at, sizeof(out->purged_at));
+    PQclear(res);
+    return 0;
 }
