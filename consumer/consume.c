@@ -1,7 +1,7 @@
 /* `runledger consume`: the consumer process. This file owns the Kafka
  * thread (poll, validate, offsets, rebalances, pause at the cap), the
  * dead-letter producer and the process lifecycle; the ledger stage is in
- * ledger.c and the relay in relay.c. */
+ * ledger/ and the relay in relay.c. */
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>

@@ -262,10 +262,10 @@ void rl_pipeline_dead_letter(struct rl_pipeline *pl, struct rl_item *item,
                              enum rl_deadletter_source source,
                              const char *reason, const char *detail);
 
-/* The ledger thread body (ledger.c). */
+/* The ledger thread body (ledger/loop.c). */
 void *rl_ledger_main(void *arg);
 
-/* The completer thread body (ledger.c): completes the answers the ledger
+/* The completer thread body (completer.c): completes the answers the ledger
  * hands it, in batches, on its own connection, and hands each run back on
  * pl->landed. Ends once completer_stop is set and nothing is left. */
 void *rl_completer_main(void *arg);

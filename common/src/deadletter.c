@@ -1,5 +1,5 @@
 /* The dead-letter record: one header set for every producer of dead
- * letters (consume.c's intake, ledger.c's failed runs, relay.c's refused
+ * letters (consume.c's intake, ledger/'s failed runs, relay.c's refused
  * notifications), and the event of a run rebuilt from its ledger row when
  * the original bytes are no longer in memory. */
 #include "rl/deadletter.h"

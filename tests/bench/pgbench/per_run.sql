@@ -1,5 +1,5 @@
 -- pgbench script: ONE run through the ledger, one statement at a time,
--- the statements consumer/ledger.c issues per run through common/src/db/
+-- the statements consumer/ledger/ issues per run through common/src/db/
 -- (same SQL as common/src/db/'s named statements; run with -M prepared as the service
 -- uses PQexecPrepared), each carrying one run where the service carries a
 -- whole batch. One pgbench transaction = one run, so tps = runs/s. As of
@@ -27,7 +27,7 @@
 -- service used before the batch functions (rl_dispatch_within_budget,
 -- rl_complete_run): the cheapest way to write one run at a time, so the
 -- ceiling line is the better of the two.
--- When common/src/db/ or ledger.c change what a run costs, change this file with them.
+-- When common/src/db/ or consumer/ledger/ change what a run costs, change this file with them.
 -- Each run is distinct: a random 63-bit number names its version and its
 -- run_id, 64 hex digits: a hash of that number and the client id (16),
 -- the number (32) and the client id (16). The hash first makes ids differ

@@ -1,0 +1,136 @@
+/* Failure handling: a write that lost its connection waits on the retry
+ * list (defer), a run is pending again after a backoff (retry_later), or
+ * failed or unknown for good with a dead letter (give_up). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ledger_int.h"
+#include "rl/err.h"
+#include "rl/log.h"
+
+/* Puts item on the retry list: its step is redone once a connection is
+ * back. */
+void
+ledger_requeue(struct ledger *lg, struct rl_item *item, int redo)
+{
+    item->redo = redo;
+    item->next = lg->retry;
+    lg->retry = item;
+}
+
+/* A DB error that is not a refusal: the connection is suspect. The item
+ * waits on the retry list and its step is redone after reconnecting; every
+ * step is safe to redo (guarded by owner and epoch, write-once columns). */
+void
+ledger_defer(struct ledger *lg, struct rl_item *item, int redo,
+             const char *what, const char *errstr)
+{
+    struct rl_log_ctx ctx;
+
+    ledger_log_ctx(item, &ctx);
+    rl_log_warn(&ctx, "could not %s: %s; will retry", what, errstr);
+    rl_db_destroy(lg->db);
+    lg->db = NULL;
+    ledger_requeue(lg, item, redo);
+}
+
+/* Puts the n items of a batch whose statement failed (not a refusal) on
+ * the retry list, as ledger_defer() does for one. */
+void
+ledger_defer_batch(struct ledger *lg, struct rl_item **items, size_t n,
+                   int redo, const char *what, const char *errstr)
+{
+    if (n == 1) {
+        ledger_defer(lg, items[0], redo, what, errstr);
+        return;
+    }
+    rl_log_warn(NULL, "could not %s of %zu runs: %s; will retry", what, n,
+                errstr);
+    rl_db_destroy(lg->db);
+    lg->db = NULL;
+    for (size_t i = n; i-- > 0;)
+        ledger_requeue(lg, items[i], redo);
+}
+
+/* Full-jitter exponential backoff, never shorter than Retry-After. */
+long
+ledger_backoff_ms(struct ledger *lg, int attempt, long retry_after_ms)
+{
+    long cap = lg->cfg->backoff_base_ms;
+    long delay;
+
+    for (int i = 1; i < attempt && cap < lg->cfg->backoff_max_ms; i++)
+        cap *= 2;
+    if (cap > lg->cfg->backoff_max_ms)
+        cap = lg->cfg->backoff_max_ms;
+    delay = (long)((double)rand_r(&lg->seed) / RAND_MAX * (double)cap);
+    if (retry_after_ms > delay)
+        delay = retry_after_ms;
+    return delay;
+}
+
+/* Terminal failure: the run is failed (or unknown), which is durable, and
+ * a dead letter tells whoever watches the topic. */
+void
+ledger_give_up(struct ledger *lg, struct rl_item *item, const char *status,
+               const char *error_class, const char *detail)
+{
+    char errstr[512];
+    struct rl_log_ctx ctx;
+    int err;
+
+    err =
+        rl_db_fail(lg->db, item->run_id, lg->cfg->worker_id, item->lease_epoch,
+                   status, error_class, detail, errstr, sizeof(errstr));
+    if (err == RL_ERR_DB) {
+        ledger_defer(lg, item, item->in_result ? REDO_RESULT : REDO_START,
+                     "record the failure", errstr);
+        return;
+    }
+    ledger_log_ctx(item, &ctx);
+    if (err == RL_ERR_STALE) {
+        atomic_fetch_add(&lg->pl->counters.lease_lost, 1);
+        rl_log_warn(&ctx, "lease lost before recording %s", status);
+        item->trace_outcome = "lease_lost";
+        ledger_finish(lg, item);
+        return;
+    }
+    if (strcmp(status, "unknown") == 0) {
+        item->trace_outcome = "unknown";
+        atomic_fetch_add(&lg->pl->counters.unknown, 1);
+        rl_log_warn(&ctx, "run is unknown (%s): waiting for an operator",
+                    detail);
+        ledger_finish(lg, item);
+        return;
+    }
+    atomic_fetch_add(&lg->pl->counters.failed, 1);
+    rl_log_warn(&ctx, "run failed: %s: %s", error_class, detail);
+    ledger_trace_run_end(lg, item, "failed");
+    ledger_live_remove(lg, item);
+    rl_pipeline_dead_letter(lg->pl, item, RL_DEADLETTER_RUN, error_class,
+                            detail);
+}
+
+/* Pending again, due after delay_ms; the sweeper of any worker takes it. */
+void
+ledger_retry_later(struct ledger *lg, struct rl_item *item, long delay_ms,
+                   const char *error_class, const char *detail)
+{
+    char errstr[512];
+    int err;
+
+    err = rl_db_release(lg->db, item->run_id, lg->cfg->worker_id,
+                        item->lease_epoch, delay_ms, error_class, detail,
+                        errstr, sizeof(errstr));
+    if (err == RL_ERR_DB) {
+        ledger_defer(lg, item, item->in_result ? REDO_RESULT : REDO_START,
+                     "release the lease", errstr);
+        return;
+    }
+    if (err == RL_ERR_STALE)
+        atomic_fetch_add(&lg->pl->counters.lease_lost, 1);
+    else
+        atomic_fetch_add(&lg->pl->counters.retried, 1);
+    item->trace_outcome = err == RL_ERR_STALE ? "lease_lost" : "retry";
+    ledger_finish(lg, item);
+}

@@ -1,0 +1,132 @@
+#ifndef RL_LEDGER_INT_H
+#define RL_LEDGER_INT_H
+
+/* The ledger stage of `runledger consume`: everything that talks to
+ * PostgreSQL for runs in flight. It claims runs (from Kafka intake or the
+ * sweeper) in batches, stores the collected input write-once, records each
+ * dispatch before the model call, renews every held lease in one statement,
+ * and turns model results into exactly one durable state: completed (with
+ * its outbox rows, one transaction), pending again with next_attempt_at,
+ * failed, or unknown. Every write after the claim carries (worker,
+ * lease_epoch); a refused write means the lease is gone and the run is
+ * abandoned, never completed. @locality ledger thread
+ *
+ * Private to consumer/ledger/: the state of the ledger thread (struct
+ * ledger) and the functions its files share, prefixed ledger_. */
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pipeline.h"
+#include "rl/db.h"
+#include "rl/log.h"
+
+/* Which step of a run to redo after the connection came back. */
+enum { REDO_NONE, REDO_CLAIM, REDO_START, REDO_RESULT };
+
+struct ledger {
+    struct rl_pipeline *pl;
+    const struct rl_config *cfg;
+    struct rl_db *db;
+    struct rl_item *live; /* runs this worker holds a lease on */
+    size_t live_count;
+    struct rl_item *retry; /* results whose ledger write must be redone */
+    /* The renewer thread walks live and writes the renewal fields of its
+     * items (renewed_at, renew_lost) under live_lock; the ledger thread
+     * changes the list under it too, and reads the list without it. */
+    pthread_mutex_t live_lock;
+    pthread_cond_t renew_wake;
+    pthread_t renewer;
+    int renewer_started;
+    int renew_stop;          /* @locks live_lock */
+    atomic_long leases_gone; /* renew_lost set, not yet seen by ledger */
+    int64_t next_sweep;
+    int64_t next_connect;
+    long connect_backoff;
+    int abandoned;
+    size_t in_model;   /* live runs whose call the model thread holds */
+    size_t completing; /* live runs the completer holds */
+    /* Until then the ledger has seen runs wait for a slot (registered
+     * pending, or a sweep that filled its room): the slots are handed out
+     * by the fair claim of the sweeper, the intake claims only those a
+     * sweep cannot take (intake_room), and a slot that frees is refilled
+     * at once (sweep_soon) rather than at the next sweep. */
+    int64_t backlog_until;
+    int sweep_soon;
+    int64_t last_sweep;
+    /* Runs the sweeper claimed ahead, leased and live, waiting for a model
+     * slot, oldest first: a slot that frees while runs wait in the ledger
+     * is refilled from here in the same turn of the loop, without waiting
+     * for the next sweep and its statement. */
+    struct rl_item *ready;
+    struct rl_item **ready_tail;
+    size_t ready_count;
+    unsigned int seed;
+};
+
+/* How long a backlog seen keeps slots handed out by the sweeper, and the
+ * shortest time between two sweeps it asks for. */
+#define BACKLOG_MS 10000
+#define SWEEP_SOON_MS 20
+
+/* Runs one registration statement carries at most. */
+#define REGISTER_MAX 512
+
+/* Runs one sweep claims at most. */
+#define SWEEP_MAX 256
+
+/* live.c */
+size_t ledger_count(const struct rl_item *list);
+void ledger_log_ctx(const struct rl_item *item, struct rl_log_ctx *ctx);
+int64_t ledger_now_ns(void);
+void ledger_trace_claimed(struct rl_item *item, const char *stored);
+void ledger_live_add(struct ledger *lg, struct rl_item *item);
+void ledger_live_remove(struct ledger *lg, struct rl_item *item);
+void ledger_trace_run_end(struct ledger *lg, struct rl_item *item,
+                          const char *outcome);
+void ledger_finish(struct ledger *lg, struct rl_item *item);
+
+/* failures.c */
+void ledger_requeue(struct ledger *lg, struct rl_item *item, int redo);
+void ledger_defer(struct ledger *lg, struct rl_item *item, int redo,
+                  const char *what, const char *errstr);
+void ledger_defer_batch(struct ledger *lg, struct rl_item **items, size_t n,
+                        int redo, const char *what, const char *errstr);
+long ledger_backoff_ms(struct ledger *lg, int attempt, long retry_after_ms);
+void ledger_give_up(struct ledger *lg, struct rl_item *item, const char *status,
+                    const char *error_class, const char *detail);
+void ledger_retry_later(struct ledger *lg, struct rl_item *item, long delay_ms,
+                        const char *error_class, const char *detail);
+
+/* dispatch.c */
+void ledger_start_attempts(struct ledger *lg, struct rl_item *list);
+
+/* proposals.c */
+void ledger_propose(struct ledger *lg, struct rl_item *item,
+                    const struct rl_log_ctx *ctx);
+
+/* throttle.c */
+void ledger_throttle_model(struct ledger *lg, struct rl_item *item);
+
+/* results.c */
+void ledger_handle_results(struct ledger *lg, struct rl_item *list);
+void ledger_land(struct ledger *lg, struct rl_item *list);
+
+/* intake.c */
+void ledger_claim_intake(struct ledger *lg, struct rl_item *batch, long room);
+size_t ledger_intake_take(const struct ledger *lg, long room);
+
+/* slots.c */
+long ledger_model_room(const struct ledger *lg);
+long ledger_reserve_target(const struct ledger *lg);
+void ledger_start_ready(struct ledger *lg);
+void ledger_drop_ready(struct ledger *lg);
+void ledger_sweep(struct ledger *lg);
+
+/* renewer.c */
+void *ledger_renewer_main(void *arg);
+void ledger_leases_gone(struct ledger *lg);
+
+#endif /* RL_LEDGER_INT_H */

@@ -1,0 +1,226 @@
+/* Results: a model call's result becomes one durable state (answers go to
+ * the completer; the rest are released, failed, proposed or left
+ * ambiguous), and runs the completer hands back land here. */
+#include <stdio.h>
+
+#include "ledger_int.h"
+#include "rl/approval.h"
+#include "rl/clock.h"
+#include "rl/err.h"
+#include "rl/log.h"
+#include "rl/otlp.h"
+
+/* The model thread gave the call back: the attempt span ends. */
+static void
+result_arrived(struct ledger *lg, struct rl_item *item)
+{
+    if (item->in_model) {
+        item->in_model = 0;
+        lg->in_model--;
+        /* Its slot is free now, while the answer waits for its
+         * completion: with runs waiting in the ledger the slot is handed
+         * out at once, not after the completion. */
+        if (lg->backlog_until > rl_clock_ms())
+            lg->sweep_soon = 1;
+    }
+    item->in_result = 1;
+    rl_item_recount(item); /* the body went, the answer came */
+    if (item->attempt_start_ns && lg->pl->otlp &&
+        (item->trace.flags & RL_TRACE_FLAG_SAMPLED)) {
+        const struct rl_model_call *call = &item->call;
+        struct rl_otlp_span span = {
+            .name = "runledger.attempt",
+            .trace_id = item->trace.trace_id,
+            .span_id = item->attempt_span_id,
+            .parent_span_id = item->run_span_id,
+            .kind = 3, /* CLIENT: the model call */
+            .start_ns = item->attempt_start_ns,
+            .end_ns = ledger_now_ns(),
+            .error = call->outcome != RL_MODEL_OK,
+            .run_id = item->run_id,
+            .tenant = item->tenant,
+            .job = item->job,
+            .outcome = rl_model_outcome_name(call->outcome),
+            .attempt = item->attempt_no,
+            .lease_epoch = item->lease_epoch,
+            .http_status = call->http_status,
+        };
+
+        rl_otlp_export(lg->pl->otlp, &span);
+    }
+    item->attempt_start_ns = 0;
+}
+
+/* Hands an answer to the completer thread; it comes back on pl->landed
+ * (ledger_land()). The run stays live: its lease is renewed meanwhile. */
+static void
+to_completer(struct ledger *lg, struct rl_item *item)
+{
+    item->completing = 1;
+    lg->completing++;
+    rl_queue_push(&lg->pl->answers, item);
+}
+
+/* Turns a model result into one durable state: every result but the
+ * answer of a run without an approval gate (ledger_handle_results). */
+static void
+handle_result(struct ledger *lg, struct rl_item *item)
+{
+    struct rl_model_call *call = &item->call;
+    const char *outcome = rl_model_outcome_name(call->outcome);
+    char errstr[512];
+    struct rl_log_ctx ctx;
+    int err;
+
+    result_arrived(lg, item);
+    if (!lg->db) {
+        ledger_requeue(lg, item, REDO_RESULT);
+        return;
+    }
+    ledger_log_ctx(item, &ctx);
+
+    ledger_throttle_model(lg, item);
+    if (call->outcome == RL_MODEL_CANCELLED)
+        outcome = item->lease_lost     ? "lease_lost"
+                  : call->request_sent ? "ambiguous"
+                                       : "not_sent";
+    /* An answer's outcome is recorded by the statement that stores it
+     * (rl_db_complete_runs): dying in between must leave the attempt
+     * without an outcome, which the next claimer treats as ambiguous. */
+    if (call->outcome != RL_MODEL_OK) {
+        err = rl_db_record_outcome(
+            lg->db, item->run_id, item->attempt_no, outcome, call->http_status,
+            call->upstream_request_id, call->prompt_tokens,
+            call->completion_tokens, call->cached_tokens, call->latency_ms,
+            call->error, errstr, sizeof(errstr));
+        if (err == RL_ERR_DB) {
+            ledger_defer(lg, item, REDO_RESULT, "record the attempt outcome",
+                         errstr);
+            return;
+        }
+    }
+
+    switch (call->outcome) {
+    case RL_MODEL_OK:
+        /* Only the answers of runs that need an approval come here; the
+         * others went to the completer (ledger_handle_results). */
+        ledger_propose(lg, item, &ctx);
+        return;
+    case RL_MODEL_TRANSIENT:
+    case RL_MODEL_NOT_SENT:
+        if (item->attempt_no >= lg->cfg->max_attempts) {
+            ledger_give_up(lg, item, "failed", "attempts_exhausted",
+                           call->error);
+            return;
+        }
+        ledger_retry_later(
+            lg, item,
+            ledger_backoff_ms(lg, item->attempt_no, call->retry_after_ms),
+            outcome, call->error);
+        return;
+    case RL_MODEL_AMBIGUOUS:
+        if (lg->cfg->ambiguous_policy == RL_AMBIGUOUS_PARK ||
+            (lg->cfg->ambiguous_policy == RL_AMBIGUOUS_RETRY_ONCE &&
+             item->ambiguous_count >= 1)) {
+            ledger_give_up(lg, item, "unknown", "ambiguous", call->error);
+            return;
+        }
+        if (item->attempt_no >= lg->cfg->max_attempts) {
+            ledger_give_up(lg, item, "unknown", "ambiguous", call->error);
+            return;
+        }
+        ledger_retry_later(lg, item,
+                           ledger_backoff_ms(lg, item->attempt_no, -1),
+                           "ambiguous", call->error);
+        return;
+    case RL_MODEL_PERMANENT:
+        ledger_give_up(lg, item, "failed", "model_rejected", call->error);
+        return;
+    case RL_MODEL_INVALID_OUTPUT:
+        ledger_give_up(lg, item, "failed", "invalid_output", call->error);
+        return;
+    case RL_MODEL_CANCELLED:
+        if (item->lease_lost) {
+            atomic_fetch_add(&lg->pl->counters.lease_lost, 1);
+            rl_log_warn(&ctx, "lease lost during the call: abandoned");
+            ledger_finish(lg, item);
+            return;
+        }
+        /* Shutdown: hand the run back at once; the next claimer sees the
+         * outcome recorded above and follows the ambiguity policy. */
+        ledger_retry_later(lg, item, 0, "shutdown", "abandoned at shutdown");
+        return;
+    }
+}
+
+/* Results of a list of calls: answers of runs without an approval gate
+ * go to the completer, which needs no connection of the ledger's; every
+ * other result is handled here. */
+void
+ledger_handle_results(struct ledger *lg, struct rl_item *list)
+{
+    while (list) {
+        struct rl_item *item = list;
+
+        list = item->next;
+        item->next = NULL;
+        /* Only a request that says "no gate" skips the proposal; an
+         * unreadable one is failed by ledger_propose (fail closed). */
+        if (item->call.outcome == RL_MODEL_OK &&
+            rl_approval_required(item->request_json) == 0) {
+            result_arrived(lg, item);
+            if (lg->db)
+                ledger_throttle_model(lg, item);
+            to_completer(lg, item);
+        } else {
+            handle_result(lg, item);
+        }
+    }
+}
+
+/* Runs the completer handed back: finished once their completion
+ * committed, failed when the database refused the output, redone when the
+ * completer could not reach the database before the grace period ended. */
+void
+ledger_land(struct ledger *lg, struct rl_item *list)
+{
+    while (list) {
+        struct rl_item *item = list;
+        struct rl_log_ctx ctx;
+
+        list = item->next;
+        item->next = NULL;
+        item->completing = 0;
+        lg->completing--;
+        ledger_log_ctx(item, &ctx);
+        if (item->landed == RL_LANDED_DEFERRED ||
+            (item->landed == RL_LANDED_INVALID && !lg->db)) {
+            ledger_requeue(lg, item, REDO_RESULT);
+        } else if (item->landed == RL_LANDED_INVALID) {
+            char why[512], dberr[512];
+
+            /* The answer is not what PostgreSQL stores (jsonb refused
+             * it): the attempt's outcome says so and the run fails. */
+            snprintf(why, sizeof(why), "%s",
+                     item->landed_error ? item->landed_error : "refused");
+            rl_db_record_outcome(
+                lg->db, item->run_id, item->attempt_no, "invalid_output",
+                (int)item->call.http_status, item->call.upstream_request_id, -1,
+                -1, -1, item->call.latency_ms, why, dberr, sizeof(dberr));
+            ledger_give_up(lg, item, "failed", "invalid_output", why);
+        } else {
+            if (item->landed_err) {
+                atomic_fetch_add(&lg->pl->counters.lease_lost, 1);
+                rl_log_warn(&ctx, "lease lost: result discarded");
+                item->trace_outcome = "lease_lost";
+            } else if (item->landed_completed) {
+                atomic_fetch_add(&lg->pl->counters.completed, 1);
+                rl_log_debug(&ctx, "completed");
+                item->trace_outcome = "completed";
+            } else {
+                item->trace_outcome = "completed_elsewhere";
+            }
+            ledger_finish(lg, item);
+        }
+    }
+}
