@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "ledger_int.h"
+#include "rl/db_model_limits.h"
 #include "rl/log.h"
-#include "rl/ratelimit.h"
 
 /* The pause of a model answered 429 without Retry-After nor reset
  * headers. */
@@ -33,7 +33,7 @@ model_of(const struct rl_item *item, char *buf, size_t size)
 static long
 provider_pause_ms(const struct rl_model_call *call)
 {
-    const struct rl_model_ratelimit *rl = &call->ratelimit;
+    const struct rl_ratelimit_headers *rl = &call->ratelimit;
     int out_r = rl->remaining_requests == 0;
     int out_t = rl->remaining_tokens == 0;
     long pause = -1;
@@ -105,7 +105,7 @@ ledger_throttle_model(struct ledger *lg, struct rl_item *item)
      * group's only once a cap exists, so this worker's own count is what
      * keeps it from starting at one call for the whole group. */
     adaptive = lg->cfg->model_adaptive_cap &&
-               !rl_model_ratelimit_published(&call->ratelimit);
+               !rl_ratelimit_headers_published(&call->ratelimit);
     if (adaptive)
         in_flight = model_calls_in_flight(lg, item, model);
     if (rl_db_model_throttled(lg->db, model, pause, adaptive, in_flight, reason,

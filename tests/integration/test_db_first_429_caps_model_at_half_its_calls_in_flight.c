@@ -14,8 +14,8 @@
 #include <string.h>
 
 #include "rl/db.h"
+#include "rl/db_model_limits.h"
 #include "rl/err.h"
-#include "rl/ratelimit.h"
 #include "rltest.h"
 #include "rltest_db.h"
 #include "test_db_fixture.h"

@@ -502,7 +502,7 @@ test_500_concurrent_calls_complete_in_parallel(struct rl_model *m)
             N, (long long)elapsed, peak, max_in_flight);
 }
 
-/* More calls than one multi handle carries (model.c's SHARD_CALLS, 256):
+/* More calls than one multi handle carries (model_int.h's SHARD_CALLS, 256):
  * answers, timeouts and cancels spread over every shard, each delivered on
  * time by its own shard's sockets and timers. The answers take 4 s, so a
  * timer or a cancel that only fired with its shard's next socket activity

@@ -3,6 +3,8 @@
 
 #include <stddef.h>
 
+#include "rl/ratelimit_headers.h"
+
 /* Model client: the only code that talks to the OpenAI-compatible endpoint.
  *
  * One struct rl_model per process owns one libcurl multi handle and one
@@ -94,39 +96,6 @@ int rl_model_config_check(const struct rl_model_config *cfg, char *errstr,
 /* Longest run_id accepted as an Idempotency-Key. */
 #define RL_MODEL_RUN_ID_MAX 128
 
-/* What the provider said about its rate limits on one response (OpenAI's
- * x-ratelimit-* headers, Retry-After, retry-after-ms); -1 for each one
- * absent or unreadable. The reset durations are Go-style ("1s", "6m0s",
- * "20ms", "1h2m3.5s") or plain seconds. */
-struct rl_model_ratelimit {
-    long long remaining_requests; /* x-ratelimit-remaining-requests */
-    long long remaining_tokens;   /* x-ratelimit-remaining-tokens */
-    long reset_requests_ms;       /* x-ratelimit-reset-requests */
-    long reset_tokens_ms;         /* x-ratelimit-reset-tokens */
-    long retry_after_ms;          /* retry-after-ms, else Retry-After
-                                     (seconds or HTTP-date) */
-    int retry_after_ms_seen;      /* retry-after-ms beats Retry-After */
-};
-
-/* Sets every field of rl to absent (-1). */
-void rl_model_ratelimit_init(struct rl_model_ratelimit *rl);
-
-/* Reads one response header (name case-insensitive, value without the
- * line end) into rl when it is one of the rate-limit headers. Returns 1
- * when the name was one of them (even with an unreadable value, which
- * leaves the field absent), else 0. @locality any thread */
-int rl_model_ratelimit_header(struct rl_model_ratelimit *rl, const char *name,
-                              const char *value);
-
-/* A reset duration in milliseconds: Go-style ("6m0s", "1.5s", "20ms",
- * "1h", "250us") or plain seconds ("7", "0.5"); -1 when unreadable.
- * Saturates at one day. */
-long rl_model_parse_duration_ms(const char *value);
-
-/* 1 when rl carries any x-ratelimit-* value: the provider publishes its
- * limits. */
-int rl_model_ratelimit_published(const struct rl_model_ratelimit *rl);
-
 /* One model request and its result.
  *
  * Zero the struct, set the inputs, submit. From rl_model_submit() until
@@ -151,30 +120,30 @@ struct rl_model_call {
 
     /* Results, valid when done() runs. */
     enum rl_model_outcome outcome;
-    long http_status;                    /* 0 when no response arrived */
-    char upstream_request_id[128];       /* the 2xx answer's "id", else the
-                                            first of the response headers
-                                            x-request-id, request-id,
-                                            x-litellm-call-id,
-                                            apim-request-id (also on 4xx,
-                                            5xx and timeouts once headers
-                                            arrived); "" if none */
-    long retry_after_ms;                 /* Retry-After (seconds or
-                                            HTTP-date) or retry-after-ms;
-                                            -1 when absent */
-    struct rl_model_ratelimit ratelimit; /* the response's rate-limit
+    long http_status;                      /* 0 when no response arrived */
+    char upstream_request_id[128];         /* the 2xx answer's "id", else the
+                                              first of the response headers
+                                              x-request-id, request-id,
+                                              x-litellm-call-id,
+                                              apim-request-id (also on 4xx,
+                                              5xx and timeouts once headers
+                                              arrived); "" if none */
+    long retry_after_ms;                   /* Retry-After (seconds or
+                                              HTTP-date) or retry-after-ms;
+                                              -1 when absent */
+    struct rl_ratelimit_headers ratelimit; /* the response's rate-limit
                                             headers (any status) */
-    char *text;                          /* assistant content (malloc'd)
-                                            when RL_MODEL_OK and non-empty,
-                                            else NULL */
-    char *tool_calls;                    /* the message's non-empty
-                                            "tool_calls" array as JSON text
-                                            (malloc'd) when RL_MODEL_OK, else
-                                            NULL; an OK call has text,
-                                            tool_calls or both */
-    char *model_name;                    /* response "model" (malloc'd) or
-                                            NULL */
-    long long prompt_tokens;             /* usage, 0 when absent */
+    char *text;                            /* assistant content (malloc'd)
+                                              when RL_MODEL_OK and non-empty,
+                                              else NULL */
+    char *tool_calls;                      /* the message's non-empty
+                                              "tool_calls" array as JSON text
+                                              (malloc'd) when RL_MODEL_OK, else
+                                              NULL; an OK call has text,
+                                              tool_calls or both */
+    char *model_name;                      /* response "model" (malloc'd) or
+                                              NULL */
+    long long prompt_tokens;               /* usage, 0 when absent */
     long long completion_tokens;
     long long cached_tokens; /* usage.prompt_tokens_details.
                                 cached_tokens, 0 when absent */

@@ -1,4 +1,4 @@
-/* ratelimit.c: the model rate limits as the operator sets and reads them,
+/* model_limits.c: the model rate limits as the operator sets and reads them,
  * and a worker's report that the provider throttled a model, over
  * schema/019_model_rate_limits.sql and 021_rate_limit_queue.sql. Taking
  * the allowances is part of the dispatch statement (lease.c,
@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "db_int.h"
+#include "rl/db_model_limits.h"
 #include "rl/err.h"
-#include "rl/ratelimit.h"
 
 /* A changed limit starts from a full bucket (NULL allowances) and an
  * empty queue: the runs queued behind the old limit keep their due times,

@@ -1,6 +1,6 @@
 /* The model request's body and the stored output: the event's request
  * with {{input}} substituted, its size measured before it is built, and
- * the answer as the ledger stores it. No transport here: model.c sends
+ * the answer as the ledger stores it. No transport here: transport.c sends
  * what this builds. */
 #include "rl/model.h"
 

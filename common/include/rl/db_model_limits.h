@@ -1,5 +1,5 @@
-#ifndef RL_RATELIMIT_H
-#define RL_RATELIMIT_H
+#ifndef RL_DB_MODEL_LIMITS_H
+#define RL_DB_MODEL_LIMITS_H
 
 /* Model rate limits shared by every worker of a ledger
  * (schema/019_model_rate_limits.sql, 021_rate_limit_queue.sql): the
@@ -60,4 +60,4 @@ int rl_db_model_throttled(struct rl_db *db, const char *model, int64_t pause_ms,
                           char *paused_until, size_t paused_until_size,
                           int *cap, char *errstr, size_t errstr_size);
 
-#endif /* RL_RATELIMIT_H */
+#endif /* RL_DB_MODEL_LIMITS_H */
