@@ -11,7 +11,8 @@
 
 #include "pipeline.h"
 #include "rl/clock.h"
-#include "rl/db.h"
+#include "rl/db_complete.h"
+#include "rl/db_conn.h"
 #include "rl/err.h"
 #include "rl/failpoint.h"
 #include "rl/log.h"

@@ -15,7 +15,8 @@
 #include <time.h>
 
 #include "rl/clock.h"
-#include "rl/db.h"
+#include "rl/db_conn.h"
+#include "rl/db_gauges.h"
 #include "rl/log.h"
 #include "rl/metrics.h"
 #include "rl/otlp.h"

@@ -25,7 +25,7 @@
 #include <stdint.h>
 
 #include "rl/config.h"
-#include "rl/db.h"
+#include "rl/db_complete.h"
 #include "rl/deadletter.h"
 #include "rl/event.h"
 #include "rl/model.h"

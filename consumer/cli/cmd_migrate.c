@@ -7,7 +7,8 @@
 #include "cli.h"
 #include "commands.h"
 #include "rl/config.h"
-#include "rl/db.h"
+#include "rl/db_conn.h"
+#include "rl/db_migrate.h"
 #include "rl/err.h"
 
 /* An applied migration differs from this build's text: an operator has to

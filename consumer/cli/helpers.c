@@ -5,7 +5,7 @@
 
 #include "commands.h"
 #include "rl/config.h"
-#include "rl/db.h"
+#include "rl/db_conn.h"
 #include "rl/err.h"
 #include "rl/log.h"
 

@@ -10,6 +10,8 @@
 
 #include "ledger_int.h"
 #include "rl/approval.h"
+#include "rl/db_dispatch.h"
+#include "rl/db_lease.h"
 #include "rl/err.h"
 #include "rl/failpoint.h"
 #include "rl/log.h"

@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "ledger_int.h"
+#include "rl/db_conn.h"
+#include "rl/db_lease.h"
 #include "rl/err.h"
 #include "rl/log.h"
 

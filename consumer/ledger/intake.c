@@ -6,6 +6,8 @@
 
 #include "ledger_int.h"
 #include "rl/clock.h"
+#include "rl/db_claim.h"
+#include "rl/db_conn.h"
 #include "rl/err.h"
 #include "rl/failpoint.h"
 #include "rl/log.h"

@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #include "pipeline.h"
-#include "rl/db.h"
+#include "rl/db_conn.h"
 #include "rl/log.h"
 
 /* Which step of a run to redo after the connection came back. */

@@ -8,6 +8,7 @@
 #include "http.h"
 #include "ledger_int.h"
 #include "rl/clock.h"
+#include "rl/db_conn.h"
 #include "rl/log.h"
 
 static int

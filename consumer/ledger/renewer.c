@@ -20,6 +20,8 @@
 
 #include "ledger_int.h"
 #include "rl/clock.h"
+#include "rl/db_conn.h"
+#include "rl/db_lease.h"
 #include "rl/err.h"
 #include "rl/log.h"
 

@@ -6,6 +6,7 @@
 #include "ledger_int.h"
 #include "rl/approval.h"
 #include "rl/clock.h"
+#include "rl/db_dispatch.h"
 #include "rl/err.h"
 #include "rl/log.h"
 #include "rl/otlp.h"

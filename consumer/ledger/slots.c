@@ -7,6 +7,8 @@
 
 #include "ledger_int.h"
 #include "rl/clock.h"
+#include "rl/db_claim.h"
+#include "rl/db_conn.h"
 #include "rl/log.h"
 
 /* Model calls the ledger may start now: RUNLEDGER_MAX_IN_FLIGHT caps the

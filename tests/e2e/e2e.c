@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "rl/db_migrate.h"
 #include "rl/err.h"
 #include "rl/kafka.h"
 #include "rl/runid.h"

@@ -13,7 +13,7 @@
 #include <time.h>
 
 #include "e2e.h"
-#include "rl/db.h"
+#include "rl/db_conn.h"
 #include "rltest.h"
 
 #define A_RUNS 200

@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "e2e.h"
-#include "rl/db.h"
+#include "rl/db_conn.h"
 #include "rltest.h"
 
 #define CAP 4

@@ -12,7 +12,7 @@
 #include <time.h>
 
 #include "e2e.h"
-#include "rl/db.h"
+#include "rl/db_conn.h"
 #include "rltest.h"
 
 #define EVENTS 8

@@ -19,7 +19,7 @@
 
 #include "e2e.h"
 #include "ops.h"
-#include "rl/db.h"
+#include "rl/db_conn.h"
 #include "rltest.h"
 
 #define ORDINARY 100

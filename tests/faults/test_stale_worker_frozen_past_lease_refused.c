@@ -15,7 +15,9 @@
 #include <sys/wait.h>
 
 #include "faults.h"
+#include "rl/db_lease.h"
 #include "rl/err.h"
+#include "rl/runid.h"
 #include "rltest.h"
 #include "rltest_db.h"
 

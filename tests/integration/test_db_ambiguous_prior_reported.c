@@ -4,7 +4,10 @@
  * recorded, or a later attempt supersedes it, the flag is gone. */
 #include <string.h>
 
-#include "rl/db.h"
+#include "rl/db_claim.h"
+#include "rl/db_conn.h"
+#include "rl/db_dispatch.h"
+#include "rl/db_lease.h"
 #include "rl/err.h"
 #include "rltest.h"
 #include "rltest_db.h"

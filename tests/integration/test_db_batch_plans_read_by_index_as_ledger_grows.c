@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "rl/db.h"
+#include "rl/db_claim.h"
+#include "rl/db_complete.h"
+#include "rl/db_conn.h"
 #include "rl/db_ops.h"
 #include "rl/err.h"
 #include "rltest.h"

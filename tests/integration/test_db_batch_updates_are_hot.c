@@ -10,7 +10,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "rl/db.h"
+#include "rl/db_claim.h"
+#include "rl/db_complete.h"
+#include "rl/db_conn.h"
+#include "rl/db_dispatch.h"
 #include "rl/err.h"
 #include "rltest.h"
 #include "rltest_db.h"
@@ -53,8 +56,8 @@ main(void)
             fixture_run_init(&runs[i], job, request, "{\"doc\":1}");
             regs[i] = runs[i].reg;
         }
-        err = rl_db_register_claim(db, regs, BATCH, "w1", 300, claims, errstr,
-                                   sizeof(errstr));
+        err = rl_db_register_claim_some(db, regs, BATCH, "w1", 300, -1, claims,
+                                        errstr, sizeof(errstr));
         if (err != 0)
             fprintf(stderr, "%s\n", errstr);
         RL_REQUIRE(err == 0);

@@ -9,7 +9,10 @@
  * only, and a run whose deadline passed is never dispatched. */
 #include <string.h>
 
-#include "rl/db.h"
+#include "rl/db_claim.h"
+#include "rl/db_complete.h"
+#include "rl/db_conn.h"
+#include "rl/db_dispatch.h"
 #include "rl/err.h"
 #include "rltest.h"
 #include "rltest_db.h"
@@ -37,8 +40,8 @@ claim_won(struct rl_db *db, struct fixture_run *runs, size_t n, int64_t *epochs)
     RL_REQUIRE(n <= BATCH);
     for (size_t i = 0; i < n; i++)
         regs[i] = runs[i].reg;
-    err = rl_db_register_claim(db, regs, n, "w1", 300, claims, errstr,
-                               sizeof(errstr));
+    err = rl_db_register_claim_some(db, regs, n, "w1", 300, -1, claims, errstr,
+                                    sizeof(errstr));
     if (err != 0)
         fprintf(stderr, "%s\n", errstr);
     RL_REQUIRE(err == 0);

@@ -10,7 +10,9 @@
  * nothing. */
 #include <string.h>
 
-#include "rl/db.h"
+#include "rl/db_claim.h"
+#include "rl/db_conn.h"
+#include "rl/db_dispatch.h"
 #include "rl/err.h"
 #include "rltest.h"
 #include "rltest_db.h"

@@ -20,7 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rl/db.h"
+#include "rl/db_claim.h"
+#include "rl/db_conn.h"
+#include "rl/db_gauges.h"
+#include "rl/db_lease.h"
 #include "rl/db_ops.h"
 #include "rl/err.h"
 #include "rl/runid.h"

@@ -5,7 +5,8 @@
  * lease. Completion is the service's batched statement. */
 #include <string.h>
 
-#include "rl/db.h"
+#include "rl/db_claim.h"
+#include "rl/db_conn.h"
 #include "rl/err.h"
 #include "rltest.h"
 #include "rltest_db.h"

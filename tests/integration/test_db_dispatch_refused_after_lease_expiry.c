@@ -5,7 +5,9 @@
  * a budget; a live lease still dispatches. */
 #include <string.h>
 
-#include "rl/db.h"
+#include "rl/db_claim.h"
+#include "rl/db_conn.h"
+#include "rl/db_dispatch.h"
 #include "rl/db_ops.h"
 #include "rl/err.h"
 #include "rltest.h"

@@ -3,7 +3,9 @@
  * fencing token; a live lease cannot be taken and renewing keeps it. */
 #include <string.h>
 
-#include "rl/db.h"
+#include "rl/db_claim.h"
+#include "rl/db_conn.h"
+#include "rl/db_lease.h"
 #include "rl/err.h"
 #include "rltest.h"
 #include "rltest_db.h"

@@ -4,7 +4,9 @@
  * is in. */
 #include <string.h>
 
-#include "rl/db.h"
+#include "rl/db_claim.h"
+#include "rl/db_conn.h"
+#include "rl/db_lease.h"
 #include "rl/err.h"
 #include "rltest.h"
 #include "rltest_db.h"
@@ -101,8 +103,9 @@ main(void)
         fixture_run_init(&b, "batch-conflict", request_v2, NULL);
         regs[0] = a.reg;
         regs[1] = b.reg;
-        RL_CHECK_INTEQ(rl_db_register_claim(db, regs, 2, "w", 30, claims,
-                                            errstr, sizeof(errstr)),
+        RL_CHECK_INTEQ(rl_db_register_claim_some(db, regs, 2, "w", 30, -1,
+                                                 claims, errstr,
+                                                 sizeof(errstr)),
                        0);
         RL_CHECK_INTEQ(claims[0].status, RL_CLAIM_WON);
         RL_CHECK_INTEQ(claims[1].status, RL_CLAIM_CONFLICT);

@@ -13,7 +13,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "rl/db.h"
+#include "rl/db_claim.h"
+#include "rl/db_conn.h"
 #include "rl/db_model_limits.h"
 #include "rl/err.h"
 #include "rltest.h"

@@ -4,7 +4,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "rl/db_claim.h"
+#include "rl/db_migrate.h"
 #include "rl/err.h"
+#include "rl/runid.h"
 #include "rltest.h"
 #include "rltest_db.h"
 

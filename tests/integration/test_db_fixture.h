@@ -4,7 +4,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rl/db_claim.h"
 #include "rl/db_ops.h"
+#include "rl/runid.h"
+#include "rl/timefmt.h"
 
 /* Shared setup of the PostgreSQL integration tests. Every test process
  * works in a schema of its own (rl_test_<pid>_<n>_<ms>) in the database

@@ -7,7 +7,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "rl/db.h"
+#include "rl/db_conn.h"
+#include "rl/db_migrate.h"
 #include "rl/err.h"
 #include "rl/migrations.h"
 #include "rltest.h"

@@ -6,7 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "rl/db.h"
+#include "rl/db_conn.h"
+#include "rl/db_migrate.h"
 #include "rl/err.h"
 #include "rl/migrations.h"
 #include "rltest.h"

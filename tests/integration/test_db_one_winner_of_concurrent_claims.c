@@ -5,7 +5,8 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "rl/db.h"
+#include "rl/db_claim.h"
+#include "rl/db_conn.h"
 #include "rl/err.h"
 #include "rltest.h"
 #include "test_db_fixture.h"
@@ -35,8 +36,8 @@ claim_thread(void *arg)
     struct rl_claim claims[BATCH_RUNS];
 
     pthread_barrier_wait(c->start);
-    c->err = rl_db_register_claim(db, c->regs, c->n, c->worker, 30, claims,
-                                  c->errstr, sizeof(c->errstr));
+    c->err = rl_db_register_claim_some(db, c->regs, c->n, c->worker, 30, -1,
+                                       claims, c->errstr, sizeof(c->errstr));
     for (size_t i = 0; c->err == 0 && i < c->n; i++) {
         c->won[i] = claims[i].status == RL_CLAIM_WON;
         c->leased[i] = claims[i].status == RL_CLAIM_LEASED;

@@ -9,7 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rl/db.h"
+#include "rl/db_conn.h"
+#include "rl/db_outbox.h"
 #include "rl/err.h"
 #include "rltest.h"
 #include "rltest_db.h"
@@ -90,8 +91,8 @@ main(void)
     RL_CHECK_INTEQ(full, 1);
     RL_CHECK(batch_bytes(rows, n, &largest) <= 1000000 + largest);
     RL_CHECK(largest > BIG_BYTES);
-    RL_REQUIRE(rl_db_outbox_finish_batch(relay, rows, n, 1, errstr,
-                                         sizeof(errstr)) == 0);
+    RL_REQUIRE(rltest_db_outbox_finish(relay, rows, n, 1, errstr,
+                                       sizeof(errstr)) == 0);
     rl_db_outbox_rows_free(rows, n);
 
     /* The next batch: the fifth and the short ones, short of both
@@ -102,8 +103,8 @@ main(void)
     RL_CHECK_INTEQ(n, 1 + SMALL);
     RL_CHECK_INTEQ(full, 0);
     RL_CHECK(strlen(rows[0].payload) > BIG_BYTES);
-    RL_REQUIRE(rl_db_outbox_finish_batch(relay, rows, n, 1, errstr,
-                                         sizeof(errstr)) == 0);
+    RL_REQUIRE(rltest_db_outbox_finish(relay, rows, n, 1, errstr,
+                                       sizeof(errstr)) == 0);
     rl_db_outbox_rows_free(rows, n);
     RL_CHECK_INTEQ(fixture_int(db, "SELECT count(*) FROM outbox", NULL), 0);
 
@@ -115,15 +116,15 @@ main(void)
                                              sizeof(errstr)) == 0);
     RL_CHECK_INTEQ(n, 1);
     RL_CHECK_INTEQ(full, 1);
-    RL_REQUIRE(rl_db_outbox_finish_batch(relay, rows, n, 0, errstr,
-                                         sizeof(errstr)) == 0);
+    RL_REQUIRE(rltest_db_outbox_finish(relay, rows, n, 0, errstr,
+                                       sizeof(errstr)) == 0);
     rl_db_outbox_rows_free(rows, n);
     RL_REQUIRE(rl_db_outbox_lock_batch_bytes(relay, 1, 0, &rows, &n, &full,
                                              errstr, sizeof(errstr)) == 0);
     RL_CHECK_INTEQ(n, 1);
     RL_CHECK_INTEQ(full, 1);
-    RL_REQUIRE(rl_db_outbox_finish_batch(relay, rows, n, 0, errstr,
-                                         sizeof(errstr)) == 0);
+    RL_REQUIRE(rltest_db_outbox_finish(relay, rows, n, 0, errstr,
+                                       sizeof(errstr)) == 0);
     rl_db_outbox_rows_free(rows, n);
 
     free(big);

@@ -13,9 +13,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "rl/db.h"
+#include "rl/db_conn.h"
+#include "rl/db_outbox.h"
 #include "rl/err.h"
+#include "rl/runid.h"
 #include "rltest.h"
+#include "rltest_db.h"
 #include "test_db_fixture.h"
 
 enum { PENDING_RUNS = 10000, BATCH = 100, READ_BOUND = 10 * BATCH };
@@ -97,13 +100,12 @@ main(void)
     /* the relay's session, set up as the relay sets it up */
     RL_REQUIRE(rl_db_outbox_listen(relay, errstr, sizeof(errstr)) == 0);
     before = outbox_rows_read(relay);
-    RL_CHECK_INTEQ(rl_db_outbox_lock_batch(relay, BATCH, &rows, &n, errstr,
-                                           sizeof(errstr)),
+    RL_CHECK_INTEQ(rl_db_outbox_lock_batch_bytes(relay, BATCH, 0, &rows, &n,
+                                                 NULL, errstr, sizeof(errstr)),
                    0);
     RL_CHECK_INTEQ(n, BATCH);
     RL_CHECK_INTEQ(
-        rl_db_outbox_finish_batch(relay, rows, n, 1, errstr, sizeof(errstr)),
-        0);
+        rltest_db_outbox_finish(relay, rows, n, 1, errstr, sizeof(errstr)), 0);
     after = outbox_rows_read(relay);
     fprintf(stderr, "a batch of %d read %lld outbox rows of %d pending\n",
             BATCH, (long long)(after - before), 2 * PENDING_RUNS + 1);

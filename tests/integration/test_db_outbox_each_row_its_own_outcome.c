@@ -6,7 +6,8 @@
  * failure up to the cap, and no batch locks it before it is due. */
 #include <string.h>
 
-#include "rl/db.h"
+#include "rl/db_conn.h"
+#include "rl/db_outbox.h"
 #include "rl/err.h"
 #include "rltest.h"
 #include "rltest_db.h"
@@ -38,8 +39,8 @@ main(void)
 
     /* one batch, three outcomes: rows 0, 1 and 5 acknowledged, 2 and 3
      * failed transiently, 4 refused for good */
-    RL_REQUIRE(rl_db_outbox_lock_batch(relay, 100, &rows, &n, errstr,
-                                       sizeof(errstr)) == 0);
+    RL_REQUIRE(rl_db_outbox_lock_batch_bytes(relay, 100, 0, &rows, &n, NULL,
+                                             errstr, sizeof(errstr)) == 0);
     RL_REQUIRE(n == 2 * RUNS);
     memset(oc, 0, sizeof(oc));
     oc[0].fate = oc[1].fate = oc[5].fate = RL_OUTBOX_DELIVERED;
@@ -88,8 +89,8 @@ main(void)
                    2 * RUNS);
 
     /* the failed rows are not due: the next batch is empty */
-    RL_REQUIRE(rl_db_outbox_lock_batch(relay, 100, &rows, &n, errstr,
-                                       sizeof(errstr)) == 0);
+    RL_REQUIRE(rl_db_outbox_lock_batch_bytes(relay, 100, 0, &rows, &n, NULL,
+                                             errstr, sizeof(errstr)) == 0);
     RL_CHECK_INTEQ(n, 0);
     RL_CHECK_INTEQ(rl_db_outbox_finish_rows(relay, NULL, 0, NULL, 0, 0, errstr,
                                             sizeof(errstr)),
@@ -101,8 +102,8 @@ main(void)
                            "WITH u AS (UPDATE outbox SET due_at = now()"
                            " RETURNING 1) SELECT count(*) FROM u",
                            NULL) == 2);
-    RL_REQUIRE(rl_db_outbox_lock_batch(relay, 100, &rows, &n, errstr,
-                                       sizeof(errstr)) == 0);
+    RL_REQUIRE(rl_db_outbox_lock_batch_bytes(relay, 100, 0, &rows, &n, NULL,
+                                             errstr, sizeof(errstr)) == 0);
     RL_CHECK_INTEQ(n, 2);
     memset(oc, 0, sizeof(oc));
     for (size_t i = 0; i < n; i++) {

@@ -11,7 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rl/db.h"
+#include "rl/db_claim.h"
+#include "rl/db_conn.h"
+#include "rl/db_outbox.h"
 #include "rl/err.h"
 #include "rltest.h"
 #include "rltest_db.h"
@@ -134,8 +136,8 @@ main(void)
         RL_CHECK(strstr(errstr, "payload") != NULL);
     }
 
-    RL_REQUIRE(rl_db_outbox_lock_batch(relay, 100, &rows, &n, errstr,
-                                       sizeof(errstr)) == 0);
+    RL_REQUIRE(rl_db_outbox_lock_batch_bytes(relay, 100, 0, &rows, &n, NULL,
+                                             errstr, sizeof(errstr)) == 0);
     RL_CHECK_INTEQ(n, 2 * RUNS + 2);
     for (size_t i = 0; i < n; i++) {
         if (strcmp(rows[i].channel, "legacy") == 0) {
@@ -149,10 +151,11 @@ main(void)
         }
     }
     /* Read again (a re-send after a failed batch): the same bytes. */
-    RL_REQUIRE(rl_db_outbox_finish_batch(relay, rows, n, 0, errstr,
-                                         sizeof(errstr)) == 0);
-    RL_REQUIRE(rl_db_outbox_lock_batch(relay, 100, &again, &n_again, errstr,
+    RL_REQUIRE(rltest_db_outbox_finish(relay, rows, n, 0, errstr,
                                        sizeof(errstr)) == 0);
+    RL_REQUIRE(rl_db_outbox_lock_batch_bytes(relay, 100, 0, &again, &n_again,
+                                             NULL, errstr,
+                                             sizeof(errstr)) == 0);
     RL_CHECK_INTEQ(n_again, n);
     for (size_t i = 0; i < n_again; i++) {
         for (size_t k = 0; k < n; k++) {
@@ -161,8 +164,8 @@ main(void)
                 RL_CHECK(strcmp(again[i].payload, rows[k].payload) == 0);
         }
     }
-    RL_REQUIRE(rl_db_outbox_finish_batch(relay, again, n_again, 1, errstr,
-                                         sizeof(errstr)) == 0);
+    RL_REQUIRE(rltest_db_outbox_finish(relay, again, n_again, 1, errstr,
+                                       sizeof(errstr)) == 0);
 
     /* Delivered: the audit holds no copy either, and gives back what was
      * sent. */

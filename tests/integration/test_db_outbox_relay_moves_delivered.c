@@ -4,7 +4,9 @@
  * two relays never hold the same row. */
 #include <string.h>
 
-#include "rl/db.h"
+#include "rl/db_claim.h"
+#include "rl/db_conn.h"
+#include "rl/db_outbox.h"
 #include "rl/err.h"
 #include "rltest.h"
 #include "rltest_db.h"
@@ -39,12 +41,12 @@ main(void)
                    2 * RUNS);
 
     /* two relays at once split the rows */
-    RL_CHECK_INTEQ(
-        rl_db_outbox_lock_batch(relay1, 4, &rows1, &n1, errstr, sizeof(errstr)),
-        0);
+    RL_CHECK_INTEQ(rl_db_outbox_lock_batch_bytes(relay1, 4, 0, &rows1, &n1,
+                                                 NULL, errstr, sizeof(errstr)),
+                   0);
     RL_CHECK_INTEQ(n1, 4);
-    RL_CHECK_INTEQ(rl_db_outbox_lock_batch(relay2, 100, &rows2, &n2, errstr,
-                                           sizeof(errstr)),
+    RL_CHECK_INTEQ(rl_db_outbox_lock_batch_bytes(relay2, 100, 0, &rows2, &n2,
+                                                 NULL, errstr, sizeof(errstr)),
                    0);
     RL_CHECK_INTEQ(n2, 2 * RUNS - 4);
     for (size_t i = 0; i < n1; i++) {
@@ -62,10 +64,10 @@ main(void)
 
     /* relay1 delivered; relay2's broker failed */
     RL_CHECK_INTEQ(
-        rl_db_outbox_finish_batch(relay1, rows1, n1, 1, errstr, sizeof(errstr)),
+        rltest_db_outbox_finish(relay1, rows1, n1, 1, errstr, sizeof(errstr)),
         0);
     RL_CHECK_INTEQ(
-        rl_db_outbox_finish_batch(relay2, rows2, n2, 0, errstr, sizeof(errstr)),
+        rltest_db_outbox_finish(relay2, rows2, n2, 0, errstr, sizeof(errstr)),
         0);
     rl_db_outbox_rows_free(rows1, n1);
     rl_db_outbox_rows_free(rows2, n2);
@@ -80,14 +82,14 @@ main(void)
                    2 * RUNS - 4);
 
     /* the retry delivers the rest */
-    RL_CHECK_INTEQ(rl_db_outbox_lock_batch(relay2, 100, &rows2, &n2, errstr,
-                                           sizeof(errstr)),
+    RL_CHECK_INTEQ(rl_db_outbox_lock_batch_bytes(relay2, 100, 0, &rows2, &n2,
+                                                 NULL, errstr, sizeof(errstr)),
                    0);
     RL_CHECK_INTEQ(n2, 2 * RUNS - 4);
     if (n2 > 0)
         RL_CHECK_INTEQ(rows2[0].delivery_count, 1);
     RL_CHECK_INTEQ(
-        rl_db_outbox_finish_batch(relay2, rows2, n2, 1, errstr, sizeof(errstr)),
+        rltest_db_outbox_finish(relay2, rows2, n2, 1, errstr, sizeof(errstr)),
         0);
     rl_db_outbox_rows_free(rows2, n2);
     RL_CHECK_INTEQ(fixture_int(db, "SELECT count(*) FROM outbox", NULL), 0);
@@ -103,14 +105,13 @@ main(void)
                    2);
 
     /* empty: nothing returned, nothing left open */
-    RL_CHECK_INTEQ(rl_db_outbox_lock_batch(relay1, 10, &rows1, &n1, errstr,
-                                           sizeof(errstr)),
+    RL_CHECK_INTEQ(rl_db_outbox_lock_batch_bytes(relay1, 10, 0, &rows1, &n1,
+                                                 NULL, errstr, sizeof(errstr)),
                    0);
     RL_CHECK_INTEQ(n1, 0);
     RL_CHECK(rows1 == NULL);
     RL_CHECK_INTEQ(
-        rl_db_outbox_finish_batch(relay1, NULL, 0, 0, errstr, sizeof(errstr)),
-        0);
+        rltest_db_outbox_finish(relay1, NULL, 0, 0, errstr, sizeof(errstr)), 0);
 
     /* a completed run whose rows were delivered gets no second row */
     {

@@ -4,7 +4,8 @@
  * nobody (schema/009_outbox_wakeup.sql, rl_db_outbox_listen/_wait). */
 #include <string.h>
 
-#include "rl/db.h"
+#include "rl/db_conn.h"
+#include "rl/db_outbox.h"
 #include "rl/err.h"
 #include "rltest.h"
 #include "rltest_db.h"

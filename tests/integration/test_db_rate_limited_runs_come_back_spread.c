@@ -14,7 +14,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "rl/db.h"
+#include "rl/db_claim.h"
+#include "rl/db_conn.h"
+#include "rl/db_dispatch.h"
 #include "rl/db_model_limits.h"
 #include "rl/err.h"
 #include "rltest.h"

@@ -9,9 +9,11 @@
  * Also: every row went, 100 a batch. */
 #include <stdio.h>
 
-#include "rl/db.h"
+#include "rl/db_conn.h"
+#include "rl/db_outbox.h"
 #include "rl/err.h"
 #include "rltest.h"
+#include "rltest_db.h"
 #include "test_db_fixture.h"
 
 enum { RUNS = 150, BATCH = 100, BATCHES = 3 };
@@ -43,13 +45,14 @@ main(void)
         struct rl_outbox_row *rows = NULL;
         size_t n = 0;
 
-        RL_CHECK_INTEQ(rl_db_outbox_lock_batch(relay, BATCH, &rows, &n, errstr,
-                                               sizeof(errstr)),
+        RL_CHECK_INTEQ(rl_db_outbox_lock_batch_bytes(relay, BATCH, 0, &rows, &n,
+                                                     NULL, errstr,
+                                                     sizeof(errstr)),
                        0);
         RL_CHECK_INTEQ(n, BATCH);
-        RL_CHECK_INTEQ(rl_db_outbox_finish_batch(relay, rows, n, 1, errstr,
-                                                 sizeof(errstr)),
-                       0);
+        RL_CHECK_INTEQ(
+            rltest_db_outbox_finish(relay, rows, n, 1, errstr, sizeof(errstr)),
+            0);
         rl_db_outbox_rows_free(rows, n);
     }
     RL_CHECK_INTEQ(fixture_int(db, "SELECT count(*) FROM outbox", NULL), 0);

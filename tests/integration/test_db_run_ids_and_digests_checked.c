@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "rl/db.h"
+#include "rl/db_conn.h"
 #include "rl/db_ops.h"
 #include "rl/err.h"
 #include "rltest.h"

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "rl/config.h"
-#include "rl/db.h"
+#include "rl/db_conn.h"
 #include "rl/err.h"
 #include "rltest.h"
 #include "test_db_fixture.h"

@@ -6,7 +6,10 @@
  * batch of one). */
 #include <string.h>
 
-#include "rl/db.h"
+#include "rl/db_claim.h"
+#include "rl/db_complete.h"
+#include "rl/db_conn.h"
+#include "rl/db_lease.h"
 #include "rl/err.h"
 #include "rltest.h"
 #include "rltest_db.h"

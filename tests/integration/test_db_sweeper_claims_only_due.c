@@ -5,7 +5,9 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "rl/db.h"
+#include "rl/db_claim.h"
+#include "rl/db_conn.h"
+#include "rl/db_lease.h"
 #include "rl/err.h"
 #include "rltest.h"
 #include "rltest_db.h"
@@ -112,8 +114,8 @@ main(void)
         fixture_run_init(&runs[i], job, request, NULL);
         regs[i] = runs[i].reg;
     }
-    RL_REQUIRE(rl_db_register_claim(db, regs, DUE_RUNS, "w1", 30, claims,
-                                    errstr, sizeof(errstr)) == 0);
+    RL_REQUIRE(rl_db_register_claim_some(db, regs, DUE_RUNS, "w1", 30, -1,
+                                         claims, errstr, sizeof(errstr)) == 0);
     for (int i = 0; i < DUE_RUNS; i++) {
         RL_REQUIRE(claims[i].status == RL_CLAIM_WON);
         RL_CHECK_INTEQ(rl_db_release(db, runs[i].run_id, "w1",

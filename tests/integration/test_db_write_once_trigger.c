@@ -3,7 +3,9 @@
  * guarded statements); the first stored raw input wins. */
 #include <string.h>
 
-#include "rl/db.h"
+#include "rl/db_claim.h"
+#include "rl/db_conn.h"
+#include "rl/db_lease.h"
 #include "rl/err.h"
 #include "rltest.h"
 #include "rltest_db.h"

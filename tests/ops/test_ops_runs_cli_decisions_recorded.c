@@ -11,6 +11,9 @@
 #include <cjson/cJSON.h>
 
 #include "ops.h"
+#include "rl/db_claim.h"
+#include "rl/db_dispatch.h"
+#include "rl/db_lease.h"
 #include "rl/runid.h"
 #include "rltest.h"
 #include "rltest_db.h"

@@ -5,7 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rl/db_claim.h"
+#include "rl/db_complete.h"
+#include "rl/db_dispatch.h"
+#include "rl/db_outbox.h"
 #include "rl/err.h"
+#include "rl/timefmt.h"
 
 /* The batch reports a lost lease per run, without a message. */
 static int
@@ -21,8 +26,8 @@ rltest_db_claim(struct rl_db *db, const struct rl_run_reg *reg,
                 const char *worker, int lease_seconds, struct rl_claim *claim,
                 char *errstr, size_t errstr_size)
 {
-    return rl_db_register_claim(db, reg, 1, worker, lease_seconds, claim,
-                                errstr, errstr_size);
+    return rl_db_register_claim_some(db, reg, 1, worker, lease_seconds, -1,
+                                     claim, errstr, errstr_size);
 }
 
 int
@@ -282,4 +287,31 @@ rltest_run_clear(struct rltest_run *run)
     free(run->error_class);
     free(run->source_topic);
     memset(run, 0, sizeof(*run));
+}
+
+int
+rltest_db_outbox_finish(struct rl_db *db, const struct rl_outbox_row *rows,
+                        size_t n, int delivered, char *errstr,
+                        size_t errstr_size)
+{
+    struct rl_outbox_outcome *outcomes = NULL;
+    int err;
+
+    if (n > 0) {
+        outcomes = calloc(n, sizeof(*outcomes));
+        if (!outcomes) {
+            /* The batch's transaction stays open: the test fails anyway,
+             * and its connection goes with it. */
+            snprintf(errstr, errstr_size,
+                     "could not finish outbox batch: out of memory");
+            return RL_ERR_NOMEM;
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        outcomes[i].fate = delivered ? RL_OUTBOX_DELIVERED : RL_OUTBOX_RETRY;
+    /* Due again at once: the caller said nothing about backing off. */
+    err = rl_db_outbox_finish_rows(db, rows, n, outcomes, 0, 0, errstr,
+                                   errstr_size);
+    free(outcomes);
+    return err;
 }

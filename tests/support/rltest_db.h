@@ -4,7 +4,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rl/db_claim.h"
+#include "rl/db_complete.h"
+#include "rl/db_dispatch.h"
 #include "rl/db_ops.h"
+#include "rl/db_outbox.h"
+#include "rl/runid.h"
+#include "rl/timefmt.h"
 
 /* One run at a time over the batched statements the service runs, so a
  * test that claims, dispatches or completes a single run checks the SQL
@@ -12,7 +18,7 @@
  * wrapper: a batch of one, its per-run result turned into the return
  * code. */
 
-/* rl_db_register_claim for one run. */
+/* rl_db_register_claim_some for one run, claimed when claimable. */
 int rltest_db_claim(struct rl_db *db, const struct rl_run_reg *reg,
                     const char *worker, int lease_seconds,
                     struct rl_claim *claim, char *errstr, size_t errstr_size);
@@ -47,6 +53,13 @@ int rltest_db_complete(struct rl_db *db, const char *run_id, const char *worker,
                        const char *output_json, const char *const *channels,
                        size_t n_channels, int *completed, char *errstr,
                        size_t errstr_size);
+
+/* rl_db_outbox_finish_rows with one outcome for the whole batch the
+ * relay locked: delivered, or retried (due again at once). Returns as
+ * rl_db_outbox_finish_rows. */
+int rltest_db_outbox_finish(struct rl_db *db, const struct rl_outbox_row *rows,
+                            size_t n, int delivered, char *errstr,
+                            size_t errstr_size);
 
 /* One runs row as a test reads it. Strings owned (rltest_run_clear); NULL
  * or "" (fixed arrays) for SQL NULL; JSON columns as PostgreSQL prints

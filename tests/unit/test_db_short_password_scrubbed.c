@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "rl/db.h"
+#include "rl/db_conn.h"
 #include "rltest.h"
 
 static void

@@ -6,13 +6,14 @@
  * operator's limits per model (`runledger limits --model`), and the
  * statement a worker runs when the provider throttled a model. Taking the
  * allowances is part of recording a batch's dispatches
- * (rl_db_dispatch_runs in rl/db.h). Same conventions as rl/db.h: 0 or a
+ * (rl_db_dispatch_runs in rl/db_dispatch.h). Same conventions as
+ * rl/db_conn.h: 0 or a
  * negative enum rl_err with errstr filled, one connection per thread. */
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "rl/db.h"
+#include "rl/db_conn.h"
 
 /* The limits of one model as the operator sets them. rpm and tpm are
  * allowances per window_ms (a minute unless shortened, e.g. by a test);

@@ -4,13 +4,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "rl/db.h"
+#include "rl/db_conn.h"
+#include "rl/runid.h"
 
 /* The operator's side of the ledger: `runledger runs`, `budgets`,
  * `report`, `approvers` and `receive`, and the ad hoc statement of tests
- * and tools. The service process runs none of these (rl/db.h is what it
- * runs); same conventions as rl/db.h: 0 or a negative enum rl_err with
- * errstr filled, one connection per thread.
+ * and tools. The service process runs none of these (the rl/db_*.h of
+ * each concern are what it runs); same conventions as rl/db_conn.h: 0 or a
+ * negative enum rl_err with errstr filled, one connection per thread.
  *
  * Most of these statements run unprepared: a command runs each once. */
 
@@ -224,7 +225,7 @@ int rl_db_receive(struct rl_db *db, const char *idempotency_key,
 /* ---- approval gates (schema/006_approval.sql) ------------------------- *
  *
  * The proposal's canonical text and digest come from rl/approval.h; the
- * worker's proposal is rl_db_propose_attempt (rl/db.h). */
+ * worker's proposal is rl_db_propose_attempt (rl/db_complete.h). */
 
 /* What a decision on a proposal found or did. */
 struct rl_approval_decision {

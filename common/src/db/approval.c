@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "db_int.h"
+#include "rl/db_complete.h"
 #include "rl/db_ops.h"
 #include "rl/err.h"
 

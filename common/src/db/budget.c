@@ -1,7 +1,7 @@
 /* budget.c: token budgets as the operator sets, reads and wakes them
  * (`runledger budgets`) and the cost report (`runledger report`), over
- * schema/004_budgets.sql. Dispatching within budgets is a lease write
- * (lease.c). */
+ * schema/004_budgets.sql. Dispatching within budgets is part of
+ * recording a dispatch (dispatch.c). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* claim.c: how a run comes to be held. Registering a batch of runs and
- * claiming each one that is due (rl_db_register_claim, one round trip
+ * claiming each one that is due (rl_db_register_claim_some, one round trip
  * through rl_claim_runs of schema/020_claim_new_runs_at_insert.sql), and
  * the sweeper's claim of expired leases and due runs (rl_db_claim_due).
  * Both return the lease epoch every later write must name. */
@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "db_int.h"
+#include "rl/db_claim.h"
 #include "rl/err.h"
 
 /* Register + claim a batch: see rl_claim_runs in
@@ -138,15 +139,6 @@ valid_reg(const struct rl_run_reg *reg)
 {
     return reg->run_id && reg->job && reg->tenant && reg->scheduled_at &&
            reg->version && reg->fingerprint && reg->request_json;
-}
-
-int
-rl_db_register_claim(struct rl_db *db, const struct rl_run_reg *regs, size_t n,
-                     const char *worker, int lease_seconds,
-                     struct rl_claim *claims, char *errstr, size_t errstr_size)
-{
-    return rl_db_register_claim_some(db, regs, n, worker, lease_seconds, -1,
-                                     claims, errstr, errstr_size);
 }
 
 int

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "rl/buf.h"
-#include "rl/db.h"
+#include "rl/db_conn.h"
 
 /* Session settings a connection carries at most: ours and the connection
  * string's own -c settings. */
@@ -51,13 +51,13 @@ enum db_stmt_id {
     DB_STMT_CLAIM_RUNS,                        /* claim.c */
     DB_STMT_CLAIM_DUE_RUNS,                    /* claim.c */
     DB_STMT_STORE_RAW_INPUT_ONCE,              /* lease.c */
-    DB_STMT_RECORD_OUTCOME_ONCE,               /* lease.c */
+    DB_STMT_RECORD_OUTCOME_ONCE,               /* dispatch.c */
     DB_STMT_RENEW_LEASES_OF_OWNER,             /* lease.c */
     DB_STMT_CHECK_LEASES_OF_OWNER,             /* lease.c */
     DB_STMT_RELEASE_RUN_UNDER_LEASE,           /* lease.c */
     DB_STMT_PARK_RUN_UNDER_LEASE,              /* lease.c */
-    DB_STMT_DISPATCH_RUNS,                     /* lease.c */
-    DB_STMT_COMPLETE_RUNS,                     /* lease.c */
+    DB_STMT_DISPATCH_RUNS,                     /* dispatch.c */
+    DB_STMT_COMPLETE_RUNS,                     /* complete.c */
     DB_STMT_LOCK_PENDING_OUTBOX,               /* outbox.c */
     DB_STMT_FINISH_OUTBOX_ROWS,                /* outbox.c */
     DB_STMT_PROPOSE_ATTEMPT_AWAITING_APPROVAL, /* approval.c */

@@ -8,9 +8,11 @@
 #include <string.h>
 
 #include "db_int.h"
+#include "rl/db_migrate.h"
 #include "rl/err.h"
 #include "rl/log.h"
 #include "rl/migrations.h"
+#include "rl/runid.h"
 
 /* Migrations bookkeeping (run by rl_db_migrate only). */
 static const char create_schema_migrations[] =

@@ -1,7 +1,7 @@
 /* model_limits.c: the model rate limits as the operator sets and reads them,
  * and a worker's report that the provider throttled a model, over
  * schema/019_model_rate_limits.sql and 021_rate_limit_queue.sql. Taking
- * the allowances is part of the dispatch statement (lease.c,
+ * the allowances is part of the dispatch statement (dispatch.c,
  * rl_dispatch_runs). */
 #include <inttypes.h>
 #include <stdio.h>

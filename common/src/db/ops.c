@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "db_int.h"
+#include "rl/db_gauges.h"
 #include "rl/db_ops.h"
 #include "rl/err.h"
 

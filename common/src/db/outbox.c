@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "db_int.h"
+#include "rl/db_outbox.h"
 #include "rl/err.h"
 
 /* Due first, oldest due first; rows another relay holds are skipped, not
@@ -428,15 +429,6 @@ rl_db_outbox_lock_batch_bytes(struct rl_db *db, int limit, long long max_bytes,
     return 0;
 }
 
-int
-rl_db_outbox_lock_batch(struct rl_db *db, int limit,
-                        struct rl_outbox_row **rows, size_t *n_rows,
-                        char *errstr, size_t errstr_size)
-{
-    return rl_db_outbox_lock_batch_bytes(db, limit, 0, rows, n_rows, NULL,
-                                         errstr, errstr_size);
-}
-
 static const char *const outcome_names[] = {
     [RL_OUTBOX_RETRY] = "retry",
     [RL_OUTBOX_DELIVERED] = "delivered",
@@ -505,32 +497,5 @@ done:
         end_tx(db, "ROLLBACK");
     PQclear(res);
     db_arrays_free(arrays, 4);
-    return err;
-}
-
-int
-rl_db_outbox_finish_batch(struct rl_db *db, const struct rl_outbox_row *rows,
-                          size_t n, int delivered, char *errstr,
-                          size_t errstr_size)
-{
-    struct rl_outbox_outcome *outcomes = NULL;
-    int err;
-
-    if (n > 0) {
-        outcomes = calloc(n, sizeof(*outcomes));
-        if (!outcomes) {
-            if (db->in_tx)
-                end_tx(db, "ROLLBACK");
-            rl_set_err(errstr, errstr_size,
-                       "could not finish outbox batch: out of memory");
-            return RL_ERR_NOMEM;
-        }
-    }
-    for (size_t i = 0; i < n; i++)
-        outcomes[i].fate = delivered ? RL_OUTBOX_DELIVERED : RL_OUTBOX_RETRY;
-    /* Due again at once: the caller said nothing about backing off. */
-    err = rl_db_outbox_finish_rows(db, rows, n, outcomes, 0, 0, errstr,
-                                   errstr_size);
-    free(outcomes);
     return err;
 }

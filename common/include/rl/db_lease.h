@@ -1,0 +1,62 @@
+#ifndef RL_DB_LEASE_H
+#define RL_DB_LEASE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The writes that keep or end a lease: raw input stored once, renewals
+ * and checks, release and park (common/src/db/lease.c). Conventions:
+ * rl/db_conn.h.
+ *
+ * Rules every write under a lease follows:
+ * - the database clock decides lease expiry: callers pass durations;
+ * - every write after a claim names the lease (worker, lease_epoch) and is
+ *   refused with RL_ERR_STALE once another worker has claimed the run, so a
+ *   worker that lost its lease can never commit;
+ * - output and raw_input are write-once (guarded statements, and a trigger
+ *   underneath); a completed run stays completed. */
+
+struct rl_db;
+
+/* Stores raw input once: the first value written stays. *stored receives
+ * the stored value (malloc'd, free with free(); NULL if none), which the
+ * caller must use instead of its own. input_json NULL or "null" stores
+ * nothing. Returns 0, RL_ERR_STALE (lease lost), RL_ERR_INVALID (not
+ * JSON) or RL_ERR_DB. */
+int rl_db_store_raw_input(struct rl_db *db, const char *run_id,
+                          const char *worker, int64_t lease_epoch,
+                          const char *input_json, char **stored, char *errstr,
+                          size_t errstr_size);
+
+/* Extends the leases of n runs held by worker to now() + lease_seconds in
+ * one statement. held[k] (caller-allocated) is set to 1 when run_ids[k]
+ * with epochs[k] is still this worker's, else 0 (the run moved on: abandon
+ * it). Returns the number still held (>= 0) or RL_ERR_INVALID / RL_ERR_DB. */
+int rl_db_renew_leases(struct rl_db *db, const char *worker, int lease_seconds,
+                       const char *const *run_ids, const int64_t *epochs,
+                       size_t n, int *held, char *errstr, size_t errstr_size);
+
+/* As rl_db_renew_leases without extending anything: held[k] says whether
+ * run_ids[k] with epochs[k] is still worker's lease (an operator's cancel
+ * clears it at once). Read-only. Returns the number still held (>= 0) or
+ * RL_ERR_INVALID / RL_ERR_DB. */
+int rl_db_check_leases(struct rl_db *db, const char *worker,
+                       const char *const *run_ids, const int64_t *epochs,
+                       size_t n, int *held, char *errstr, size_t errstr_size);
+
+/* Gives a run back for a later attempt: status pending, lease cleared,
+ * next_attempt_at = now() + delay_ms (database clock), error_class and
+ * error recorded. Returns 0, RL_ERR_STALE or RL_ERR_DB. */
+int rl_db_release(struct rl_db *db, const char *run_id, const char *worker,
+                  int64_t lease_epoch, int64_t delay_ms,
+                  const char *error_class, const char *error, char *errstr,
+                  size_t errstr_size);
+
+/* Parks a run for good: status "failed" or "unknown" (the outcome of a
+ * dispatched call is unknowable), lease cleared, error recorded.
+ * Returns 0, RL_ERR_STALE, RL_ERR_INVALID (other status) or RL_ERR_DB. */
+int rl_db_fail(struct rl_db *db, const char *run_id, const char *worker,
+               int64_t lease_epoch, const char *status, const char *error_class,
+               const char *error, char *errstr, size_t errstr_size);
+
+#endif /* RL_DB_LEASE_H */
