@@ -209,7 +209,7 @@ BEGIN
     -- attempts per run: called per row, the two functions cost more than
     -- the claim itself
     SELECT row_number() OVER (), c.run_id, 'won'::text, c.status,
-           c.fingerprint, c.lease_epoch, c.attempts,
+           c.fingerprint, c.lease_epoch, c.attempts - c.attempt_allowance,
            coalesce(a.prior, false), a.n,
            coalesce(c.deadline_at <= now(), false), c.job, c.tenant,
            to_char(c.scheduled_at AT TIME ZONE 'UTC',
@@ -409,7 +409,8 @@ BEGIN
                    THEN 'queued'
                ELSE 'leased'
                END AS claim,
-               cur.fingerprint, cur.lease_epoch, cur.attempts,
+               cur.fingerprint, cur.lease_epoch,
+               cur.attempts - cur.attempt_allowance AS attempts,
                cur.deadline_at, cur.job, cur.tenant, cur.scheduled_at,
                cur.version, cur.request, cur.raw_input, cur.output,
                cur.source_topic, cur.source_partition, cur.source_offset,
@@ -1050,7 +1051,8 @@ CREATE FUNCTION rl_model_throttled(p_model text, p_pause_ms bigint, p_adaptive b
 DECLARE
     v_flight integer;
 BEGIN
-    INSERT INTO model_limits (model) VALUES (p_model) ON CONFLICT DO NOTHING;
+    INSERT INTO model_limits (model, implicit) VALUES (p_model, true)
+        ON CONFLICT DO NOTHING;
     SELECT count(*) INTO v_flight
       FROM model_calls c
       JOIN attempts a ON a.run_id = c.run_id AND a.attempt_no = c.attempt_no
@@ -1257,6 +1259,16 @@ BEGIN
          ORDER BY m.model
            FOR UPDATE
     LOOP
+        -- A row a 429 created for a model nobody limited holds its pause
+        -- and adaptive cap only while they matter: ten minutes after the
+        -- last pause ended, the model is unlimited again.
+        IF v_m.implicit
+           AND coalesce(v_m.paused_until, '-infinity') < v_now - interval '10 minutes'
+        THEN
+            DELETE FROM model_calls c WHERE c.model = v_m.model;
+            DELETE FROM model_limits m WHERE m.model = v_m.model;
+            CONTINUE;
+        END IF;
         -- Settle the calls that got an outcome since the last dispatch:
         -- additive increase, one step per cap's worth of 'ok' calls. A
         -- call whose lease is gone is over too: its worker died or gave
@@ -1515,6 +1527,7 @@ CREATE TABLE model_limits (
     updated_by text,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     queued_until timestamp with time zone,
+    implicit boolean DEFAULT false NOT NULL,
     CONSTRAINT model_limits_cap_positive CHECK ((concurrency_cap > 0)),
     CONSTRAINT model_limits_rpm_positive CHECK ((rpm > 0)),
     CONSTRAINT model_limits_tpm_positive CHECK ((tpm > 0)),
@@ -1660,6 +1673,8 @@ CREATE TABLE runs (
     proposal jsonb,
     proposal_digest text,
     traceparent text,
+    attempt_allowance integer DEFAULT 0 NOT NULL,
+    CONSTRAINT runs_attempt_allowance_not_negative CHECK ((attempt_allowance >= 0)),
     CONSTRAINT runs_attempts_not_negative CHECK ((attempts >= 0)),
     CONSTRAINT runs_awaiting_approval_has_proposal CHECK (((status <> 'awaiting_approval'::text) OR (proposal IS NOT NULL))),
     CONSTRAINT runs_completed_has_output CHECK (((status <> 'completed'::text) OR ((output IS NOT NULL) AND (completed_at IS NOT NULL)))),

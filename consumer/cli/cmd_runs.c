@@ -27,14 +27,16 @@ static const char usage_text[] =
 "usage: runledger runs list [--status S] [--tenant T] [--job J]\n"
 "                           [--since RFC3339] [--limit N] [--json]\n"
 "       runledger runs show RUN_ID [--json]\n"
-"       runledger runs retry RUN_ID [--actor NAME] [--reason TEXT]\n"
+"       runledger runs retry RUN_ID [--attempts N] [--actor NAME]\n"
+"                            [--reason TEXT]\n"
 "       runledger runs resolve RUN_ID (--failed | --completed-from FILE)\n"
 "                              --actor NAME --reason TEXT\n"
 "       runledger runs approve RUN_ID --digest D --actor NAME [--reason TEXT]\n"
 "       runledger runs reject RUN_ID --digest D --actor NAME [--reason TEXT]\n"
 "       runledger runs cancel RUN_ID --actor NAME --reason TEXT\n"
 "       runledger runs cancel --tenant T [--job J] [--version V]\n"
-"                             [--status S[,S...]] [--dry-run]\n"
+"                             [--status S[,S...]] [--created-before T]\n"
+"                             [--dry-run]\n"
 "                             --actor NAME --reason TEXT\n"
 "\n"
 "  list     runs, newest scheduled first (default limit 50); --status is\n"
@@ -48,7 +50,8 @@ static const char usage_text[] =
 "  retry    re-open a failed or unknown run for a new attempt under the\n"
 "           same run ID (status pending, due now). An attempt without an\n"
 "           outcome is closed as ambiguous: you accept that it may have\n"
-"           generated. --actor defaults to $USER.\n"
+"           generated. A run whose attempts ran out gets --attempts N\n"
+"           more (default 1). --actor defaults to $USER.\n"
 "  resolve  decide an unknown run: --failed, or --completed-from FILE\n"
 "           (a JSON output, stored write-once; the run's notifications\n"
 "           are queued in the same transaction, as a completion would)\n"
@@ -58,8 +61,9 @@ static const char usage_text[] =
 "           longer write), its attempt closed as cancelled, and its worker\n"
 "           cancels the call. With --tenant instead of RUN_ID, every run of\n"
 "           the tenant (and job, version) in --status (default\n"
-"           pending,awaiting_approval), in batches of 500; --dry-run prints\n"
-"           how many runs match and changes nothing\n"
+"           pending,awaiting_approval) registered before --created-before\n"
+"           (RFC 3339; default: when the cancel starts), in batches of 500;\n"
+"           --dry-run prints how many runs match and changes nothing\n"
 "\n"
 "The ledger is DATABASE_URL (see `runledger config`).\n"
 "Exit status: 0 ok; 1 PostgreSQL unreachable or failed; 2 bad usage or\n"
@@ -498,11 +502,20 @@ read_file(const char *path, char *errstr, size_t errstr_size)
 struct decision {
     const char *run_id, *actor, *reason, *from, *digest;
     int failed;
+    int attempts; /* retry --attempts N (0: not given) */
 };
 
-enum { OPT_ACTOR = 1, OPT_REASON, OPT_FAILED, OPT_COMPLETED_FROM, OPT_DIGEST };
+enum {
+    OPT_ACTOR = 1,
+    OPT_REASON,
+    OPT_FAILED,
+    OPT_COMPLETED_FROM,
+    OPT_DIGEST,
+    OPT_ATTEMPTS
+};
 
 static const struct option decide_options[] = {
+    {"attempts", required_argument, NULL, OPT_ATTEMPTS},
     {"actor", required_argument, NULL, OPT_ACTOR},
     {"reason", required_argument, NULL, OPT_REASON},
     {"failed", no_argument, NULL, OPT_FAILED},
@@ -553,6 +566,21 @@ parse_decision(int argc, char **argv, const char *what,
         case OPT_DIGEST:
             d->digest = optarg;
             break;
+        case OPT_ATTEMPTS: {
+            char *end;
+            long n;
+
+            errno = 0;
+            n = strtol(optarg, &end, 10);
+            if (errno || *end || end == optarg || n < 1 || n > 1000) {
+                *rc = rl_cli_usage_error(
+                    "runs", "--attempts %s: not a number from 1 to 1000",
+                    optarg);
+                return -1;
+            }
+            d->attempts = (int)n;
+            break;
+        }
         }
     }
     if (opt < 0)
@@ -582,6 +610,8 @@ cmd_decide(int argc, char **argv, int resolve)
 
     if (parse_decision(argc, argv, what, decide_options, &d, &rc) != 0)
         return rc;
+    if (resolve && d.attempts)
+        return rl_cli_usage_error("runs", "--attempts belongs to runs retry");
     if (!resolve) {
         if (d.failed || d.from)
             return rl_cli_usage_error("runs",
@@ -629,8 +659,9 @@ cmd_decide(int argc, char **argv, int resolve)
         return rc;
     }
     if (!resolve)
-        err = rl_db_run_retry(db, d.run_id, d.actor, d.reason, &dec, errstr,
-                              sizeof(errstr));
+        err = rl_db_run_retry_attempts(db, d.run_id, d.actor, d.reason,
+                                       d.attempts, &dec, errstr,
+                                       sizeof(errstr));
     else if (d.failed)
         err = rl_db_run_resolve_failed(db, d.run_id, d.actor, d.reason, &dec,
                                        errstr, sizeof(errstr));
@@ -714,7 +745,8 @@ cmd_cancel(int argc, char **argv)
         OPT_C_JOB,
         OPT_C_VERSION,
         OPT_C_STATUS,
-        OPT_C_DRY_RUN
+        OPT_C_DRY_RUN,
+        OPT_C_BEFORE
     };
     static const struct option options[] = {
         {"actor", required_argument, NULL, OPT_C_ACTOR},
@@ -724,6 +756,7 @@ cmd_cancel(int argc, char **argv)
         {"version", required_argument, NULL, OPT_C_VERSION},
         {"status", required_argument, NULL, OPT_C_STATUS},
         {"dry-run", no_argument, NULL, OPT_C_DRY_RUN},
+        {"created-before", required_argument, NULL, OPT_C_BEFORE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -733,7 +766,7 @@ cmd_cancel(int argc, char **argv)
         .options = options,
         .operands = 1,
     };
-    struct rl_cancel_filter filter = {NULL, NULL, NULL, NULL};
+    struct rl_cancel_filter filter = {NULL, NULL, NULL, NULL, NULL};
     const char *actor = NULL, *reason = NULL, *run_id = NULL;
     struct rl_decision dec;
     struct rl_db *db;
@@ -765,6 +798,16 @@ cmd_cancel(int argc, char **argv)
         case OPT_C_DRY_RUN:
             dry_run = 1;
             break;
+        case OPT_C_BEFORE: {
+            int64_t epoch;
+            char why[200];
+
+            if (rl_time_parse(optarg, &epoch, NULL, why, sizeof(why)) != 0)
+                return rl_cli_usage_error(
+                    "runs", "--created-before %s: %s", optarg, why);
+            filter.created_before = optarg;
+            break;
+        }
         }
     }
     if (opt < 0)
@@ -775,6 +818,7 @@ cmd_cancel(int argc, char **argv)
         run_id = argv[optind];
     if (run_id) {
         if (filter.tenant || filter.job || filter.version || filter.statuses ||
+            filter.created_before ||
             dry_run)
             return rl_cli_usage_error("runs",
                                       "runs cancel takes a RUN_ID or a filter "

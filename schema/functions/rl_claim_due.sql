@@ -238,7 +238,7 @@ BEGIN
     -- attempts per run: called per row, the two functions cost more than
     -- the claim itself
     SELECT row_number() OVER (), c.run_id, 'won'::text, c.status,
-           c.fingerprint, c.lease_epoch, c.attempts,
+           c.fingerprint, c.lease_epoch, c.attempts - c.attempt_allowance,
            coalesce(a.prior, false), a.n,
            coalesce(c.deadline_at <= now(), false), c.job, c.tenant,
            to_char(c.scheduled_at AT TIME ZONE 'UTC',

@@ -17,7 +17,9 @@
 --   purged     no run, but a tombstone with this fingerprint: the run
 --              finished and was purged; it is never registered again
 --   not_due    pending with next_attempt_at in the future (sweeper's)
--- and ambiguous_prior / ambiguous_attempts as defined above.
+-- and ambiguous_prior / ambiguous_attempts as defined above. attempts is
+-- the dispatches that count against the limit (attempts less the
+-- attempt_allowance an operator's `runs retry --attempts` granted).
 --
 -- This is plpgsql, not one statement, because the claim must see rows the
 -- register step inserted, which a single INSERT .. ON CONFLICT + UPDATE CTE
@@ -225,7 +227,8 @@ BEGIN
                    THEN 'queued'
                ELSE 'leased'
                END AS claim,
-               cur.fingerprint, cur.lease_epoch, cur.attempts,
+               cur.fingerprint, cur.lease_epoch,
+               cur.attempts - cur.attempt_allowance AS attempts,
                cur.deadline_at, cur.job, cur.tenant, cur.scheduled_at,
                cur.version, cur.request, cur.raw_input, cur.output,
                cur.source_topic, cur.source_partition, cur.source_offset,

@@ -2,16 +2,11 @@
 -- left): every worker defers the model's runs until now + p_pause_ms
 -- (never earlier than a pause already recorded). p_adaptive: the provider
 -- published no limits, so the concurrency cap is halved as well (when the
--- operator set none either). Creates the model's row when missing.
---
--- The provider refused a call of p_model with 429 (or said nothing is
--- left): every worker defers the model's runs until now + p_pause_ms
--- (never earlier than a pause already recorded). p_adaptive: the provider
--- published no limits, so the concurrency cap is halved as well (when the
 -- operator set none either); the first one is half of p_in_flight (the
 -- calling worker's calls of the model in flight, the refused one
 -- included) or of the calls model_calls counts, whichever is larger.
--- Creates the model's row when missing.
+-- Creates the model's row when missing, as implicit: it is forgotten ten
+-- minutes after its last pause ends (rl_take_model_limits).
 CREATE OR REPLACE FUNCTION rl_model_throttled(
     p_model     text,
     p_pause_ms  bigint,
@@ -25,7 +20,8 @@ AS $fn$
 DECLARE
     v_flight integer;
 BEGIN
-    INSERT INTO model_limits (model) VALUES (p_model) ON CONFLICT DO NOTHING;
+    INSERT INTO model_limits (model, implicit) VALUES (p_model, true)
+        ON CONFLICT DO NOTHING;
     SELECT count(*) INTO v_flight
       FROM model_calls c
       JOIN attempts a ON a.run_id = c.run_id AND a.attempt_no = c.attempt_no

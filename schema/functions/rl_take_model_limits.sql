@@ -49,6 +49,16 @@ BEGIN
          ORDER BY m.model
            FOR UPDATE
     LOOP
+        -- A row a 429 created for a model nobody limited holds its pause
+        -- and adaptive cap only while they matter: ten minutes after the
+        -- last pause ended, the model is unlimited again.
+        IF v_m.implicit
+           AND coalesce(v_m.paused_until, '-infinity') < v_now - interval '10 minutes'
+        THEN
+            DELETE FROM model_calls c WHERE c.model = v_m.model;
+            DELETE FROM model_limits m WHERE m.model = v_m.model;
+            CONTINUE;
+        END IF;
         -- Settle the calls that got an outcome since the last dispatch:
         -- additive increase, one step per cap's worth of 'ok' calls. A
         -- call whose lease is gone is over too: its worker died or gave

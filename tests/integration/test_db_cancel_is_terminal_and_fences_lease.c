@@ -9,7 +9,8 @@
  * cancelled; no statement brings a cancelled run back (trigger). A
  * completed run, a failed one and a cancelled one are refused with
  * RL_ERR_CONFLICT and nothing changes. A filter cancel needs a tenant,
- * counts what it would cancel, and cancels only the runs of its filter,
+ * counts what it would cancel, and cancels only the runs of its filter
+ * registered before its cutoff (given, or the moment it starts),
  * in batches. The gauges count runs awaiting approval and cancelled
  * runs. */
 #include <string.h>
@@ -43,7 +44,7 @@ main(void)
     struct rl_claim claim, due[8];
     struct rl_decision dec;
     struct rl_db_gauges g;
-    struct rl_cancel_filter filter = {"workspace-acme", NULL, NULL, NULL};
+    struct rl_cancel_filter filter = {"workspace-acme", NULL, NULL, NULL, NULL};
     const char *channels[1] = {"email"};
     const char *ids[1];
     int64_t epochs[1], n64 = 0, run_epoch, pending_epoch;
@@ -310,6 +311,48 @@ main(void)
     RL_CHECK_INTEQ(
         rl_db_runs_cancel_count(db, &filter, &n64, errstr, sizeof(errstr)), 0);
     RL_CHECK_INTEQ(n64, 0);
+
+    /* A filter cancel catches only runs registered before its cutoff: the
+     * one given, or by default the moment it starts (a run registered
+     * while it works, here one stamped an hour ahead, is left alone). */
+    for (int i = 0; i < 2; i++) {
+        snprintf(job, sizeof(job), "late-%d", i);
+        fixture_run_init(&batch[i], job, request, NULL);
+        RL_REQUIRE(rltest_db_claim(db, &batch[i].reg, "w1", 30, &claim, errstr,
+                                   sizeof(errstr)) == 0);
+        RL_REQUIRE(rl_db_release(db, batch[i].run_id, "w1", claim.lease_epoch,
+                                 0, "transient", "x", errstr,
+                                 sizeof(errstr)) == 0);
+        rl_claim_clear(&claim);
+    }
+    fixture_exec(db, "UPDATE runs SET created_at = '1999-06-01T00:00:00Z'"
+                     " WHERE job = 'late-0'");
+    fixture_exec(db, "UPDATE runs SET created_at = now() + interval '1 hour'"
+                     " WHERE job = 'late-1'");
+    filter.statuses = NULL;
+    filter.created_before = "1999-01-01T00:00:00Z";
+    RL_CHECK_INTEQ(
+        rl_db_runs_cancel_count(db, &filter, &n64, errstr, sizeof(errstr)), 0);
+    RL_CHECK_INTEQ(n64, 0);
+    RL_CHECK_INTEQ(rl_db_runs_cancel(db, &filter, "alice", "cutoff", 2, &n64,
+                                     errstr, sizeof(errstr)),
+                   0);
+    RL_CHECK_INTEQ(n64, 0);
+    filter.created_before = NULL;
+    RL_CHECK_INTEQ(rl_db_runs_cancel(db, &filter, "alice", "cutoff", 2, &n64,
+                                     errstr, sizeof(errstr)),
+                   0);
+    RL_CHECK_INTEQ(n64, 1);
+    RL_CHECK_INTEQ(count_where(db,
+                               "SELECT count(*) FROM runs WHERE run_id = $1 "
+                               "AND status = 'cancelled'",
+                               batch[0].run_id),
+                   1);
+    RL_CHECK_INTEQ(count_where(db,
+                               "SELECT count(*) FROM runs WHERE run_id = $1 "
+                               "AND status = 'pending'",
+                               batch[1].run_id),
+                   1);
 
     fixture_drop(db, schema);
     RL_TEST_END();

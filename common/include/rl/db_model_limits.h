@@ -27,9 +27,11 @@ struct rl_model_limit {
     int64_t window_ms;
 };
 
-/* `limits set --model`: creates or replaces the limits of one model and
- * refills its bucket (a pause the provider asked for stays). At least one
- * of rpm, tpm must be > 0. Returns 0, RL_ERR_INVALID or RL_ERR_DB. */
+/* `limits set --model`: creates or replaces the limits of one model,
+ * refills its bucket and ends its pause (the old limit's 429s caused it;
+ * a provider that still refuses pauses it again at the next one); a row a
+ * 429 created becomes the operator's. At least one of rpm, tpm must be
+ * > 0. Returns 0, RL_ERR_INVALID or RL_ERR_DB. */
 int rl_db_model_limit_set(struct rl_db *db, const struct rl_model_limit *lim,
                           const char *actor, char *errstr, size_t errstr_size);
 
@@ -55,7 +57,8 @@ int rl_db_model_limits_json(struct rl_db *db, const char *model, char **json,
  * ledger counts, at least 1. reason (may be NULL) is shown by `runs show`
  * on the deferred runs. On success paused_until (33 bytes or more, may be
  * NULL) gets the pause's end and *cap (may be NULL) the cap, 0 for none.
- * Returns 0 or RL_ERR_DB. */
+ * A model without a row gets an implicit one, forgotten ten minutes after
+ * its last pause ends. Returns 0 or RL_ERR_DB. */
 int rl_db_model_throttled(struct rl_db *db, const char *model, int64_t pause_ms,
                           int adaptive, int in_flight, const char *reason,
                           char *paused_until, size_t paused_until_size,

@@ -68,13 +68,21 @@ struct rl_decision {
  * the same run ID (status pending, next_attempt_at now(), a spent deadline
  * extended by its original length; attempts without an outcome are closed
  * as ambiguous) and records the decision (actor, reason) in
- * run_decisions, in one statement. The attempt count is not reset: a run
- * that spent RUNLEDGER_MAX_ATTEMPTS fails again at its next claim.
+ * run_decisions, in one statement. A run whose attempts ran out
+ * (attempts_exhausted) gets one more: its dispatches stay recorded, and
+ * one of them stops counting against RUNLEDGER_MAX_ATTEMPTS.
  * Returns 0, RL_ERR_NOTFOUND, RL_ERR_CONFLICT (any other status; nothing
  * changed; errstr names the status) or RL_ERR_DB. */
 int rl_db_run_retry(struct rl_db *db, const char *run_id, const char *actor,
                     const char *reason, struct rl_decision *out, char *errstr,
                     size_t errstr_size);
+
+/* rl_db_run_retry granting extra_attempts more attempts (> 0; 0: as
+ * rl_db_run_retry). */
+int rl_db_run_retry_attempts(struct rl_db *db, const char *run_id,
+                             const char *actor, const char *reason,
+                             int extra_attempts, struct rl_decision *out,
+                             char *errstr, size_t errstr_size);
 
 /* `runs resolve --failed`: an unknown run becomes failed (error_class
  * "operator"), decision recorded. Same returns as rl_db_run_retry. */
@@ -114,12 +122,15 @@ int rl_db_run_cancel(struct rl_db *db, const char *run_id, const char *actor,
 
 /* Which runs `runs cancel --tenant` cancels. tenant is required; job and
  * version NULL match every one; statuses is a comma-separated subset of
- * "pending,running,awaiting_approval" (NULL: "pending,awaiting_approval"). */
+ * "pending,running,awaiting_approval" (NULL: "pending,awaiting_approval");
+ * only runs registered (created_at) before created_before, a timestamp
+ * (NULL: the moment the cancel starts, on the server's clock). */
 struct rl_cancel_filter {
     const char *tenant;
     const char *job;
     const char *version;
     const char *statuses;
+    const char *created_before;
 };
 
 /* `runs cancel --tenant ... --dry-run`: how many runs filter matches now.

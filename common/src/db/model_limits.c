@@ -12,9 +12,10 @@
 #include "rl/db_model_limits.h"
 #include "rl/err.h"
 
-/* A changed limit starts from a full bucket (NULL allowances) and an
- * empty queue: the runs queued behind the old limit keep their due times,
- * and the next deferral spaces from the new one. */
+/* A changed limit starts from a full bucket (NULL allowances), an empty
+ * queue and no pause: the runs queued behind the old limit keep their due
+ * times, and the next deferral spaces from the new one; a provider that
+ * still refuses pauses the model again at its next 429. */
 static const char model_limit_set[] =
     "INSERT INTO model_limits (model, endpoint, rpm, tpm, window_ms,"
     "                          updated_by)"
@@ -23,7 +24,8 @@ static const char model_limit_set[] =
     "   SET endpoint = EXCLUDED.endpoint, rpm = EXCLUDED.rpm,"
     "       tpm = EXCLUDED.tpm, window_ms = EXCLUDED.window_ms,"
     "       requests_left = NULL, tokens_left = NULL, refilled_at = NULL,"
-    "       queued_until = NULL,"
+    "       queued_until = NULL, paused_until = NULL, pause_reason = NULL,"
+    "       implicit = false,"
     "       concurrency_cap = NULL, cap_successes = 0,"
     "       updated_by = EXCLUDED.updated_by, updated_at = now()";
 

@@ -279,7 +279,10 @@ static const char ops_run_report
 /* Re-open a parked run. An attempt left without an outcome is closed as
  * ambiguous (its result is unknowable, which is what the operator accepted
  * by retrying), so the next claim does not park the run again on that
- * evidence alone; a spent deadline is extended by its original length. */
+ * evidence alone; a spent deadline is extended by its original length.
+ * $4 more attempts are granted (attempt_allowance: dispatches that no
+ * longer count against the limit); with $4 = 0, a run whose attempts ran
+ * out gets one more, so a plain retry tries it again. */
 static const char ops_retry_run[] =
     "WITH cur AS ("
     "  SELECT run_id, status, attempts FROM runs WHERE run_id = $1"
@@ -287,6 +290,10 @@ static const char ops_retry_run[] =
     "), upd AS ("
     "  UPDATE runs r"
     "     SET status = 'pending', next_attempt_at = now(),"
+    "         attempt_allowance = r.attempt_allowance"
+    "             + CASE WHEN $4::int4 > 0 THEN $4::int4"
+    "                    WHEN r.error_class = 'attempts_exhausted' THEN 1"
+    "                    ELSE 0 END,"
     "         lock_owner = NULL, lock_expires_at = NULL,"
     "         deadline_at = CASE WHEN r.deadline_at <= now()"
     "                            THEN now() + (r.deadline_at - r.created_at)"
@@ -385,23 +392,29 @@ static const char ops_cancel_run[] =
               "  FROM cur";
 
 /* The runs of a filter cancel: $1 tenant, $2 job, $3 version (NULL: any),
- * $4 the statuses as a text[]. */
-#define OPS_CANCEL_FILTER                                                      \
+ * $4 the statuses as a text[], registered before the cutoff parameter
+ * `cut` (a filter that runs for minutes never catches what arrived after
+ * it started). */
+#define OPS_CANCEL_FILTER(cut)                                                 \
     "  FROM runs WHERE tenant = $1 AND ($2::text IS NULL OR job = $2)"         \
-    "   AND ($3::text IS NULL OR version = $3) AND status = ANY ($4::text[])"
+    "   AND ($3::text IS NULL OR version = $3) AND status = ANY ($4::text[])"  \
+    "   AND created_at < " cut "::timestamptz"
 
-static const char ops_cancel_count[] = "SELECT count(*)" OPS_CANCEL_FILTER;
+static const char ops_cancel_count[] =
+    "SELECT count(*)" OPS_CANCEL_FILTER("coalesce($5, now())");
+
+static const char ops_now[] = "SELECT " DB_TS_US("now()");
 
 /* One batch, in run_id order (the lock order of every claim): a row that
  * left the filter while this statement waited for its lock is re-checked
  * and dropped by PostgreSQL, never cancelled. */
 static const char ops_cancel_batch[] =
     "WITH cur AS ("
-    "  SELECT run_id, status, attempts" OPS_CANCEL_FILTER
-    "   ORDER BY run_id LIMIT $7"
-    "     FOR NO KEY UPDATE" OPS_CANCEL_TAIL(
-        "$5",
-        "$6") "SELECT (SELECT count(*) FROM upd), (SELECT count(*) FROM cur)";
+    "  SELECT run_id, status, attempts" OPS_CANCEL_FILTER(
+        "$8") "   ORDER BY run_id LIMIT $7"
+              "     FOR NO KEY UPDATE" OPS_CANCEL_TAIL(
+                  "$5", "$6") "SELECT (SELECT count(*) FROM upd), (SELECT "
+                              "count(*) FROM cur)";
 
 /* The operator takes a lease of its own (a new fencing token, so any
  * worker still holding an older one cannot write), then completes through
@@ -571,17 +584,18 @@ rl_db_run_report_json(struct rl_db *db, const char *run_id, char **json,
 static int
 ops_decide(struct rl_db *db, const char *sql, const char *what,
            const char *run_id, const char *actor, const char *reason,
-           const char *allowed, struct rl_decision *out, char *errstr,
-           size_t errstr_size)
+           const char *extra, const char *allowed, struct rl_decision *out,
+           char *errstr, size_t errstr_size)
 {
-    const char *params[3] = {run_id, actor, reason};
+    const char *params[4] = {run_id, actor, reason, extra};
     PGresult *res;
     int err = RL_ERR_DB;
 
     memset(out, 0, sizeof(*out));
     if (db_apply_schema(db, errstr, errstr_size) != 0)
         return RL_ERR_DB;
-    res = db_exec_simple(db, sql, 3, params, &err, errstr, errstr_size, what);
+    res = db_exec_simple(db, sql, extra ? 4 : 3, params, &err, errstr,
+                         errstr_size, what);
     if (!res)
         return err;
     if (PQntuples(res) == 0) {
@@ -609,7 +623,21 @@ rl_db_run_retry(struct rl_db *db, const char *run_id, const char *actor,
                 const char *reason, struct rl_decision *out, char *errstr,
                 size_t errstr_size)
 {
-    return ops_decide(db, ops_retry_run, "retry", run_id, actor, reason,
+    return rl_db_run_retry_attempts(db, run_id, actor, reason, 0, out, errstr,
+                                    errstr_size);
+}
+
+int
+rl_db_run_retry_attempts(struct rl_db *db, const char *run_id,
+                         const char *actor, const char *reason,
+                         int extra_attempts, struct rl_decision *out,
+                         char *errstr, size_t errstr_size)
+{
+    char extra[16];
+
+    snprintf(extra, sizeof(extra), "%d",
+             extra_attempts > 0 ? extra_attempts : 0);
+    return ops_decide(db, ops_retry_run, "retry", run_id, actor, reason, extra,
                       "failed or unknown", out, errstr, errstr_size);
 }
 
@@ -620,7 +648,7 @@ rl_db_run_resolve_failed(struct rl_db *db, const char *run_id,
                          size_t errstr_size)
 {
     return ops_decide(db, ops_resolve_failed, "resolve", run_id, actor, reason,
-                      "unknown", out, errstr, errstr_size);
+                      NULL, "unknown", out, errstr, errstr_size);
 }
 
 int
@@ -628,7 +656,7 @@ rl_db_run_cancel(struct rl_db *db, const char *run_id, const char *actor,
                  const char *reason, struct rl_decision *out, char *errstr,
                  size_t errstr_size)
 {
-    return ops_decide(db, ops_cancel_run, "cancel", run_id, actor, reason,
+    return ops_decide(db, ops_cancel_run, "cancel", run_id, actor, reason, NULL,
                       "pending, running or awaiting_approval", out, errstr,
                       errstr_size);
 }
@@ -688,7 +716,7 @@ rl_db_runs_cancel_count(struct rl_db *db, const struct rl_cancel_filter *filter,
                         int64_t *count, char *errstr, size_t errstr_size)
 {
     char statuses[128];
-    const char *params[4];
+    const char *params[5];
     PGresult *res;
     int err;
 
@@ -703,8 +731,9 @@ rl_db_runs_cancel_count(struct rl_db *db, const struct rl_cancel_filter *filter,
     params[1] = filter->job;
     params[2] = filter->version;
     params[3] = statuses;
+    params[4] = filter->created_before;
     err = RL_ERR_DB;
-    res = db_exec_simple(db, ops_cancel_count, 4, params, &err, errstr,
+    res = db_exec_simple(db, ops_cancel_count, 5, params, &err, errstr,
                          errstr_size, "count the runs to cancel");
     if (!res)
         return err;
@@ -718,8 +747,8 @@ rl_db_runs_cancel(struct rl_db *db, const struct rl_cancel_filter *filter,
                   const char *actor, const char *reason, int batch,
                   int64_t *cancelled, char *errstr, size_t errstr_size)
 {
-    char statuses[128], limit[16];
-    const char *params[7];
+    char statuses[128], limit[16], cutoff[RL_DB_TIME_SIZE];
+    const char *params[8];
     PGresult *res;
     int64_t picked;
     int err;
@@ -739,12 +768,25 @@ rl_db_runs_cancel(struct rl_db *db, const struct rl_cancel_filter *filter,
     params[4] = actor;
     params[5] = reason;
     params[6] = limit;
+    params[7] = filter->created_before;
+    if (!params[7]) {
+        /* One cutoff for every batch: the runs registered before the
+         * cancel started, on the server's clock. */
+        err = RL_ERR_DB;
+        res = db_exec_simple(db, ops_now, 0, NULL, &err, errstr, errstr_size,
+                             "read the cancel's cutoff");
+        if (!res)
+            return err;
+        db_copy_value(res, 0, 0, cutoff, sizeof(cutoff));
+        PQclear(res);
+        params[7] = cutoff;
+    }
     /* Each batch is its own transaction: a big cancel never holds the
      * locks of every run it cancels, and the claims it races wait at
      * most one batch. */
     do {
         err = RL_ERR_DB;
-        res = db_exec_simple(db, ops_cancel_batch, 7, params, &err, errstr,
+        res = db_exec_simple(db, ops_cancel_batch, 8, params, &err, errstr,
                              errstr_size, "cancel runs");
         if (!res)
             return err;
