@@ -106,6 +106,9 @@ static const struct family_def families[] = {
      "or not due): acknowledged without a model call"},
     {"runledger_fingerprint_conflicts_total", RL_METRIC_COUNTER,
      "events with a known run id and another request fingerprint"},
+    {"runledger_purged_runs_redelivered_total", RL_METRIC_COUNTER,
+     "events of runs purged since, with their fingerprint: acknowledged "
+     "without a model call (the run's tombstone)"},
     {"runledger_lease_lost_total", RL_METRIC_COUNTER,
      "attempts abandoned because another worker took the lease"},
     {"runledger_queued_total", RL_METRIC_COUNTER,
@@ -324,6 +327,8 @@ collect(struct rl_http *h)
                    (double)atomic_load(&c->duplicates));
     rl_metrics_set(m, "runledger_fingerprint_conflicts_total", NULL,
                    (double)atomic_load(&c->conflicts));
+    rl_metrics_set(m, "runledger_purged_runs_redelivered_total", NULL,
+                   (double)atomic_load(&c->purged_redelivered));
     rl_metrics_set(m, "runledger_lease_lost_total", NULL,
                    (double)atomic_load(&c->lease_lost));
     rl_metrics_set(m, "runledger_queued_total", NULL,

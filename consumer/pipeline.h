@@ -195,6 +195,7 @@ struct rl_counters {
     atomic_llong claims_lost;
     atomic_llong duplicates;
     atomic_llong conflicts;
+    atomic_llong purged_redelivered; /* events of purged runs, acknowledged */
     atomic_llong dispatches;
     atomic_llong completed;
     atomic_llong retried;

@@ -659,9 +659,9 @@ cmd_decide(int argc, char **argv, int resolve)
         return rc;
     }
     if (!resolve)
-        err = rl_db_run_retry_attempts(db, d.run_id, d.actor, d.reason,
-                                       d.attempts, &dec, errstr,
-                                       sizeof(errstr));
+        err =
+            rl_db_run_retry_attempts(db, d.run_id, d.actor, d.reason,
+                                     d.attempts, &dec, errstr, sizeof(errstr));
     else if (d.failed)
         err = rl_db_run_resolve_failed(db, d.run_id, d.actor, d.reason, &dec,
                                        errstr, sizeof(errstr));
@@ -803,8 +803,8 @@ cmd_cancel(int argc, char **argv)
             char why[200];
 
             if (rl_time_parse(optarg, &epoch, NULL, why, sizeof(why)) != 0)
-                return rl_cli_usage_error(
-                    "runs", "--created-before %s: %s", optarg, why);
+                return rl_cli_usage_error("runs", "--created-before %s: %s",
+                                          optarg, why);
             filter.created_before = optarg;
             break;
         }
@@ -818,8 +818,7 @@ cmd_cancel(int argc, char **argv)
         run_id = argv[optind];
     if (run_id) {
         if (filter.tenant || filter.job || filter.version || filter.statuses ||
-            filter.created_before ||
-            dry_run)
+            filter.created_before || dry_run)
             return rl_cli_usage_error("runs",
                                       "runs cancel takes a RUN_ID or a filter "
                                       "(--tenant ...), not both");

@@ -151,6 +151,18 @@ claim_chunk(struct ledger *lg, struct rl_item *batch, long *room)
                                     "same run id, different request "
                                     "fingerprint; stored run untouched");
             break;
+        case RL_CLAIM_PURGED: {
+            /* Its run finished and was purged: the event is acknowledged
+             * and never run again. */
+            struct rl_log_ctx ctx;
+
+            ledger_log_ctx(it, &ctx);
+            atomic_fetch_add(&lg->pl->counters.purged_redelivered, 1);
+            rl_log_info(&ctx, "event of a purged run acknowledged: its "
+                              "tombstone has the same fingerprint");
+            ledger_finish(lg, it);
+            break;
+        }
         default:
             /* Completed, leased by a live owner, parked, or not due: the
              * ledger already holds this run; the sweeper guarantees a

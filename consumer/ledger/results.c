@@ -71,7 +71,7 @@ handle_result(struct ledger *lg, struct rl_item *item)
     const char *outcome = rl_model_outcome_name(call->outcome);
     char errstr[512];
     struct rl_log_ctx ctx;
-    int err;
+    int err, counted;
 
     result_arrived(lg, item);
     if (!lg->db) {
@@ -101,6 +101,10 @@ handle_result(struct ledger *lg, struct rl_item *item)
         }
     }
 
+    /* The attempts that count against the limit: this one and those
+     * before it, less any an operator forgave (`runs retry --attempts`);
+     * attempt_no stays the dispatch's own number. */
+    counted = item->attempts_before + 1;
     switch (call->outcome) {
     case RL_MODEL_OK:
         /* Only the answers of runs that need an approval come here; the
@@ -109,15 +113,14 @@ handle_result(struct ledger *lg, struct rl_item *item)
         return;
     case RL_MODEL_TRANSIENT:
     case RL_MODEL_NOT_SENT:
-        if (item->attempt_no >= lg->cfg->max_attempts) {
+        if (counted >= lg->cfg->max_attempts) {
             ledger_give_up(lg, item, "failed", "attempts_exhausted",
                            call->error);
             return;
         }
-        ledger_retry_later(
-            lg, item,
-            ledger_backoff_ms(lg, item->attempt_no, call->retry_after_ms),
-            outcome, call->error);
+        ledger_retry_later(lg, item,
+                           ledger_backoff_ms(lg, counted, call->retry_after_ms),
+                           outcome, call->error);
         return;
     case RL_MODEL_AMBIGUOUS:
         if (lg->cfg->ambiguous_policy == RL_AMBIGUOUS_PARK ||
@@ -126,12 +129,11 @@ handle_result(struct ledger *lg, struct rl_item *item)
             ledger_give_up(lg, item, "unknown", "ambiguous", call->error);
             return;
         }
-        if (item->attempt_no >= lg->cfg->max_attempts) {
+        if (counted >= lg->cfg->max_attempts) {
             ledger_give_up(lg, item, "unknown", "ambiguous", call->error);
             return;
         }
-        ledger_retry_later(lg, item,
-                           ledger_backoff_ms(lg, item->attempt_no, -1),
+        ledger_retry_later(lg, item, ledger_backoff_ms(lg, counted, -1),
                            "ambiguous", call->error);
         return;
     case RL_MODEL_PERMANENT:

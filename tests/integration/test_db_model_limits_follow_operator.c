@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "rl/db.h"
+#include "rl/db_model_limits.h"
 #include "rl/err.h"
-#include "rl/ratelimit.h"
 #include "rltest.h"
 #include "test_db_fixture.h"
 
