@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "rl/db.h"
+#include "rl/db_conn.h"
 #include "rl/db_model_limits.h"
 #include "rl/err.h"
 #include "rltest.h"
