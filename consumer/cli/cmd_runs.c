@@ -154,24 +154,19 @@ cmd_list(int argc, char **argv)
         .usage = usage_text,
         .options = options,
     };
-    static const char *const statuses[] = {
-        "pending", "running",           "completed", "failed",
-        "unknown", "awaiting_approval", "cancelled"};
     struct rl_runs_filter filter = {NULL, NULL, NULL, NULL, 50};
     char errstr[512];
     char *json = NULL, *end;
     struct rl_db *db;
-    int as_json = 0, rc, err, opt, known;
+    enum rl_run_status status;
+    int as_json = 0, rc, err, opt;
     int64_t epoch;
 
     rl_cli_opts_begin();
     while ((opt = rl_cli_next_opt(&opts, argc, argv, &rc)) > 0) {
         switch (opt) {
         case OPT_STATUS:
-            known = 0;
-            for (size_t i = 0; i < sizeof(statuses) / sizeof(statuses[0]); i++)
-                known |= strcmp(optarg, statuses[i]) == 0;
-            if (!known)
+            if (rl_run_status_parse(optarg, &status) != 0)
                 return rl_cli_usage_error(
                     "runs", "--status must be pending, running, "
                             "awaiting_approval, completed, failed, "
@@ -288,7 +283,7 @@ print_proposal(const struct rl_run_proposal *prop)
                prop->actor ? prop->actor : "-", prop->decided_at,
                prop->approved_digest, prop->reason ? ": " : "",
                prop->reason ? prop->reason : "");
-    else if (strcmp(prop->status, "awaiting_approval") == 0)
+    else if (prop->status == RL_RUN_AWAITING_APPROVAL)
         printf("  decision none: runledger runs approve|reject RUN_ID "
                "--digest %s --actor NAME\n",
                prop->digest);

@@ -59,7 +59,7 @@ prepare_attempt(struct ledger *lg, struct rl_item *item)
     if (item->deadline_passed) {
         /* Checked before the ambiguity policy: past its deadline a run is
          * failed whatever an earlier dispatch did. */
-        ledger_give_up(lg, item, "failed", "deadline",
+        ledger_give_up(lg, item, RL_RUN_FAILED, "deadline",
                        "the run's deadline passed before it completed");
         return 0;
     }
@@ -70,13 +70,13 @@ prepare_attempt(struct ledger *lg, struct rl_item *item)
 
         if (policy == RL_AMBIGUOUS_PARK ||
             (policy == RL_AMBIGUOUS_RETRY_ONCE && item->ambiguous_count >= 2)) {
-            ledger_give_up(lg, item, "unknown", "ambiguous",
+            ledger_give_up(lg, item, RL_RUN_UNKNOWN, "ambiguous",
                            "an earlier dispatch has no recorded outcome");
             return 0;
         }
     }
     if (item->attempts_before >= lg->cfg->max_attempts) {
-        ledger_give_up(lg, item, "failed", "attempts_exhausted",
+        ledger_give_up(lg, item, RL_RUN_FAILED, "attempts_exhausted",
                        "no attempts left");
         return 0;
     }
@@ -153,7 +153,7 @@ within_request_limit(struct ledger *lg, struct rl_item *item)
                  "the model request after {{input}} substitution would be "
                  "%zu bytes, over RUNLEDGER_MAX_REQUEST_BYTES (%d)",
                  size, lg->cfg->max_request_bytes);
-    ledger_give_up(lg, item, "failed", "request_too_large", detail);
+    ledger_give_up(lg, item, RL_RUN_FAILED, "request_too_large", detail);
     return 0;
 }
 
@@ -174,7 +174,7 @@ send_call(struct ledger *lg, struct rl_item *item)
                              "permanent", 0, NULL, 0, 0, 0, 0,
                              "approval gate unreadable", dberr, sizeof(dberr));
         ledger_give_up(
-            lg, item, "failed", "invalid_approval",
+            lg, item, RL_RUN_FAILED, "invalid_approval",
             "the approval of the effective request cannot be read: not "
             "dispatched");
         return;
@@ -190,7 +190,7 @@ send_call(struct ledger *lg, struct rl_item *item)
         rl_db_record_outcome(lg->db, item->run_id, item->attempt_no,
                              "permanent", 0, NULL, 0, 0, 0, 0, why, dberr,
                              sizeof(dberr));
-        ledger_give_up(lg, item, "failed", "invalid_request", why);
+        ledger_give_up(lg, item, RL_RUN_FAILED, "invalid_request", why);
         return;
     }
     item->call.run_id = item->run_id;
@@ -267,7 +267,7 @@ dispatch_batch(struct ledger *lg, struct rl_item **items, size_t n)
             /* Claimed in time, but the deadline passed before this
              * statement: nothing was sent, nothing may be. */
             ledger_give_up(
-                lg, item, "failed", "deadline",
+                lg, item, RL_RUN_FAILED, "deadline",
                 "the run's deadline passed before it was dispatched");
             continue;
         }

@@ -74,8 +74,9 @@ ledger_backoff_ms(struct ledger *lg, int attempt, long retry_after_ms)
 /* Terminal failure: the run is failed (or unknown), which is durable, and
  * a dead letter tells whoever watches the topic. */
 void
-ledger_give_up(struct ledger *lg, struct rl_item *item, const char *status,
-               const char *error_class, const char *detail)
+ledger_give_up(struct ledger *lg, struct rl_item *item,
+               enum rl_run_status status, const char *error_class,
+               const char *detail)
 {
     char errstr[512];
     struct rl_log_ctx ctx;
@@ -92,12 +93,13 @@ ledger_give_up(struct ledger *lg, struct rl_item *item, const char *status,
     ledger_log_ctx(item, &ctx);
     if (err == RL_ERR_STALE) {
         atomic_fetch_add(&lg->pl->counters.lease_lost, 1);
-        rl_log_warn(&ctx, "lease lost before recording %s", status);
+        rl_log_warn(&ctx, "lease lost before recording %s",
+                    rl_run_status_name(status));
         item->trace_outcome = "lease_lost";
         ledger_finish(lg, item);
         return;
     }
-    if (strcmp(status, "unknown") == 0) {
+    if (status == RL_RUN_UNKNOWN) {
         item->trace_outcome = "unknown";
         atomic_fetch_add(&lg->pl->counters.unknown, 1);
         rl_log_warn(&ctx, "run is unknown (%s): waiting for an operator",

@@ -22,6 +22,7 @@
 #include "pipeline.h"
 #include "rl/db_conn.h"
 #include "rl/log.h"
+#include "rl/run_status.h"
 
 /* Which step of a run to redo after the connection came back. */
 enum { REDO_NONE, REDO_CLAIM, REDO_START, REDO_RESULT };
@@ -95,8 +96,9 @@ void ledger_defer(struct ledger *lg, struct rl_item *item, int redo,
 void ledger_defer_batch(struct ledger *lg, struct rl_item **items, size_t n,
                         int redo, const char *what, const char *errstr);
 long ledger_backoff_ms(struct ledger *lg, int attempt, long retry_after_ms);
-void ledger_give_up(struct ledger *lg, struct rl_item *item, const char *status,
-                    const char *error_class, const char *detail);
+void ledger_give_up(struct ledger *lg, struct rl_item *item,
+                    enum rl_run_status status, const char *error_class,
+                    const char *detail);
 void ledger_retry_later(struct ledger *lg, struct rl_item *item, long delay_ms,
                         const char *error_class, const char *detail);
 

@@ -42,7 +42,7 @@ ledger_propose(struct ledger *lg, struct rl_item *item,
                              call->completion_tokens, call->cached_tokens,
                              call->latency_ms, "approval gate unreadable",
                              errstr, sizeof(errstr));
-        ledger_give_up(lg, item, "failed", "invalid_approval",
+        ledger_give_up(lg, item, RL_RUN_FAILED, "invalid_approval",
                        "the approval of the effective request cannot be read: "
                        "output not published");
         return;
@@ -63,7 +63,7 @@ ledger_propose(struct ledger *lg, struct rl_item *item,
         atomic_fetch_add(&lg->pl->counters.lease_lost, 1);
         rl_log_warn(ctx, "lease lost: proposal discarded");
     } else if (err != RL_OK) {
-        ledger_give_up(lg, item, "failed", "invalid_output", errstr);
+        ledger_give_up(lg, item, RL_RUN_FAILED, "invalid_output", errstr);
         return;
     } else if (status == RL_PROPOSE_SUPERSEDED) {
         atomic_fetch_add(&lg->pl->counters.failed, 1);

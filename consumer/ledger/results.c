@@ -114,7 +114,7 @@ handle_result(struct ledger *lg, struct rl_item *item)
     case RL_MODEL_TRANSIENT:
     case RL_MODEL_NOT_SENT:
         if (counted >= lg->cfg->max_attempts) {
-            ledger_give_up(lg, item, "failed", "attempts_exhausted",
+            ledger_give_up(lg, item, RL_RUN_FAILED, "attempts_exhausted",
                            call->error);
             return;
         }
@@ -126,21 +126,21 @@ handle_result(struct ledger *lg, struct rl_item *item)
         if (lg->cfg->ambiguous_policy == RL_AMBIGUOUS_PARK ||
             (lg->cfg->ambiguous_policy == RL_AMBIGUOUS_RETRY_ONCE &&
              item->ambiguous_count >= 1)) {
-            ledger_give_up(lg, item, "unknown", "ambiguous", call->error);
+            ledger_give_up(lg, item, RL_RUN_UNKNOWN, "ambiguous", call->error);
             return;
         }
         if (counted >= lg->cfg->max_attempts) {
-            ledger_give_up(lg, item, "unknown", "ambiguous", call->error);
+            ledger_give_up(lg, item, RL_RUN_UNKNOWN, "ambiguous", call->error);
             return;
         }
         ledger_retry_later(lg, item, ledger_backoff_ms(lg, counted, -1),
                            "ambiguous", call->error);
         return;
     case RL_MODEL_PERMANENT:
-        ledger_give_up(lg, item, "failed", "model_rejected", call->error);
+        ledger_give_up(lg, item, RL_RUN_FAILED, "model_rejected", call->error);
         return;
     case RL_MODEL_INVALID_OUTPUT:
-        ledger_give_up(lg, item, "failed", "invalid_output", call->error);
+        ledger_give_up(lg, item, RL_RUN_FAILED, "invalid_output", call->error);
         return;
     case RL_MODEL_CANCELLED:
         if (item->lease_lost) {
@@ -210,7 +210,7 @@ ledger_land(struct ledger *lg, struct rl_item *list)
                 lg->db, item->run_id, item->attempt_no, "invalid_output",
                 (int)item->call.http_status, item->call.upstream_request_id, -1,
                 -1, -1, item->call.latency_ms, why, dberr, sizeof(dberr));
-            ledger_give_up(lg, item, "failed", "invalid_output", why);
+            ledger_give_up(lg, item, RL_RUN_FAILED, "invalid_output", why);
         } else {
             if (item->landed_err) {
                 atomic_fetch_add(&lg->pl->counters.lease_lost, 1);

@@ -72,8 +72,8 @@ main(void)
     RL_CHECK_INTEQ(rl_db_release(t.db, victim, stale_worker, stale_epoch, 0,
                                  "x", "x", errstr, sizeof(errstr)),
                    RL_ERR_STALE);
-    RL_CHECK_INTEQ(rl_db_fail(t.db, victim, stale_worker, stale_epoch, "failed",
-                              "x", "x", errstr, sizeof(errstr)),
+    RL_CHECK_INTEQ(rl_db_fail(t.db, victim, stale_worker, stale_epoch,
+                              RL_RUN_FAILED, "x", "x", errstr, sizeof(errstr)),
                    RL_ERR_STALE);
     RL_CHECK_INTEQ(rltest_db_complete(t.db, victim, stale_worker, stale_epoch,
                                       NULL, "{\"text\":\"stale\"}", channels, 1,

@@ -96,8 +96,8 @@ main(void)
     fixture_run_init(&failed, "cancel-failed", request, NULL);
     RL_REQUIRE(rltest_db_claim(db, &failed.reg, "w1", 30, &claim, errstr,
                                sizeof(errstr)) == 0);
-    RL_REQUIRE(rl_db_fail(db, failed.run_id, "w1", claim.lease_epoch, "failed",
-                          "model_rejected", "HTTP 400", errstr,
+    RL_REQUIRE(rl_db_fail(db, failed.run_id, "w1", claim.lease_epoch,
+                          RL_RUN_FAILED, "model_rejected", "HTTP 400", errstr,
                           sizeof(errstr)) == 0);
     rl_claim_clear(&claim);
 
@@ -196,7 +196,7 @@ main(void)
                                    sizeof(errstr)),
                    0);
     RL_CHECK_INTEQ(claim.status, RL_CLAIM_PARKED);
-    RL_CHECK_STREQ(claim.run_status, "cancelled");
+    RL_CHECK_INTEQ(claim.run_status, RL_RUN_CANCELLED);
     rl_claim_clear(&claim);
     RL_CHECK_INTEQ(rltest_db_claim(db, &running.reg, "w2", 30, &claim, errstr,
                                    sizeof(errstr)),

@@ -85,7 +85,7 @@ check_won(struct rl_db *db, const struct rl_claim *c, const char *worker,
     char owner[64], errstr[512];
 
     RL_CHECK_INTEQ(c->status, RL_CLAIM_WON);
-    RL_CHECK_STREQ(c->run_status, "running");
+    RL_CHECK_INTEQ(c->run_status, RL_RUN_RUNNING);
     RL_CHECK_INTEQ(c->lease_epoch, 1);
     if (raw_input)
         RL_CHECK(c->raw_input && strcmp(c->raw_input, raw_input) == 0);
@@ -107,7 +107,7 @@ static void
 check_queued(struct rl_db *db, const struct rl_claim *c)
 {
     RL_CHECK_INTEQ(c->status, RL_CLAIM_QUEUED);
-    RL_CHECK_STREQ(c->run_status, "pending");
+    RL_CHECK_INTEQ(c->run_status, RL_RUN_PENDING);
     RL_CHECK_INTEQ(fixture_int(db,
                                "SELECT count(*) FROM runs WHERE run_id = $1 "
                                "AND status = 'pending' AND lease_epoch = 0 "

@@ -30,7 +30,7 @@ same_run_twice_is_one_row(struct rl_db *db)
     RL_CHECK_INTEQ(first.attempts, 0);
     RL_CHECK_INTEQ(first.ambiguous_prior, 0);
     RL_CHECK_STREQ(first.run_id, run.run_id);
-    RL_CHECK_STREQ(first.run_status, "running");
+    RL_CHECK_INTEQ(first.run_status, RL_RUN_RUNNING);
     RL_CHECK_STREQ(first.job, "register-twice");
     RL_CHECK_STREQ(first.scheduled_at, "2026-08-07T09:00:00+00:00");
     RL_CHECK_STREQ(first.raw_input, "{\"docs\": [1]}");

@@ -84,11 +84,11 @@ main(void)
                                  "transient", "stale release", errstr,
                                  sizeof(errstr)),
                    RL_ERR_STALE);
-    RL_CHECK_INTEQ(rl_db_fail(db, run.run_id, "old", old_epoch, "failed",
+    RL_CHECK_INTEQ(rl_db_fail(db, run.run_id, "old", old_epoch, RL_RUN_FAILED,
                               "permanent", "stale fail", errstr,
                               sizeof(errstr)),
                    RL_ERR_STALE);
-    RL_CHECK_INTEQ(rl_db_fail(db, run.run_id, "old", old_epoch, "unknown",
+    RL_CHECK_INTEQ(rl_db_fail(db, run.run_id, "old", old_epoch, RL_RUN_UNKNOWN,
                               "ambiguous", "stale fail", errstr,
                               sizeof(errstr)),
                    RL_ERR_STALE);

@@ -82,25 +82,26 @@ main(void)
                                    sizeof(errstr)),
                    0);
     RL_CHECK_INTEQ(claim.status, RL_CLAIM_NOT_DUE);
-    RL_CHECK_STREQ(claim.run_status, "pending");
+    RL_CHECK_INTEQ(claim.run_status, RL_RUN_PENDING);
     rl_claim_clear(&claim);
 
     fixture_run_init(&parked, "parked", request, NULL);
     RL_REQUIRE(rltest_db_claim(db, &parked.reg, "w1", 30, &claim, errstr,
                                sizeof(errstr)) == 0);
     RL_CHECK_INTEQ(rl_db_fail(db, parked.run_id, "w1", claim.lease_epoch,
-                              "unknown", "ambiguous", "timeout after send",
+                              RL_RUN_UNKNOWN, "ambiguous", "timeout after send",
                               errstr, sizeof(errstr)),
                    0);
     RL_CHECK_INTEQ(rl_db_fail(db, parked.run_id, "w1", claim.lease_epoch,
-                              "completed", "x", "y", errstr, sizeof(errstr)),
+                              RL_RUN_COMPLETED, "x", "y", errstr,
+                              sizeof(errstr)),
                    RL_ERR_INVALID);
     rl_claim_clear(&claim);
     RL_CHECK_INTEQ(rltest_db_claim(db, &parked.reg, "w2", 30, &claim, errstr,
                                    sizeof(errstr)),
                    0);
     RL_CHECK_INTEQ(claim.status, RL_CLAIM_PARKED);
-    RL_CHECK_STREQ(claim.run_status, "unknown");
+    RL_CHECK_INTEQ(claim.run_status, RL_RUN_UNKNOWN);
     rl_claim_clear(&claim);
 
     RL_CHECK_INTEQ(

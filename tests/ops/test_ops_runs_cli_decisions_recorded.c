@@ -80,8 +80,8 @@ unknown_run(struct e2e *t, const char *job, char *run_id)
     int64_t epoch = new_run(t, job, run_id);
 
     dispatch(t, run_id, epoch);
-    RL_REQUIRE(rl_db_fail(t->db, run_id, WORKER, epoch, "unknown", "ambiguous",
-                          "timeout after sending", errstr,
+    RL_REQUIRE(rl_db_fail(t->db, run_id, WORKER, epoch, RL_RUN_UNKNOWN,
+                          "ambiguous", "timeout after sending", errstr,
                           sizeof(errstr)) == 0);
 }
 
@@ -116,7 +116,7 @@ main(void)
     RL_REQUIRE(rl_db_record_outcome(t.db, failed_id, attempt, "transient", 503,
                                     "req-1", 11, 0, 0, 120, "503", errstr,
                                     sizeof(errstr)) == 0);
-    RL_REQUIRE(rl_db_fail(t.db, failed_id, WORKER, epoch, "failed",
+    RL_REQUIRE(rl_db_fail(t.db, failed_id, WORKER, epoch, RL_RUN_FAILED,
                           "attempts_exhausted", "no attempts left", errstr,
                           sizeof(errstr)) == 0);
     unknown_run(&t, "ops-unknown", unknown_id);

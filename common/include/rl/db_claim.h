@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rl/run_status.h"
 #include "rl/runid.h"
 #include "rl/timefmt.h"
 
@@ -63,7 +64,9 @@ const char *rl_claim_status_name(enum rl_claim_status status);
 struct rl_claim {
     enum rl_claim_status status;
     char run_id[RL_HEX_SIZE];
-    char run_status[24];           /* the row's status ("running" if WON) */
+    enum rl_run_status run_status; /* the row's status (RUNNING if WON);
+                                      PENDING when no row was read
+                                      (PURGED) */
     char fingerprint[RL_HEX_SIZE]; /* stored fingerprint */
     int64_t lease_epoch;           /* WON: the fencing token to write with */
     int attempts;                  /* dispatches recorded so far */

@@ -4,6 +4,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rl/run_status.h"
+
 /* The writes that keep or end a lease: raw input stored once, renewals
  * and checks, release and park (common/src/db/lease.c). Conventions:
  * rl/db_conn.h.
@@ -52,11 +54,12 @@ int rl_db_release(struct rl_db *db, const char *run_id, const char *worker,
                   const char *error_class, const char *error, char *errstr,
                   size_t errstr_size);
 
-/* Parks a run for good: status "failed" or "unknown" (the outcome of a
- * dispatched call is unknowable), lease cleared, error recorded.
- * Returns 0, RL_ERR_STALE, RL_ERR_INVALID (other status) or RL_ERR_DB. */
+/* Parks a run for good: status RL_RUN_FAILED or RL_RUN_UNKNOWN (the outcome of
+ * a dispatched call is unknowable), lease cleared, error recorded. Returns 0,
+ * RL_ERR_STALE, RL_ERR_INVALID (other status) or RL_ERR_DB. */
 int rl_db_fail(struct rl_db *db, const char *run_id, const char *worker,
-               int64_t lease_epoch, const char *status, const char *error_class,
-               const char *error, char *errstr, size_t errstr_size);
+               int64_t lease_epoch, enum rl_run_status status,
+               const char *error_class, const char *error, char *errstr,
+               size_t errstr_size);
 
 #endif /* RL_DB_LEASE_H */

@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "rl/db_conn.h"
+#include "rl/run_status.h"
 #include "rl/runid.h"
 
 /* The operator's side of the ledger: `runledger runs`, `budgets`,
@@ -240,9 +241,9 @@ int rl_db_receive(struct rl_db *db, const char *idempotency_key,
 
 /* What a decision on a proposal found or did. */
 struct rl_approval_decision {
-    char status[24];          /* the run's status after the call */
-    char digest[RL_HEX_SIZE]; /* the stored proposal's digest ("" if none) */
-    int outbox_rows;          /* notifications queued by an approval */
+    enum rl_run_status status; /* the run's status after the call */
+    char digest[RL_HEX_SIZE];  /* the stored proposal's digest ("" if none) */
+    int outbox_rows;           /* notifications queued by an approval */
 };
 
 /* `runs approve` (approve 1) or `runs reject` (approve 0), in one
@@ -262,7 +263,7 @@ int rl_db_decide_run(struct rl_db *db, const char *run_id, const char *digest,
 /* The proposal of a run and the decision on it, for `runs show`. Strings
  * owned (rl_run_proposal_clear); NULL or "" for SQL NULL. */
 struct rl_run_proposal {
-    char status[24];
+    enum rl_run_status status;
     char *tenant;
     char *proposal_json; /* as PostgreSQL prints the jsonb */
     char digest[RL_HEX_SIZE];

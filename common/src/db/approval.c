@@ -10,6 +10,7 @@
 #include "rl/db_complete.h"
 #include "rl/db_ops.h"
 #include "rl/err.h"
+#include "rl/run_status.h"
 
 /* The worker's statement: an approval-required run stores its answer as
  * an immutable proposal and waits (rl_propose_run in
@@ -156,7 +157,13 @@ rl_db_decide_run(struct rl_db *db, const char *run_id, const char *digest,
         return RL_ERR_DB;
     }
     result = PQgetvalue(res, 0, 0);
-    db_copy_value(res, 0, 1, out->status, sizeof(out->status));
+    if (!PQgetisnull(res, 0, 1) &&
+        rl_run_status_parse(PQgetvalue(res, 0, 1), &out->status) != 0) {
+        PQclear(res);
+        rl_set_err(errstr, errstr_size,
+                   "could not %s run %s: unexpected status", what, run_id);
+        return RL_ERR_DB;
+    }
     db_copy_value(res, 0, 2, out->digest, sizeof(out->digest));
     out->outbox_rows = (int)db_int_value(res, 0, 3, 0);
     err = RL_ERR_CONFLICT;
@@ -169,8 +176,8 @@ rl_db_decide_run(struct rl_db *db, const char *run_id, const char *digest,
     } else if (strcmp(result, "not_waiting") == 0)
         rl_set_err(errstr, errstr_size,
                    "could not %s run %s: it is %s, not awaiting approval%s",
-                   what, run_id, out->status,
-                   strcmp(out->status, "awaiting_approval") == 0
+                   what, run_id, rl_run_status_name(out->status),
+                   out->status == RL_RUN_AWAITING_APPROVAL
                        ? " (already decided)"
                        : "");
     else if (strcmp(result, "digest_mismatch") == 0)
@@ -226,7 +233,12 @@ rl_db_run_proposal(struct rl_db *db, const char *run_id,
                    run_id);
         return RL_ERR_NOTFOUND;
     }
-    db_copy_value(res, 0, 0, out->status, sizeof(out->status));
+    if (rl_run_status_parse(PQgetvalue(res, 0, 0), &out->status) != 0) {
+        PQclear(res);
+        rl_set_err(errstr, errstr_size,
+                   "could not read run %s: unexpected status", run_id);
+        return RL_ERR_DB;
+    }
     out->tenant = db_dup_value(res, 0, 1, &oom);
     out->proposal_json = db_dup_value(res, 0, 2, &oom);
     db_copy_value(res, 0, 3, out->digest, sizeof(out->digest));

@@ -105,8 +105,10 @@ claim_from_row(const PGresult *res, int row, struct rl_claim *claim)
         return RL_ERR_DB;
     claim->status = (enum rl_claim_status)k;
     db_copy_value(res, row, CC_RUN_ID, claim->run_id, sizeof(claim->run_id));
-    db_copy_value(res, row, CC_STATUS, claim->run_status,
-                  sizeof(claim->run_status));
+    if (!PQgetisnull(res, row, CC_STATUS) &&
+        rl_run_status_parse(PQgetvalue(res, row, CC_STATUS),
+                            &claim->run_status) != 0)
+        return RL_ERR_DB;
     db_copy_value(res, row, CC_FINGERPRINT, claim->fingerprint,
                   sizeof(claim->fingerprint));
     claim->lease_epoch = db_int_value(res, row, CC_LEASE_EPOCH, 0);

@@ -11,6 +11,7 @@
 #include "db_int.h"
 #include "rl/db_lease.h"
 #include "rl/err.h"
+#include "rl/run_status.h"
 
 static const struct db_stmt store_raw_input_once = {
     DB_STMT_STORE_RAW_INPUT_ONCE, "store_raw_input_once",
@@ -250,14 +251,15 @@ rl_db_release(struct rl_db *db, const char *run_id, const char *worker,
 
 int
 rl_db_fail(struct rl_db *db, const char *run_id, const char *worker,
-           int64_t lease_epoch, const char *status, const char *error_class,
-           const char *error, char *errstr, size_t errstr_size)
+           int64_t lease_epoch, enum rl_run_status status,
+           const char *error_class, const char *error, char *errstr,
+           size_t errstr_size)
 {
     char epoch[32];
-    const char *params[6] = {run_id, worker, epoch, status, error_class, error};
+    const char *params[6] = {
+        run_id, worker, epoch, rl_run_status_name(status), error_class, error};
 
-    if (!status ||
-        (strcmp(status, "failed") != 0 && strcmp(status, "unknown") != 0)) {
+    if (status != RL_RUN_FAILED && status != RL_RUN_UNKNOWN) {
         rl_set_err(errstr, errstr_size,
                    "could not park run %s: status must be failed or unknown",
                    run_id);

@@ -12,6 +12,7 @@
 #include "rl/db_gauges.h"
 #include "rl/db_ops.h"
 #include "rl/err.h"
+#include "rl/run_status.h"
 
 int
 rl_db_exec(struct rl_db *db, const char *sql, int nparams,
@@ -667,8 +668,6 @@ static int
 cancel_statuses(const struct rl_cancel_filter *filter, char *buf, size_t size,
                 char *errstr, size_t errstr_size)
 {
-    static const char *const allowed[] = {"pending", "running",
-                                          "awaiting_approval"};
     const char *list =
         filter->statuses ? filter->statuses : "pending,awaiting_approval";
     const char *p = list;
@@ -682,11 +681,17 @@ cancel_statuses(const struct rl_cancel_filter *filter, char *buf, size_t size,
     buf[used++] = '{';
     while (*p) {
         size_t len = strcspn(p, ",");
+        enum rl_run_status status;
+        char word[32];
         int known = 0;
 
-        for (size_t i = 0; i < sizeof(allowed) / sizeof(allowed[0]); i++)
-            known |=
-                strlen(allowed[i]) == len && strncmp(allowed[i], p, len) == 0;
+        if (len < sizeof(word)) {
+            memcpy(word, p, len);
+            word[len] = '\0';
+            known = rl_run_status_parse(word, &status) == 0 &&
+                    (status == RL_RUN_PENDING || status == RL_RUN_RUNNING ||
+                     status == RL_RUN_AWAITING_APPROVAL);
+        }
         if (!known || used + len + 2 >= size) {
             rl_set_err(errstr, errstr_size,
                        "could not cancel runs: status \"%.*s\" cannot be "
@@ -874,7 +879,7 @@ rl_db_run_resolve_completed(struct rl_db *db, const char *run_id,
     params[1] = "resolve_completed";
     params[2] = actor;
     params[3] = reason;
-    params[4] = "unknown";
+    params[4] = rl_run_status_name(RL_RUN_UNKNOWN);
     params[5] = attempts;
     res = db_exec_simple(db, ops_record_decision, 6, params, &err, errstr,
                          errstr_size, "record the decision");

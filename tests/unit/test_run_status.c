@@ -1,0 +1,86 @@
+/* rl/run_status.h: the one table between enum rl_run_status and the
+ * ledger's text names every status the schema allows, each once, and
+ * reads back what it prints. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rl/err.h"
+#include "rl/run_status.h"
+#include "rltest.h"
+
+/* The statuses runs_status_known allows, as schema/current.sql prints the
+ * constraint: ARRAY['pending'::text, ...]. */
+static size_t
+schema_statuses(char names[][32], size_t max)
+{
+    const char *src = getenv("RL_SOURCE_DIR");
+    char path[1024], line[4096];
+    const char *p;
+    size_t n = 0;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/schema/current.sql", src ? src : ".");
+    f = fopen(path, "r");
+    RL_REQUIRE(f);
+    while (fgets(line, sizeof(line), f))
+        if (strstr(line, "CONSTRAINT runs_status_known"))
+            break;
+    fclose(f);
+    p = strstr(line, "ARRAY[");
+    RL_REQUIRE(p);
+    while (n < max && (p = strchr(p, '\'')) != NULL) {
+        const char *end = strchr(p + 1, '\'');
+
+        RL_REQUIRE(end && (size_t)(end - p - 1) < sizeof(names[0]));
+        memcpy(names[n], p + 1, (size_t)(end - p - 1));
+        names[n][end - p - 1] = '\0';
+        n++;
+        p = end + 1;
+    }
+    return n;
+}
+
+static void
+test_table_is_the_schemas_statuses(void)
+{
+    char names[16][32];
+    size_t n = schema_statuses(names, 16);
+    enum rl_run_status st;
+
+    RL_CHECK(n > 0);
+    for (size_t i = 0; i < n; i++) {
+        RL_CHECK_INTEQ(rl_run_status_parse(names[i], &st), 0);
+        RL_CHECK_STREQ(rl_run_status_name(st), names[i]);
+    }
+    /* No status of the enum the schema would refuse. */
+    for (int s = RL_RUN_PENDING; s <= RL_RUN_CANCELLED; s++) {
+        int found = 0;
+
+        for (size_t i = 0; i < n; i++)
+            found |= strcmp(rl_run_status_name((enum rl_run_status)s),
+                            names[i]) == 0;
+        RL_CHECK(found);
+    }
+    RL_CHECK_INTEQ((long)n, (long)(RL_RUN_CANCELLED + 1));
+}
+
+static void
+test_unknown_text_refused(void)
+{
+    enum rl_run_status st = RL_RUN_RUNNING;
+
+    RL_CHECK_INTEQ(rl_run_status_parse("Pending", &st), RL_ERR_INVALID);
+    RL_CHECK_INTEQ(rl_run_status_parse("", &st), RL_ERR_INVALID);
+    RL_CHECK_INTEQ(rl_run_status_parse(NULL, &st), RL_ERR_INVALID);
+    RL_CHECK_INTEQ(st, RL_RUN_RUNNING);
+    RL_CHECK_STREQ(rl_run_status_name((enum rl_run_status)99), "invalid");
+}
+
+int
+main(void)
+{
+    test_table_is_the_schemas_statuses();
+    test_unknown_text_refused();
+    RL_TEST_END();
+}
