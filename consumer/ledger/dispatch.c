@@ -170,9 +170,12 @@ send_call(struct ledger *lg, struct rl_item *item)
     if (rl_approval_required(item->request_json) < 0) {
         char dberr[512];
 
-        rl_db_record_outcome(lg->db, item->run_id, item->attempt_no,
-                             "permanent", 0, NULL, 0, 0, 0, 0,
-                             "approval gate unreadable", dberr, sizeof(dberr));
+        rl_db_record_outcome(
+            lg->db, item->run_id,
+            &(struct rl_attempt_outcome){.attempt_no = item->attempt_no,
+                                         .outcome = "permanent",
+                                         .error = "approval gate unreadable"},
+            dberr, sizeof(dberr));
         ledger_give_up(
             lg, item, RL_RUN_FAILED, "invalid_approval",
             "the approval of the effective request cannot be read: not "
@@ -187,9 +190,12 @@ send_call(struct ledger *lg, struct rl_item *item)
         /* The reason is both stored and reported: keep it apart from the
          * buffer the ledger call may overwrite. */
         snprintf(why, sizeof(why), "%s", errstr);
-        rl_db_record_outcome(lg->db, item->run_id, item->attempt_no,
-                             "permanent", 0, NULL, 0, 0, 0, 0, why, dberr,
-                             sizeof(dberr));
+        rl_db_record_outcome(
+            lg->db, item->run_id,
+            &(struct rl_attempt_outcome){.attempt_no = item->attempt_no,
+                                         .outcome = "permanent",
+                                         .error = why},
+            dberr, sizeof(dberr));
         ledger_give_up(lg, item, RL_RUN_FAILED, "invalid_request", why);
         return;
     }
@@ -208,9 +214,12 @@ send_call(struct ledger *lg, struct rl_item *item)
         item->call.body = NULL;
         /* The dispatch is recorded but nothing left: say so, or the next
          * claimer would count it as an ambiguous attempt. */
-        rl_db_record_outcome(lg->db, item->run_id, item->attempt_no, "not_sent",
-                             0, NULL, 0, 0, 0, 0, "model client stopping",
-                             errstr, sizeof(errstr));
+        rl_db_record_outcome(
+            lg->db, item->run_id,
+            &(struct rl_attempt_outcome){.attempt_no = item->attempt_no,
+                                         .outcome = "not_sent",
+                                         .error = "model client stopping"},
+            errstr, sizeof(errstr));
         ledger_retry_later(lg, item, 0, "shutdown", "model client stopping");
         return;
     }

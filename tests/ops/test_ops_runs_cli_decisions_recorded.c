@@ -113,9 +113,16 @@ main(void)
     /* failed: one transient attempt with tokens, then given up */
     epoch = new_run(&t, "ops-failed", failed_id);
     attempt = dispatch(&t, failed_id, epoch);
-    RL_REQUIRE(rl_db_record_outcome(t.db, failed_id, attempt, "transient", 503,
-                                    "req-1", 11, 0, 0, 120, "503", errstr,
-                                    sizeof(errstr)) == 0);
+    RL_REQUIRE(rl_db_record_outcome(
+                   t.db, failed_id,
+                   &(struct rl_attempt_outcome){.attempt_no = attempt,
+                                                .outcome = "transient",
+                                                .http_status = 503,
+                                                .upstream_request_id = "req-1",
+                                                .prompt_tokens = 11,
+                                                .latency_ms = 120,
+                                                .error = "503"},
+                   errstr, sizeof(errstr)) == 0);
     RL_REQUIRE(rl_db_fail(t.db, failed_id, WORKER, epoch, RL_RUN_FAILED,
                           "attempts_exhausted", "no attempts left", errstr,
                           sizeof(errstr)) == 0);
@@ -123,9 +130,17 @@ main(void)
     /* completed */
     epoch = new_run(&t, "ops-done", done_id);
     attempt = dispatch(&t, done_id, epoch);
-    RL_REQUIRE(rl_db_record_outcome(t.db, done_id, attempt, "ok", 200, "req-2",
-                                    12, 34, 5, 80, NULL, errstr,
-                                    sizeof(errstr)) == 0);
+    RL_REQUIRE(rl_db_record_outcome(
+                   t.db, done_id,
+                   &(struct rl_attempt_outcome){.attempt_no = attempt,
+                                                .outcome = "ok",
+                                                .http_status = 200,
+                                                .upstream_request_id = "req-2",
+                                                .prompt_tokens = 12,
+                                                .completion_tokens = 34,
+                                                .cached_tokens = 5,
+                                                .latency_ms = 80},
+                   errstr, sizeof(errstr)) == 0);
     {
         const char *ch[] = {"email", "slack"};
         int completed = 0;

@@ -67,19 +67,29 @@ int rl_db_dispatch_runs(struct rl_db *db, const struct rl_dispatch_req *reqs,
                         struct rl_dispatch_res *out, char *errstr,
                         size_t errstr_size);
 
-/* Sets the outcome of attempt attempt_no of run_id, once. outcome is one of
- * "ok", "transient", "permanent", "ambiguous", "invalid_output",
- * "not_sent", "connect_failed", "cancelled", "lease_lost" (the schema's
- * CHECK). Negative numbers and NULL strings are stored as NULL. Not
+/* What one attempt's call came to. Negative numbers and NULL strings are
+ * stored as NULL; zero is stored as zero. */
+struct rl_attempt_outcome {
+    int attempt_no;
+    const char *outcome; /* "ok", "transient", "permanent", "ambiguous",
+                            "invalid_output", "not_sent", "connect_failed",
+                            "cancelled", "lease_lost" (the schema's CHECK) */
+    int http_status;
+    const char *upstream_request_id;
+    int64_t prompt_tokens;
+    int64_t completion_tokens;
+    int64_t cached_tokens;
+    int64_t latency_ms;
+    const char *error;
+};
+
+/* Sets the outcome of attempt oc->attempt_no of run_id to oc, once. Not
  * lease-guarded: an attempt's outcome is a fact about what was sent, and a
  * worker that lost its lease still tells the truth about its call.
  * Returns 0, RL_ERR_NOTFOUND (no such attempt, or it has an outcome),
- * RL_ERR_INVALID (unknown outcome) or RL_ERR_DB. */
-int rl_db_record_outcome(struct rl_db *db, const char *run_id, int attempt_no,
-                         const char *outcome, int http_status,
-                         const char *upstream_request_id, int64_t prompt_tokens,
-                         int64_t completion_tokens, int64_t cached_tokens,
-                         int64_t latency_ms, const char *error, char *errstr,
+ * RL_ERR_INVALID (no or unknown outcome) or RL_ERR_DB. */
+int rl_db_record_outcome(struct rl_db *db, const char *run_id,
+                         const struct rl_attempt_outcome *oc, char *errstr,
                          size_t errstr_size);
 
 #endif /* RL_DB_DISPATCH_H */

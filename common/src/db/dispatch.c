@@ -125,11 +125,8 @@ done:
 }
 
 int
-rl_db_record_outcome(struct rl_db *db, const char *run_id, int attempt_no,
-                     const char *outcome, int http_status,
-                     const char *upstream_request_id, int64_t prompt_tokens,
-                     int64_t completion_tokens, int64_t cached_tokens,
-                     int64_t latency_ms, const char *error, char *errstr,
+rl_db_record_outcome(struct rl_db *db, const char *run_id,
+                     const struct rl_attempt_outcome *oc, char *errstr,
                      size_t errstr_size)
 {
     char attempt[16], http[16], prompt[32], completion[32], cached[32],
@@ -139,23 +136,23 @@ rl_db_record_outcome(struct rl_db *db, const char *run_id, int attempt_no,
     int err = RL_ERR_DB;
     int rows;
 
-    if (!outcome || !*outcome) {
+    if (!oc->outcome || !*oc->outcome) {
         rl_set_err(errstr, errstr_size,
                    "could not record outcome of run %s: no outcome", run_id);
         return RL_ERR_INVALID;
     }
-    snprintf(attempt, sizeof(attempt), "%d", attempt_no);
+    snprintf(attempt, sizeof(attempt), "%d", oc->attempt_no);
     params[0] = run_id;
     params[1] = attempt;
-    params[2] = outcome;
-    params[3] = db_int_or_null(http_status, http, sizeof(http));
-    params[4] = upstream_request_id;
-    params[5] = db_int_or_null(prompt_tokens, prompt, sizeof(prompt));
+    params[2] = oc->outcome;
+    params[3] = db_int_or_null(oc->http_status, http, sizeof(http));
+    params[4] = oc->upstream_request_id;
+    params[5] = db_int_or_null(oc->prompt_tokens, prompt, sizeof(prompt));
     params[6] =
-        db_int_or_null(completion_tokens, completion, sizeof(completion));
-    params[7] = db_int_or_null(cached_tokens, cached, sizeof(cached));
-    params[8] = db_int_or_null(latency_ms, latency, sizeof(latency));
-    params[9] = error;
+        db_int_or_null(oc->completion_tokens, completion, sizeof(completion));
+    params[7] = db_int_or_null(oc->cached_tokens, cached, sizeof(cached));
+    params[8] = db_int_or_null(oc->latency_ms, latency, sizeof(latency));
+    params[9] = oc->error;
     res =
         db_exec_stmt(db, &record_outcome_once, params, "record outcome of run",
                      run_id, &err, errstr, errstr_size);
@@ -167,7 +164,7 @@ rl_db_record_outcome(struct rl_db *db, const char *run_id, int attempt_no,
         rl_set_err(errstr, errstr_size,
                    "could not record outcome of run %s: attempt %d does not "
                    "exist or already has an outcome",
-                   run_id, attempt_no);
+                   run_id, oc->attempt_no);
         return RL_ERR_NOTFOUND;
     }
     return 0;
