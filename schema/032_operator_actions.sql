@@ -21,3 +21,11 @@ ALTER TABLE runs
 -- pause ended ten minutes ago, and `model-limits set` makes it explicit.
 ALTER TABLE model_limits
     ADD COLUMN implicit boolean NOT NULL DEFAULT false;
+
+-- The adaptive cap halves once per congestion event, not once per 429: a
+-- burst of 64 concurrent calls answered 429 together cut the cap six
+-- times, to 1. cap_cut_at is when the cap was last cut; a 429 of a call
+-- dispatched before it belongs to the burst that cut it, and only one of
+-- a call sent after it (a round trip later) cuts again.
+ALTER TABLE model_limits
+    ADD COLUMN cap_cut_at timestamptz;

@@ -1045,12 +1045,24 @@ CREATE FUNCTION rl_model_call_leased(p_run_id text, p_epoch bigint, p_worker tex
 $$;
 
 CREATE FUNCTION rl_model_throttled(p_model text, p_pause_ms bigint, p_adaptive boolean, p_in_flight integer, p_reason text) RETURNS TABLE(paused_until text, concurrency_cap integer)
+    LANGUAGE sql
+    AS $$
+    SELECT * FROM rl_model_throttled(p_model, p_pause_ms, p_adaptive,
+                                     p_in_flight, p_reason, NULL, NULL)
+$$;
+
+CREATE FUNCTION rl_model_throttled(p_model text, p_pause_ms bigint, p_adaptive boolean, p_in_flight integer, p_reason text, p_run_id text, p_attempt_no integer) RETURNS TABLE(paused_until text, concurrency_cap integer)
     LANGUAGE plpgsql
     AS $$
 #variable_conflict use_column
 DECLARE
     v_flight integer;
+    v_sent   timestamptz;
+    v_cut    boolean;
 BEGIN
+    SELECT a.dispatched_at INTO v_sent
+      FROM attempts a
+     WHERE a.run_id = p_run_id AND a.attempt_no = p_attempt_no;
     INSERT INTO model_limits (model, implicit) VALUES (p_model, true)
         ON CONFLICT DO NOTHING;
     SELECT count(*) INTO v_flight
@@ -1060,6 +1072,15 @@ BEGIN
        AND rl_model_call_leased(a.run_id, a.lease_epoch, a.worker)
        AND c.created_at > now() - interval '10 minutes';
     v_flight := greatest(v_flight, coalesce(p_in_flight, 0));
+    -- Locked before it is read: concurrent 429s of one burst decide one
+    -- after the other, and only the first sees no cut since the calls
+    -- were sent.
+    SELECT p_adaptive AND l.rpm IS NULL AND l.tpm IS NULL
+           AND (v_sent IS NULL OR l.cap_cut_at IS NULL
+                OR v_sent > l.cap_cut_at)
+      INTO v_cut
+      FROM model_limits l WHERE l.model = p_model
+       FOR UPDATE;
     RETURN QUERY
     UPDATE model_limits m
        SET paused_until = greatest(m.paused_until, clock_timestamp()
@@ -1068,11 +1089,13 @@ BEGIN
            pause_reason = p_reason,
            throttles = m.throttles + 1,
            concurrency_cap =
-               CASE WHEN p_adaptive AND m.rpm IS NULL AND m.tpm IS NULL
+               CASE WHEN v_cut
                     THEN greatest(1, coalesce(m.concurrency_cap, v_flight)
                                      / 2)
                     ELSE m.concurrency_cap END,
-           cap_successes = 0,
+           cap_cut_at = CASE WHEN v_cut THEN clock_timestamp()
+                             ELSE m.cap_cut_at END,
+           cap_successes = CASE WHEN v_cut THEN 0 ELSE m.cap_successes END,
            updated_at = now()
      WHERE m.model = p_model
     RETURNING to_char(m.paused_until AT TIME ZONE 'UTC',
@@ -1528,6 +1551,7 @@ CREATE TABLE model_limits (
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     queued_until timestamp with time zone,
     implicit boolean DEFAULT false NOT NULL,
+    cap_cut_at timestamp with time zone,
     CONSTRAINT model_limits_cap_positive CHECK ((concurrency_cap > 0)),
     CONSTRAINT model_limits_rpm_positive CHECK ((rpm > 0)),
     CONSTRAINT model_limits_tpm_positive CHECK ((tpm > 0)),

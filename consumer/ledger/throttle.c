@@ -82,6 +82,7 @@ ledger_throttle_model(struct ledger *lg, struct rl_item *item)
     long pause = provider_pause_ms(call);
     char model[256], reason[160], until[40], errstr[512];
     struct rl_log_ctx ctx;
+    struct rl_model_throttle t;
     int cap = 0, adaptive, in_flight = 0;
 
     if (pause < 0 || !lg->db)
@@ -108,8 +109,14 @@ ledger_throttle_model(struct ledger *lg, struct rl_item *item)
                !rl_ratelimit_headers_published(&call->ratelimit);
     if (adaptive)
         in_flight = model_calls_in_flight(lg, item, model);
-    if (rl_db_model_throttled(lg->db, model, pause, adaptive, in_flight, reason,
-                              until, sizeof(until), &cap, errstr,
+    t.model = model;
+    t.pause_ms = pause;
+    t.adaptive = adaptive;
+    t.in_flight = in_flight;
+    t.reason = reason;
+    t.run_id = item->run_id;
+    t.attempt_no = item->attempt_no;
+    if (rl_db_model_throttled(lg->db, &t, until, sizeof(until), &cap, errstr,
                               sizeof(errstr)) != 0) {
         rl_log_warn(&ctx, "could not pause model %s: %s", model, errstr);
         return;

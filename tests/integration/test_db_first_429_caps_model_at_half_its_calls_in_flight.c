@@ -29,11 +29,11 @@ static int
 throttled(struct rl_db *db, const char *model, int adaptive, int in_flight)
 {
     char until[40], errstr[512];
+    struct rl_model_throttle t = {
+        model, 1000, adaptive, in_flight, "429 from the provider", NULL, 0};
     int cap = -1;
 
-    RL_REQUIRE(rl_db_model_throttled(db, model, 1000, adaptive, in_flight,
-                                     "429 from the provider", until,
-                                     sizeof(until), &cap, errstr,
+    RL_REQUIRE(rl_db_model_throttled(db, &t, until, sizeof(until), &cap, errstr,
                                      sizeof(errstr)) == 0);
     RL_CHECK(until[0] != '\0');
     return cap;

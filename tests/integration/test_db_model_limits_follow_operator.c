@@ -21,6 +21,19 @@ dispatch_models(struct rl_db *db)
                      " 'w1', 100)");
 }
 
+/* A 429 of model with no call named (every one cuts). */
+static void
+throttled(struct rl_db *db, const char *model, int64_t pause_ms, int adaptive,
+          int in_flight, int *cap)
+{
+    struct rl_model_throttle t = {model, pause_ms, adaptive, in_flight,
+                                  "429", NULL,     0};
+    char until[64], errstr[512];
+
+    RL_REQUIRE(rl_db_model_throttled(db, &t, until, sizeof(until), cap, errstr,
+                                     sizeof(errstr)) == 0);
+}
+
 static int64_t
 rows(struct rl_db *db, const char *model)
 {
@@ -31,15 +44,13 @@ rows(struct rl_db *db, const char *model)
 int
 main(void)
 {
-    char schema[RL_DB_SCHEMA_MAX + 1], errstr[512], until[64];
+    char schema[RL_DB_SCHEMA_MAX + 1], errstr[512];
     struct rl_db *db = fixture_ledger(schema);
     struct rl_model_limit lim = {"set-model", NULL, 600, 0, 60000};
     int cap = -1;
 
     /* A 429 from a model nobody limited. */
-    RL_REQUIRE(rl_db_model_throttled(db, "free-model", 60000, 1, 8, "429",
-                                     until, sizeof(until), &cap, errstr,
-                                     sizeof(errstr)) == 0);
+    throttled(db, "free-model", 60000, 1, 8, &cap);
     RL_CHECK_INTEQ(cap, 4);
     RL_CHECK_INTEQ(fixture_int(db,
                                "SELECT count(*) FROM model_limits WHERE "
@@ -63,9 +74,7 @@ main(void)
      * ends with the old limit, and the row stays the operator's. */
     RL_REQUIRE(
         rl_db_model_limit_set(db, &lim, "alice", errstr, sizeof(errstr)) == 0);
-    RL_REQUIRE(rl_db_model_throttled(db, "set-model", 3600 * 1000, 0, 1, "429",
-                                     until, sizeof(until), &cap, errstr,
-                                     sizeof(errstr)) == 0);
+    throttled(db, "set-model", 3600 * 1000, 0, 1, &cap);
     RL_CHECK_INTEQ(fixture_int(db,
                                "SELECT count(*) FROM model_limits WHERE "
                                "model = 'set-model' AND paused_until > now()"
@@ -87,9 +96,7 @@ main(void)
     RL_CHECK_INTEQ(rows(db, "set-model"), 1);
 
     /* A row a 429 created becomes the operator's once set. */
-    RL_REQUIRE(rl_db_model_throttled(db, "free-model", 1000, 1, 2, "429", until,
-                                     sizeof(until), &cap, errstr,
-                                     sizeof(errstr)) == 0);
+    throttled(db, "free-model", 1000, 1, 2, &cap);
     lim.model = "free-model";
     RL_REQUIRE(
         rl_db_model_limit_set(db, &lim, "alice", errstr, sizeof(errstr)) == 0);

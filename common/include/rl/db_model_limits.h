@@ -48,19 +48,31 @@ int rl_db_model_limit_remove(struct rl_db *db, const char *model, char *errstr,
 int rl_db_model_limits_json(struct rl_db *db, const char *model, char **json,
                             char *errstr, size_t errstr_size);
 
-/* The provider throttled model: every worker's dispatch statement defers
- * the model's runs until pause_ms from now (rl_model_throttled).
- * adaptive: the provider published no rate-limit headers, so the model's
- * adaptive concurrency cap is halved (when no operator limit exists); the
- * first cap is half the larger of in_flight (the caller's calls of the
- * model in flight, the refused one included) and the group's calls the
- * ledger counts, at least 1. reason (may be NULL) is shown by `runs show`
- * on the deferred runs. On success paused_until (33 bytes or more, may be
+/* A provider's refusal of one call, for rl_db_model_throttled. */
+struct rl_model_throttle {
+    const char *model;
+    int64_t pause_ms;   /* how long the provider asked the model to wait */
+    int adaptive;       /* no rate-limit headers: halve the adaptive cap */
+    int in_flight;      /* the caller's calls of the model in flight, the
+                           refused one included */
+    const char *reason; /* shown by `runs show` on deferred runs; NULL */
+    const char *run_id; /* the refused call's run and attempt (NULL: not */
+    int attempt_no;     /* known, and every refusal cuts the cap) */
+};
+
+/* The provider throttled t->model: every worker's dispatch statement
+ * defers the model's runs until t->pause_ms from now (rl_model_throttled).
+ * t->adaptive: the provider published no rate-limit headers, so the
+ * model's adaptive concurrency cap is halved (when no operator limit
+ * exists), once per congestion event: a refused call dispatched before
+ * the cap's last cut belongs to the burst that cut it. The first cap is
+ * half the larger of t->in_flight and the group's calls the ledger
+ * counts, at least 1. On success paused_until (33 bytes or more, may be
  * NULL) gets the pause's end and *cap (may be NULL) the cap, 0 for none.
  * A model without a row gets an implicit one, forgotten ten minutes after
- * its last pause ends. Returns 0 or RL_ERR_DB. */
-int rl_db_model_throttled(struct rl_db *db, const char *model, int64_t pause_ms,
-                          int adaptive, int in_flight, const char *reason,
+ * its last pause ends. Returns 0, RL_ERR_INVALID (no model) or
+ * RL_ERR_DB. */
+int rl_db_model_throttled(struct rl_db *db, const struct rl_model_throttle *t,
                           char *paused_until, size_t paused_until_size,
                           int *cap, char *errstr, size_t errstr_size);
 

@@ -68,7 +68,8 @@ static const char model_limits_list[] =
 
 static const char model_throttled[] =
     "SELECT paused_until, coalesce(concurrency_cap, 0)"
-    "  FROM rl_model_throttled($1, $2::int8, $3::bool, $4::int4, $5)";
+    "  FROM rl_model_throttled($1, $2::int8, $3::bool, $4::int4, $5, $6,"
+    "                          $7::int4)";
 
 int
 rl_db_model_limit_set(struct rl_db *db, const struct rl_model_limit *lim,
@@ -138,26 +139,28 @@ rl_db_model_limits_json(struct rl_db *db, const char *model, char **json,
 }
 
 int
-rl_db_model_throttled(struct rl_db *db, const char *model, int64_t pause_ms,
-                      int adaptive, int in_flight, const char *reason,
+rl_db_model_throttled(struct rl_db *db, const struct rl_model_throttle *t,
                       char *paused_until, size_t paused_until_size, int *cap,
                       char *errstr, size_t errstr_size)
 {
-    char pause[32], flight[32];
-    const char *params[5] = {model, pause, adaptive ? "true" : "false", flight,
-                             reason};
+    char pause[32], flight[32], attempt[16];
+    const char *params[7] = {
+        t->model,  pause,     t->adaptive ? "true" : "false", flight,
+        t->reason, t->run_id, t->run_id ? attempt : NULL};
     PGresult *res;
     int err = RL_ERR_DB;
 
-    if (!model || !*model) {
+    if (!t->model || !*t->model) {
         rl_set_err(errstr, errstr_size, "could not pause the model: no model");
         return RL_ERR_INVALID;
     }
-    snprintf(pause, sizeof(pause), "%" PRId64, pause_ms > 0 ? pause_ms : 0);
-    snprintf(flight, sizeof(flight), "%d", in_flight > 0 ? in_flight : 0);
+    snprintf(pause, sizeof(pause), "%" PRId64,
+             t->pause_ms > 0 ? t->pause_ms : 0);
+    snprintf(flight, sizeof(flight), "%d", t->in_flight > 0 ? t->in_flight : 0);
+    snprintf(attempt, sizeof(attempt), "%d", t->attempt_no);
     if (db_apply_schema(db, errstr, errstr_size) != 0)
         return RL_ERR_DB;
-    res = db_exec_simple(db, model_throttled, 5, params, &err, errstr,
+    res = db_exec_simple(db, model_throttled, 7, params, &err, errstr,
                          errstr_size, "pause the model");
     if (!res)
         return err;
