@@ -1044,6 +1044,30 @@ CREATE FUNCTION rl_model_call_leased(p_run_id text, p_epoch bigint, p_worker tex
                       AND r.lock_expires_at > now())
 $$;
 
+CREATE FUNCTION rl_model_horizon_refresh() RETURNS integer
+    LANGUAGE sql
+    AS $$
+    WITH w AS (
+        SELECT l.model,
+               (SELECT max(r.next_attempt_at)
+                  FROM runs r
+                 WHERE r.status = 'pending'
+                   AND r.next_attempt_at > now()
+                   AND r.error_class = 'rate_limit'
+                   AND r.request->'request'->>'model' = l.model) AS horizon
+          FROM model_limits l
+         WHERE l.queued_until > now()
+    ), upd AS (
+        UPDATE model_limits m
+           SET queued_until = w.horizon
+          FROM w
+         WHERE m.model = w.model
+           AND m.queued_until IS DISTINCT FROM w.horizon
+        RETURNING 1
+    )
+    SELECT count(*)::integer FROM upd
+$$;
+
 CREATE FUNCTION rl_model_throttled(p_model text, p_pause_ms bigint, p_adaptive boolean, p_in_flight integer, p_reason text) RETURNS TABLE(paused_until text, concurrency_cap integer)
     LANGUAGE sql
     AS $$

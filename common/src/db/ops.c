@@ -653,13 +653,34 @@ rl_db_run_resolve_failed(struct rl_db *db, const char *run_id,
 }
 
 int
+db_refresh_model_horizons(struct rl_db *db, char *errstr, size_t errstr_size)
+{
+    PGresult *res;
+    int err = RL_ERR_DB;
+
+    res = db_exec_simple(db, "SELECT rl_model_horizon_refresh()", 0, NULL, &err,
+                         errstr, errstr_size,
+                         "refresh the models' rate-limit horizons");
+    if (!res)
+        return err;
+    PQclear(res);
+    return 0;
+}
+
+int
 rl_db_run_cancel(struct rl_db *db, const char *run_id, const char *actor,
                  const char *reason, struct rl_decision *out, char *errstr,
                  size_t errstr_size)
 {
-    return ops_decide(db, ops_cancel_run, "cancel", run_id, actor, reason, NULL,
-                      "pending, running or awaiting_approval", out, errstr,
-                      errstr_size);
+    int err = ops_decide(db, ops_cancel_run, "cancel", run_id, actor, reason,
+                         NULL, "pending, running or awaiting_approval", out,
+                         errstr, errstr_size);
+
+    /* A cancelled run that waited for its model's bucket no longer holds
+     * a place in its queue. */
+    if (err == 0)
+        err = db_refresh_model_horizons(db, errstr, errstr_size);
+    return err;
 }
 
 /* The statuses of a filter cancel as a text[] literal in buf. Returns 0
@@ -799,7 +820,8 @@ rl_db_runs_cancel(struct rl_db *db, const struct rl_cancel_filter *filter,
         picked = db_int_value(res, 0, 1, 0);
         PQclear(res);
     } while (picked > 0);
-    return 0;
+    return *cancelled > 0 ? db_refresh_model_horizons(db, errstr, errstr_size)
+                          : 0;
 }
 
 int

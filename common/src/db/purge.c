@@ -244,8 +244,15 @@ rl_db_purge_batch(struct rl_db *db, const char *const *statuses,
                   size_t nstatuses, const char *cutoff, int batch,
                   struct rl_purge_counts *out, char *errstr, size_t errstr_size)
 {
-    return purge_exec(db, purge_batch, 3, statuses, nstatuses, cutoff, batch,
-                      out, "purge a batch of runs", errstr, errstr_size);
+    int err = purge_exec(db, purge_batch, 3, statuses, nstatuses, cutoff, batch,
+                         out, "purge a batch of runs", errstr, errstr_size);
+
+    /* The purge's last batch: no run it removed was waiting for a model's
+     * bucket, but a horizon still ahead of every waiting run is brought
+     * back now rather than at the next cancel. */
+    if (err == 0 && out->runs == 0)
+        err = db_refresh_model_horizons(db, errstr, errstr_size);
+    return err;
 }
 
 int
