@@ -90,12 +90,12 @@ prepare_attempt(struct ledger *lg, struct rl_item *item)
 static int
 store_input(struct ledger *lg, struct rl_item *item)
 {
+    const struct rl_lease lease = ledger_lease_of(lg, item);
     char errstr[512];
     char *stored = NULL;
     int err;
 
-    err = rl_db_store_raw_input(lg->db, item->run_id, lg->cfg->worker_id,
-                                item->lease_epoch,
+    err = rl_db_store_raw_input(lg->db, &lease,
                                 item->ev ? item->ev->input_json : "null",
                                 &stored, errstr, sizeof(errstr));
     if (err == RL_ERR_DB) {

@@ -78,13 +78,13 @@ ledger_give_up(struct ledger *lg, struct rl_item *item,
                enum rl_run_status status, const char *error_class,
                const char *detail)
 {
+    const struct rl_lease lease = ledger_lease_of(lg, item);
     char errstr[512];
     struct rl_log_ctx ctx;
     int err;
 
-    err =
-        rl_db_fail(lg->db, item->run_id, lg->cfg->worker_id, item->lease_epoch,
-                   status, error_class, detail, errstr, sizeof(errstr));
+    err = rl_db_fail(lg->db, &lease, status, error_class, detail, errstr,
+                     sizeof(errstr));
     if (err == RL_ERR_DB) {
         ledger_defer(lg, item, item->in_result ? REDO_RESULT : REDO_START,
                      "record the failure", errstr);
@@ -120,12 +120,12 @@ void
 ledger_retry_later(struct ledger *lg, struct rl_item *item, long delay_ms,
                    const char *error_class, const char *detail)
 {
+    const struct rl_lease lease = ledger_lease_of(lg, item);
     char errstr[512];
     int err;
 
-    err = rl_db_release(lg->db, item->run_id, lg->cfg->worker_id,
-                        item->lease_epoch, delay_ms, error_class, detail,
-                        errstr, sizeof(errstr));
+    err = rl_db_release(lg->db, &lease, delay_ms, error_class, detail, errstr,
+                        sizeof(errstr));
     if (err == RL_ERR_DB) {
         ledger_defer(lg, item, item->in_result ? REDO_RESULT : REDO_START,
                      "release the lease", errstr);

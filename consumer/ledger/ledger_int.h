@@ -21,6 +21,7 @@
 
 #include "pipeline.h"
 #include "rl/db_conn.h"
+#include "rl/db_lease.h"
 #include "rl/log.h"
 #include "rl/run_status.h"
 
@@ -88,6 +89,8 @@ void ledger_live_remove(struct ledger *lg, struct rl_item *item);
 void ledger_trace_run_end(struct ledger *lg, struct rl_item *item,
                           const char *outcome);
 void ledger_finish(struct ledger *lg, struct rl_item *item);
+struct rl_lease ledger_lease_of(const struct ledger *lg,
+                                const struct rl_item *item);
 
 /* failures.c */
 void ledger_requeue(struct ledger *lg, struct rl_item *item, int redo);

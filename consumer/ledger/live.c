@@ -143,3 +143,12 @@ ledger_finish(struct ledger *lg, struct rl_item *item)
     ledger_live_remove(lg, item);
     rl_pipeline_finish(lg->pl, item);
 }
+
+/* The lease item runs under, as every write after its claim names it. */
+struct rl_lease
+ledger_lease_of(const struct ledger *lg, const struct rl_item *item)
+{
+    return (struct rl_lease){.run_id = item->run_id,
+                             .worker = lg->cfg->worker_id,
+                             .epoch = item->lease_epoch};
+}

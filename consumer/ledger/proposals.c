@@ -19,6 +19,7 @@ void
 ledger_propose(struct ledger *lg, struct rl_item *item,
                const struct rl_log_ctx *ctx)
 {
+    const struct rl_lease lease = ledger_lease_of(lg, item);
     struct rl_model_call *call = &item->call;
     char *output = rl_model_output_json(call);
     char *proposal = NULL;
@@ -58,8 +59,7 @@ ledger_propose(struct ledger *lg, struct rl_item *item,
                                errstr, sizeof(errstr));
     free(output);
     if (err == RL_OK)
-        err = rl_db_propose_attempt(lg->db, item->run_id, lg->cfg->worker_id,
-                                    item->lease_epoch, &oc, proposal, digest,
+        err = rl_db_propose_attempt(lg->db, &lease, &oc, proposal, digest,
                                     &status, errstr, sizeof(errstr));
     free(proposal);
     if (err == RL_ERR_DB || err == RL_ERR_NOMEM) {

@@ -47,6 +47,7 @@ renew_some(struct ledger *lg, struct rl_db *db, const struct renewal *batch,
            size_t n, int renew, const char **ids, int64_t *epochs, int *held,
            size_t *idx, char *errstr, size_t errstr_size)
 {
+    struct rl_lease_set set = {lg->cfg->worker_id, ids, epochs, 0};
     size_t m = 0;
     int *got = held + n; /* scratch: the second half of held */
     int err;
@@ -60,11 +61,10 @@ renew_some(struct ledger *lg, struct rl_db *db, const struct renewal *batch,
     }
     if (m == 0)
         return 0;
-    err = renew ? rl_db_renew_leases(db, lg->cfg->worker_id,
-                                     lg->cfg->lease_seconds, ids, epochs, m,
-                                     got, errstr, errstr_size)
-                : rl_db_check_leases(db, lg->cfg->worker_id, ids, epochs, m,
-                                     got, errstr, errstr_size);
+    set.n = m;
+    err = renew ? rl_db_renew_leases(db, &set, lg->cfg->lease_seconds, got,
+                                     errstr, errstr_size)
+                : rl_db_check_leases(db, &set, got, errstr, errstr_size);
     if (err < 0)
         return err;
     for (size_t k = 0; k < m; k++)

@@ -69,10 +69,16 @@ main(void)
                       victim) > stale_epoch);
 
     /* The stale owner's writes, straight at the ledger. */
-    RL_CHECK_INTEQ(rl_db_release(t.db, victim, stale_worker, stale_epoch, 0,
-                                 "x", "x", errstr, sizeof(errstr)),
+    RL_CHECK_INTEQ(rl_db_release(t.db,
+                                 &(struct rl_lease){.run_id = victim,
+                                                    .worker = stale_worker,
+                                                    .epoch = stale_epoch},
+                                 0, "x", "x", errstr, sizeof(errstr)),
                    RL_ERR_STALE);
-    RL_CHECK_INTEQ(rl_db_fail(t.db, victim, stale_worker, stale_epoch,
+    RL_CHECK_INTEQ(rl_db_fail(t.db,
+                              &(struct rl_lease){.run_id = victim,
+                                                 .worker = stale_worker,
+                                                 .epoch = stale_epoch},
                               RL_RUN_FAILED, "x", "x", errstr, sizeof(errstr)),
                    RL_ERR_STALE);
     RL_CHECK_INTEQ(rltest_db_complete(t.db, victim, stale_worker, stale_epoch,

@@ -145,10 +145,13 @@ main(void)
                                                     .error = "timeout"},
                        errstr, sizeof(errstr)),
                    0);
-    RL_CHECK_INTEQ(rl_db_release(db, run.run_id, "sweeper", due[0].lease_epoch,
-                                 0, "ambiguous", "timeout", errstr,
-                                 sizeof(errstr)),
-                   0);
+    RL_CHECK_INTEQ(
+        rl_db_release(db,
+                      &(struct rl_lease){.run_id = run.run_id,
+                                         .worker = "sweeper",
+                                         .epoch = due[0].lease_epoch},
+                      0, "ambiguous", "timeout", errstr, sizeof(errstr)),
+        0);
     RL_REQUIRE(rltest_db_claim(db, &run.reg, "w3", 30, &claim, errstr,
                                sizeof(errstr)) == 0);
     RL_CHECK_INTEQ(claim.status, RL_CLAIM_WON);

@@ -57,7 +57,10 @@ main(void)
     RL_REQUIRE(rltest_db_claim(db, &pending.reg, "w1", 30, &claim, errstr,
                                sizeof(errstr)) == 0);
     pending_epoch = claim.lease_epoch;
-    RL_REQUIRE(rl_db_release(db, pending.run_id, "w1", claim.lease_epoch,
+    RL_REQUIRE(rl_db_release(db,
+                             &(struct rl_lease){.run_id = pending.run_id,
+                                                .worker = "w1",
+                                                .epoch = claim.lease_epoch},
                              3600 * 1000, "budget", "deferred", errstr,
                              sizeof(errstr)) == 0);
     rl_claim_clear(&claim);
@@ -96,7 +99,10 @@ main(void)
     fixture_run_init(&failed, "cancel-failed", request, NULL);
     RL_REQUIRE(rltest_db_claim(db, &failed.reg, "w1", 30, &claim, errstr,
                                sizeof(errstr)) == 0);
-    RL_REQUIRE(rl_db_fail(db, failed.run_id, "w1", claim.lease_epoch,
+    RL_REQUIRE(rl_db_fail(db,
+                          &(struct rl_lease){.run_id = failed.run_id,
+                                             .worker = "w1",
+                                             .epoch = claim.lease_epoch},
                           RL_RUN_FAILED, "model_rejected", "HTTP 400", errstr,
                           sizeof(errstr)) == 0);
     rl_claim_clear(&claim);
@@ -154,13 +160,15 @@ main(void)
     /* the old worker: every write refused, its lease not held */
     ids[0] = running.run_id;
     epochs[0] = run_epoch;
-    RL_CHECK_INTEQ(rl_db_check_leases(db, "w1", ids, epochs, 1, held, errstr,
-                                      sizeof(errstr)),
-                   0);
+    RL_CHECK_INTEQ(
+        rl_db_check_leases(db, &(struct rl_lease_set){"w1", ids, epochs, 1},
+                           held, errstr, sizeof(errstr)),
+        0);
     RL_CHECK_INTEQ(held[0], 0);
-    RL_CHECK_INTEQ(rl_db_renew_leases(db, "w1", 30, ids, epochs, 1, held,
-                                      errstr, sizeof(errstr)),
-                   0);
+    RL_CHECK_INTEQ(
+        rl_db_renew_leases(db, &(struct rl_lease_set){"w1", ids, epochs, 1}, 30,
+                           held, errstr, sizeof(errstr)),
+        0);
     RL_CHECK_INTEQ(rltest_db_dispatch(db, running.run_id, "w1", run_epoch, "k2",
                                       &attempt_no, errstr, sizeof(errstr)),
                    RL_ERR_STALE);
@@ -178,8 +186,11 @@ main(void)
                                       "{\"late\":true}", channels, 1,
                                       &completed, errstr, sizeof(errstr)),
                    RL_ERR_STALE);
-    RL_CHECK_INTEQ(rl_db_release(db, running.run_id, "w1", run_epoch, 0,
-                                 "transient", "x", errstr, sizeof(errstr)),
+    RL_CHECK_INTEQ(rl_db_release(db,
+                                 &(struct rl_lease){.run_id = running.run_id,
+                                                    .worker = "w1",
+                                                    .epoch = run_epoch},
+                                 0, "transient", "x", errstr, sizeof(errstr)),
                    RL_ERR_STALE);
     RL_CHECK_INTEQ(count_where(db,
                                "SELECT count(*) FROM outbox WHERE run_id IN "
@@ -254,18 +265,24 @@ main(void)
         RL_REQUIRE(rltest_db_claim(db, &batch[i].reg, "w1", 30, &claim, errstr,
                                    sizeof(errstr)) == 0);
         if (i > 0)
-            RL_REQUIRE(rl_db_release(db, batch[i].run_id, "w1",
-                                     claim.lease_epoch, 3600 * 1000,
-                                     "transient", "x", errstr,
-                                     sizeof(errstr)) == 0);
+            RL_REQUIRE(
+                rl_db_release(db,
+                              &(struct rl_lease){.run_id = batch[i].run_id,
+                                                 .worker = "w1",
+                                                 .epoch = claim.lease_epoch},
+                              3600 * 1000, "transient", "x", errstr,
+                              sizeof(errstr)) == 0);
         rl_claim_clear(&claim);
     }
     fixture_run_init(&other, "bulk-other", request, NULL);
     other.reg.tenant = "workspace-other";
     RL_REQUIRE(rltest_db_claim(db, &other.reg, "w1", 30, &claim, errstr,
                                sizeof(errstr)) == 0);
-    RL_REQUIRE(rl_db_release(db, other.run_id, "w1", claim.lease_epoch, 0,
-                             "transient", "x", errstr, sizeof(errstr)) == 0);
+    RL_REQUIRE(rl_db_release(db,
+                             &(struct rl_lease){.run_id = other.run_id,
+                                                .worker = "w1",
+                                                .epoch = claim.lease_epoch},
+                             0, "transient", "x", errstr, sizeof(errstr)) == 0);
     rl_claim_clear(&claim);
 
     filter.tenant = NULL;
@@ -326,7 +343,10 @@ main(void)
         fixture_run_init(&batch[i], job, request, NULL);
         RL_REQUIRE(rltest_db_claim(db, &batch[i].reg, "w1", 30, &claim, errstr,
                                    sizeof(errstr)) == 0);
-        RL_REQUIRE(rl_db_release(db, batch[i].run_id, "w1", claim.lease_epoch,
+        RL_REQUIRE(rl_db_release(db,
+                                 &(struct rl_lease){.run_id = batch[i].run_id,
+                                                    .worker = "w1",
+                                                    .epoch = claim.lease_epoch},
                                  0, "transient", "x", errstr,
                                  sizeof(errstr)) == 0);
         rl_claim_clear(&claim);

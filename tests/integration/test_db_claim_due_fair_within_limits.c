@@ -312,8 +312,12 @@ test_limits_concurrent(void)
                                runs[i].run_id);
         for (int w = 0; id_epoch >= 0 && w < SWEEPERS && !released; w++) {
             snprintf(epoch, sizeof(epoch), "s%d", w);
-            if (rl_db_release(db, runs[i].run_id, epoch, id_epoch, 3600000,
-                              "transient", "test", errstr, sizeof(errstr)) == 0)
+            if (rl_db_release(db,
+                              &(struct rl_lease){.run_id = runs[i].run_id,
+                                                 .worker = epoch,
+                                                 .epoch = id_epoch},
+                              3600000, "transient", "test", errstr,
+                              sizeof(errstr)) == 0)
                 released = runs[i].run_id;
         }
     }

@@ -39,9 +39,10 @@ main(void)
     /* renewing a live lease keeps it (and its epoch) */
     ids[0] = run.run_id;
     epochs[0] = 1;
-    RL_CHECK_INTEQ(rl_db_renew_leases(db, "w1", 1, ids, epochs, 1, held, errstr,
-                                      sizeof(errstr)),
-                   1);
+    RL_CHECK_INTEQ(
+        rl_db_renew_leases(db, &(struct rl_lease_set){"w1", ids, epochs, 1}, 1,
+                           held, errstr, sizeof(errstr)),
+        1);
     RL_CHECK_INTEQ(held[0], 1);
 
     /* live: nobody else gets it, the sweeper neither */

@@ -76,8 +76,11 @@ main(void)
     conflict_leaves_row_untouched(db, &run, "running");
 
     /* pending, due */
-    RL_REQUIRE(rl_db_release(db, run.run_id, "owner", claim.lease_epoch, 0,
-                             "transient", "retry", errstr,
+    RL_REQUIRE(rl_db_release(db,
+                             &(struct rl_lease){.run_id = run.run_id,
+                                                .worker = "owner",
+                                                .epoch = claim.lease_epoch},
+                             0, "transient", "retry", errstr,
                              sizeof(errstr)) == 0);
     conflict_leaves_row_untouched(db, &run, "pending");
     rl_claim_clear(&claim);

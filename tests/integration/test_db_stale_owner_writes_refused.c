@@ -55,24 +55,29 @@ main(void)
 
     ids[0] = run.run_id;
     epochs[0] = old_epoch;
-    RL_CHECK_INTEQ(rl_db_renew_leases(db, "old", 300, ids, epochs, 1, held,
-                                      errstr, sizeof(errstr)),
-                   0);
+    RL_CHECK_INTEQ(
+        rl_db_renew_leases(db, &(struct rl_lease_set){"old", ids, epochs, 1},
+                           300, held, errstr, sizeof(errstr)),
+        0);
     RL_CHECK_INTEQ(held[0], 0);
     /* the right owner with the old epoch is stale too */
     epochs[0] = old_epoch;
-    RL_CHECK_INTEQ(rl_db_renew_leases(db, "new", 300, ids, epochs, 1, held,
-                                      errstr, sizeof(errstr)),
-                   0);
+    RL_CHECK_INTEQ(
+        rl_db_renew_leases(db, &(struct rl_lease_set){"new", ids, epochs, 1},
+                           300, held, errstr, sizeof(errstr)),
+        0);
 
     RL_CHECK_INTEQ(rltest_db_dispatch(db, run.run_id, "old", old_epoch,
                                       run.run_id, &attempt_no, errstr,
                                       sizeof(errstr)),
                    RL_ERR_STALE);
     RL_CHECK(strstr(errstr, "lease lost") != NULL);
-    RL_CHECK_INTEQ(rl_db_store_raw_input(db, run.run_id, "old", old_epoch,
-                                         "{\"stale\":true}", &stored, errstr,
-                                         sizeof(errstr)),
+    RL_CHECK_INTEQ(rl_db_store_raw_input(
+                       db,
+                       &(struct rl_lease){.run_id = run.run_id,
+                                          .worker = "old",
+                                          .epoch = old_epoch},
+                       "{\"stale\":true}", &stored, errstr, sizeof(errstr)),
                    RL_ERR_STALE);
     RL_CHECK(stored == NULL);
     RL_CHECK_INTEQ(rltest_db_complete(db, run.run_id, "old", old_epoch, NULL,
@@ -80,21 +85,34 @@ main(void)
                                       &completed, errstr, sizeof(errstr)),
                    RL_ERR_STALE);
     RL_CHECK(strstr(errstr, "could not complete run") == errstr);
-    RL_CHECK_INTEQ(rl_db_release(db, run.run_id, "old", old_epoch, 0,
-                                 "transient", "stale release", errstr,
+    RL_CHECK_INTEQ(rl_db_release(db,
+                                 &(struct rl_lease){.run_id = run.run_id,
+                                                    .worker = "old",
+                                                    .epoch = old_epoch},
+                                 0, "transient", "stale release", errstr,
                                  sizeof(errstr)),
                    RL_ERR_STALE);
-    RL_CHECK_INTEQ(rl_db_fail(db, run.run_id, "old", old_epoch, RL_RUN_FAILED,
-                              "permanent", "stale fail", errstr,
+    RL_CHECK_INTEQ(rl_db_fail(db,
+                              &(struct rl_lease){.run_id = run.run_id,
+                                                 .worker = "old",
+                                                 .epoch = old_epoch},
+                              RL_RUN_FAILED, "permanent", "stale fail", errstr,
                               sizeof(errstr)),
                    RL_ERR_STALE);
-    RL_CHECK_INTEQ(rl_db_fail(db, run.run_id, "old", old_epoch, RL_RUN_UNKNOWN,
-                              "ambiguous", "stale fail", errstr,
+    RL_CHECK_INTEQ(rl_db_fail(db,
+                              &(struct rl_lease){.run_id = run.run_id,
+                                                 .worker = "old",
+                                                 .epoch = old_epoch},
+                              RL_RUN_UNKNOWN, "ambiguous", "stale fail", errstr,
                               sizeof(errstr)),
                    RL_ERR_STALE);
     /* a forged owner name with the current epoch is no better */
-    RL_CHECK_INTEQ(rl_db_release(db, run.run_id, "old", new_epoch, 0,
-                                 "transient", "forged", errstr, sizeof(errstr)),
+    RL_CHECK_INTEQ(rl_db_release(db,
+                                 &(struct rl_lease){.run_id = run.run_id,
+                                                    .worker = "old",
+                                                    .epoch = new_epoch},
+                                 0, "transient", "forged", errstr,
+                                 sizeof(errstr)),
                    RL_ERR_STALE);
 
     /* nothing changed */
@@ -115,12 +133,16 @@ main(void)
 
     /* the current owner's writes work */
     epochs[0] = new_epoch;
-    RL_CHECK_INTEQ(rl_db_renew_leases(db, "new", 300, ids, epochs, 1, held,
-                                      errstr, sizeof(errstr)),
-                   1);
-    RL_CHECK_INTEQ(rl_db_store_raw_input(db, run.run_id, "new", new_epoch,
-                                         "{\"fresh\":true}", &stored, errstr,
-                                         sizeof(errstr)),
+    RL_CHECK_INTEQ(
+        rl_db_renew_leases(db, &(struct rl_lease_set){"new", ids, epochs, 1},
+                           300, held, errstr, sizeof(errstr)),
+        1);
+    RL_CHECK_INTEQ(rl_db_store_raw_input(
+                       db,
+                       &(struct rl_lease){.run_id = run.run_id,
+                                          .worker = "new",
+                                          .epoch = new_epoch},
+                       "{\"fresh\":true}", &stored, errstr, sizeof(errstr)),
                    0);
     RL_CHECK_STREQ(stored, "{\"fresh\": true}");
     free(stored);
@@ -147,8 +169,11 @@ main(void)
     RL_CHECK_STREQ(after.output_json, "{\"text\": \"fresh\"}");
     rltest_run_clear(&after);
     RL_CHECK_INTEQ(fixture_int(db, "SELECT count(*) FROM outbox", NULL), 1);
-    RL_CHECK_INTEQ(rl_db_release(db, run.run_id, "new", new_epoch, 0,
-                                 "transient", "after completion", errstr,
+    RL_CHECK_INTEQ(rl_db_release(db,
+                                 &(struct rl_lease){.run_id = run.run_id,
+                                                    .worker = "new",
+                                                    .epoch = new_epoch},
+                                 0, "transient", "after completion", errstr,
                                  sizeof(errstr)),
                    RL_ERR_STALE);
 

@@ -67,7 +67,10 @@ main(void)
     fixture_run_init(&later, "later", request, NULL);
     RL_REQUIRE(rltest_db_claim(db, &later.reg, "w1", 30, &claim, errstr,
                                sizeof(errstr)) == 0);
-    RL_CHECK_INTEQ(rl_db_release(db, later.run_id, "w1", claim.lease_epoch,
+    RL_CHECK_INTEQ(rl_db_release(db,
+                                 &(struct rl_lease){.run_id = later.run_id,
+                                                    .worker = "w1",
+                                                    .epoch = claim.lease_epoch},
                                  3600 * 1000, "transient", "HTTP 503", errstr,
                                  sizeof(errstr)),
                    0);
@@ -88,11 +91,17 @@ main(void)
     fixture_run_init(&parked, "parked", request, NULL);
     RL_REQUIRE(rltest_db_claim(db, &parked.reg, "w1", 30, &claim, errstr,
                                sizeof(errstr)) == 0);
-    RL_CHECK_INTEQ(rl_db_fail(db, parked.run_id, "w1", claim.lease_epoch,
+    RL_CHECK_INTEQ(rl_db_fail(db,
+                              &(struct rl_lease){.run_id = parked.run_id,
+                                                 .worker = "w1",
+                                                 .epoch = claim.lease_epoch},
                               RL_RUN_UNKNOWN, "ambiguous", "timeout after send",
                               errstr, sizeof(errstr)),
                    0);
-    RL_CHECK_INTEQ(rl_db_fail(db, parked.run_id, "w1", claim.lease_epoch,
+    RL_CHECK_INTEQ(rl_db_fail(db,
+                              &(struct rl_lease){.run_id = parked.run_id,
+                                                 .worker = "w1",
+                                                 .epoch = claim.lease_epoch},
                               RL_RUN_COMPLETED, "x", "y", errstr,
                               sizeof(errstr)),
                    RL_ERR_INVALID);
@@ -119,10 +128,13 @@ main(void)
                                          claims, errstr, sizeof(errstr)) == 0);
     for (int i = 0; i < DUE_RUNS; i++) {
         RL_REQUIRE(claims[i].status == RL_CLAIM_WON);
-        RL_CHECK_INTEQ(rl_db_release(db, runs[i].run_id, "w1",
-                                     claims[i].lease_epoch, 0, "transient",
-                                     "HTTP 429", errstr, sizeof(errstr)),
-                       0);
+        RL_CHECK_INTEQ(
+            rl_db_release(db,
+                          &(struct rl_lease){.run_id = runs[i].run_id,
+                                             .worker = "w1",
+                                             .epoch = claims[i].lease_epoch},
+                          0, "transient", "HTTP 429", errstr, sizeof(errstr)),
+            0);
         rl_claim_clear(&claims[i]);
     }
 

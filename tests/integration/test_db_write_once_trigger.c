@@ -42,16 +42,22 @@ main(void)
     RL_CHECK(claim.raw_input == NULL);
 
     /* raw input: the first value stays, later ones get it back */
-    RL_CHECK_INTEQ(rl_db_store_raw_input(db, run.run_id, "w1",
-                                         claim.lease_epoch, "{\"v\":1}",
-                                         &stored, errstr, sizeof(errstr)),
-                   0);
+    RL_CHECK_INTEQ(
+        rl_db_store_raw_input(db,
+                              &(struct rl_lease){.run_id = run.run_id,
+                                                 .worker = "w1",
+                                                 .epoch = claim.lease_epoch},
+                              "{\"v\":1}", &stored, errstr, sizeof(errstr)),
+        0);
     RL_CHECK_STREQ(stored, "{\"v\": 1}");
     free(stored);
-    RL_CHECK_INTEQ(rl_db_store_raw_input(db, run.run_id, "w1",
-                                         claim.lease_epoch, "{\"v\":2}",
-                                         &stored, errstr, sizeof(errstr)),
-                   0);
+    RL_CHECK_INTEQ(
+        rl_db_store_raw_input(db,
+                              &(struct rl_lease){.run_id = run.run_id,
+                                                 .worker = "w1",
+                                                 .epoch = claim.lease_epoch},
+                              "{\"v\":2}", &stored, errstr, sizeof(errstr)),
+        0);
     RL_CHECK_STREQ(stored, "{\"v\": 1}");
     free(stored);
     RL_CHECK_INTEQ(exec1(db,

@@ -80,9 +80,12 @@ unknown_run(struct e2e *t, const char *job, char *run_id)
     int64_t epoch = new_run(t, job, run_id);
 
     dispatch(t, run_id, epoch);
-    RL_REQUIRE(rl_db_fail(t->db, run_id, WORKER, epoch, RL_RUN_UNKNOWN,
-                          "ambiguous", "timeout after sending", errstr,
-                          sizeof(errstr)) == 0);
+    RL_REQUIRE(rl_db_fail(t->db,
+                          &(struct rl_lease){.run_id = run_id,
+                                             .worker = WORKER,
+                                             .epoch = epoch},
+                          RL_RUN_UNKNOWN, "ambiguous", "timeout after sending",
+                          errstr, sizeof(errstr)) == 0);
 }
 
 static int
@@ -123,9 +126,12 @@ main(void)
                                                 .latency_ms = 120,
                                                 .error = "503"},
                    errstr, sizeof(errstr)) == 0);
-    RL_REQUIRE(rl_db_fail(t.db, failed_id, WORKER, epoch, RL_RUN_FAILED,
-                          "attempts_exhausted", "no attempts left", errstr,
-                          sizeof(errstr)) == 0);
+    RL_REQUIRE(rl_db_fail(t.db,
+                          &(struct rl_lease){.run_id = failed_id,
+                                             .worker = WORKER,
+                                             .epoch = epoch},
+                          RL_RUN_FAILED, "attempts_exhausted",
+                          "no attempts left", errstr, sizeof(errstr)) == 0);
     unknown_run(&t, "ops-unknown", unknown_id);
     /* completed */
     epoch = new_run(&t, "ops-done", done_id);

@@ -4,6 +4,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rl/db_lease.h"
+
 /* An answer becomes one durable state: a completed run with its outbox
  * rows (common/src/db/complete.c), or for an approval-required run its
  * proposal (common/src/db/approval.c). Writes under a lease follow
@@ -78,13 +80,12 @@ enum rl_propose_status {
 };
 
 /* For an approval-required run, in place of its completion: records
- * outcome "ok" for attempt oc->attempt_no and, under the lease (worker,
- * lease_epoch), stores proposal_json (write-once) with its digest and
- * moves the run to awaiting_approval, releasing the lease, in one
- * statement. No outbox row is written. Returns 0 with *status set,
- * RL_ERR_STALE (lease gone, or no such run), RL_ERR_INVALID or RL_ERR_DB. */
-int rl_db_propose_attempt(struct rl_db *db, const char *run_id,
-                          const char *worker, int64_t lease_epoch,
+ * outcome "ok" for attempt oc->attempt_no and, under the lease, stores
+ * proposal_json (write-once) with its digest and moves the run to
+ * awaiting_approval, releasing the lease, in one statement. No outbox row
+ * is written. Returns 0 with *status set, RL_ERR_STALE (lease gone, or no
+ * such run), RL_ERR_INVALID or RL_ERR_DB. */
+int rl_db_propose_attempt(struct rl_db *db, const struct rl_lease *lease,
                           const struct rl_attempt_ok *oc,
                           const char *proposal_json, const char *digest,
                           enum rl_propose_status *status, char *errstr,

@@ -8,6 +8,7 @@
 
 #include "db_int.h"
 #include "rl/db_complete.h"
+#include "rl/db_lease.h"
 #include "rl/db_ops.h"
 #include "rl/err.h"
 #include "rl/run_status.h"
@@ -60,11 +61,10 @@ static const char ops_approvers_list[] =
                     "         WHERE $1::text IS NULL OR tenant = $1) x";
 
 int
-rl_db_propose_attempt(struct rl_db *db, const char *run_id, const char *worker,
-                      int64_t lease_epoch, const struct rl_attempt_ok *oc,
-                      const char *proposal_json, const char *digest,
-                      enum rl_propose_status *status, char *errstr,
-                      size_t errstr_size)
+rl_db_propose_attempt(struct rl_db *db, const struct rl_lease *lease,
+                      const struct rl_attempt_ok *oc, const char *proposal_json,
+                      const char *digest, enum rl_propose_status *status,
+                      char *errstr, size_t errstr_size)
 {
     char epoch[32], attempt[16], http[16], prompt[32], completion[32],
         cached[32], latency[32];
@@ -77,13 +77,13 @@ rl_db_propose_attempt(struct rl_db *db, const char *run_id, const char *worker,
     if (!proposal_json || !digest) {
         rl_set_err(errstr, errstr_size,
                    "could not store the proposal of run %s: no proposal",
-                   run_id);
+                   lease->run_id);
         return RL_ERR_INVALID;
     }
-    snprintf(epoch, sizeof(epoch), "%" PRId64, lease_epoch);
+    snprintf(epoch, sizeof(epoch), "%" PRId64, lease->epoch);
     snprintf(attempt, sizeof(attempt), "%d", oc ? oc->attempt_no : 0);
-    params[0] = run_id;
-    params[1] = worker;
+    params[0] = lease->run_id;
+    params[1] = lease->worker;
     params[2] = epoch;
     params[3] = proposal_json;
     params[4] = digest;
@@ -102,7 +102,7 @@ rl_db_propose_attempt(struct rl_db *db, const char *run_id, const char *worker,
     params[11] =
         oc ? db_int_or_null(oc->latency_ms, latency, sizeof(latency)) : NULL;
     res = db_exec_stmt(db, &propose_attempt_awaiting_approval, params,
-                       "store the proposal of run", run_id, &err, errstr,
+                       "store the proposal of run", lease->run_id, &err, errstr,
                        errstr_size);
     if (!res)
         return err;
@@ -118,11 +118,11 @@ rl_db_propose_attempt(struct rl_db *db, const char *run_id, const char *worker,
         rl_set_err(errstr, errstr_size,
                    "could not store the proposal of run %s: it already holds "
                    "proposal %s and proposals are write-once",
-                   run_id, PQgetvalue(res, 0, 1));
+                   lease->run_id, PQgetvalue(res, 0, 1));
     } else {
         PQclear(res);
-        db_stale_msg(errstr, errstr_size, "store the proposal of run", run_id,
-                     lease_epoch);
+        db_stale_msg(errstr, errstr_size, "store the proposal of run",
+                     lease->run_id, lease->epoch);
         return RL_ERR_STALE;
     }
     PQclear(res);

@@ -79,28 +79,28 @@ static const struct db_stmt park_run_under_lease = {
     6};
 
 int
-rl_db_store_raw_input(struct rl_db *db, const char *run_id, const char *worker,
-                      int64_t lease_epoch, const char *input_json,
-                      char **stored, char *errstr, size_t errstr_size)
+rl_db_store_raw_input(struct rl_db *db, const struct rl_lease *lease,
+                      const char *input_json, char **stored, char *errstr,
+                      size_t errstr_size)
 {
     char epoch[32];
-    const char *params[4] = {run_id, worker, epoch,
+    const char *params[4] = {lease->run_id, lease->worker, epoch,
                              db_is_json_null(input_json) ? NULL : input_json};
     PGresult *res;
     int err = RL_ERR_DB;
     int oom = 0;
 
     *stored = NULL;
-    snprintf(epoch, sizeof(epoch), "%" PRId64, lease_epoch);
+    snprintf(epoch, sizeof(epoch), "%" PRId64, lease->epoch);
     res = db_exec_stmt(db, &store_raw_input_once, params,
-                       "store raw input of run", run_id, &err, errstr,
+                       "store raw input of run", lease->run_id, &err, errstr,
                        errstr_size);
     if (!res)
         return err;
     if (PQntuples(res) != 1) {
         PQclear(res);
-        db_stale_msg(errstr, errstr_size, "store raw input of run", run_id,
-                     lease_epoch);
+        db_stale_msg(errstr, errstr_size, "store raw input of run",
+                     lease->run_id, lease->epoch);
         return RL_ERR_STALE;
     }
     *stored = db_dup_value(res, 0, 0, &oom);
@@ -108,7 +108,7 @@ rl_db_store_raw_input(struct rl_db *db, const char *run_id, const char *worker,
     if (oom) {
         rl_set_err(errstr, errstr_size,
                    "could not store raw input of run %s: out of memory",
-                   run_id);
+                   lease->run_id);
         return RL_ERR_NOMEM;
     }
     return 0;
@@ -188,9 +188,9 @@ done:
 }
 
 int
-rl_db_renew_leases(struct rl_db *db, const char *worker, int lease_seconds,
-                   const char *const *run_ids, const int64_t *epochs, size_t n,
-                   int *held, char *errstr, size_t errstr_size)
+rl_db_renew_leases(struct rl_db *db, const struct rl_lease_set *set,
+                   int lease_seconds, int *held, char *errstr,
+                   size_t errstr_size)
 {
     if (lease_seconds <= 0) {
         rl_set_err(
@@ -198,17 +198,16 @@ rl_db_renew_leases(struct rl_db *db, const char *worker, int lease_seconds,
             "could not renew leases: need a worker and a positive lease");
         return RL_ERR_INVALID;
     }
-    return leases_of_owner(db, worker, lease_seconds, run_ids, epochs, n, held,
-                           errstr, errstr_size);
+    return leases_of_owner(db, set->worker, lease_seconds, set->run_ids,
+                           set->epochs, set->n, held, errstr, errstr_size);
 }
 
 int
-rl_db_check_leases(struct rl_db *db, const char *worker,
-                   const char *const *run_ids, const int64_t *epochs, size_t n,
-                   int *held, char *errstr, size_t errstr_size)
+rl_db_check_leases(struct rl_db *db, const struct rl_lease_set *set, int *held,
+                   char *errstr, size_t errstr_size)
 {
-    return leases_of_owner(db, worker, 0, run_ids, epochs, n, held, errstr,
-                           errstr_size);
+    return leases_of_owner(db, set->worker, 0, set->run_ids, set->epochs,
+                           set->n, held, errstr, errstr_size);
 }
 
 /* Runs a lease-guarded UPDATE; no row means the lease is gone. */
@@ -235,37 +234,38 @@ update_under_lease(struct rl_db *db, const struct db_stmt *st,
 }
 
 int
-rl_db_release(struct rl_db *db, const char *run_id, const char *worker,
-              int64_t lease_epoch, int64_t delay_ms, const char *error_class,
-              const char *error, char *errstr, size_t errstr_size)
+rl_db_release(struct rl_db *db, const struct rl_lease *lease, int64_t delay_ms,
+              const char *error_class, const char *error, char *errstr,
+              size_t errstr_size)
 {
     char epoch[32], delay[32];
-    const char *params[6] = {run_id, worker, epoch, delay, error_class, error};
+    const char *params[6] = {lease->run_id, lease->worker, epoch,
+                             delay,         error_class,   error};
 
-    snprintf(epoch, sizeof(epoch), "%" PRId64, lease_epoch);
+    snprintf(epoch, sizeof(epoch), "%" PRId64, lease->epoch);
     snprintf(delay, sizeof(delay), "%" PRId64, delay_ms > 0 ? delay_ms : 0);
     return update_under_lease(db, &release_run_under_lease, params,
-                              "release run", run_id, lease_epoch, errstr,
-                              errstr_size);
+                              "release run", lease->run_id, lease->epoch,
+                              errstr, errstr_size);
 }
 
 int
-rl_db_fail(struct rl_db *db, const char *run_id, const char *worker,
-           int64_t lease_epoch, enum rl_run_status status,
-           const char *error_class, const char *error, char *errstr,
-           size_t errstr_size)
+rl_db_fail(struct rl_db *db, const struct rl_lease *lease,
+           enum rl_run_status status, const char *error_class,
+           const char *error, char *errstr, size_t errstr_size)
 {
     char epoch[32];
-    const char *params[6] = {
-        run_id, worker, epoch, rl_run_status_name(status), error_class, error};
+    const char *params[6] = {lease->run_id, lease->worker,
+                             epoch,         rl_run_status_name(status),
+                             error_class,   error};
 
     if (status != RL_RUN_FAILED && status != RL_RUN_UNKNOWN) {
         rl_set_err(errstr, errstr_size,
                    "could not park run %s: status must be failed or unknown",
-                   run_id);
+                   lease->run_id);
         return RL_ERR_INVALID;
     }
-    snprintf(epoch, sizeof(epoch), "%" PRId64, lease_epoch);
+    snprintf(epoch, sizeof(epoch), "%" PRId64, lease->epoch);
     return update_under_lease(db, &park_run_under_lease, params, "park run",
-                              run_id, lease_epoch, errstr, errstr_size);
+                              lease->run_id, lease->epoch, errstr, errstr_size);
 }
