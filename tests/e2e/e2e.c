@@ -19,6 +19,7 @@
 #include "rl/runid.h"
 #include "rl/timefmt.h"
 #include "rltest.h"
+#include "rltest_db.h"
 
 extern char **environ;
 

@@ -14,6 +14,7 @@
 #include "e2e.h"
 #include "rl/db_conn.h"
 #include "rltest.h"
+#include "rltest_db.h"
 
 #define EVENTS 8
 

@@ -14,6 +14,7 @@
 #include "faults.h"
 #include "rl/err.h"
 #include "rltest.h"
+#include "rltest_db.h"
 
 int
 main(void)

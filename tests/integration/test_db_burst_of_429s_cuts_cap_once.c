@@ -13,6 +13,7 @@
 #include "rl/db_ops.h"
 #include "rl/err.h"
 #include "rltest.h"
+#include "rltest_db.h"
 #include "test_db_fixture.h"
 
 #define BURST 64

@@ -12,6 +12,7 @@
 #include "rl/err.h"
 #include "rl/migrations.h"
 #include "rltest.h"
+#include "rltest_db.h"
 #include "test_db_fixture.h"
 
 static const char tamper[] =

@@ -11,6 +11,7 @@
 #include "rl/err.h"
 #include "rl/migrations.h"
 #include "rltest.h"
+#include "rltest_db.h"
 #include "test_db_fixture.h"
 
 /* SHA-256 of the three files as they were before their header comments

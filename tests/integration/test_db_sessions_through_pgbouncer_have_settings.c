@@ -15,6 +15,7 @@
 #include "rl/db_conn.h"
 #include "rl/err.h"
 #include "rltest.h"
+#include "rltest_db.h"
 #include "test_db_fixture.h"
 
 static int64_t

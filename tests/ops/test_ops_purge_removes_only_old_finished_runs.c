@@ -14,6 +14,7 @@
 #include "ops.h"
 #include "rl/db_ops.h"
 #include "rltest.h"
+#include "rltest_db.h"
 
 static char out[1 << 16], err[8192];
 

@@ -61,6 +61,25 @@ int rltest_db_outbox_finish(struct rl_db *db, const struct rl_outbox_row *rows,
                             size_t n, int delivered, char *errstr,
                             size_t errstr_size);
 
+/* ---- test-only entry points of the db library --------------------------
+ * Defined in common/src/db/ (conn.c, ops.c) and declared here, not in a
+ * public header, because the service never calls them. */
+
+/* Checks the connection with a round trip; when it was lost, reconnects
+ * once (prepared statements and the schema setting are restored lazily).
+ * Returns 0 or RL_ERR_DB. */
+int rl_db_ping(struct rl_db *db, char *errstr, size_t errstr_size);
+
+/* Runs one parameterised statement (the service's own statements are
+ * named, in common/src/db/). params are nparams text values (NULL: SQL
+ * NULL). If value is not NULL, copies the first column of the first row
+ * into it ("" when there is none or it is NULL). Returns the
+ * number of rows returned or affected (>= 0), RL_ERR_INVALID (data or
+ * constraint error, e.g. a write-once violation) or RL_ERR_DB. */
+int rl_db_exec(struct rl_db *db, const char *sql, int nparams,
+               const char *const *params, char *value, size_t value_size,
+               char *errstr, size_t errstr_size);
+
 /* One runs row as a test reads it. Strings owned (rltest_run_clear); NULL
  * or "" (fixed arrays) for SQL NULL; JSON columns as PostgreSQL prints
  * jsonb. */

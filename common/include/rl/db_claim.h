@@ -55,9 +55,6 @@ enum rl_claim_status {
                            registered again; nothing stored is given */
 };
 
-/* Short stable name ("won", "completed", ...). */
-const char *rl_claim_status_name(enum rl_claim_status status);
-
 /* One run as a claim returns it. Strings are owned by the struct (free
  * with rl_claim_clear; take one by setting the member to NULL); NULL when
  * the database holds NULL. */

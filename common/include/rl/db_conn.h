@@ -51,9 +51,6 @@ enum rl_db_role {
     RL_DB_ROLE_HEALTH     /* /readyz checks and gauges */
 };
 
-/* "ledger", "renew", ... */
-const char *rl_db_role_name(enum rl_db_role role);
-
 /* Opens a service connection to cfg->database_url (as rl_db_connect) for
  * role. The session gets statement_timeout, lock_timeout and
  * idle_in_transaction_session_timeout from cfg (RUNLEDGER_PG_*_MS; the
@@ -71,10 +68,5 @@ struct rl_db *rl_db_connect_role(const struct rl_config *cfg,
 /* Closes the connection and frees db; NULL is accepted. An open relay
  * transaction is rolled back by the server. */
 void rl_db_destroy(struct rl_db *db);
-
-/* Checks the connection with a round trip; when it was lost, reconnects
- * once (prepared statements and the schema setting are restored lazily).
- * Returns 0 or RL_ERR_DB. */
-int rl_db_ping(struct rl_db *db, char *errstr, size_t errstr_size);
 
 #endif /* RL_DB_CONN_H */

@@ -9,27 +9,15 @@
 #include "rl/runid.h"
 
 /* The operator's side of the ledger: `runledger runs`, `budgets`,
- * `report`, `approvers` and `receive`, and the ad hoc statement of tests
- * and tools. The service process runs none of these (the rl/db_*.h of
- * each concern are what it runs); same conventions as rl/db_conn.h: 0 or a
- * negative enum rl_err with errstr filled, one connection per thread.
+ * `report`, `approvers` and `receive`. The service process runs none of these
+ * (the rl/db_*.h of each concern are what it runs); same conventions as
+ * rl/db_conn.h: 0 or a negative enum rl_err with errstr filled, one connection
+ * per thread.
  *
  * Most of these statements run unprepared: a command runs each once. */
 
 /* Length of "YYYY-MM-DDTHH:MM:SS.ffffff+00:00" plus NUL. */
 #define RL_DB_TIME_SIZE 33
-
-/* ---- ad hoc --------------------------------------------------------- */
-
-/* Runs one parameterised statement (tests and operator tools only; the
- * service's own statements are named, in common/src/db/). params are nparams
- * text values (NULL: SQL NULL). If value is not NULL, copies the first column
- * of the first row into it ("" when there is none or it is NULL). Returns the
- * number of rows returned or affected (>= 0), RL_ERR_INVALID (data or
- * constraint error, e.g. a write-once violation) or RL_ERR_DB. */
-int rl_db_exec(struct rl_db *db, const char *sql, int nparams,
-               const char *const *params, char *value, size_t value_size,
-               char *errstr, size_t errstr_size);
 
 /* ---- runs ------------------------------------------------------------ */
 

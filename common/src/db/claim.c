@@ -37,14 +37,6 @@ static const char *const claim_names[] = {
     [RL_CLAIM_QUEUED] = "queued", [RL_CLAIM_PURGED] = "purged",
 };
 
-const char *
-rl_claim_status_name(enum rl_claim_status status)
-{
-    if ((unsigned)status < sizeof(claim_names) / sizeof(claim_names[0]))
-        return claim_names[status];
-    return "invalid";
-}
-
 void
 rl_claim_clear(struct rl_claim *claim)
 {

@@ -539,8 +539,9 @@ rl_db_connect_schema(const char *conninfo, const char *schema, char *errstr,
     return connect_session(conninfo, schema, NULL, errstr, errstr_size);
 }
 
-const char *
-rl_db_role_name(enum rl_db_role role)
+/* "ledger", "renew", ...: the role in application_name. */
+static const char *
+role_name(enum rl_db_role role)
 {
     switch (role) {
     case RL_DB_ROLE_LEDGER:
@@ -573,7 +574,7 @@ rl_db_connect_role(const struct rl_config *cfg, enum rl_db_role role,
     char app[64];
     long lease_ms = (long)cfg->lease_seconds * 1000;
 
-    snprintf(app, sizeof(app), "runledger-%s", rl_db_role_name(role));
+    snprintf(app, sizeof(app), "runledger-%s", role_name(role));
     ss = (struct session){
         .application_name = app,
         .statement_timeout_ms = cfg->pg_statement_timeout_ms,

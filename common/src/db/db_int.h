@@ -183,4 +183,11 @@ int db_write(struct rl_db *db, const char *sql, int nparams,
              const char *const *params, const char *what, int *rows,
              char *errstr, size_t errstr_size);
 
+/* Entry points only tests call, defined in conn.c and ops.c and declared
+ * for the tests in tests/support/rltest_db.h (keep the two alike). */
+int rl_db_ping(struct rl_db *db, char *errstr, size_t errstr_size);
+int rl_db_exec(struct rl_db *db, const char *sql, int nparams,
+               const char *const *params, char *value, size_t value_size,
+               char *errstr, size_t errstr_size);
+
 #endif /* RL_DB_INT_H */

@@ -1,6 +1,6 @@
 /* ops.c: the operator's statements of `runledger runs ...` (list, show,
  * retry, resolve, cancel) and of the health thread (ledger gauges), the ad hoc
- * statement of tests and tools (rl_db_exec), and the two shapes most
+ * statement of tests (rl_db_exec), and the two shapes most
  * operator statements take (one JSON text, one write). Unprepared: a
  * command runs each once. */
 #include <inttypes.h>
