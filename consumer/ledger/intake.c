@@ -67,9 +67,12 @@ claim_chunk(struct ledger *lg, struct rl_item *batch, long *room)
     items[n - 1]->next = NULL;
     leased_at = rl_clock_ms(); /* before the statement: the lease runs from its
                              own start */
-    err = rl_db_register_claim_some(lg->db, regs, n, lg->cfg->worker_id,
-                                    lg->cfg->lease_seconds, *room, claims,
-                                    errstr, sizeof(errstr));
+    err = rl_db_register_claim_some(
+        lg->db, regs, n,
+        &(struct rl_claim_opts){.worker = lg->cfg->worker_id,
+                                .lease_seconds = lg->cfg->lease_seconds,
+                                .max = *room},
+        claims, errstr, sizeof(errstr));
     if (err == RL_ERR_INVALID && n > 1) {
         /* The database refused a value of one event (a constraint, or
          * JSON that jsonb rejects): it must not hold up the others, so

@@ -143,8 +143,12 @@ ledger_sweep(struct ledger *lg)
     leased_at = rl_clock_ms();
     lg->sweep_soon = 0;
     lg->last_sweep = leased_at;
-    err = rl_db_claim_due(lg->db, lg->cfg->worker_id, lg->cfg->lease_seconds,
-                          (size_t)room, claims, &n, errstr, sizeof(errstr));
+    err = rl_db_claim_due(
+        lg->db,
+        &(struct rl_claim_opts){.worker = lg->cfg->worker_id,
+                                .lease_seconds = lg->cfg->lease_seconds,
+                                .max = room},
+        claims, &n, errstr, sizeof(errstr));
     if (err == 0 && n == (size_t)room) {
         /* Every slot asked for was filled: more may wait. */
         lg->backlog_until = leased_at + BACKLOG_MS;

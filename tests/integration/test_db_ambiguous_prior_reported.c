@@ -52,9 +52,12 @@ main(void)
 
     /* the sweeper sees the same evidence */
     fixture_wait_lease_expired(db, run.run_id);
-    RL_CHECK_INTEQ(
-        rl_db_claim_due(db, "sweeper", 1, 2, due, &n, errstr, sizeof(errstr)),
-        0);
+    RL_CHECK_INTEQ(rl_db_claim_due(db,
+                                   &(struct rl_claim_opts){.worker = "sweeper",
+                                                           .lease_seconds = 1,
+                                                           .max = 2},
+                                   due, &n, errstr, sizeof(errstr)),
+                   0);
     RL_REQUIRE(n == 1);
     RL_CHECK_INTEQ(due[0].ambiguous_prior, 1);
     RL_CHECK_INTEQ(due[0].ambiguous_count, 1);

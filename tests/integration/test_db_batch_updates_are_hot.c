@@ -56,8 +56,11 @@ main(void)
             fixture_run_init(&runs[i], job, request, "{\"doc\":1}");
             regs[i] = runs[i].reg;
         }
-        err = rl_db_register_claim_some(db, regs, BATCH, "w1", 300, -1, claims,
-                                        errstr, sizeof(errstr));
+        err = rl_db_register_claim_some(
+            db, regs, BATCH,
+            &(struct rl_claim_opts){
+                .worker = "w1", .lease_seconds = 300, .max = -1},
+            claims, errstr, sizeof(errstr));
         if (err != 0)
             fprintf(stderr, "%s\n", errstr);
         RL_REQUIRE(err == 0);

@@ -40,8 +40,11 @@ claim_won(struct rl_db *db, struct fixture_run *runs, size_t n, int64_t *epochs)
     RL_REQUIRE(n <= BATCH);
     for (size_t i = 0; i < n; i++)
         regs[i] = runs[i].reg;
-    err = rl_db_register_claim_some(db, regs, n, "w1", 300, -1, claims, errstr,
-                                    sizeof(errstr));
+    err = rl_db_register_claim_some(
+        db, regs, n,
+        &(struct rl_claim_opts){
+            .worker = "w1", .lease_seconds = 300, .max = -1},
+        claims, errstr, sizeof(errstr));
     if (err != 0)
         fprintf(stderr, "%s\n", errstr);
     RL_REQUIRE(err == 0);

@@ -80,9 +80,12 @@ main(void)
 
     RL_REQUIRE(rl_db_budget_set(db, "workspace-acme", NULL, 100000, "ops",
                                 errstr, sizeof(errstr)) == 0);
-    RL_CHECK_INTEQ(
-        rl_db_claim_due(db, "sweeper", 30, 4, due, &n, errstr, sizeof(errstr)),
-        0);
+    RL_CHECK_INTEQ(rl_db_claim_due(db,
+                                   &(struct rl_claim_opts){.worker = "sweeper",
+                                                           .lease_seconds = 30,
+                                                           .max = 4},
+                                   due, &n, errstr, sizeof(errstr)),
+                   0);
     RL_CHECK_INTEQ(n, 0);
 
     RL_CHECK_INTEQ(rl_db_budget_wake(db, NULL, NULL, "ops", "raised", &woken,
@@ -120,9 +123,12 @@ main(void)
                                c.run_id),
                    1);
 
-    RL_CHECK_INTEQ(
-        rl_db_claim_due(db, "sweeper", 30, 4, due, &n, errstr, sizeof(errstr)),
-        0);
+    RL_CHECK_INTEQ(rl_db_claim_due(db,
+                                   &(struct rl_claim_opts){.worker = "sweeper",
+                                                           .lease_seconds = 30,
+                                                           .max = 4},
+                                   due, &n, errstr, sizeof(errstr)),
+                   0);
     RL_CHECK_INTEQ(n, 2);
     for (size_t i = 0; i < n; i++) {
         RL_CHECK(strcmp(due[i].run_id, c.run_id) != 0);

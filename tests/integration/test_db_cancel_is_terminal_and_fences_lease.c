@@ -205,9 +205,12 @@ main(void)
                    1);
 
     /* never claimed again; a duplicate event is parked (acknowledged) */
-    RL_CHECK_INTEQ(
-        rl_db_claim_due(db, "sweeper", 30, 8, due, &n, errstr, sizeof(errstr)),
-        0);
+    RL_CHECK_INTEQ(rl_db_claim_due(db,
+                                   &(struct rl_claim_opts){.worker = "sweeper",
+                                                           .lease_seconds = 30,
+                                                           .max = 8},
+                                   due, &n, errstr, sizeof(errstr)),
+                   0);
     RL_CHECK_INTEQ(n, 0);
     RL_CHECK_INTEQ(rltest_db_claim(db, &pending.reg, "w2", 30, &claim, errstr,
                                    sizeof(errstr)),

@@ -53,8 +53,11 @@ main(void)
                      " VALUES ('workspace-acme', 'pair-b', 100)");
     fixture_exec(db, "SET track_functions = 'all'");
     fixture_exec(db, "BEGIN");
-    RL_REQUIRE(rl_db_register_claim_some(db, regs, RUNS, "w1", 30, RUNS / 2,
-                                         claims, errstr, sizeof(errstr)) == 0);
+    RL_REQUIRE(rl_db_register_claim_some(
+                   db, regs, RUNS,
+                   &(struct rl_claim_opts){
+                       .worker = "w1", .lease_seconds = 30, .max = RUNS / 2},
+                   claims, errstr, sizeof(errstr)) == 0);
     calls = fixture_int(db, calls_sql, NULL);
     fixture_exec(db, "COMMIT");
     for (int i = 0; i < RUNS; i++) {

@@ -67,8 +67,11 @@ register_counting(struct rl_db *db, const struct rl_run_reg *regs, size_t n,
     fixture_exec(db, "BEGIN");
     ins0 = fixture_runs_stat(db, "n_tup_ins");
     upd0 = fixture_runs_stat(db, "n_tup_upd");
-    err = rl_db_register_claim_some(db, regs, n, worker, 30, room, claims,
-                                    errstr, sizeof(errstr));
+    err = rl_db_register_claim_some(db, regs, n,
+                                    &(struct rl_claim_opts){.worker = worker,
+                                                            .lease_seconds = 30,
+                                                            .max = room},
+                                    claims, errstr, sizeof(errstr));
     if (err != 0)
         fprintf(stderr, "register: %s\n", errstr);
     RL_REQUIRE(err == 0);

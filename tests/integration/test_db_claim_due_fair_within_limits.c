@@ -63,8 +63,11 @@ add_runs(struct rl_db *db, const char *tenant, const char *job, int n)
         regs[i] = run->reg;
         nruns++;
     }
-    RL_REQUIRE(rl_db_register_claim_some(db, regs, (size_t)n, "kafka", 30, 0,
-                                         claims, errstr, sizeof(errstr)) == 0);
+    RL_REQUIRE(rl_db_register_claim_some(
+                   db, regs, (size_t)n,
+                   &(struct rl_claim_opts){
+                       .worker = "kafka", .lease_seconds = 30, .max = 0},
+                   claims, errstr, sizeof(errstr)) == 0);
     for (int i = 0; i < n; i++) {
         RL_CHECK_INTEQ(claims[i].status, RL_CLAIM_QUEUED);
         rl_claim_clear(&claims[i]);
@@ -82,8 +85,11 @@ claim_count(struct rl_db *db, const char *worker, size_t limit,
     int of = 0;
 
     RL_REQUIRE(limit <= 64);
-    RL_REQUIRE(rl_db_claim_due(db, worker, 30, limit, claims, &n, errstr,
-                               sizeof(errstr)) == 0);
+    RL_REQUIRE(rl_db_claim_due(db,
+                               &(struct rl_claim_opts){.worker = worker,
+                                                       .lease_seconds = 30,
+                                                       .max = (long)limit},
+                               claims, &n, errstr, sizeof(errstr)) == 0);
     for (size_t i = 0; i < n; i++) {
         if (strcmp(claims[i].tenant, tenant) == 0)
             of++;
@@ -176,8 +182,11 @@ sweep_thread(void *arg)
     size_t n = 0;
 
     pthread_barrier_wait(s->start);
-    s->err = rl_db_claim_due(db, s->worker, 30, 10, claims, &n, errstr,
-                             sizeof(errstr));
+    s->err = rl_db_claim_due(db,
+                             &(struct rl_claim_opts){.worker = s->worker,
+                                                     .lease_seconds = 30,
+                                                     .max = 10},
+                             claims, &n, errstr, sizeof(errstr));
     if (s->err)
         fprintf(stderr, "%s: %s\n", s->worker, errstr);
     for (size_t i = 0; s->err == 0 && i < n; i++)
@@ -214,8 +223,11 @@ test_limits_concurrent(void)
 
     /* A claim from Kafka with slots to spare claims no limited run. */
     reg = runs[0].reg;
-    RL_REQUIRE(rl_db_register_claim_some(db, &reg, 1, "kafka", 30, 100, &claim,
-                                         errstr, sizeof(errstr)) == 0);
+    RL_REQUIRE(rl_db_register_claim_some(
+                   db, &reg, 1,
+                   &(struct rl_claim_opts){
+                       .worker = "kafka", .lease_seconds = 30, .max = 100},
+                   &claim, errstr, sizeof(errstr)) == 0);
     RL_CHECK_INTEQ(claim.status, RL_CLAIM_QUEUED);
     rl_claim_clear(&claim);
 

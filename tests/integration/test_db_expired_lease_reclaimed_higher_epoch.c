@@ -51,9 +51,13 @@ main(void)
         0);
     if (claim.status == RL_CLAIM_LEASED) {
         RL_CHECK_INTEQ(claim.lease_epoch, 1);
-        RL_CHECK_INTEQ(rl_db_claim_due(db2, "sweeper", 30, 4, due, &n, errstr,
-                                       sizeof(errstr)),
-                       0);
+        RL_CHECK_INTEQ(
+            rl_db_claim_due(db2,
+                            &(struct rl_claim_opts){.worker = "sweeper",
+                                                    .lease_seconds = 30,
+                                                    .max = 4},
+                            due, &n, errstr, sizeof(errstr)),
+            0);
         RL_CHECK_INTEQ(n, 0);
     } else {
         /* a 1 s lease may expire on a slow machine between the calls */
@@ -85,9 +89,13 @@ main(void)
         int64_t before = fixture_int(
             db, "SELECT lease_epoch FROM runs WHERE run_id = $1", run.run_id);
 
-        RL_CHECK_INTEQ(rl_db_claim_due(db, "sweeper", 30, 4, due, &n, errstr,
-                                       sizeof(errstr)),
-                       0);
+        RL_CHECK_INTEQ(
+            rl_db_claim_due(db,
+                            &(struct rl_claim_opts){.worker = "sweeper",
+                                                    .lease_seconds = 30,
+                                                    .max = 4},
+                            due, &n, errstr, sizeof(errstr)),
+            0);
         RL_CHECK_INTEQ(n, 1);
         if (n == 1) {
             RL_CHECK_INTEQ(due[0].status, RL_CLAIM_WON);

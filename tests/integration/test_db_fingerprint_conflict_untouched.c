@@ -106,9 +106,11 @@ main(void)
         fixture_run_init(&b, "batch-conflict", request_v2, NULL);
         regs[0] = a.reg;
         regs[1] = b.reg;
-        RL_CHECK_INTEQ(rl_db_register_claim_some(db, regs, 2, "w", 30, -1,
-                                                 claims, errstr,
-                                                 sizeof(errstr)),
+        RL_CHECK_INTEQ(rl_db_register_claim_some(
+                           db, regs, 2,
+                           &(struct rl_claim_opts){
+                               .worker = "w", .lease_seconds = 30, .max = -1},
+                           claims, errstr, sizeof(errstr)),
                        0);
         RL_CHECK_INTEQ(claims[0].status, RL_CLAIM_WON);
         RL_CHECK_INTEQ(claims[1].status, RL_CLAIM_CONFLICT);

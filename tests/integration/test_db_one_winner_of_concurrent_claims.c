@@ -36,8 +36,11 @@ claim_thread(void *arg)
     struct rl_claim claims[BATCH_RUNS];
 
     pthread_barrier_wait(c->start);
-    c->err = rl_db_register_claim_some(db, c->regs, c->n, c->worker, 30, -1,
-                                       claims, c->errstr, sizeof(c->errstr));
+    c->err = rl_db_register_claim_some(
+        db, c->regs, c->n,
+        &(struct rl_claim_opts){
+            .worker = c->worker, .lease_seconds = 30, .max = -1},
+        claims, c->errstr, sizeof(c->errstr));
     for (size_t i = 0; c->err == 0 && i < c->n; i++) {
         c->won[i] = claims[i].status == RL_CLAIM_WON;
         c->leased[i] = claims[i].status == RL_CLAIM_LEASED;

@@ -27,8 +27,11 @@ register_one(struct rl_db *db, const struct fixture_run *run)
     enum rl_claim_status status;
 
     memset(&claim, 0, sizeof(claim));
-    RL_REQUIRE(rl_db_register_claim_some(db, &run->reg, 1, "w2", 30, -1, &claim,
-                                         errstr, sizeof(errstr)) == 0);
+    RL_REQUIRE(rl_db_register_claim_some(
+                   db, &run->reg, 1,
+                   &(struct rl_claim_opts){
+                       .worker = "w2", .lease_seconds = 30, .max = -1},
+                   &claim, errstr, sizeof(errstr)) == 0);
     status = claim.status;
     rl_claim_clear(&claim);
     return status;

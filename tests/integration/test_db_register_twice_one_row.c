@@ -76,8 +76,11 @@ duplicates_in_one_batch_are_one_row_one_winner(struct rl_db *db)
     regs[2] = runs[1].reg; /* duplicate of regs[0] */
     regs[3] = runs[2].reg;
     regs[4] = runs[0].reg; /* duplicate of regs[1] */
-    RL_CHECK_INTEQ(rl_db_register_claim_some(db, regs, 5, "w1", 30, -1, claims,
-                                             errstr, sizeof(errstr)),
+    RL_CHECK_INTEQ(rl_db_register_claim_some(
+                       db, regs, 5,
+                       &(struct rl_claim_opts){
+                           .worker = "w1", .lease_seconds = 30, .max = -1},
+                       claims, errstr, sizeof(errstr)),
                    0);
     RL_CHECK_INTEQ(claims[0].status, RL_CLAIM_WON);
     RL_CHECK_INTEQ(claims[1].status, RL_CLAIM_WON);
@@ -115,8 +118,11 @@ a_large_batch_registers_every_run(struct rl_db *db)
                          "{\"q\":\"a \\\"quoted\\\" \\\\ text\"}");
         regs[i] = runs[i].reg;
     }
-    RL_CHECK_INTEQ(rl_db_register_claim_some(db, regs, N, "w1", 30, -1, claims,
-                                             errstr, sizeof(errstr)),
+    RL_CHECK_INTEQ(rl_db_register_claim_some(
+                       db, regs, N,
+                       &(struct rl_claim_opts){
+                           .worker = "w1", .lease_seconds = 30, .max = -1},
+                       claims, errstr, sizeof(errstr)),
                    0);
     for (int i = 0; i < N; i++) {
         won += claims[i].status == RL_CLAIM_WON;
@@ -126,8 +132,11 @@ a_large_batch_registers_every_run(struct rl_db *db)
         rl_claim_clear(&claims[i]);
     }
     RL_CHECK_INTEQ(won, N);
-    RL_CHECK_INTEQ(rl_db_register_claim_some(db, regs, N, "w2", 30, -1, claims,
-                                             errstr, sizeof(errstr)),
+    RL_CHECK_INTEQ(rl_db_register_claim_some(
+                       db, regs, N,
+                       &(struct rl_claim_opts){
+                           .worker = "w2", .lease_seconds = 30, .max = -1},
+                       claims, errstr, sizeof(errstr)),
                    0);
     for (int i = 0; i < N; i++) {
         RL_CHECK_INTEQ(claims[i].status, RL_CLAIM_LEASED);

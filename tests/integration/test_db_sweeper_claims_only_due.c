@@ -36,8 +36,11 @@ sweep_thread(void *arg)
     struct rl_claim claims[DUE_RUNS];
 
     pthread_barrier_wait(s->start);
-    s->err = rl_db_claim_due(db, s->worker, 30, DUE_RUNS, claims, &s->n,
-                             s->errstr, sizeof(s->errstr));
+    s->err = rl_db_claim_due(db,
+                             &(struct rl_claim_opts){.worker = s->worker,
+                                                     .lease_seconds = 30,
+                                                     .max = (long)DUE_RUNS},
+                             claims, &s->n, s->errstr, sizeof(s->errstr));
     for (size_t i = 0; s->err == 0 && i < s->n; i++) {
         memcpy(s->run_ids[i], claims[i].run_id, RL_HEX_SIZE);
         rl_claim_clear(&claims[i]);
@@ -113,9 +116,12 @@ main(void)
     RL_CHECK_INTEQ(claim.run_status, RL_RUN_UNKNOWN);
     rl_claim_clear(&claim);
 
-    RL_CHECK_INTEQ(
-        rl_db_claim_due(db, "sweeper", 30, 4, due, &n, errstr, sizeof(errstr)),
-        0);
+    RL_CHECK_INTEQ(rl_db_claim_due(db,
+                                   &(struct rl_claim_opts){.worker = "sweeper",
+                                                           .lease_seconds = 30,
+                                                           .max = 4},
+                                   due, &n, errstr, sizeof(errstr)),
+                   0);
     RL_CHECK_INTEQ(n, 0);
 
     /* DUE_RUNS runs released with no delay: due at once */
@@ -124,8 +130,11 @@ main(void)
         fixture_run_init(&runs[i], job, request, NULL);
         regs[i] = runs[i].reg;
     }
-    RL_REQUIRE(rl_db_register_claim_some(db, regs, DUE_RUNS, "w1", 30, -1,
-                                         claims, errstr, sizeof(errstr)) == 0);
+    RL_REQUIRE(rl_db_register_claim_some(
+                   db, regs, DUE_RUNS,
+                   &(struct rl_claim_opts){
+                       .worker = "w1", .lease_seconds = 30, .max = -1},
+                   claims, errstr, sizeof(errstr)) == 0);
     for (int i = 0; i < DUE_RUNS; i++) {
         RL_REQUIRE(claims[i].status == RL_CLAIM_WON);
         RL_CHECK_INTEQ(
@@ -173,8 +182,12 @@ main(void)
                                NULL),
                    DUE_RUNS);
     /* nothing left for a late sweeper */
-    RL_CHECK_INTEQ(
-        rl_db_claim_due(db, "late", 30, 4, due, &n, errstr, sizeof(errstr)), 0);
+    RL_CHECK_INTEQ(rl_db_claim_due(db,
+                                   &(struct rl_claim_opts){.worker = "late",
+                                                           .lease_seconds = 30,
+                                                           .max = 4},
+                                   due, &n, errstr, sizeof(errstr)),
+                   0);
     RL_CHECK_INTEQ(n, 0);
     fixture_drop(db, schema);
     RL_TEST_END();

@@ -238,8 +238,11 @@ main(void)
                           "SELECT count(*) FROM runs WHERE run_id = '%s' AND "
                           "status = 'pending'",
                           unknown_id) == 1);
-        RL_CHECK(rl_db_claim_due(t.db, WORKER, 30, 1, &claim, &(size_t){0},
-                                 errstr, sizeof(errstr)) == 0);
+        RL_CHECK(rl_db_claim_due(
+                     t.db,
+                     &(struct rl_claim_opts){
+                         .worker = WORKER, .lease_seconds = 30, .max = 1},
+                     &claim, &(size_t){0}, errstr, sizeof(errstr)) == 0);
         rl_claim_clear(&claim);
     }
     RL_CHECK(runs(&t, "retry", failed_id, NULL, NULL, NULL, NULL, NULL) == 3);

@@ -26,8 +26,11 @@ rltest_db_claim(struct rl_db *db, const struct rl_run_reg *reg,
                 const char *worker, int lease_seconds, struct rl_claim *claim,
                 char *errstr, size_t errstr_size)
 {
-    return rl_db_register_claim_some(db, reg, 1, worker, lease_seconds, -1,
-                                     claim, errstr, errstr_size);
+    return rl_db_register_claim_some(
+        db, reg, 1,
+        &(struct rl_claim_opts){
+            .worker = worker, .lease_seconds = lease_seconds, .max = -1},
+        claim, errstr, errstr_size);
 }
 
 int

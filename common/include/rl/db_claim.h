@@ -87,12 +87,21 @@ struct rl_claim {
 /* Frees the strings of claim and zeroes it; NULL is accepted. */
 void rl_claim_clear(struct rl_claim *claim);
 
+/* Who claims, for how long, and how many runs at most. */
+struct rl_claim_opts {
+    const char *worker; /* lock_owner of what is claimed */
+    int lease_seconds;  /* the lease's term, on the database clock */
+    long max;           /* rl_db_register_claim_some: the model slots the
+                           caller has, -1 for every claimable run;
+                           rl_db_claim_due: > 0, the entries of claims */
+};
+
 /* Registers n runs (inserting the missing ones) and claims at most
- * claim_max of them (the model slots the caller has; -1: every claimable
- * run): the first claim_max runs of the batch, in its order, that are
- * pending or running, have no live lease, are due and match their stored
- * fingerprint become running, lock_owner worker, expiry now() +
- * lease_seconds on the database clock, lease_epoch + 1; a new one is
+ * opts->max of them: the first opts->max runs of the batch, in its order,
+ * that are pending or running, have no live lease, are due and match
+ * their stored fingerprint become running, lock_owner opts->worker,
+ * expiry now() + opts->lease_seconds on the database clock,
+ * lease_epoch + 1; a new one is
  * inserted already running. Every other new run is registered pending and
  * due now; the runs not claimed, those of a tenant or job with a
  * concurrency limit included, answer RL_CLAIM_QUEUED and are a sweeper's
@@ -102,20 +111,21 @@ void rl_claim_clear(struct rl_claim *claim);
  * describes regs[k]. Returns 0 (per-run results in claims),
  * RL_ERR_INVALID or RL_ERR_DB; on failure claims hold nothing to free. */
 int rl_db_register_claim_some(struct rl_db *db, const struct rl_run_reg *regs,
-                              size_t n, const char *worker, int lease_seconds,
-                              long claim_max, struct rl_claim *claims,
-                              char *errstr, size_t errstr_size);
+                              size_t n, const struct rl_claim_opts *opts,
+                              struct rl_claim *claims, char *errstr,
+                              size_t errstr_size);
 
-/* Sweeper: claims up to limit runs that are running with an expired lease,
+/* Sweeper: claims up to opts->max runs (for opts->worker, for
+ * opts->lease_seconds) that are running with an expired lease,
  * or pending and due, these in a fair order across tenants (round-robin,
  * weighted by run_limits.weight) and within the concurrency limits of
  * run_limits (schema/018_fair_claims.sql), skipping rows other
  * transactions hold (SKIP LOCKED), so several sweepers share the work. Every
  * returned claim is RL_CLAIM_WON with its identity, stored request and raw
- * input, lease_epoch and ambiguity evidence. claims holds limit entries; sets
- * *n_claimed. Returns 0 or RL_ERR_INVALID / RL_ERR_DB. */
-int rl_db_claim_due(struct rl_db *db, const char *worker, int lease_seconds,
-                    size_t limit, struct rl_claim *claims, size_t *n_claimed,
-                    char *errstr, size_t errstr_size);
+ * input, lease_epoch and ambiguity evidence. claims holds opts->max entries;
+ * sets *n_claimed. Returns 0 or RL_ERR_INVALID / RL_ERR_DB. */
+int rl_db_claim_due(struct rl_db *db, const struct rl_claim_opts *opts,
+                    struct rl_claim *claims, size_t *n_claimed, char *errstr,
+                    size_t errstr_size);
 
 #endif /* RL_DB_CLAIM_H */

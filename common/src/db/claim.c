@@ -137,10 +137,13 @@ valid_reg(const struct rl_run_reg *reg)
 
 int
 rl_db_register_claim_some(struct rl_db *db, const struct rl_run_reg *regs,
-                          size_t n, const char *worker, int lease_seconds,
-                          long claim_max, struct rl_claim *claims, char *errstr,
+                          size_t n, const struct rl_claim_opts *opts,
+                          struct rl_claim *claims, char *errstr,
                           size_t errstr_size)
 {
+    const char *worker = opts->worker;
+    int lease_seconds = opts->lease_seconds;
+    long claim_max = opts->max;
     enum {
         A_RUN_ID,
         A_JOB,
@@ -270,10 +273,13 @@ done:
 }
 
 int
-rl_db_claim_due(struct rl_db *db, const char *worker, int lease_seconds,
-                size_t limit, struct rl_claim *claims, size_t *n_claimed,
-                char *errstr, size_t errstr_size)
+rl_db_claim_due(struct rl_db *db, const struct rl_claim_opts *opts,
+                struct rl_claim *claims, size_t *n_claimed, char *errstr,
+                size_t errstr_size)
 {
+    const char *worker = opts->worker;
+    int lease_seconds = opts->lease_seconds;
+    size_t limit = opts->max > 0 ? (size_t)opts->max : 0;
     char lease[32];
     char lim[32];
     const char *params[3] = {worker, lease, lim};
