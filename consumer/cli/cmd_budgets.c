@@ -9,7 +9,8 @@
 #include "cli.h"
 #include "commands.h"
 #include "helpers.h"
-#include "rl/db_ops.h"
+#include "rl/db_budgets.h"
+#include "rl/db_conn.h"
 #include "table.h"
 
 /* As printed, one literal per line: clang-format would rewrap it. */

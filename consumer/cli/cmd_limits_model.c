@@ -10,8 +10,8 @@
 #include "cli.h"
 #include "commands.h"
 #include "helpers.h"
+#include "rl/db_conn.h"
 #include "rl/db_model_limits.h"
-#include "rl/db_ops.h"
 #include "table.h"
 
 /* As printed, one literal per line: clang-format would rewrap it. */

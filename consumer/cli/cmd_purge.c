@@ -15,7 +15,8 @@
 #include "commands.h"
 #include "helpers.h"
 #include "rl/config.h"
-#include "rl/db_ops.h"
+#include "rl/db_conn.h"
+#include "rl/db_purge.h"
 #include "rl/err.h"
 #include "rl/kafka.h"
 

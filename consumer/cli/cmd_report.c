@@ -9,7 +9,8 @@
 #include "cli.h"
 #include "commands.h"
 #include "helpers.h"
-#include "rl/db_ops.h"
+#include "rl/db_budgets.h"
+#include "rl/db_conn.h"
 #include "rl/timefmt.h"
 #include "table.h"
 

@@ -14,10 +14,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "rl/db_budgets.h"
 #include "rl/db_claim.h"
 #include "rl/db_conn.h"
 #include "rl/db_dispatch.h"
 #include "rl/err.h"
+#include "rl/timefmt.h"
 #include "rltest.h"
 #include "rltest_db.h"
 #include "test_db_fixture.h"

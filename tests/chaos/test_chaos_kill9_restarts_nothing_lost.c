@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "e2e.h"
+#include "rl/runid.h"
 #include "rltest.h"
 
 #define RUNS 4000

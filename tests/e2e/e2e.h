@@ -11,7 +11,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "rl/db_ops.h"
+#include "rl/db_conn.h"
+#include "rl/runid.h"
 
 #define E2E_MAX_PROCS 64
 #define E2E_MAX_PARAMS 8

@@ -20,6 +20,7 @@
 #include "e2e.h"
 #include "ops.h"
 #include "rl/db_conn.h"
+#include "rl/runid.h"
 #include "rltest.h"
 
 #define ORDINARY 100

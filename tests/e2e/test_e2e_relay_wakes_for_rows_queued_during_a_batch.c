@@ -13,6 +13,7 @@
 #include <stdio.h>
 
 #include "e2e.h"
+#include "rl/runid.h"
 #include "rltest.h"
 
 /* A run's outbox rows that no batch holds (the read locks nothing past

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "rl/runid.h"
 #include "rltest.h"
 
 static const char *const defaults[] = {

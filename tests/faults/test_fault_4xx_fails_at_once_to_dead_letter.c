@@ -4,6 +4,7 @@
 #include <stdio.h>
 
 #include "faults.h"
+#include "rl/runid.h"
 #include "rltest.h"
 
 static const int codes[] = {400, 401, 403, 404, 422};

@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "faults.h"
+#include "rl/runid.h"
 #include "rltest.h"
 
 static const int codes[] = {500, 502, 503, 504};

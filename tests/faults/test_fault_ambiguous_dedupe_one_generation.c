@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "faults.h"
+#include "rl/runid.h"
 #include "rltest.h"
 
 static const char *const directives[] = {"[[fault:hang times=1]]",

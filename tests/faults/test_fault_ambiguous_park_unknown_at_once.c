@@ -4,6 +4,7 @@
 #include <stdio.h>
 
 #include "faults.h"
+#include "rl/runid.h"
 #include "rltest.h"
 
 int

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 
 #include "faults.h"
+#include "rl/runid.h"
 #include "rltest.h"
 
 int

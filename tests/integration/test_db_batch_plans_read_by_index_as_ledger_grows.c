@@ -14,7 +14,6 @@
 #include "rl/db_claim.h"
 #include "rl/db_complete.h"
 #include "rl/db_conn.h"
-#include "rl/db_ops.h"
 #include "rl/err.h"
 #include "rltest.h"
 #include "rltest_db.h"

@@ -9,6 +9,7 @@
  * only, and a run whose deadline passed is never dispatched. */
 #include <string.h>
 
+#include "rl/db_budgets.h"
 #include "rl/db_claim.h"
 #include "rl/db_complete.h"
 #include "rl/db_conn.h"

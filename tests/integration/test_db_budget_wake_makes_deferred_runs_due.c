@@ -10,6 +10,7 @@
  * nothing. */
 #include <string.h>
 
+#include "rl/db_budgets.h"
 #include "rl/db_claim.h"
 #include "rl/db_conn.h"
 #include "rl/db_dispatch.h"

@@ -20,6 +20,7 @@
 #include "rl/db_dispatch.h"
 #include "rl/db_gauges.h"
 #include "rl/db_lease.h"
+#include "rl/db_runs.h"
 #include "rl/err.h"
 #include "rltest.h"
 #include "rltest_db.h"

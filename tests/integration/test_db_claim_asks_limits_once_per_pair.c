@@ -12,7 +12,6 @@
 
 #include "rl/db_claim.h"
 #include "rl/db_conn.h"
-#include "rl/db_ops.h"
 #include "rl/err.h"
 #include "rltest.h"
 #include "test_db_fixture.h"

@@ -16,7 +16,7 @@
 
 #include "rl/db_claim.h"
 #include "rl/db_conn.h"
-#include "rl/db_ops.h"
+#include "rl/db_limits.h"
 #include "rl/err.h"
 #include "rltest.h"
 #include "rltest_db.h"

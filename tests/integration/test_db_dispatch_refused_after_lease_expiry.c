@@ -5,10 +5,10 @@
  * a budget; a live lease still dispatches. */
 #include <string.h>
 
+#include "rl/db_budgets.h"
 #include "rl/db_claim.h"
 #include "rl/db_conn.h"
 #include "rl/db_dispatch.h"
-#include "rl/db_ops.h"
 #include "rl/err.h"
 #include "rltest.h"
 #include "rltest_db.h"

@@ -5,7 +5,7 @@
 #include <stdint.h>
 
 #include "rl/db_claim.h"
-#include "rl/db_ops.h"
+#include "rl/db_conn.h"
 #include "rl/runid.h"
 #include "rl/timefmt.h"
 

@@ -9,7 +9,7 @@
 
 #include "rl/db_conn.h"
 #include "rl/db_model_limits.h"
-#include "rl/db_ops.h"
+#include "rl/db_runs.h"
 #include "rl/err.h"
 #include "rltest.h"
 #include "test_db_fixture.h"

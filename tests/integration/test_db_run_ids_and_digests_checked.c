@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "rl/db_conn.h"
-#include "rl/db_ops.h"
 #include "rl/err.h"
 #include "rltest.h"
 #include "rltest_db.h"

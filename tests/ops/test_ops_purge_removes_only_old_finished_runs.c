@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "ops.h"
-#include "rl/db_ops.h"
+#include "rl/db_conn.h"
 #include "rltest.h"
 #include "rltest_db.h"
 

@@ -6,8 +6,8 @@
 
 #include "rl/db_claim.h"
 #include "rl/db_complete.h"
+#include "rl/db_conn.h"
 #include "rl/db_dispatch.h"
-#include "rl/db_ops.h"
 #include "rl/db_outbox.h"
 #include "rl/runid.h"
 #include "rl/timefmt.h"

@@ -7,7 +7,9 @@
  * of the service or of a tool (common/src/db/conn.c). Each concern of the
  * ledger has its own header: rl/db_migrate.h, rl/db_claim.h,
  * rl/db_lease.h, rl/db_dispatch.h, rl/db_complete.h, rl/db_outbox.h,
- * rl/db_gauges.h, rl/db_model_limits.h, and the operator's rl/db_ops.h.
+ * rl/db_gauges.h, rl/db_model_limits.h, and the operator's rl/db_runs.h,
+ * rl/db_limits.h, rl/db_budgets.h, rl/db_receive.h, rl/db_approval.h and
+ * rl/db_purge.h.
  *
  * Functions return 0 (or a count) on success, or a negative enum rl_err and
  * fill errstr with a lowercase sentence such as
@@ -19,6 +21,10 @@
  * open). */
 
 struct rl_db;
+
+/* Length of "YYYY-MM-DDTHH:MM:SS.ffffff+00:00" plus NUL: a timestamp as
+ * the ledger prints it. */
+#define RL_DB_TIME_SIZE 33
 
 /* Longest schema name rl_db_connect_schema accepts. */
 #define RL_DB_SCHEMA_MAX 63

@@ -4,8 +4,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The health thread's reading, declared apart from rl/db_ops.h because
- * the service process itself runs it (every /metrics scrape); it reads
+/* The health thread's reading, declared apart from the operator's headers
+ * because the service process itself runs it (every /metrics scrape); it reads
  * what an operator reads, so it lives with the operator's statements in
  * common/src/db/ops.c. Conventions: rl/db_conn.h. */
 

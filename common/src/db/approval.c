@@ -7,9 +7,9 @@
 #include <string.h>
 
 #include "db_int.h"
+#include "rl/db_approval.h"
 #include "rl/db_complete.h"
 #include "rl/db_lease.h"
-#include "rl/db_ops.h"
 #include "rl/err.h"
 #include "rl/run_status.h"
 

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "db_int.h"
-#include "rl/db_ops.h"
+#include "rl/db_budgets.h"
 #include "rl/err.h"
 
 #define OPS_DAY "(now() AT TIME ZONE 'UTC')::date"

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "db_int.h"
-#include "rl/db_ops.h"
+#include "rl/db_limits.h"
 #include "rl/err.h"
 
 /* A value not given ($3 or $4 NULL) keeps what the row holds. */

@@ -10,7 +10,7 @@
 
 #include "db_int.h"
 #include "rl/db_gauges.h"
-#include "rl/db_ops.h"
+#include "rl/db_runs.h"
 #include "rl/err.h"
 #include "rl/run_status.h"
 

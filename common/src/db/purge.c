@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "db_int.h"
-#include "rl/db_ops.h"
+#include "rl/db_purge.h"
 #include "rl/err.h"
 
 /* The statuses a run never leaves: a status added to the schema that is

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "db_int.h"
-#include "rl/db_ops.h"
+#include "rl/db_receive.h"
 #include "rl/err.h"
 
 static const char ops_receive_insert[] =

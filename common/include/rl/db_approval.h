@@ -1,0 +1,77 @@
+#ifndef RL_DB_APPROVAL_H
+#define RL_DB_APPROVAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rl/db_conn.h"
+#include "rl/run_status.h"
+#include "rl/runid.h"
+
+/* Approval gates as operators decide them: `runs approve`/`reject`, a
+ * run's proposal for `runs show`, and `approvers` (schema/006_approval.sql,
+ * common/src/db/approval.c). The proposal's canonical text and digest
+ * come from rl/approval.h; the worker's proposal is rl_db_propose_attempt
+ * (rl/db_complete.h). Conventions: rl/db_conn.h; operator
+ * statements run unprepared (a command runs each once). */
+
+struct rl_db;
+
+/* What a decision on a proposal found or did. */
+struct rl_approval_decision {
+    enum rl_run_status status; /* the run's status after the call */
+    char digest[RL_HEX_SIZE];  /* the stored proposal's digest ("" if none) */
+    int outbox_rows;           /* notifications queued by an approval */
+};
+
+/* `runs approve` (approve 1) or `runs reject` (approve 0), in one
+ * transaction (plpgsql rl_decide_run): the run must be awaiting_approval
+ * and undecided, digest must be its proposal's digest and actor an approver
+ * of its tenant. Approval records the decision bound to the digest,
+ * completes the run with the proposal's content and queues one outbox row
+ * per destination channel (the envelope of struct rl_complete_req). Rejection
+ * fails the run with error_class "rejected". Of concurrent decisions
+ * exactly one succeeds. Returns 0, RL_ERR_NOTFOUND, RL_ERR_CONFLICT
+ * (refused: errstr says why; nothing changed) or RL_ERR_DB. */
+int rl_db_decide_run(struct rl_db *db, const char *run_id, const char *digest,
+                     const char *actor, int approve, const char *reason,
+                     struct rl_approval_decision *out, char *errstr,
+                     size_t errstr_size);
+
+/* The proposal of a run and the decision on it, for `runs show`. Strings
+ * owned (rl_run_proposal_clear); NULL or "" for SQL NULL. */
+struct rl_run_proposal {
+    enum rl_run_status status;
+    char *tenant;
+    char *proposal_json; /* as PostgreSQL prints the jsonb */
+    char digest[RL_HEX_SIZE];
+    char *decision; /* "approve", "reject" or NULL */
+    char *actor;
+    char *reason;
+    char approved_digest[RL_HEX_SIZE];
+    char decided_at[RL_DB_TIME_SIZE];
+};
+
+/* Frees what p owns and zeroes it; NULL is accepted. */
+void rl_run_proposal_clear(struct rl_run_proposal *p);
+
+/* Reads the proposal of run_id. Returns 0, RL_ERR_NOTFOUND or RL_ERR_DB. */
+int rl_db_run_proposal(struct rl_db *db, const char *run_id,
+                       struct rl_run_proposal *out, char *errstr,
+                       size_t errstr_size);
+
+/* `approvers add`: actor may decide on tenant's proposals. *added is 0 when
+ * it already could. Returns 0 or RL_ERR_DB. */
+int rl_db_approver_add(struct rl_db *db, const char *tenant, const char *actor,
+                       int *added, char *errstr, size_t errstr_size);
+
+/* `approvers remove`. Returns 0, RL_ERR_NOTFOUND or RL_ERR_DB. */
+int rl_db_approver_remove(struct rl_db *db, const char *tenant,
+                          const char *actor, char *errstr, size_t errstr_size);
+
+/* `approvers list`: approvers (of tenant when not NULL) as a JSON array of
+ * {tenant, actor, added_at}. *json is malloc'd. Returns 0 or RL_ERR_DB. */
+int rl_db_approvers_json(struct rl_db *db, const char *tenant, char **json,
+                         char *errstr, size_t errstr_size);
+
+#endif /* RL_DB_APPROVAL_H */
