@@ -170,12 +170,12 @@ send_call(struct ledger *lg, struct rl_item *item)
     if (rl_approval_required(item->request_json) < 0) {
         char dberr[512];
 
-        rl_db_record_outcome(
-            lg->db, item->run_id,
-            &(struct rl_attempt_outcome){.attempt_no = item->attempt_no,
-                                         .outcome = "permanent",
-                                         .error = "approval gate unreadable"},
-            dberr, sizeof(dberr));
+        rl_db_record_outcome(lg->db, item->run_id,
+                             &(struct rl_attempt_outcome){
+                                 .outcome = "permanent",
+                                 .call = {.attempt_no = item->attempt_no},
+                                 .error = "approval gate unreadable"},
+                             dberr, sizeof(dberr));
         ledger_give_up(
             lg, item, RL_RUN_FAILED, "invalid_approval",
             "the approval of the effective request cannot be read: not "
@@ -190,12 +190,12 @@ send_call(struct ledger *lg, struct rl_item *item)
         /* The reason is both stored and reported: keep it apart from the
          * buffer the ledger call may overwrite. */
         snprintf(why, sizeof(why), "%s", errstr);
-        rl_db_record_outcome(
-            lg->db, item->run_id,
-            &(struct rl_attempt_outcome){.attempt_no = item->attempt_no,
-                                         .outcome = "permanent",
-                                         .error = why},
-            dberr, sizeof(dberr));
+        rl_db_record_outcome(lg->db, item->run_id,
+                             &(struct rl_attempt_outcome){
+                                 .outcome = "permanent",
+                                 .call = {.attempt_no = item->attempt_no},
+                                 .error = why},
+                             dberr, sizeof(dberr));
         ledger_give_up(lg, item, RL_RUN_FAILED, "invalid_request", why);
         return;
     }
@@ -214,12 +214,12 @@ send_call(struct ledger *lg, struct rl_item *item)
         item->call.body = NULL;
         /* The dispatch is recorded but nothing left: say so, or the next
          * claimer would count it as an ambiguous attempt. */
-        rl_db_record_outcome(
-            lg->db, item->run_id,
-            &(struct rl_attempt_outcome){.attempt_no = item->attempt_no,
-                                         .outcome = "not_sent",
-                                         .error = "model client stopping"},
-            errstr, sizeof(errstr));
+        rl_db_record_outcome(lg->db, item->run_id,
+                             &(struct rl_attempt_outcome){
+                                 .outcome = "not_sent",
+                                 .call = {.attempt_no = item->attempt_no},
+                                 .error = "model client stopping"},
+                             errstr, sizeof(errstr));
         ledger_retry_later(lg, item, 0, "shutdown", "model client stopping");
         return;
     }

@@ -39,16 +39,9 @@ ledger_propose(struct ledger *lg, struct rl_item *item,
         free(output);
         rl_db_record_outcome(
             lg->db, item->run_id,
-            &(struct rl_attempt_outcome){
-                .attempt_no = item->attempt_no,
-                .outcome = "permanent",
-                .http_status = (int)call->http_status,
-                .upstream_request_id = call->upstream_request_id,
-                .prompt_tokens = call->prompt_tokens,
-                .completion_tokens = call->completion_tokens,
-                .cached_tokens = call->cached_tokens,
-                .latency_ms = call->latency_ms,
-                .error = "approval gate unreadable"},
+            &(struct rl_attempt_outcome){.outcome = "permanent",
+                                         .call = rl_item_attempt_ok(item),
+                                         .error = "approval gate unreadable"},
             errstr, sizeof(errstr));
         ledger_give_up(lg, item, RL_RUN_FAILED, "invalid_approval",
                        "the approval of the effective request cannot be read: "

@@ -91,16 +91,9 @@ handle_result(struct ledger *lg, struct rl_item *item)
     if (call->outcome != RL_MODEL_OK) {
         err = rl_db_record_outcome(
             lg->db, item->run_id,
-            &(struct rl_attempt_outcome){
-                .attempt_no = item->attempt_no,
-                .outcome = outcome,
-                .http_status = call->http_status,
-                .upstream_request_id = call->upstream_request_id,
-                .prompt_tokens = call->prompt_tokens,
-                .completion_tokens = call->completion_tokens,
-                .cached_tokens = call->cached_tokens,
-                .latency_ms = call->latency_ms,
-                .error = call->error},
+            &(struct rl_attempt_outcome){.outcome = outcome,
+                                         .call = rl_item_attempt_ok(item),
+                                         .error = call->error},
             errstr, sizeof(errstr));
         if (err == RL_ERR_DB) {
             ledger_defer(lg, item, REDO_RESULT, "record the attempt outcome",
@@ -217,14 +210,15 @@ ledger_land(struct ledger *lg, struct rl_item *list)
             rl_db_record_outcome(
                 lg->db, item->run_id,
                 &(struct rl_attempt_outcome){
-                    .attempt_no = item->attempt_no,
                     .outcome = "invalid_output",
-                    .http_status = (int)item->call.http_status,
-                    .upstream_request_id = item->call.upstream_request_id,
-                    .prompt_tokens = -1,
-                    .completion_tokens = -1,
-                    .cached_tokens = -1,
-                    .latency_ms = item->call.latency_ms,
+                    .call = {.attempt_no = item->attempt_no,
+                             .http_status = (int)item->call.http_status,
+                             .upstream_request_id =
+                                 item->call.upstream_request_id,
+                             .prompt_tokens = -1,
+                             .completion_tokens = -1,
+                             .cached_tokens = -1,
+                             .latency_ms = item->call.latency_ms},
                     .error = why},
                 dberr, sizeof(dberr));
             ledger_give_up(lg, item, RL_RUN_FAILED, "invalid_output", why);

@@ -94,16 +94,16 @@ work(void *arg)
         w->admitted++;
         /* The model used 10% more than the estimate: the only way past
          * the limit. */
-        if (rl_db_record_outcome(
-                db, w->runs[i].run_id,
-                &(struct rl_attempt_outcome){.attempt_no = attempt,
-                                             .outcome = "ok",
-                                             .http_status = 200,
-                                             .upstream_request_id = "req",
-                                             .prompt_tokens = 600,
-                                             .completion_tokens = 500,
-                                             .latency_ms = 5},
-                w->errstr, sizeof(w->errstr)) != 0)
+        if (rl_db_record_outcome(db, w->runs[i].run_id,
+                                 &(struct rl_attempt_outcome){
+                                     .outcome = "ok",
+                                     .call = {.attempt_no = attempt,
+                                              .http_status = 200,
+                                              .upstream_request_id = "req",
+                                              .prompt_tokens = 600,
+                                              .completion_tokens = 500,
+                                              .latency_ms = 5}},
+                                 w->errstr, sizeof(w->errstr)) != 0)
             w->errors++;
     }
     rl_db_destroy(db);
@@ -159,16 +159,16 @@ main(void)
                                "WHERE job = '' AND tenant = $1",
                                "workspace-acme"),
                    700);
-    RL_REQUIRE(rl_db_record_outcome(
-                   db, amb.run_id,
-                   &(struct rl_attempt_outcome){.attempt_no = attempt,
-                                                .outcome = "ambiguous",
-                                                .prompt_tokens = -1,
-                                                .completion_tokens = -1,
-                                                .cached_tokens = -1,
-                                                .latency_ms = 1500,
-                                                .error = "timeout"},
-                   errstr, sizeof(errstr)) == 0);
+    RL_REQUIRE(rl_db_record_outcome(db, amb.run_id,
+                                    &(struct rl_attempt_outcome){
+                                        .outcome = "ambiguous",
+                                        .call = {.attempt_no = attempt,
+                                                 .prompt_tokens = -1,
+                                                 .completion_tokens = -1,
+                                                 .cached_tokens = -1,
+                                                 .latency_ms = 1500},
+                                        .error = "timeout"},
+                                    errstr, sizeof(errstr)) == 0);
     RL_CHECK_INTEQ(fixture_int(db,
                                "SELECT spent * 10000 + reserved FROM "
                                "budget_usage WHERE job = '' AND tenant = $1",

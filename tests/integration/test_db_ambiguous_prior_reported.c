@@ -67,40 +67,41 @@ main(void)
     rltest_run_clear(&row);
 
     /* the late outcome arrives (the stale worker tells the truth) */
+    RL_CHECK_INTEQ(
+        rl_db_record_outcome(db, run.run_id,
+                             &(struct rl_attempt_outcome){
+                                 .outcome = "ok",
+                                 .call = {.attempt_no = 1,
+                                          .http_status = 200,
+                                          .upstream_request_id = "req-1",
+                                          .prompt_tokens = 10,
+                                          .completion_tokens = 20,
+                                          .latency_ms = 1234}},
+                             errstr, sizeof(errstr)),
+        0);
+    /* once only */
     RL_CHECK_INTEQ(rl_db_record_outcome(db, run.run_id,
                                         &(struct rl_attempt_outcome){
-                                            .attempt_no = 1,
-                                            .outcome = "ok",
-                                            .http_status = 200,
-                                            .upstream_request_id = "req-1",
-                                            .prompt_tokens = 10,
-                                            .completion_tokens = 20,
-                                            .latency_ms = 1234},
+                                            .outcome = "transient",
+                                            .call = {.attempt_no = 1,
+                                                     .http_status = 503,
+                                                     .prompt_tokens = -1,
+                                                     .completion_tokens = -1,
+                                                     .cached_tokens = -1,
+                                                     .latency_ms = -1},
+                                            .error = "late"},
                                         errstr, sizeof(errstr)),
-                   0);
-    /* once only */
-    RL_CHECK_INTEQ(rl_db_record_outcome(
-                       db, run.run_id,
-                       &(struct rl_attempt_outcome){.attempt_no = 1,
-                                                    .outcome = "transient",
-                                                    .http_status = 503,
-                                                    .prompt_tokens = -1,
-                                                    .completion_tokens = -1,
-                                                    .cached_tokens = -1,
-                                                    .latency_ms = -1,
-                                                    .error = "late"},
-                       errstr, sizeof(errstr)),
                    RL_ERR_NOTFOUND);
-    RL_CHECK_INTEQ(rl_db_record_outcome(
-                       db, run.run_id,
-                       &(struct rl_attempt_outcome){.attempt_no = 9,
-                                                    .outcome = "ok",
-                                                    .http_status = 200,
-                                                    .prompt_tokens = -1,
-                                                    .completion_tokens = -1,
-                                                    .cached_tokens = -1,
-                                                    .latency_ms = -1},
-                       errstr, sizeof(errstr)),
+    RL_CHECK_INTEQ(rl_db_record_outcome(db, run.run_id,
+                                        &(struct rl_attempt_outcome){
+                                            .outcome = "ok",
+                                            .call = {.attempt_no = 9,
+                                                     .http_status = 200,
+                                                     .prompt_tokens = -1,
+                                                     .completion_tokens = -1,
+                                                     .cached_tokens = -1,
+                                                     .latency_ms = -1}},
+                                        errstr, sizeof(errstr)),
                    RL_ERR_NOTFOUND);
     RL_CHECK_INTEQ(fixture_int(db,
                                "SELECT count(*) FROM attempts WHERE "
@@ -125,28 +126,28 @@ main(void)
                                       &attempt_no, errstr, sizeof(errstr)),
                    0);
     RL_CHECK_INTEQ(attempt_no, 2);
-    RL_CHECK_INTEQ(rl_db_record_outcome(
-                       db, run.run_id,
-                       &(struct rl_attempt_outcome){.attempt_no = 2,
-                                                    .outcome = "bogus",
-                                                    .http_status = 200,
-                                                    .prompt_tokens = -1,
-                                                    .completion_tokens = -1,
-                                                    .cached_tokens = -1,
-                                                    .latency_ms = -1},
-                       errstr, sizeof(errstr)),
+    RL_CHECK_INTEQ(rl_db_record_outcome(db, run.run_id,
+                                        &(struct rl_attempt_outcome){
+                                            .outcome = "bogus",
+                                            .call = {.attempt_no = 2,
+                                                     .http_status = 200,
+                                                     .prompt_tokens = -1,
+                                                     .completion_tokens = -1,
+                                                     .cached_tokens = -1,
+                                                     .latency_ms = -1}},
+                                        errstr, sizeof(errstr)),
                    RL_ERR_INVALID);
-    RL_CHECK_INTEQ(rl_db_record_outcome(
-                       db, run.run_id,
-                       &(struct rl_attempt_outcome){.attempt_no = 2,
-                                                    .outcome = "ambiguous",
-                                                    .http_status = -1,
-                                                    .prompt_tokens = -1,
-                                                    .completion_tokens = -1,
-                                                    .cached_tokens = -1,
-                                                    .latency_ms = 30000,
-                                                    .error = "timeout"},
-                       errstr, sizeof(errstr)),
+    RL_CHECK_INTEQ(rl_db_record_outcome(db, run.run_id,
+                                        &(struct rl_attempt_outcome){
+                                            .outcome = "ambiguous",
+                                            .call = {.attempt_no = 2,
+                                                     .http_status = -1,
+                                                     .prompt_tokens = -1,
+                                                     .completion_tokens = -1,
+                                                     .cached_tokens = -1,
+                                                     .latency_ms = 30000},
+                                            .error = "timeout"},
+                                        errstr, sizeof(errstr)),
                    0);
     RL_CHECK_INTEQ(
         rl_db_release(db,

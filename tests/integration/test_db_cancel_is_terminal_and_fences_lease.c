@@ -173,15 +173,15 @@ main(void)
     RL_CHECK_INTEQ(rltest_db_dispatch(db, running.run_id, "w1", run_epoch, "k2",
                                       &attempt_no, errstr, sizeof(errstr)),
                    RL_ERR_STALE);
-    RL_CHECK_INTEQ(rl_db_record_outcome(
-                       db, running.run_id,
-                       &(struct rl_attempt_outcome){.attempt_no = 1,
-                                                    .outcome = "ok",
-                                                    .http_status = 200,
-                                                    .prompt_tokens = 1,
-                                                    .completion_tokens = 1,
-                                                    .latency_ms = 5},
-                       errstr, sizeof(errstr)),
+    RL_CHECK_INTEQ(rl_db_record_outcome(db, running.run_id,
+                                        &(struct rl_attempt_outcome){
+                                            .outcome = "ok",
+                                            .call = {.attempt_no = 1,
+                                                     .http_status = 200,
+                                                     .prompt_tokens = 1,
+                                                     .completion_tokens = 1,
+                                                     .latency_ms = 5}},
+                                        errstr, sizeof(errstr)),
                    RL_ERR_NOTFOUND);
     RL_CHECK_INTEQ(rltest_db_complete(db, running.run_id, "w1", run_epoch, NULL,
                                       "{\"late\":true}", channels, 1,

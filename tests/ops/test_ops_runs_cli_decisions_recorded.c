@@ -116,16 +116,16 @@ main(void)
     /* failed: one transient attempt with tokens, then given up */
     epoch = new_run(&t, "ops-failed", failed_id);
     attempt = dispatch(&t, failed_id, epoch);
-    RL_REQUIRE(rl_db_record_outcome(
-                   t.db, failed_id,
-                   &(struct rl_attempt_outcome){.attempt_no = attempt,
-                                                .outcome = "transient",
-                                                .http_status = 503,
-                                                .upstream_request_id = "req-1",
-                                                .prompt_tokens = 11,
-                                                .latency_ms = 120,
-                                                .error = "503"},
-                   errstr, sizeof(errstr)) == 0);
+    RL_REQUIRE(rl_db_record_outcome(t.db, failed_id,
+                                    &(struct rl_attempt_outcome){
+                                        .outcome = "transient",
+                                        .call = {.attempt_no = attempt,
+                                                 .http_status = 503,
+                                                 .upstream_request_id = "req-1",
+                                                 .prompt_tokens = 11,
+                                                 .latency_ms = 120},
+                                        .error = "503"},
+                                    errstr, sizeof(errstr)) == 0);
     RL_REQUIRE(rl_db_fail(t.db,
                           &(struct rl_lease){.run_id = failed_id,
                                              .worker = WORKER,
@@ -136,17 +136,17 @@ main(void)
     /* completed */
     epoch = new_run(&t, "ops-done", done_id);
     attempt = dispatch(&t, done_id, epoch);
-    RL_REQUIRE(rl_db_record_outcome(
-                   t.db, done_id,
-                   &(struct rl_attempt_outcome){.attempt_no = attempt,
-                                                .outcome = "ok",
-                                                .http_status = 200,
-                                                .upstream_request_id = "req-2",
-                                                .prompt_tokens = 12,
-                                                .completion_tokens = 34,
-                                                .cached_tokens = 5,
-                                                .latency_ms = 80},
-                   errstr, sizeof(errstr)) == 0);
+    RL_REQUIRE(rl_db_record_outcome(t.db, done_id,
+                                    &(struct rl_attempt_outcome){
+                                        .outcome = "ok",
+                                        .call = {.attempt_no = attempt,
+                                                 .http_status = 200,
+                                                 .upstream_request_id = "req-2",
+                                                 .prompt_tokens = 12,
+                                                 .completion_tokens = 34,
+                                                 .cached_tokens = 5,
+                                                 .latency_ms = 80}},
+                                    errstr, sizeof(errstr)) == 0);
     {
         const char *ch[] = {"email", "slack"};
         int completed = 0;

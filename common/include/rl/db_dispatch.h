@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rl/db_complete.h"
 #include "rl/timefmt.h"
 
 /* Dispatches recorded before any request is sent, within budgets and
@@ -67,23 +68,20 @@ int rl_db_dispatch_runs(struct rl_db *db, const struct rl_dispatch_req *reqs,
                         struct rl_dispatch_res *out, char *errstr,
                         size_t errstr_size);
 
-/* What one attempt's call came to. Negative numbers and NULL strings are
- * stored as NULL; zero is stored as zero. */
+/* What one attempt's call came to: its outcome, the numbers of the call
+ * (call.attempt_no names the attempt; the fields an answer's completion
+ * records too, except that an "" upstream_request_id is stored as "")
+ * and the error. Negative numbers and NULL strings are stored as NULL;
+ * zero is stored as zero. */
 struct rl_attempt_outcome {
-    int attempt_no;
     const char *outcome; /* "ok", "transient", "permanent", "ambiguous",
                             "invalid_output", "not_sent", "connect_failed",
                             "cancelled", "lease_lost" (the schema's CHECK) */
-    int http_status;
-    const char *upstream_request_id;
-    int64_t prompt_tokens;
-    int64_t completion_tokens;
-    int64_t cached_tokens;
-    int64_t latency_ms;
+    struct rl_attempt_ok call;
     const char *error;
 };
 
-/* Sets the outcome of attempt oc->attempt_no of run_id to oc, once. Not
+/* Sets the outcome of attempt oc->call.attempt_no of run_id to oc, once. Not
  * lease-guarded: an attempt's outcome is a fact about what was sent, and a
  * worker that lost its lease still tells the truth about its call.
  * Returns 0, RL_ERR_NOTFOUND (no such attempt, or it has an outcome),

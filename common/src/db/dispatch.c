@@ -141,17 +141,17 @@ rl_db_record_outcome(struct rl_db *db, const char *run_id,
                    "could not record outcome of run %s: no outcome", run_id);
         return RL_ERR_INVALID;
     }
-    snprintf(attempt, sizeof(attempt), "%d", oc->attempt_no);
+    snprintf(attempt, sizeof(attempt), "%d", oc->call.attempt_no);
     params[0] = run_id;
     params[1] = attempt;
     params[2] = oc->outcome;
-    params[3] = db_int_or_null(oc->http_status, http, sizeof(http));
-    params[4] = oc->upstream_request_id;
-    params[5] = db_int_or_null(oc->prompt_tokens, prompt, sizeof(prompt));
-    params[6] =
-        db_int_or_null(oc->completion_tokens, completion, sizeof(completion));
-    params[7] = db_int_or_null(oc->cached_tokens, cached, sizeof(cached));
-    params[8] = db_int_or_null(oc->latency_ms, latency, sizeof(latency));
+    params[3] = db_int_or_null(oc->call.http_status, http, sizeof(http));
+    params[4] = oc->call.upstream_request_id;
+    params[5] = db_int_or_null(oc->call.prompt_tokens, prompt, sizeof(prompt));
+    params[6] = db_int_or_null(oc->call.completion_tokens, completion,
+                               sizeof(completion));
+    params[7] = db_int_or_null(oc->call.cached_tokens, cached, sizeof(cached));
+    params[8] = db_int_or_null(oc->call.latency_ms, latency, sizeof(latency));
     params[9] = oc->error;
     res =
         db_exec_stmt(db, &record_outcome_once, params, "record outcome of run",
@@ -164,7 +164,7 @@ rl_db_record_outcome(struct rl_db *db, const char *run_id,
         rl_set_err(errstr, errstr_size,
                    "could not record outcome of run %s: attempt %d does not "
                    "exist or already has an outcome",
-                   run_id, oc->attempt_no);
+                   run_id, oc->call.attempt_no);
         return RL_ERR_NOTFOUND;
     }
     return 0;
