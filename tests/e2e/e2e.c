@@ -1,3 +1,7 @@
+/* The end-to-end harness behind e2e.h, linked by every e2e, fault, chaos
+ * and ops test: runledger processes, private services, Kafka and ledger
+ * helpers. Past 1,000 lines on purpose: it is the one library those tests
+ * share. */
 #include "e2e.h"
 
 #include <curl/curl.h>

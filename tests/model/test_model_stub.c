@@ -6,7 +6,9 @@
  *
  * Every case asserts the outcome class the consumer's retry policy keys on
  * (docs/design.md, "Failure classes") and the numbers it stores in `attempts`.
- */
+ *
+ * Past 1,000 lines on purpose: the cases share the canned-response server
+ * and the call helpers of this file. */
 
 #include "rl/err.h"
 #include "rl/model.h"
