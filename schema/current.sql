@@ -201,6 +201,11 @@ BEGIN
            SET status = 'running', lock_owner = p_worker,
                lock_expires_at = now() + make_interval(secs => p_lease_secs),
                lease_epoch = r.lease_epoch + 1, next_attempt_at = NULL,
+               -- the deadline measures from the first claim (see
+               -- rl_claim_runs): the wait for this slot was on purpose
+               deadline_at = CASE WHEN r.lease_epoch = 0
+                                  THEN now() + (r.deadline_at - r.created_at)
+                                  ELSE r.deadline_at END,
                updated_at = now()
          WHERE r.run_id = ANY (v_expired) OR r.run_id = ANY (v_pick)
         RETURNING r.*
@@ -378,6 +383,11 @@ BEGIN
                next_attempt_at = NULL,
                raw_input = coalesce(r.raw_input,
                                     nullif(i.input, 'null'::jsonb)),
+               -- the deadline measures from the first claim: waiting for
+               -- a slot (a tenant's limit, the fair share) is on purpose
+               deadline_at = CASE WHEN r.lease_epoch = 0
+                                  THEN now() + (r.deadline_at - r.created_at)
+                                  ELSE r.deadline_at END,
                updated_at = now()
           FROM i
          WHERE i.first AND (v_all AND NOT i.new OR i.run_id = ANY (v_pick))
@@ -386,7 +396,7 @@ BEGIN
            AND r.status IN ('pending', 'running')
            AND (r.lock_owner IS NULL OR r.lock_expires_at < now())
            AND (r.next_attempt_at IS NULL OR r.next_attempt_at <= now())
-        RETURNING r.run_id, r.lease_epoch, r.raw_input
+        RETURNING r.run_id, r.lease_epoch, r.raw_input, r.deadline_at
     ), c AS (
         SELECT i.ord, i.run_id, i.new, cur.status AS cur_status,
                CASE
@@ -411,7 +421,8 @@ BEGIN
                END AS claim,
                cur.fingerprint, cur.lease_epoch,
                cur.attempts - cur.attempt_allowance AS attempts,
-               cur.deadline_at, cur.job, cur.tenant, cur.scheduled_at,
+               coalesce(w.deadline_at, cur.deadline_at) AS deadline_at,
+               cur.job, cur.tenant, cur.scheduled_at,
                cur.version, cur.request, cur.raw_input, cur.output,
                cur.source_topic, cur.source_partition, cur.source_offset,
                cur.traceparent,
@@ -1453,9 +1464,12 @@ BEGIN
                 CONTINUE;
             END IF;
             v_waits := v_waits + 1;
+            -- the wait is the provider's (a pause) or the operator's (a
+            -- limit): the run's deadline moves by it
             UPDATE runs r
                SET status = 'pending', lock_owner = NULL,
                    lock_expires_at = NULL, next_attempt_at = v_due,
+                   deadline_at = r.deadline_at + (v_due - v_now),
                    error_class = 'rate_limit',
                    last_error = v_why || '; due again at '
                                 || to_char(v_due AT TIME ZONE 'UTC',

@@ -115,17 +115,24 @@ ledger_give_up(struct ledger *lg, struct rl_item *item,
                             detail);
 }
 
-/* Pending again, due after delay_ms; the sweeper of any worker takes it. */
-void
-ledger_retry_later(struct ledger *lg, struct rl_item *item, long delay_ms,
-                   const char *error_class, const char *detail)
+/* Pending again, due after delay_ms; the sweeper of any worker takes it.
+ * provider_wait: the provider asked for the wait (Retry-After), so the
+ * run's deadline moves by it. */
+static void
+retry_later(struct ledger *lg, struct rl_item *item, long delay_ms,
+            int provider_wait, const char *error_class, const char *detail)
 {
     const struct rl_lease lease = ledger_lease_of(lg, item);
     char errstr[512];
     int err;
 
-    err = rl_db_release(lg->db, &lease, delay_ms, error_class, detail, errstr,
-                        sizeof(errstr));
+    if (provider_wait)
+        err = rl_db_release_for_provider_wait(lg->db, &lease, delay_ms,
+                                              error_class, detail, errstr,
+                                              sizeof(errstr));
+    else
+        err = rl_db_release(lg->db, &lease, delay_ms, error_class, detail,
+                            errstr, sizeof(errstr));
     if (err == RL_ERR_DB) {
         ledger_defer(lg, item, item->in_result ? REDO_RESULT : REDO_START,
                      "release the lease", errstr);
@@ -137,4 +144,19 @@ ledger_retry_later(struct ledger *lg, struct rl_item *item, long delay_ms,
         atomic_fetch_add(&lg->pl->counters.retried, 1);
     item->trace_outcome = err == RL_ERR_STALE ? "lease_lost" : "retry";
     ledger_finish(lg, item);
+}
+
+void
+ledger_retry_later(struct ledger *lg, struct rl_item *item, long delay_ms,
+                   const char *error_class, const char *detail)
+{
+    retry_later(lg, item, delay_ms, 0, error_class, detail);
+}
+
+void
+ledger_retry_after_provider(struct ledger *lg, struct rl_item *item,
+                            long delay_ms, const char *error_class,
+                            const char *detail)
+{
+    retry_later(lg, item, delay_ms, 1, error_class, detail);
 }

@@ -104,6 +104,11 @@ void ledger_give_up(struct ledger *lg, struct rl_item *item,
                     const char *detail);
 void ledger_retry_later(struct ledger *lg, struct rl_item *item, long delay_ms,
                         const char *error_class, const char *detail);
+/* ledger_retry_later for a wait the provider asked for (Retry-After): the
+ * run's deadline moves by it. */
+void ledger_retry_after_provider(struct ledger *lg, struct rl_item *item,
+                                 long delay_ms, const char *error_class,
+                                 const char *detail);
 
 /* dispatch.c */
 void ledger_start_attempts(struct ledger *lg, struct rl_item *list);

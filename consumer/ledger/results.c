@@ -119,9 +119,13 @@ handle_result(struct ledger *lg, struct rl_item *item)
                            call->error);
             return;
         }
-        ledger_retry_later(lg, item,
-                           ledger_backoff_ms(lg, counted, call->retry_after_ms),
-                           outcome, call->error);
+        if (call->retry_after_ms >= 0)
+            ledger_retry_after_provider(
+                lg, item, ledger_backoff_ms(lg, counted, call->retry_after_ms),
+                outcome, call->error);
+        else
+            ledger_retry_later(lg, item, ledger_backoff_ms(lg, counted, -1),
+                               outcome, call->error);
         return;
     case RL_MODEL_AMBIGUOUS:
         if (lg->cfg->ambiguous_policy == RL_AMBIGUOUS_PARK ||

@@ -230,6 +230,11 @@ BEGIN
            SET status = 'running', lock_owner = p_worker,
                lock_expires_at = now() + make_interval(secs => p_lease_secs),
                lease_epoch = r.lease_epoch + 1, next_attempt_at = NULL,
+               -- the deadline measures from the first claim (see
+               -- rl_claim_runs): the wait for this slot was on purpose
+               deadline_at = CASE WHEN r.lease_epoch = 0
+                                  THEN now() + (r.deadline_at - r.created_at)
+                                  ELSE r.deadline_at END,
                updated_at = now()
          WHERE r.run_id = ANY (v_expired) OR r.run_id = ANY (v_pick)
         RETURNING r.*

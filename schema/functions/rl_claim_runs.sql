@@ -17,7 +17,10 @@
 --   purged     no run, but a tombstone with this fingerprint: the run
 --              finished and was purged; it is never registered again
 --   not_due    pending with next_attempt_at in the future (sweeper's)
--- and ambiguous_prior / ambiguous_attempts as defined above. attempts is
+-- and ambiguous_prior / ambiguous_attempts as defined above. A run's
+-- deadline (p_deadline_secs) runs from its first claim, not from its
+-- registration: a run registered pending waits for a slot on purpose.
+-- attempts is
 -- the dispatches that count against the limit (attempts less the
 -- attempt_allowance an operator's `runs retry --attempts` granted).
 --
@@ -196,6 +199,11 @@ BEGIN
                next_attempt_at = NULL,
                raw_input = coalesce(r.raw_input,
                                     nullif(i.input, 'null'::jsonb)),
+               -- the deadline measures from the first claim: waiting for
+               -- a slot (a tenant's limit, the fair share) is on purpose
+               deadline_at = CASE WHEN r.lease_epoch = 0
+                                  THEN now() + (r.deadline_at - r.created_at)
+                                  ELSE r.deadline_at END,
                updated_at = now()
           FROM i
          WHERE i.first AND (v_all AND NOT i.new OR i.run_id = ANY (v_pick))
@@ -204,7 +212,7 @@ BEGIN
            AND r.status IN ('pending', 'running')
            AND (r.lock_owner IS NULL OR r.lock_expires_at < now())
            AND (r.next_attempt_at IS NULL OR r.next_attempt_at <= now())
-        RETURNING r.run_id, r.lease_epoch, r.raw_input
+        RETURNING r.run_id, r.lease_epoch, r.raw_input, r.deadline_at
     ), c AS (
         SELECT i.ord, i.run_id, i.new, cur.status AS cur_status,
                CASE
@@ -229,7 +237,8 @@ BEGIN
                END AS claim,
                cur.fingerprint, cur.lease_epoch,
                cur.attempts - cur.attempt_allowance AS attempts,
-               cur.deadline_at, cur.job, cur.tenant, cur.scheduled_at,
+               coalesce(w.deadline_at, cur.deadline_at) AS deadline_at,
+               cur.job, cur.tenant, cur.scheduled_at,
                cur.version, cur.request, cur.raw_input, cur.output,
                cur.source_topic, cur.source_partition, cur.source_offset,
                cur.traceparent,

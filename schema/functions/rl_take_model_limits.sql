@@ -196,9 +196,12 @@ BEGIN
                 CONTINUE;
             END IF;
             v_waits := v_waits + 1;
+            -- the wait is the provider's (a pause) or the operator's (a
+            -- limit): the run's deadline moves by it
             UPDATE runs r
                SET status = 'pending', lock_owner = NULL,
                    lock_expires_at = NULL, next_attempt_at = v_due,
+                   deadline_at = r.deadline_at + (v_due - v_now),
                    error_class = 'rate_limit',
                    last_error = v_why || '; due again at '
                                 || to_char(v_due AT TIME ZONE 'UTC',

@@ -26,7 +26,8 @@ struct rl_run_reg {
                                  "request":{..}} */
     const char *input_json;   /* raw input; NULL or "null": none yet */
     int deadline_seconds;     /* overall deadline counted from the first
-                                 registration; 0: none */
+                                 claim, moved by waits the provider or an
+                                 operator imposed; 0: none */
     const char *source_topic; /* NULL when not from Kafka */
     int32_t source_partition; /* -1: unknown */
     int64_t source_offset;    /* -1: unknown */

@@ -68,6 +68,14 @@ int rl_db_release(struct rl_db *db, const struct rl_lease *lease,
                   int64_t delay_ms, const char *error_class, const char *error,
                   char *errstr, size_t errstr_size);
 
+/* rl_db_release for a wait the provider imposed (Retry-After): the run's
+ * deadline moves by delay_ms as well. */
+int rl_db_release_for_provider_wait(struct rl_db *db,
+                                    const struct rl_lease *lease,
+                                    int64_t delay_ms, const char *error_class,
+                                    const char *error, char *errstr,
+                                    size_t errstr_size);
+
 /* Parks a run for good: status RL_RUN_FAILED or RL_RUN_UNKNOWN (the outcome of
  * a dispatched call is unknowable), lease cleared, error recorded. Returns 0,
  * RL_ERR_STALE, RL_ERR_INVALID (other status) or RL_ERR_DB. */

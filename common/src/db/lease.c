@@ -68,6 +68,20 @@ static const struct db_stmt release_run_under_lease = {
     "   AND status = 'running'",
     6};
 
+/* As release_run_under_lease, for a wait the provider imposed (its
+ * Retry-After): the run's deadline moves by the same delay, since it
+ * measures the run's waiting, not a queue it was told to join. */
+static const struct db_stmt release_run_for_provider_wait = {
+    DB_STMT_RELEASE_RUN_FOR_PROVIDER_WAIT, "release_run_for_provider_wait",
+    "UPDATE runs"
+    "   SET status = 'pending', lock_owner = NULL, lock_expires_at = NULL,"
+    "       next_attempt_at = now() + $4::int8 * interval '1 millisecond',"
+    "       deadline_at = deadline_at + $4::int8 * interval '1 millisecond',"
+    "       error_class = $5, last_error = $6, updated_at = now()"
+    " WHERE run_id = $1 AND lock_owner = $2 AND lease_epoch = $3::int8"
+    "   AND status = 'running'",
+    6};
+
 static const struct db_stmt park_run_under_lease = {
     DB_STMT_PARK_RUN_UNDER_LEASE, "park_run_under_lease",
     "UPDATE runs"
@@ -245,6 +259,23 @@ rl_db_release(struct rl_db *db, const struct rl_lease *lease, int64_t delay_ms,
     snprintf(epoch, sizeof(epoch), "%" PRId64, lease->epoch);
     snprintf(delay, sizeof(delay), "%" PRId64, delay_ms > 0 ? delay_ms : 0);
     return update_under_lease(db, &release_run_under_lease, params,
+                              "release run", lease->run_id, lease->epoch,
+                              errstr, errstr_size);
+}
+
+int
+rl_db_release_for_provider_wait(struct rl_db *db, const struct rl_lease *lease,
+                                int64_t delay_ms, const char *error_class,
+                                const char *error, char *errstr,
+                                size_t errstr_size)
+{
+    char epoch[32], delay[32];
+    const char *params[6] = {lease->run_id, lease->worker, epoch,
+                             delay,         error_class,   error};
+
+    snprintf(epoch, sizeof(epoch), "%" PRId64, lease->epoch);
+    snprintf(delay, sizeof(delay), "%" PRId64, delay_ms > 0 ? delay_ms : 0);
+    return update_under_lease(db, &release_run_for_provider_wait, params,
                               "release run", lease->run_id, lease->epoch,
                               errstr, errstr_size);
 }
