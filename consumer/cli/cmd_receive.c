@@ -90,9 +90,14 @@ apply(struct rl_db *db, const rd_kafka_message_t *rkm, long long *counts)
         return RL_ERR_NOMEM;
     memcpy(payload, rkm->payload, rkm->len);
     payload[rkm->len] = '\0';
-    err = rl_db_receive(db, key, payload, rd_kafka_topic_name(rkm->rkt),
-                        rkm->partition, rkm->offset, &status, errstr,
-                        sizeof(errstr));
+    err = rl_db_receive(
+        db,
+        &(struct rl_received){.idempotency_key = key,
+                              .payload_json = payload,
+                              .topic = rd_kafka_topic_name(rkm->rkt),
+                              .partition = rkm->partition,
+                              .offset = rkm->offset},
+        &status, errstr, sizeof(errstr));
     free(payload);
     if (err == RL_ERR_INVALID) {
         counts[3]++;

@@ -716,7 +716,12 @@ cmd_approve(int argc, char **argv, int approve)
     rc = rl_cli_db_open(command, &db);
     if (rc != RL_EXIT_OK)
         return rc;
-    err = rl_db_decide_run(db, d.run_id, d.digest, d.actor, approve, d.reason,
+    err = rl_db_decide_run(db,
+                           &(struct rl_decision_req){.run_id = d.run_id,
+                                                     .digest = d.digest,
+                                                     .actor = d.actor,
+                                                     .approve = approve,
+                                                     .reason = d.reason},
                            &dec, errstr, sizeof(errstr));
     rl_db_destroy(db);
     if (err)

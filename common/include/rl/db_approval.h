@@ -24,7 +24,16 @@ struct rl_approval_decision {
     int outbox_rows;           /* notifications queued by an approval */
 };
 
-/* `runs approve` (approve 1) or `runs reject` (approve 0), in one
+/* A decision an operator takes on a run's proposal. Borrowed. */
+struct rl_decision_req {
+    const char *run_id;
+    const char *digest; /* the proposal's digest the operator reviewed */
+    const char *actor;  /* who decides: an approver of the run's tenant */
+    int approve;        /* 1: approve; 0: reject */
+    const char *reason; /* NULL: none */
+};
+
+/* `runs approve` (req->approve 1) or `runs reject` (0), in one
  * transaction (plpgsql rl_decide_run): the run must be awaiting_approval
  * and undecided, digest must be its proposal's digest and actor an approver
  * of its tenant. Approval records the decision bound to the digest,
@@ -33,8 +42,7 @@ struct rl_approval_decision {
  * fails the run with error_class "rejected". Of concurrent decisions
  * exactly one succeeds. Returns 0, RL_ERR_NOTFOUND, RL_ERR_CONFLICT
  * (refused: errstr says why; nothing changed) or RL_ERR_DB. */
-int rl_db_decide_run(struct rl_db *db, const char *run_id, const char *digest,
-                     const char *actor, int approve, const char *reason,
+int rl_db_decide_run(struct rl_db *db, const struct rl_decision_req *req,
                      struct rl_approval_decision *out, char *errstr,
                      size_t errstr_size);
 

@@ -19,14 +19,21 @@ enum rl_receive_status {
                              recorded in receiver_conflicts */
 };
 
+/* One notification as the receiver read it. Borrowed. */
+struct rl_received {
+    const char *idempotency_key;
+    const char *payload_json;
+    const char *topic; /* where it was read */
+    int32_t partition;
+    int64_t offset;
+};
+
 /* `runledger receive`: applies one notification keyed by idempotency_key
  * (INSERT ... ON CONFLICT DO NOTHING into received_notifications); a known
  * key with another payload (compared as jsonb) is never overwritten.
  * Returns 0 with *status set, RL_ERR_INVALID (payload not JSON) or
  * RL_ERR_DB. */
-int rl_db_receive(struct rl_db *db, const char *idempotency_key,
-                  const char *payload_json, const char *topic,
-                  int32_t partition, int64_t offset,
+int rl_db_receive(struct rl_db *db, const struct rl_received *msg,
                   enum rl_receive_status *status, char *errstr,
                   size_t errstr_size);
 

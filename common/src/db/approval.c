@@ -130,11 +130,13 @@ rl_db_propose_attempt(struct rl_db *db, const struct rl_lease *lease,
 }
 
 int
-rl_db_decide_run(struct rl_db *db, const char *run_id, const char *digest,
-                 const char *actor, int approve, const char *reason,
+rl_db_decide_run(struct rl_db *db, const struct rl_decision_req *req,
                  struct rl_approval_decision *out, char *errstr,
                  size_t errstr_size)
 {
+    const char *run_id = req->run_id, *digest = req->digest;
+    const char *actor = req->actor, *reason = req->reason;
+    int approve = req->approve;
     const char *params[5] = {run_id, digest, actor,
                              approve ? "approve" : "reject", reason};
     const char *what = approve ? "approve" : "reject";

@@ -29,20 +29,19 @@ static const char ops_receive_conflict[] =
     "VALUES ($1, $2::jsonb, $3, $4::int4, $5::int8)";
 
 int
-rl_db_receive(struct rl_db *db, const char *idempotency_key,
-              const char *payload_json, const char *topic, int32_t partition,
-              int64_t offset, enum rl_receive_status *status, char *errstr,
-              size_t errstr_size)
+rl_db_receive(struct rl_db *db, const struct rl_received *msg,
+              enum rl_receive_status *status, char *errstr, size_t errstr_size)
 {
     char part[16], off[32];
-    const char *params[5] = {idempotency_key, payload_json, topic, part, off};
+    const char *params[5] = {msg->idempotency_key, msg->payload_json,
+                             msg->topic, part, off};
     PGresult *res;
     int err = RL_ERR_DB;
     int hit;
 
     *status = RL_RECEIVE_APPLIED;
-    snprintf(part, sizeof(part), "%" PRId32, partition);
-    snprintf(off, sizeof(off), "%" PRId64, offset);
+    snprintf(part, sizeof(part), "%" PRId32, msg->partition);
+    snprintf(off, sizeof(off), "%" PRId64, msg->offset);
     if (db_apply_schema(db, errstr, errstr_size) != 0)
         return RL_ERR_DB;
     res = db_exec_simple(db, ops_receive_insert, 5, params, &err, errstr,
