@@ -5,8 +5,11 @@
  * probes only read flags. */
 #include "http.h"
 
+#include <arpa/inet.h>
 #include <cjson/cJSON.h>
 #include <microhttpd.h>
+#include <netinet/in.h>
+#include <openssl/crypto.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -20,6 +23,7 @@
 #include "rl/log.h"
 #include "rl/metrics.h"
 #include "rl/otlp.h"
+#include "rl/runid.h"
 
 /* The HTTP server's limits. epoll, never select(): with a thousand model
  * calls in flight every new descriptor is above FD_SETSIZE (1024), and
@@ -30,8 +34,8 @@
  * while a few hundred idle connections from one address (a node's kubelet
  * and a leaky sidecar share it) still leave room for the probes. */
 #define HTTP_CONNECTION_LIMIT 4096
-#define HTTP_PER_IP_CONNECTION_LIMIT 1024
-#define HTTP_CONNECTION_TIMEOUT_SECONDS 5
+/* A bearer token longer than this is refused when read. */
+#define HTTP_TOKEN_MAX 4096
 
 struct rl_http {
     const struct rl_config *cfg;
@@ -40,6 +44,8 @@ struct rl_http {
     atomic_long *in_flight;
     struct rl_metrics *metrics;
     struct MHD_Daemon *daemon;
+    int token_set;                  /* /metrics wants a bearer token */
+    char token_sha256[RL_HEX_SIZE]; /* SHA-256 of it: never the token */
 
     atomic_llong heartbeat_ms; /* monotonic ms of the last loop turn */
     atomic_llong ledger_ms;    /* ... of the ledger thread's; 0: none yet */
@@ -225,24 +231,50 @@ set_labelled(struct rl_metrics *m, const char *name, const char *label,
 
 /* The series of the limits read now, and only those: a limit removed
  * since the last reading leaves no stale series behind. */
+/* A tenant or job as a label value under RUNLEDGER_METRICS_TENANT_LABELS:
+ * as it is, or (hashed) the first 12 hex digits of its SHA-256, so a
+ * multi-tenant cluster's metrics name no customer; "" stays "". */
+static const char *
+label_value(const char *mode, const char *raw, char buf[RL_HEX_SIZE])
+{
+    if (!raw || !*raw || strcmp(mode, "hashed") != 0)
+        return raw ? raw : "";
+    if (rl_sha256_hex(raw, strlen(raw), buf) != 0)
+        return "";
+    buf[12] = '\0';
+    return buf;
+}
+
 static void
-set_limits(struct rl_metrics *m, const struct rl_db_gauges *g)
+set_limits(struct rl_metrics *m, const struct rl_db_gauges *g, const char *mode)
 {
     char labels[512];
 
     rl_metrics_clear(m, "runledger_limit_running");
     rl_metrics_clear(m, "runledger_limit_concurrency");
+    double running = 0, concurrency = 0;
+
     for (size_t i = 0; i < g->nlimits; i++) {
         const struct rl_db_limit_use *u = &g->limits[i];
+        char tenant[RL_HEX_SIZE], job[RL_HEX_SIZE];
 
+        if (strcmp(mode, "off") == 0) {
+            running += (double)u->running;
+            concurrency += (double)u->concurrency;
+            continue;
+        }
         if (rl_metrics_labels(labels, sizeof(labels), "tenant",
-                              u->tenant ? u->tenant : "", "job",
-                              u->job ? u->job : "", NULL) != 0)
+                              label_value(mode, u->tenant, tenant), "job",
+                              label_value(mode, u->job, job), NULL) != 0)
             continue;
         rl_metrics_set(m, "runledger_limit_running", labels,
                        (double)u->running);
         rl_metrics_set(m, "runledger_limit_concurrency", labels,
                        (double)u->concurrency);
+    }
+    if (strcmp(mode, "off") == 0 && g->nlimits > 0) {
+        rl_metrics_set(m, "runledger_limit_running", NULL, running);
+        rl_metrics_set(m, "runledger_limit_concurrency", NULL, concurrency);
     }
 }
 
@@ -371,6 +403,87 @@ reply(struct MHD_Connection *conn, unsigned status, const char *type,
     return ret;
 }
 
+/* Whether the request carries the bearer token /metrics wants. The
+ * digests of the two are compared, in constant time: neither the token's
+ * bytes nor its length show in the time an answer takes. */
+static int
+token_ok(const struct rl_http *h, struct MHD_Connection *conn)
+{
+    const char *auth = MHD_lookup_connection_value(
+        conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    char sum[RL_HEX_SIZE];
+
+    if (!auth || strncmp(auth, "Bearer ", 7) != 0)
+        return 0;
+    auth += 7;
+    if (rl_sha256_hex(auth, strlen(auth), sum) != 0)
+        return 0;
+    return CRYPTO_memcmp(sum, h->token_sha256, RL_HEX_SIZE - 1) == 0;
+}
+
+/* Reads the bearer token of RUNLEDGER_METRICS_TOKEN_FILE and keeps only
+ * its digest. Trailing whitespace (the newline a secret file ends with)
+ * is not part of it. Returns 0, or -1 with errstr (which never holds the
+ * token). */
+static int
+load_token(struct rl_http *h, const char *path, char *errstr,
+           size_t errstr_size)
+{
+    char buf[HTTP_TOKEN_MAX + 2];
+    size_t len;
+    FILE *fp = fopen(path, "rb");
+
+    if (!fp) {
+        snprintf(errstr, errstr_size,
+                 "could not read RUNLEDGER_METRICS_TOKEN_FILE %s", path);
+        return -1;
+    }
+    len = fread(buf, 1, sizeof(buf) - 1, fp);
+    fclose(fp);
+    while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r' ||
+                       buf[len - 1] == ' ' || buf[len - 1] == '\t'))
+        len--;
+    buf[len] = '\0';
+    if (len == 0 || len > HTTP_TOKEN_MAX || strlen(buf) != len) {
+        OPENSSL_cleanse(buf, sizeof(buf));
+        snprintf(errstr, errstr_size,
+                 "RUNLEDGER_METRICS_TOKEN_FILE %s holds no usable token "
+                 "(empty, longer than %d bytes, or a NUL byte)",
+                 path, HTTP_TOKEN_MAX);
+        return -1;
+    }
+    if (rl_sha256_hex(buf, len, h->token_sha256) != 0) {
+        OPENSSL_cleanse(buf, sizeof(buf));
+        snprintf(errstr, errstr_size, "could not hash the metrics token");
+        return -1;
+    }
+    OPENSSL_cleanse(buf, sizeof(buf));
+    h->token_set = 1;
+    return 0;
+}
+
+/* The health server's address from RUNLEDGER_HTTP_ADDRESS and port, into
+ * v4 or v6. Returns AF_INET, AF_INET6, or -1 for an address that is
+ * neither. */
+static int
+bind_address(const struct rl_config *cfg, struct sockaddr_in *v4,
+             struct sockaddr_in6 *v6)
+{
+    memset(v4, 0, sizeof(*v4));
+    memset(v6, 0, sizeof(*v6));
+    if (inet_pton(AF_INET, cfg->http_address, &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons((uint16_t)cfg->http_port);
+        return AF_INET;
+    }
+    if (inet_pton(AF_INET6, cfg->http_address, &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons((uint16_t)cfg->http_port);
+        return AF_INET6;
+    }
+    return -1;
+}
+
 /* @locality libmicrohttpd's polling thread */
 static enum MHD_Result
 handle(void *cls, struct MHD_Connection *conn, const char *url,
@@ -422,6 +535,24 @@ handle(void *cls, struct MHD_Connection *conn, const char *url,
         size_t len = 0;
         char *body;
 
+        if (h->token_set && !token_ok(h, conn)) {
+            struct MHD_Response *resp;
+            enum MHD_Result ret;
+
+            snprintf(text, sizeof(text),
+                     "/metrics needs Authorization: Bearer <token>\n");
+            resp = MHD_create_response_from_buffer(strlen(text), text,
+                                                   MHD_RESPMEM_MUST_COPY);
+            if (!resp)
+                return MHD_NO;
+            MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+                                    "text/plain");
+            MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+                                    "Bearer realm=\"runledger\"");
+            ret = MHD_queue_response(conn, MHD_HTTP_UNAUTHORIZED, resp);
+            MHD_destroy_response(resp);
+            return ret;
+        }
         collect(h);
         body = rl_metrics_render(h->metrics, &len);
         if (!body)
@@ -532,7 +663,7 @@ health_main(void *arg)
                          "outbox_delivered", (double)g.delivered_rows);
             rl_metrics_set(h->metrics, "runledger_runs_waiting", NULL,
                            (double)g.waiting_runs);
-            set_limits(h->metrics, &g);
+            set_limits(h->metrics, &g, h->cfg->metrics_tenant_labels);
             if (!atomic_exchange(&h->db_ok, 1))
                 rl_log_info(NULL, "health: postgresql reachable");
         } else {
@@ -573,6 +704,9 @@ rl_http_start(const struct rl_config *cfg, const char *role,
     struct rl_http *h;
     char labels[128];
     struct timespec now;
+    struct sockaddr_in v4;
+    struct sockaddr_in6 v6;
+    int family;
 
     *out = NULL;
     if (cfg->http_port == 0)
@@ -621,22 +755,38 @@ rl_http_start(const struct rl_config *cfg, const char *role,
         goto fail;
     }
     h->health_started = 1;
+    family = bind_address(cfg, &v4, &v6);
+    if (family < 0) {
+        snprintf(errstr, errstr_size,
+                 "RUNLEDGER_HTTP_ADDRESS %s is not an IPv4 or IPv6 address",
+                 cfg->http_address);
+        goto fail;
+    }
+    if (cfg->metrics_token_file && *cfg->metrics_token_file &&
+        load_token(h, cfg->metrics_token_file, errstr, errstr_size) != 0)
+        goto fail;
+    /* Per address: a client that opens many connections and sends
+     * nothing cannot take the slots kubelet and Prometheus need; one that
+     * sends slowly is dropped after the timeout. */
     h->daemon = MHD_start_daemon(
-        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG,
-        (uint16_t)cfg->http_port, NULL, NULL, handle, h,
+        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG |
+            (family == AF_INET6 ? MHD_USE_IPv6 : 0),
+        (uint16_t)cfg->http_port, NULL, NULL, handle, h, MHD_OPTION_SOCK_ADDR,
+        family == AF_INET6 ? (struct sockaddr *)&v6 : (struct sockaddr *)&v4,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONNECTION_LIMIT,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-        (unsigned)HTTP_PER_IP_CONNECTION_LIMIT, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)HTTP_CONNECTION_TIMEOUT_SECONDS, MHD_OPTION_EXTERNAL_LOGGER,
+        (unsigned)cfg->http_per_address_conns, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)cfg->http_client_timeout_seconds, MHD_OPTION_EXTERNAL_LOGGER,
         mhd_log, NULL, MHD_OPTION_END);
     if (!h->daemon) {
         snprintf(errstr, errstr_size,
-                 "could not serve health and metrics on port %d (taken?)",
-                 cfg->http_port);
+                 "could not serve health and metrics on %s port %d (taken?)",
+                 cfg->http_address, cfg->http_port);
         goto fail;
     }
-    rl_log_info(NULL, "serving /healthz, /readyz and /metrics on port %d",
-                cfg->http_port);
+    rl_log_info(NULL, "serving /healthz, /readyz and /metrics on %s port %d%s",
+                cfg->http_address, cfg->http_port,
+                h->token_set ? " (/metrics with a bearer token)" : "");
     *out = h;
     return 0;
 

@@ -124,6 +124,25 @@ static const struct cfg_row rows[] = {
      "most runs claimed per ledger statement"},
     {"RUNLEDGER_HTTP_PORT", CFG_INT, S(http_port), "9464", 0, 65535, 0,
      "health and metrics port (0: off)"},
+    {"RUNLEDGER_HTTP_ADDRESS", CFG_STR, S(http_address), "0.0.0.0", 0, 0, 0,
+     "address the health and metrics server binds (IPv4 or IPv6; 0.0.0.0: "
+     "every interface, as kubelet probes and scrapes need in a pod; "
+     "127.0.0.1 keeps it on the host)"},
+    {"RUNLEDGER_HTTP_PER_ADDRESS_CONNECTIONS", CFG_INT,
+     S(http_per_address_conns), "1024", 1, 65536, 0,
+     "connections one client address may hold open on the health server"},
+    {"RUNLEDGER_HTTP_CLIENT_TIMEOUT_SECONDS", CFG_INT,
+     S(http_client_timeout_seconds), "5", 1, 3600, 0,
+     "a health or metrics client idle or sending slower than this is "
+     "disconnected"},
+    {"RUNLEDGER_METRICS_TOKEN_FILE", CFG_STR, S(metrics_token_file), "", 0, 0,
+     0,
+     "file holding a bearer token /metrics requires (Authorization: Bearer "
+     "...); empty: /metrics is open. Probes never need it"},
+    {"RUNLEDGER_METRICS_TENANT_LABELS", CFG_STR, S(metrics_tenant_labels),
+     "plain", 0, 0, 0,
+     "tenant and job labels of metrics: plain, hashed (the first 12 hex "
+     "digits of their SHA-256) or off (series summed over tenants)"},
     {"RUNLEDGER_SHUTDOWN_GRACE_SECONDS", CFG_INT, S(shutdown_grace_seconds),
      "25", 0, 3600, 0,
      "on SIGTERM, time to let in-flight runs finish before abandoning them"},
@@ -510,6 +529,16 @@ rl_config_load(char *errstr, size_t errstr_size)
                  "RUNLEDGER_AMBIGUOUS_POLICY must be dedupe, retry_once or "
                  "park, not \"%s\"",
                  cfg->ambiguous_policy_name);
+        err = RL_ERR_INVALID;
+        goto done;
+    }
+    if (strcmp(cfg->metrics_tenant_labels, "plain") != 0 &&
+        strcmp(cfg->metrics_tenant_labels, "hashed") != 0 &&
+        strcmp(cfg->metrics_tenant_labels, "off") != 0) {
+        snprintf(errstr, errstr_size,
+                 "RUNLEDGER_METRICS_TENANT_LABELS must be plain, hashed or "
+                 "off, not \"%s\"",
+                 cfg->metrics_tenant_labels);
         err = RL_ERR_INVALID;
         goto done;
     }

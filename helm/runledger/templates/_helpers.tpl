@@ -268,6 +268,15 @@ Secrets. Called as (dict "ctx" $ "db" true "model" true "kafka" true).
       - key: {{ $ctx.Values.database.tls.existingSecretKey }}
         path: ca.crt
 {{- end }}
+{{- if $ctx.Values.metrics.token.existingSecret }}
+- name: metrics-token
+  secret:
+    secretName: {{ $ctx.Values.metrics.token.existingSecret }}
+    defaultMode: 0440
+    items:
+      - key: {{ $ctx.Values.metrics.token.existingSecretKey }}
+        path: token
+{{- end }}
 {{- end }}
 
 {{/* volumeMounts matching runledger.volumes (same arguments). */}}
@@ -288,6 +297,11 @@ Secrets. Called as (dict "ctx" $ "db" true "model" true "kafka" true).
 {{- if and .db $ctx.Values.database.tls.existingSecret }}
 - name: pg-ca
   mountPath: /etc/runledger/pg-ca
+  readOnly: true
+{{- end }}
+{{- if $ctx.Values.metrics.token.existingSecret }}
+- name: metrics-token
+  mountPath: /etc/runledger/metrics-token
   readOnly: true
 {{- end }}
 {{- end }}
