@@ -65,11 +65,11 @@ struct rl_config {
     int relay_vacuum_rows;
     int db_batch;
     int http_port;
-    char *http_address;           /* bind address of health and metrics */
-    int http_per_address_conns;   /* connections one client address holds */
+    char *http_address;              /* bind address of health and metrics */
+    int http_per_address_conns;      /* connections one client address holds */
     int http_client_timeout_seconds; /* idle or slow client dropped after */
-    char *metrics_token_file;     /* bearer token /metrics wants; "": none */
-    char *metrics_tenant_labels;  /* plain, hashed or off */
+    char *metrics_token_file;        /* bearer token /metrics wants; "": none */
+    char *metrics_tenant_labels;     /* plain, hashed or off */
     int shutdown_grace_seconds;
     int relay_enabled;
     int model_adaptive_cap;      /* AIMD cap on 429s without published limits */
