@@ -4,6 +4,7 @@
  * reads the ledger-wide gauges, so a slow database never blocks a probe:
  * probes only read flags. */
 #include "http.h"
+#include "http_metrics.h"
 
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
@@ -63,220 +64,6 @@ struct rl_http {
     pthread_cond_t health_wake;
     int health_stop; /* @locks health_lock */
 };
-
-static const double latency_buckets[] = {0.05, 0.1, 0.25, 0.5, 1,  2.5,
-                                         5,    10,  20,   30,  60, 120};
-static const double delivery_buckets[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
-                                          0.5,   1,    2.5,   5,    10};
-
-/* ---- metric families ---------------------------------------------------- */
-
-struct family_def {
-    const char *name;
-    enum rl_metric_type type;
-    const char *help;
-};
-
-static const struct family_def families[] = {
-    {"runledger_build_info", RL_METRIC_GAUGE,
-     "build of this process (value 1) by version and role"},
-    {"runledger_process_start_time_seconds", RL_METRIC_GAUGE,
-     "start time of the process since the Unix epoch"},
-    {"runledger_ready", RL_METRIC_GAUGE, "1 when /readyz answers 200"},
-    {"runledger_postgres_up", RL_METRIC_GAUGE,
-     "1 when the last PostgreSQL check succeeded"},
-    {"runledger_kafka_group_joined", RL_METRIC_GAUGE,
-     "1 while the consumer holds an assignment of the group"},
-    {"runledger_assigned_partitions", RL_METRIC_GAUGE,
-     "partitions of the schedule topic assigned to this consumer"},
-    {"runledger_rebalances_total", RL_METRIC_COUNTER,
-     "consumer group rebalances seen, by type (assign, revoke)"},
-    {"runledger_consumer_lag", RL_METRIC_GAUGE,
-     "messages between the high watermark and the committed offset, per "
-     "assigned partition (librdkafka statistics)"},
-    {"runledger_events_total", RL_METRIC_COUNTER, "schedule events consumed"},
-    {"runledger_events_invalid_total", RL_METRIC_COUNTER,
-     "schedule events rejected by validation (dead-lettered)"},
-    {"runledger_runs_total", RL_METRIC_COUNTER,
-     "runs this process brought to an outcome: completed, failed, unknown "
-     "(parked for an operator) or retried (released for a later attempt)"},
-    {"runledger_runs_in_flight", RL_METRIC_GAUGE,
-     "runs between intake and a durable state in this process"},
-    {"runledger_held_bytes", RL_METRIC_GAUGE,
-     "bytes charged to the runs this process holds (events, requests, "
-     "inputs, bodies, answers), against RUNLEDGER_MAX_HELD_BYTES"},
-    {"runledger_claims_total", RL_METRIC_COUNTER,
-     "lease claims by result (won, lost)"},
-    {"runledger_duplicates_total", RL_METRIC_COUNTER,
-     "events whose run the ledger already held (completed, leased, parked "
-     "or not due): acknowledged without a model call"},
-    {"runledger_fingerprint_conflicts_total", RL_METRIC_COUNTER,
-     "events with a known run id and another request fingerprint"},
-    {"runledger_purged_runs_redelivered_total", RL_METRIC_COUNTER,
-     "events of runs purged since, with their fingerprint: acknowledged "
-     "without a model call (the run's tombstone)"},
-    {"runledger_lease_lost_total", RL_METRIC_COUNTER,
-     "attempts abandoned because another worker took the lease"},
-    {"runledger_queued_total", RL_METRIC_COUNTER,
-     "runs registered pending at intake, for a sweeper to claim: no model "
-     "slot free, runs already waiting, or over a concurrency limit"},
-    {"runledger_swept_total", RL_METRIC_COUNTER,
-     "runs claimed by the sweeper (queued runs, due retries, expired "
-     "leases)"},
-    {"runledger_dispatches_total", RL_METRIC_COUNTER,
-     "model requests dispatched (recorded before sending)"},
-    {"runledger_attempts_total", RL_METRIC_COUNTER,
-     "finished model calls by outcome"},
-    {"runledger_generations_total", RL_METRIC_COUNTER,
-     "model calls that returned a usable generation (outcome ok)"},
-    {"runledger_ambiguous_attempts_total", RL_METRIC_COUNTER,
-     "model calls whose result is unknowable (timeout or reset after "
-     "sending, or cancelled after sending): each may be an extra "
-     "billable generation"},
-    {"runledger_tokens_total", RL_METRIC_COUNTER,
-     "tokens reported by the model, by kind (prompt, completion, cached)"},
-    {"runledger_attempt_latency_seconds", RL_METRIC_HISTOGRAM,
-     "model call latency, transfer start to end"},
-    {"runledger_dead_letters_total", RL_METRIC_COUNTER,
-     "dead letters acknowledged by the broker, by reason"},
-    {"runledger_dead_letters_undelivered", RL_METRIC_GAUGE,
-     "dead letters produced and not yet acknowledged by the broker (being "
-     "retried); their events' offsets are not committed past them"},
-    {"runledger_outbox_dead_lettered_total", RL_METRIC_COUNTER,
-     "outbox rows refused for good by the broker or the producer, "
-     "dead-lettered and moved to outbox_dead, by reason"},
-    {"runledger_spans_exported_total", RL_METRIC_COUNTER,
-     "spans the OTLP collector accepted"},
-    {"runledger_spans_dropped_total", RL_METRIC_COUNTER,
-     "spans not exported: queue full, collector away, slow or refusing"},
-    {"runledger_outbox_relayed_total", RL_METRIC_COUNTER,
-     "outbox rows this process delivered to the notification topic"},
-    {"runledger_outbox_delivery_latency_seconds", RL_METRIC_HISTOGRAM,
-     "relay batch latency: rows locked to every row acknowledged"},
-    {"runledger_outbox_vacuum_seconds", RL_METRIC_HISTOGRAM,
-     "VACUUM of the outbox by this process's relay (every "
-     "RUNLEDGER_RELAY_VACUUM_ROWS delivered rows, at least once a second "
-     "while it delivers)"},
-    {"runledger_outbox_backlog", RL_METRIC_GAUGE,
-     "undelivered outbox rows in the ledger (ledger-wide: aggregate with "
-     "max; exact up to 100000, then pg_class.reltuples)"},
-    {"runledger_outbox_oldest_pending_seconds", RL_METRIC_GAUGE,
-     "age of the oldest undelivered outbox row (ledger-wide)"},
-    {"runledger_unknown_runs", RL_METRIC_GAUGE,
-     "runs in status unknown waiting for an operator (ledger-wide)"},
-    {"runledger_runs_awaiting_approval", RL_METRIC_GAUGE,
-     "runs whose proposal waits for an approve or reject (ledger-wide)"},
-    {"runledger_cancelled_runs", RL_METRIC_GAUGE,
-     "runs an operator cancelled, still in the ledger (ledger-wide)"},
-    {"runledger_runs_waiting", RL_METRIC_GAUGE,
-     "runs pending and due now, waiting for a model slot (ledger-wide: "
-     "aggregate with max; counted up to 100,000)"},
-    {"runledger_limit_running", RL_METRIC_GAUGE,
-     "runs running under a concurrency limit, by tenant and job (job \"\" "
-     "for a tenant-wide limit; only limits set with `runledger limits`; "
-     "ledger-wide: aggregate with max)"},
-    {"runledger_limit_concurrency", RL_METRIC_GAUGE,
-     "a concurrency limit set with `runledger limits`, by tenant and job"},
-    {"runledger_ledger_rows", RL_METRIC_GAUGE,
-     "estimated rows of a ledger table, by table: runs, attempts, "
-     "outbox_delivered (ledger-wide: aggregate with max; the statistics "
-     "collector's live-row estimate, what `runledger purge` shrinks)"},
-    {"runledger_budget_deferrals_total", RL_METRIC_COUNTER,
-     "dispatches refused by a token budget, without spending an attempt, "
-     "by until: next_window (spent for the UTC day: the run waits for "
-     "00:00 UTC) or settled (held by reservations of calls in flight: the "
-     "run is retried shortly)"},
-    {"runledger_rate_limit_waits_total", RL_METRIC_COUNTER,
-     "dispatches this process put back to pending, without spending an "
-     "attempt, because their model's rate limit had no room or the "
-     "provider paused the model (runledger limits show --model has them "
-     "per model, ledger-wide)"},
-    {"runledger_model_throttles_total", RL_METRIC_COUNTER,
-     "429 answers this process received; each paused its model for every "
-     "worker until the provider's reset"},
-};
-
-static int
-define_families(struct rl_metrics *m)
-{
-    for (size_t i = 0; i < sizeof(families) / sizeof(families[0]); i++) {
-        const struct family_def *f = &families[i];
-        const double *b = NULL;
-        size_t nb = 0;
-
-        if (strcmp(f->name, "runledger_attempt_latency_seconds") == 0) {
-            b = latency_buckets;
-            nb = sizeof(latency_buckets) / sizeof(latency_buckets[0]);
-        } else if (strcmp(f->name,
-                          "runledger_outbox_delivery_latency_seconds") == 0 ||
-                   strcmp(f->name, "runledger_outbox_vacuum_seconds") == 0) {
-            b = delivery_buckets;
-            nb = sizeof(delivery_buckets) / sizeof(delivery_buckets[0]);
-        }
-        if (rl_metrics_define(m, f->name, f->type, f->help, b, nb) != 0)
-            return -1;
-    }
-    return 0;
-}
-
-static void
-set_labelled(struct rl_metrics *m, const char *name, const char *label,
-             const char *value, double v)
-{
-    char labels[128];
-
-    rl_metrics_labels(labels, sizeof(labels), label, value, NULL);
-    rl_metrics_set(m, name, labels, v);
-}
-
-/* The series of the limits read now, and only those: a limit removed
- * since the last reading leaves no stale series behind. */
-/* A tenant or job as a label value under RUNLEDGER_METRICS_TENANT_LABELS:
- * as it is, or (hashed) the first 12 hex digits of its SHA-256, so a
- * multi-tenant cluster's metrics name no customer; "" stays "". */
-static const char *
-label_value(const char *mode, const char *raw, char buf[RL_HEX_SIZE])
-{
-    if (!raw || !*raw || strcmp(mode, "hashed") != 0)
-        return raw ? raw : "";
-    if (rl_sha256_hex(raw, strlen(raw), buf) != 0)
-        return "";
-    buf[12] = '\0';
-    return buf;
-}
-
-static void
-set_limits(struct rl_metrics *m, const struct rl_db_gauges *g, const char *mode)
-{
-    char labels[512];
-
-    rl_metrics_clear(m, "runledger_limit_running");
-    rl_metrics_clear(m, "runledger_limit_concurrency");
-    double running = 0, concurrency = 0;
-
-    for (size_t i = 0; i < g->nlimits; i++) {
-        const struct rl_db_limit_use *u = &g->limits[i];
-        char tenant[RL_HEX_SIZE], job[RL_HEX_SIZE];
-
-        if (strcmp(mode, "off") == 0) {
-            running += (double)u->running;
-            concurrency += (double)u->concurrency;
-            continue;
-        }
-        if (rl_metrics_labels(labels, sizeof(labels), "tenant",
-                              label_value(mode, u->tenant, tenant), "job",
-                              label_value(mode, u->job, job), NULL) != 0)
-            continue;
-        rl_metrics_set(m, "runledger_limit_running", labels,
-                       (double)u->running);
-        rl_metrics_set(m, "runledger_limit_concurrency", labels,
-                       (double)u->concurrency);
-    }
-    if (strcmp(mode, "off") == 0 && g->nlimits > 0) {
-        rl_metrics_set(m, "runledger_limit_running", NULL, running);
-        rl_metrics_set(m, "runledger_limit_concurrency", NULL, concurrency);
-    }
-}
 
 static int
 is_ready(struct rl_http *h, char *reason, size_t size)
@@ -343,18 +130,18 @@ collect(struct rl_http *h)
                    (double)atomic_load(&c->events));
     rl_metrics_set(m, "runledger_events_invalid_total", NULL,
                    (double)atomic_load(&c->invalid));
-    set_labelled(m, "runledger_runs_total", "outcome", "completed",
-                 (double)atomic_load(&c->completed));
-    set_labelled(m, "runledger_runs_total", "outcome", "failed",
-                 (double)atomic_load(&c->failed));
-    set_labelled(m, "runledger_runs_total", "outcome", "unknown",
-                 (double)atomic_load(&c->unknown));
-    set_labelled(m, "runledger_runs_total", "outcome", "retried",
-                 (double)atomic_load(&c->retried));
-    set_labelled(m, "runledger_claims_total", "result", "won",
-                 (double)atomic_load(&c->claims_won));
-    set_labelled(m, "runledger_claims_total", "result", "lost",
-                 (double)atomic_load(&c->claims_lost));
+    rl_http_set_labelled(m, "runledger_runs_total", "outcome", "completed",
+                         (double)atomic_load(&c->completed));
+    rl_http_set_labelled(m, "runledger_runs_total", "outcome", "failed",
+                         (double)atomic_load(&c->failed));
+    rl_http_set_labelled(m, "runledger_runs_total", "outcome", "unknown",
+                         (double)atomic_load(&c->unknown));
+    rl_http_set_labelled(m, "runledger_runs_total", "outcome", "retried",
+                         (double)atomic_load(&c->retried));
+    rl_http_set_labelled(m, "runledger_claims_total", "result", "won",
+                         (double)atomic_load(&c->claims_won));
+    rl_http_set_labelled(m, "runledger_claims_total", "result", "lost",
+                         (double)atomic_load(&c->claims_lost));
     rl_metrics_set(m, "runledger_duplicates_total", NULL,
                    (double)atomic_load(&c->duplicates));
     rl_metrics_set(m, "runledger_fingerprint_conflicts_total", NULL,
@@ -369,10 +156,11 @@ collect(struct rl_http *h)
                    (double)atomic_load(&c->swept));
     rl_metrics_set(m, "runledger_dispatches_total", NULL,
                    (double)atomic_load(&c->dispatches));
-    set_labelled(m, "runledger_budget_deferrals_total", "until", "next_window",
-                 (double)atomic_load(&c->budget_deferrals));
-    set_labelled(m, "runledger_budget_deferrals_total", "until", "settled",
-                 (double)atomic_load(&c->budget_waits));
+    rl_http_set_labelled(m, "runledger_budget_deferrals_total", "until",
+                         "next_window",
+                         (double)atomic_load(&c->budget_deferrals));
+    rl_http_set_labelled(m, "runledger_budget_deferrals_total", "until",
+                         "settled", (double)atomic_load(&c->budget_waits));
     rl_metrics_set(m, "runledger_rate_limit_waits_total", NULL,
                    (double)atomic_load(&c->rate_limit_waits));
     rl_metrics_set(m, "runledger_model_throttles_total", NULL,
@@ -655,15 +443,15 @@ health_main(void *arg)
                            (double)g.awaiting_approval_runs);
             rl_metrics_set(h->metrics, "runledger_cancelled_runs", NULL,
                            (double)g.cancelled_runs);
-            set_labelled(h->metrics, "runledger_ledger_rows", "table", "runs",
-                         (double)g.runs_rows);
-            set_labelled(h->metrics, "runledger_ledger_rows", "table",
-                         "attempts", (double)g.attempts_rows);
-            set_labelled(h->metrics, "runledger_ledger_rows", "table",
-                         "outbox_delivered", (double)g.delivered_rows);
+            rl_http_set_labelled(h->metrics, "runledger_ledger_rows", "table",
+                                 "runs", (double)g.runs_rows);
+            rl_http_set_labelled(h->metrics, "runledger_ledger_rows", "table",
+                                 "attempts", (double)g.attempts_rows);
+            rl_http_set_labelled(h->metrics, "runledger_ledger_rows", "table",
+                                 "outbox_delivered", (double)g.delivered_rows);
             rl_metrics_set(h->metrics, "runledger_runs_waiting", NULL,
                            (double)g.waiting_runs);
-            set_limits(h->metrics, &g, h->cfg->metrics_tenant_labels);
+            rl_http_set_limits(h->metrics, &g, h->cfg->metrics_tenant_labels);
             if (!atomic_exchange(&h->db_ok, 1))
                 rl_log_info(NULL, "health: postgresql reachable");
         } else {
@@ -725,7 +513,7 @@ rl_http_start(const struct rl_config *cfg, const char *role,
     pthread_mutex_init(&h->health_lock, NULL);
     pthread_cond_init(&h->health_wake, NULL);
     h->metrics = rl_metrics_new();
-    if (!h->metrics || define_families(h->metrics) != 0) {
+    if (!h->metrics || rl_http_define_families(h->metrics) != 0) {
         snprintf(errstr, errstr_size, "could not set up metrics");
         goto fail;
     }

@@ -247,10 +247,11 @@ update_under_lease(struct rl_db *db, const struct db_stmt *st,
     return 0;
 }
 
-int
-rl_db_release(struct rl_db *db, const struct rl_lease *lease, int64_t delay_ms,
-              const char *error_class, const char *error, char *errstr,
-              size_t errstr_size)
+/* A release through st (with or without the deadline moved). */
+static int
+release(struct rl_db *db, const struct db_stmt *st,
+        const struct rl_lease *lease, int64_t delay_ms, const char *error_class,
+        const char *error, char *errstr, size_t errstr_size)
 {
     char epoch[32], delay[32];
     const char *params[6] = {lease->run_id, lease->worker, epoch,
@@ -258,9 +259,17 @@ rl_db_release(struct rl_db *db, const struct rl_lease *lease, int64_t delay_ms,
 
     snprintf(epoch, sizeof(epoch), "%" PRId64, lease->epoch);
     snprintf(delay, sizeof(delay), "%" PRId64, delay_ms > 0 ? delay_ms : 0);
-    return update_under_lease(db, &release_run_under_lease, params,
-                              "release run", lease->run_id, lease->epoch,
-                              errstr, errstr_size);
+    return update_under_lease(db, st, params, "release run", lease->run_id,
+                              lease->epoch, errstr, errstr_size);
+}
+
+int
+rl_db_release(struct rl_db *db, const struct rl_lease *lease, int64_t delay_ms,
+              const char *error_class, const char *error, char *errstr,
+              size_t errstr_size)
+{
+    return release(db, &release_run_under_lease, lease, delay_ms, error_class,
+                   error, errstr, errstr_size);
 }
 
 int
@@ -269,15 +278,8 @@ rl_db_release_for_provider_wait(struct rl_db *db, const struct rl_lease *lease,
                                 const char *error, char *errstr,
                                 size_t errstr_size)
 {
-    char epoch[32], delay[32];
-    const char *params[6] = {lease->run_id, lease->worker, epoch,
-                             delay,         error_class,   error};
-
-    snprintf(epoch, sizeof(epoch), "%" PRId64, lease->epoch);
-    snprintf(delay, sizeof(delay), "%" PRId64, delay_ms > 0 ? delay_ms : 0);
-    return update_under_lease(db, &release_run_for_provider_wait, params,
-                              "release run", lease->run_id, lease->epoch,
-                              errstr, errstr_size);
+    return release(db, &release_run_for_provider_wait, lease, delay_ms,
+                   error_class, error, errstr, errstr_size);
 }
 
 int
