@@ -30,6 +30,8 @@ import time
 import traceback
 from urllib.parse import parse_qs, unquote_plus
 
+import records
+
 MAX_HEADER_BYTES = 256 * 1024
 DEFAULT_OVERSIZE_BYTES = 10 * 1024 * 1024
 
@@ -328,6 +330,8 @@ class Stub:
         self.reset()
 
     def reset(self):
+        # /v1/files, /v1/batches, stored completions and responses
+        self.records = records.Records(self)
         self.requests = 0
         self.refused = 0             # refused for a required header/query
         self.generations = 0
@@ -466,7 +470,8 @@ class Stub:
                 body = await reader.readexactly(n) if n else b""
 
             path, _, query = target.partition("?")
-            if is_chat_path(path):
+            # GET of the chat path lists stored completions (records.py).
+            if is_chat_path(path) and method != "GET":
                 if method != "POST":
                     writer.write(build_response(
                         405, error_body(405, "use POST"),
@@ -480,7 +485,9 @@ class Stub:
                 if not done or not keep:
                     return
                 continue
-            reply = self.route_other(method, path, query, body)
+            reply = self.route_other(method, path, query, body, headers)
+            if reply is None:
+                return
             if self.verbose:
                 sys.stderr.write("stub: %s %s status=%d\n"
                                  % (method, path, reply.status))
@@ -538,6 +545,9 @@ class Stub:
             if reply is None:
                 reply, action, fault_kind, replay = await self.complete(
                     headers, body, key)
+                if (reply.status == 200 and action is None and not replay
+                        and b'"store"' in body):
+                    self.keep_stored(body, reply.body)
         except BadDirective as e:
             reply = Reply(400, error_body(400, "stub: %s" % e))
         except Exception:
@@ -593,6 +603,56 @@ class Stub:
                     "fault=%s replay=%d %.1fms\n" % (
                         action or reply.status, key or "-", fault_kind or "-",
                         replay, (time.monotonic() - t0) * 1000.0))
+
+    def keep_stored(self, body, answer):
+        """A chat completion asked to be stored (store: true), kept with
+        its metadata for GET /v1/chat/completions?metadata[k]=v."""
+        try:
+            req = json.loads(body)
+            if req.get("store") is True:
+                self.records.store_completion(req, json.loads(answer))
+        except (ValueError, AttributeError):
+            pass
+
+    def batch_generate(self, key, body, endpoint):
+        """One generation outside a chat completion request: a line of a
+        batch file, or POST /v1/responses. Counted per key like any
+        other. Returns the answer as a dict in the endpoint's shape."""
+        self.seq += 1
+        n = self.seq
+        self.generations += 1
+        if key is not None:
+            self.by_key[key] = self.by_key.get(key, 0) + 1
+        model = body.get("model") if isinstance(body, dict) else None
+        model = model if isinstance(model, str) else "stub-1"
+        if endpoint == "/v1/responses":
+            given = body.get("input")
+            text = given if isinstance(given, str) else json.dumps(given)
+            content = "Stub model response %d (input %s)." % (
+                n, hashlib.sha256(text.encode()).hexdigest()[:16])
+            tin = max(1, len(text) // 4)
+            tout = (len(content) + 3) // 4
+            return {"id": "resp_%d" % n, "object": "response",
+                    "created_at": int(time.time()), "model": model,
+                    "status": "completed",
+                    "output": [{"type": "message", "role": "assistant",
+                                "content": [{"type": "output_text",
+                                             "text": content}]}],
+                    "usage": {"input_tokens": tin, "output_tokens": tout,
+                              "total_tokens": tin + tout},
+                    "store": body.get("store", True),
+                    "metadata": body.get("metadata") or {}}
+        messages = body.get("messages") or []
+        last_user = ""
+        chars = 0
+        for m in messages:
+            if isinstance(m, dict):
+                t = content_text(m.get("content"))
+                chars += len(t)
+                if m.get("role") == "user":
+                    last_user = t
+        return json.loads(self.generate(n, model, key, chars, last_user, "",
+                                        {}).body)
 
     def concurrency_key(self, body):
         """The STUB_CONCURRENCY_KEY of a request body, or None."""
@@ -950,7 +1010,15 @@ class Stub:
 
     # ---- other endpoints --------------------------------------------------
 
-    def route_other(self, method, path, query, body):
+    def route_other(self, method, path, query, body, headers=None):
+        served = self.records.route(method, path, query, headers or {}, body)
+        if served is not None:
+            status, payload = served
+            if status == 0:
+                return None     # close the connection unanswered
+            if isinstance(payload, bytes):
+                return Reply(status, payload, ctype=b"application/jsonl")
+            return Reply(status, json.dumps(payload).encode())
         if path == "/healthz":
             if method == "GET":
                 return Reply(200, b"ok", ctype=CT_TEXT)
@@ -1008,6 +1076,9 @@ class Stub:
             "connections": self.connections,
             "max_connections": self.max_connections,
             "stored": len(self.store),
+            "batches_created": self.records.batches_created,
+            "files": len(self.records.files),
+            "stored_completions": len(self.records.completions),
             "dedupe": self.dedupe,
             "rate_limit": {
                 "rpm": self.rpm, "tpm": self.tpm,

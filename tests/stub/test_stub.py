@@ -480,7 +480,10 @@ class StubTest(unittest.TestCase):
         self.assertEqual(request(self.port, "POST", "/v1/completions",
                                  chat("x"))[0], 404)
         self.assertEqual(request(self.port, "GET", "/nope")[0], 404)
-        self.assertEqual(request(self.port, "GET", PATH)[0], 405)
+        # GET lists stored completions, as the provider's does
+        # (RecordsTest); other methods are still refused.
+        self.assertEqual(request(self.port, "PUT", PATH, chat("x"))[0], 405)
+        self.assertEqual(request(self.port, "DELETE", PATH)[0], 405)
 
     def test_healthz(self):
         status, _, data = request(self.port, "GET", "/healthz")
@@ -810,6 +813,153 @@ def bench(args):
                  doc["max_in_flight"], doc["max_connections"]))
     finally:
         stub.stop()
+
+
+def upload(port, data, purpose="batch"):
+    """POST /v1/files as multipart/form-data; the file object."""
+    boundary = "rlstub" + uuid.uuid4().hex
+    body = b"".join([
+        b"--", boundary.encode(), b"\r\n",
+        b'Content-Disposition: form-data; name="purpose"\r\n\r\n',
+        purpose.encode(), b"\r\n",
+        b"--", boundary.encode(), b"\r\n",
+        b'Content-Disposition: form-data; name="file"; '
+        b'filename="in.jsonl"\r\n',
+        b"Content-Type: application/jsonl\r\n\r\n", data, b"\r\n",
+        b"--", boundary.encode(), b"--\r\n"])
+    status, _, out = request(
+        port, "POST", "/v1/files", body,
+        {"Content-Type": "multipart/form-data; boundary=" + boundary})
+    assert status == 200, (status, out)
+    return json.loads(out)
+
+
+def batch_lines(n, tag, fault_at=None):
+    lines = []
+    for i in range(n):
+        content = "%s line %d" % (tag, i)
+        if i == fault_at:
+            content += " [[fault:500]]"
+        lines.append(json.dumps({
+            "custom_id": "%s-%d:1" % (tag, i), "method": "POST",
+            "url": "/v1/chat/completions",
+            "body": chat(content)}).encode())
+    return b"\n".join(lines) + b"\n"
+
+
+class RecordsTest(unittest.TestCase):
+    """The provider's records: files, batches, stored completions and
+    responses, each stub with its own timing knobs."""
+
+    def start(self, **env):
+        stub = StubProcess(**env)
+        self.addCleanup(stub.stop)
+        return stub
+
+    def wait_batch(self, port, bid, want, timeout=10.0):
+        end = time.monotonic() + timeout
+        while True:
+            status, _, data = request(port, "GET", "/v1/batches/" + bid)
+            self.assertEqual(status, 200)
+            doc = json.loads(data)
+            if doc["status"] == want or time.monotonic() > end:
+                return doc
+            time.sleep(0.05)
+
+    def test_batch_answers_every_line_once_with_its_custom_id(self):
+        stub = self.start(STUB_BATCH_SECONDS="0.2")
+        f = upload(stub.port, batch_lines(5, "b1", fault_at=3))
+        status, _, data = request(stub.port, "POST", "/v1/batches", {
+            "input_file_id": f["id"], "endpoint": "/v1/chat/completions",
+            "completion_window": "24h", "metadata": {"local_id": "L1"}})
+        self.assertEqual(status, 200)
+        bid = json.loads(data)["id"]
+        doc = self.wait_batch(stub.port, bid, "completed")
+        self.assertEqual(doc["status"], "completed")
+        self.assertEqual(doc["request_counts"],
+                         {"total": 5, "completed": 4, "failed": 1})
+        _, _, out = request(stub.port, "GET",
+                            "/v1/files/%s/content" % doc["output_file_id"])
+        ids = [json.loads(x)["custom_id"] for x in out.splitlines()]
+        self.assertEqual(sorted(ids), ["b1-0:1", "b1-1:1", "b1-2:1",
+                                       "b1-4:1"])
+        _, _, err = request(stub.port, "GET",
+                            "/v1/files/%s/content" % doc["error_file_id"])
+        self.assertEqual(json.loads(err.splitlines()[0])["custom_id"],
+                         "b1-3:1")
+        self.assertEqual(stats(stub.port)["generations"], 4)
+        # Reading it again generates nothing more.
+        request(stub.port, "GET", "/v1/batches/" + bid)
+        self.assertEqual(stats(stub.port)["generations"], 4)
+        # Listed with its metadata, paginated.
+        _, _, page = request(stub.port, "GET", "/v1/batches?limit=1")
+        page = json.loads(page)
+        self.assertEqual(page["data"][0]["metadata"], {"local_id": "L1"})
+
+    def test_dropped_reply_leaves_a_batch_to_adopt(self):
+        stub = self.start(STUB_BATCH_SECONDS="30")
+        f = upload(stub.port, batch_lines(2, "b2"))
+        with self.assertRaises((http.client.HTTPException, OSError)):
+            request(stub.port, "POST", "/v1/batches", {
+                "input_file_id": f["id"],
+                "endpoint": "/v1/chat/completions",
+                "metadata": {"local_id": "L2"}},
+                {"X-Stub-Fault": "drop_reply"})
+        _, _, page = request(stub.port, "GET", "/v1/batches")
+        found = [b for b in json.loads(page)["data"]
+                 if b["metadata"].get("local_id") == "L2"]
+        self.assertEqual(len(found), 1)
+        self.assertEqual(stats(stub.port)["batches_created"], 1)
+
+    def test_batch_expires_with_every_line_refused(self):
+        stub = self.start(STUB_BATCH_SECONDS="30",
+                          STUB_BATCH_EXPIRE_SECONDS="0.2")
+        f = upload(stub.port, batch_lines(3, "b3"))
+        _, _, data = request(stub.port, "POST", "/v1/batches", {
+            "input_file_id": f["id"], "endpoint": "/v1/chat/completions"})
+        doc = self.wait_batch(stub.port, json.loads(data)["id"], "expired")
+        self.assertEqual(doc["status"], "expired")
+        self.assertIsNone(doc["output_file_id"])
+        _, _, err = request(stub.port, "GET",
+                            "/v1/files/%s/content" % doc["error_file_id"])
+        codes = {json.loads(x)["error"]["code"] for x in err.splitlines()}
+        self.assertEqual(codes, {"batch_expired"})
+        self.assertEqual(stats(stub.port)["generations"], 0)
+
+    def test_stored_completion_listed_by_metadata_after_its_lag(self):
+        stub = self.start(STUB_STORE_LAG_MS="300")
+        key = new_key()
+        status, _, data = post(stub.port, chat("stored", store=True,
+                                               metadata={"run": key}),
+                               key=key)
+        self.assertEqual(status, 200)
+        answer = json.loads(data)
+        path = "/v1/chat/completions?metadata%5Brun%5D=" + key
+        _, _, early = request(stub.port, "GET", path)
+        self.assertEqual(json.loads(early)["data"], [])
+        end = time.monotonic() + 5
+        found = []
+        while not found and time.monotonic() < end:
+            time.sleep(0.05)
+            _, _, later = request(stub.port, "GET", path)
+            found = json.loads(later)["data"]
+        self.assertEqual([c["id"] for c in found], [answer["id"]])
+        self.assertEqual(found[0]["choices"][0]["message"]["content"],
+                         answer["choices"][0]["message"]["content"])
+
+    def test_responses_api_answers_and_keeps_a_stored_response(self):
+        stub = self.start()
+        key = new_key()
+        status, _, data = request(stub.port, "POST", "/v1/responses", {
+            "model": "stub-1", "input": "hello", "store": True,
+            "metadata": {"run": key}}, {"Idempotency-Key": key})
+        self.assertEqual(status, 200)
+        resp = json.loads(data)
+        self.assertEqual(resp["object"], "response")
+        self.assertGreater(resp["usage"]["output_tokens"], 0)
+        _, _, again = request(stub.port, "GET", "/v1/responses/" + resp["id"])
+        self.assertEqual(json.loads(again)["id"], resp["id"])
+        self.assertEqual(stats(stub.port, key)["generations"], 1)
 
 
 def main():

@@ -1,0 +1,316 @@
+"""The provider's records, as the stub keeps them: uploaded files, batches
+and stored completions and responses (OpenAI's /v1/files, /v1/batches,
+`store: true` chat completions listed by metadata, /v1/responses).
+
+Imported by stub_model.py, which routes these paths here. A batch create
+sent with `X-Stub-Fault: drop_reply` is made and then answered by a closed
+connection, as when the caller dies between create and reply. Standard library
+only. Each record is kept in memory for the stub's life; a batch advances
+when it is read (no background task): validating -> in_progress after
+STUB_BATCH_START_MS, completed after STUB_BATCH_SECONDS, expired after
+STUB_BATCH_EXPIRE_SECONDS when that is set and shorter. A stored
+completion becomes visible to list calls STUB_STORE_LAG_MS after it was
+made (eventual consistency, as the provider's is).
+"""
+
+import json
+import os
+import re
+import time
+from urllib.parse import parse_qs
+
+DIRECTIVE_RE = re.compile(r"\[\[fault:\s*([A-Za-z0-9_]+)([^\]]*)\]\]")
+
+
+def _env_float(name, default):
+    try:
+        return float(os.environ.get(name) or default)
+    except ValueError:
+        return default
+
+
+def _page(items, query):
+    """OpenAI's list page: after=ID (exclusive), limit (default 20)."""
+    q = parse_qs(query)
+    limit = 20
+    try:
+        limit = max(1, min(100, int(q.get("limit", ["20"])[0])))
+    except ValueError:
+        pass
+    after = q.get("after", [None])[0]
+    if after is not None:
+        ids = [i["id"] for i in items]
+        items = items[ids.index(after) + 1:] if after in ids else []
+    page = items[:limit]
+    return {"object": "list", "data": page,
+            "first_id": page[0]["id"] if page else None,
+            "last_id": page[-1]["id"] if page else None,
+            "has_more": len(items) > limit}
+
+
+def _multipart(headers, body):
+    """The fields of a multipart/form-data body: name -> (filename, bytes)."""
+    ctype = headers.get("content-type", "")
+    m = re.search(r'boundary="?([^";]+)"?', ctype)
+    if not ctype.startswith("multipart/form-data") or not m:
+        raise ValueError("expected multipart/form-data with a boundary")
+    sep = b"--" + m.group(1).encode("latin-1")
+    fields = {}
+    for part in body.split(sep)[1:]:
+        if part.startswith(b"--"):
+            break
+        head, _, data = part.lstrip(b"\r\n").partition(b"\r\n\r\n")
+        if data.endswith(b"\r\n"):
+            data = data[:-2]
+        disp = re.search(rb'name="([^"]*)"(?:; filename="([^"]*)")?', head)
+        if not disp:
+            continue
+        fields[disp.group(1).decode()] = (
+            disp.group(2).decode() if disp.group(2) else None, data)
+    return fields
+
+
+class Records:
+    def __init__(self, stub):
+        self.stub = stub
+        self.batch_start_ms = _env_float("STUB_BATCH_START_MS", 0)
+        self.batch_seconds = _env_float("STUB_BATCH_SECONDS", 0.5)
+        self.batch_expire = _env_float("STUB_BATCH_EXPIRE_SECONDS", 0)
+        self.store_lag_ms = _env_float("STUB_STORE_LAG_MS", 0)
+        self.seq = 0
+        self.files = {}         # id -> (meta dict, bytes)
+        self.batches = {}       # id -> dict (the batch object)
+        self.completions = []   # stored chat completions, oldest first
+        self.responses = {}     # id -> response object
+        self.batches_created = 0
+
+    def _id(self, prefix):
+        self.seq += 1
+        return "%s-%06d" % (prefix, self.seq)
+
+    # ---- dispatch -------------------------------------------------------
+
+    def route(self, method, path, query, headers, body):
+        """(status, dict) for a /v1/ path it serves, or None."""
+        parts = path.strip("/").split("/")
+        if parts[:2] == ["v1", "files"]:
+            return self.files_route(method, parts[2:], query, headers, body)
+        if parts[:2] == ["v1", "batches"]:
+            return self.batches_route(method, parts[2:], query, body,
+                                      headers)
+        if parts[:3] == ["v1", "chat", "completions"] and method == "GET":
+            return self.stored_route(parts[3:], query)
+        if parts[:2] == ["v1", "responses"]:
+            return self.responses_route(method, parts[2:], headers, body)
+        return None
+
+    # ---- files ------------------------------------------------------------
+
+    def add_file(self, purpose, filename, data):
+        fid = self._id("file")
+        meta = {"id": fid, "object": "file", "bytes": len(data),
+                "created_at": int(time.time()), "filename": filename,
+                "purpose": purpose, "status": "processed"}
+        self.files[fid] = (meta, data)
+        return meta
+
+    def files_route(self, method, rest, query, headers, body):
+        if not rest and method == "POST":
+            try:
+                fields = _multipart(headers, body)
+            except ValueError as e:
+                return 400, {"error": {"message": str(e)}}
+            if "file" not in fields or "purpose" not in fields:
+                return 400, {"error": {"message": "file and purpose needed"}}
+            purpose = fields["purpose"][1].decode()
+            if purpose == "batch":
+                for n, line in enumerate(fields["file"][1].splitlines(), 1):
+                    if not line.strip():
+                        continue
+                    try:
+                        json.loads(line)
+                    except ValueError:
+                        return 400, {"error": {
+                            "message": "line %d is not JSON" % n}}
+            return 200, self.add_file(purpose, fields["file"][0] or "upload",
+                                      fields["file"][1])
+        if not rest and method == "GET":
+            q = parse_qs(query)
+            items = [m for m, _ in self.files.values()
+                     if "purpose" not in q or m["purpose"] == q["purpose"][0]]
+            return 200, _page(items, query)
+        if len(rest) >= 1 and rest[0] in self.files:
+            meta, data = self.files[rest[0]]
+            if len(rest) == 1 and method == "GET":
+                return 200, meta
+            if len(rest) == 2 and rest[1] == "content" and method == "GET":
+                return 200, data
+        return 404, {"error": {"message": "no such file"}}
+
+    # ---- batches ----------------------------------------------------------
+
+    def batches_route(self, method, rest, query, body, headers):
+        if not rest and method == "POST":
+            try:
+                req = json.loads(body)
+            except ValueError:
+                return 400, {"error": {"message": "body is not JSON"}}
+            fid = req.get("input_file_id")
+            if fid not in self.files:
+                return 400, {"error": {"message": "no such input file"}}
+            if req.get("endpoint") not in ("/v1/chat/completions",
+                                           "/v1/responses"):
+                return 400, {"error": {"message": "unsupported endpoint"}}
+            now = time.time()
+            bid = self._id("batch")
+            batch = {
+                "id": bid, "object": "batch", "endpoint": req["endpoint"],
+                "input_file_id": fid, "status": "validating",
+                "completion_window": req.get("completion_window", "24h"),
+                "output_file_id": None, "error_file_id": None,
+                "created_at": int(now), "in_progress_at": None,
+                "completed_at": None, "expired_at": None,
+                "cancelled_at": None,
+                "request_counts": {"total": 0, "completed": 0, "failed": 0},
+                "metadata": req.get("metadata") or {}, "_t0": now,
+            }
+            self.batches[bid] = batch
+            self.batches_created += 1
+            if headers.get("x-stub-fault") == "drop_reply":
+                # The batch exists; the caller never hears of it (a crash
+                # or a cut connection between create and reply).
+                return 0, None
+            return 200, self._public(batch)
+        if not rest and method == "GET":
+            items = [self._public(self._advance(b))
+                     for b in self.batches.values()]
+            items.reverse()     # newest first, as the provider lists them
+            return 200, _page(items, query)
+        if rest and rest[0] in self.batches:
+            batch = self._advance(self.batches[rest[0]])
+            if len(rest) == 1 and method == "GET":
+                return 200, self._public(batch)
+            if len(rest) == 2 and rest[1] == "cancel" and method == "POST":
+                if batch["status"] in ("validating", "in_progress"):
+                    batch["status"] = "cancelled"
+                    batch["cancelled_at"] = int(time.time())
+                return 200, self._public(batch)
+        return 404, {"error": {"message": "no such batch"}}
+
+    @staticmethod
+    def _public(batch):
+        return {k: v for k, v in batch.items() if not k.startswith("_")}
+
+    def _advance(self, batch):
+        if batch["status"] not in ("validating", "in_progress"):
+            return batch
+        age = time.time() - batch["_t0"]
+        if self.batch_expire and age >= self.batch_expire and \
+                (not self.batch_seconds or
+                 self.batch_expire < self.batch_seconds):
+            batch["status"] = "expired"
+            batch["expired_at"] = int(time.time())
+            self._finish(batch, expired=True)
+            return batch
+        if age * 1000 >= self.batch_start_ms and \
+                batch["status"] == "validating":
+            batch["status"] = "in_progress"
+            batch["in_progress_at"] = int(time.time())
+        if age >= self.batch_seconds:
+            self._finish(batch, expired=False)
+            batch["status"] = "completed"
+            batch["completed_at"] = int(time.time())
+        return batch
+
+    def _finish(self, batch, expired):
+        """Answers every line of the input file (or, expired, refuses
+        them): the output file holds the answers, the error file the
+        refused lines, each with its custom_id."""
+        _, data = self.files[batch["input_file_id"]]
+        out, err = [], []
+        for line in data.splitlines():
+            if not line.strip():
+                continue
+            req = json.loads(line)
+            cid = req.get("custom_id")
+            batch["request_counts"]["total"] += 1
+            if expired:
+                err.append({"id": self._id("batch_req"), "custom_id": cid,
+                            "response": None, "error": {
+                                "code": "batch_expired",
+                                "message": "the batch expired before this "
+                                           "request was processed"}})
+                continue
+            body = req.get("body") or {}
+            text = json.dumps(body)
+            m = DIRECTIVE_RE.search(text)
+            if m and m.group(1).isdigit():
+                status = int(m.group(1))
+                batch["request_counts"]["failed"] += 1
+                err.append({"id": self._id("batch_req"), "custom_id": cid,
+                            "response": {"status_code": status,
+                                         "request_id": self._id("req"),
+                                         "body": {"error": {
+                                             "message": "stub fault %d"
+                                                        % status}}},
+                            "error": None})
+                continue
+            answer = self.stub.batch_generate(cid, body, batch["endpoint"])
+            batch["request_counts"]["completed"] += 1
+            out.append({"id": self._id("batch_req"), "custom_id": cid,
+                        "response": {"status_code": 200,
+                                     "request_id": self._id("req"),
+                                     "body": answer},
+                        "error": None})
+        if out:
+            batch["output_file_id"] = self.add_file(
+                "batch_output", "output.jsonl",
+                b"".join(json.dumps(o).encode() + b"\n" for o in out))["id"]
+        if err:
+            batch["error_file_id"] = self.add_file(
+                "batch_output", "errors.jsonl",
+                b"".join(json.dumps(e).encode() + b"\n" for e in err))["id"]
+
+    # ---- stored completions and responses --------------------------------
+
+    def store_completion(self, request, answer):
+        """A `store: true` chat completion, listed after the lag."""
+        self.completions.append({
+            "answer": answer, "metadata": request.get("metadata") or {},
+            "visible_at": time.time() + self.store_lag_ms / 1000.0})
+
+    def stored_route(self, rest, query):
+        now = time.time()
+        seen = [c for c in self.completions if c["visible_at"] <= now]
+        if rest:
+            for c in seen:
+                if c["answer"].get("id") == rest[0]:
+                    return 200, c["answer"]
+            return 404, {"error": {"message": "no such stored completion"}}
+        want = {}
+        for k, v in parse_qs(query).items():
+            m = re.fullmatch(r"metadata\[([^\]]+)\]", k)
+            if m:
+                want[m.group(1)] = v[0]
+        items = [dict(c["answer"], metadata=c["metadata"]) for c in seen
+                 if all(c["metadata"].get(k) == v for k, v in want.items())]
+        return 200, _page(items, query)
+
+    def responses_route(self, method, rest, headers, body):
+        if not rest and method == "POST":
+            try:
+                req = json.loads(body)
+            except ValueError:
+                return 400, {"error": {"message": "body is not JSON"}}
+            if not isinstance(req.get("model"), str):
+                return 400, {"error": {"message": "missing 'model'"}}
+            key = headers.get("idempotency-key")
+            resp = self.stub.batch_generate(key, req, "/v1/responses")
+            if req.get("store", True):
+                self.responses[resp["id"]] = resp
+            return 200, resp
+        if len(rest) == 1 and method == "GET":
+            if rest[0] in self.responses:
+                return 200, self.responses[rest[0]]
+            return 404, {"error": {"message": "no such response"}}
+        return 404, {"error": {"message": "no such path"}}
