@@ -12,6 +12,7 @@
 #include "rl/db_gauges.h"
 #include "rl/db_runs.h"
 #include "rl/err.h"
+#include "rl/log.h"
 #include "rl/run_status.h"
 
 int
@@ -667,6 +668,17 @@ db_refresh_model_horizons(struct rl_db *db, char *errstr, size_t errstr_size)
     return 0;
 }
 
+/* db_refresh_model_horizons after a change that committed already: its
+ * failure is logged, never the caller's. */
+static void
+refresh_horizons_after(struct rl_db *db)
+{
+    char errstr[512];
+
+    if (db_refresh_model_horizons(db, errstr, sizeof(errstr)) != 0)
+        rl_log_warn(NULL, "%s; the next cancel or purge tries again", errstr);
+}
+
 int
 rl_db_run_cancel(struct rl_db *db, const char *run_id, const char *actor,
                  const char *reason, struct rl_decision *out, char *errstr,
@@ -677,9 +689,10 @@ rl_db_run_cancel(struct rl_db *db, const char *run_id, const char *actor,
                          errstr, errstr_size);
 
     /* A cancelled run that waited for its model's bucket no longer holds
-     * a place in its queue. */
+     * a place in its queue. The cancel has committed: a failure here only
+     * leaves the horizon for the next cancel or purge to bring back. */
     if (err == 0)
-        err = db_refresh_model_horizons(db, errstr, errstr_size);
+        refresh_horizons_after(db);
     return err;
 }
 
@@ -820,8 +833,9 @@ rl_db_runs_cancel(struct rl_db *db, const struct rl_cancel_filter *filter,
         picked = db_int_value(res, 0, 1, 0);
         PQclear(res);
     } while (picked > 0);
-    return *cancelled > 0 ? db_refresh_model_horizons(db, errstr, errstr_size)
-                          : 0;
+    if (*cancelled > 0)
+        refresh_horizons_after(db);
+    return 0;
 }
 
 int
