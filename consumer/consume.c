@@ -22,14 +22,7 @@
 #include "rl/log.h"
 #include "rl/offsets.h"
 #include "rl/otlp.h"
-
-static volatile sig_atomic_t got_signal;
-
-static void
-on_signal(int sig)
-{
-    got_signal = sig;
-}
+#include "shutdown.h"
 
 /* State owned by the Kafka thread. @locality kafka thread */
 struct kstate {
@@ -395,6 +388,42 @@ store_done(struct kstate *ks)
     rd_kafka_topic_partition_list_destroy(store);
 }
 
+/* The shutdown's commit: at most timeout_ms, as the group coordinator
+ * may be gone; what is not committed is consumed again and found done. */
+static void
+commit_bounded(struct kstate *ks, int timeout_ms)
+{
+    rd_kafka_queue_t *q = rd_kafka_queue_new(ks->rk);
+    rd_kafka_resp_err_t err;
+    rd_kafka_event_t *ev;
+
+    store_done(ks);
+    if (!q)
+        return;
+    err = rd_kafka_commit_queue(ks->rk, NULL, q, NULL, NULL);
+    if (err) {
+        if (err != RD_KAFKA_RESP_ERR__NO_OFFSET)
+            rl_log_warn(NULL, "could not commit offsets on shutdown: %s",
+                        rd_kafka_err2str(err));
+        rd_kafka_queue_destroy(q);
+        return;
+    }
+    ev = rd_kafka_queue_poll(q, timeout_ms);
+    if (!ev)
+        rl_log_warn(NULL,
+                    "offsets commit on shutdown: no answer within %d ms; "
+                    "the uncommitted events are consumed again and found "
+                    "done",
+                    timeout_ms);
+    else if (rd_kafka_event_error(ev) &&
+             rd_kafka_event_error(ev) != RD_KAFKA_RESP_ERR__NO_OFFSET)
+        rl_log_warn(NULL, "could not commit offsets on shutdown: %s",
+                    rd_kafka_event_error_string(ev));
+    if (ev)
+        rd_kafka_event_destroy(ev);
+    rd_kafka_queue_destroy(q);
+}
+
 static void
 commit_sync(struct kstate *ks, const char *why)
 {
@@ -640,6 +669,12 @@ consumer_new(struct kstate *ks, char *errstr, size_t errstr_size)
 }
 
 static void
+pipeline_wake_cb(void *opaque)
+{
+    rl_pipeline_wake(opaque);
+}
+
+static void
 model_done(struct rl_model_call *call, void *opaque)
 {
     struct rl_pipeline *pl = opaque;
@@ -705,7 +740,7 @@ rl_cmd_consume(int argc, char **argv)
     char errstr[512];
     rd_kafka_conf_t *conf;
     struct rl_model_config mcfg;
-    struct sigaction sa;
+    struct rl_shutdown *sd = NULL;
     int64_t stop_at = 0;
     int rc = RL_EXIT_FAILURE;
 
@@ -739,11 +774,14 @@ rl_cmd_consume(int argc, char **argv)
     pthread_mutex_init(&pl.dlq_lock, NULL);
     raise_nofile();
 
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal;
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+    /* Before any thread starts: they inherit the blocked signals. */
+    sd = rl_shutdown_start(pl.cfg, pipeline_wake_cb, &pl, errstr,
+                           sizeof(errstr));
+    if (!sd) {
+        rl_log_error(NULL, "%s", errstr);
+        goto done;
+    }
 
     conf = rl_kafka_conf_new(pl.cfg, errstr, sizeof(errstr));
     if (conf) {
@@ -837,9 +875,14 @@ rl_cmd_consume(int argc, char **argv)
     for (;;) {
         rd_kafka_message_t *rkm;
 
-        if (got_signal && !atomic_load(&pl.stopping)) {
-            rl_log_info(NULL, "signal %d: stopping, %ld runs in flight",
-                        (int)got_signal, atomic_load(&pl.in_flight));
+        if (rl_shutdown_signal(sd) && !atomic_load(&pl.stopping)) {
+            rl_log_info(NULL,
+                        "signal %d: stopping, %ld runs in flight, grace "
+                        "%d s, exit forced at %d s",
+                        rl_shutdown_signal(sd), atomic_load(&pl.in_flight),
+                        pl.cfg->shutdown_grace_seconds,
+                        pl.cfg->shutdown_grace_seconds +
+                            RL_SHUTDOWN_MARGIN_SECONDS);
             atomic_store(&pl.stopping, 1);
             rl_http_stopping(pl.http);
             stop_at = rl_clock_ms() + pl.cfg->shutdown_grace_seconds * 1000LL;
@@ -886,6 +929,7 @@ done:
     rl_http_stopping(pl.http);
     if (ledger_started) {
         rl_pipeline_wake(&pl);
+        rl_shutdown_phase(sd, "waiting for the ledger thread");
         pthread_join(ledger_tid, NULL);
     }
     if (completer_started) {
@@ -899,13 +943,27 @@ done:
     if (ks.rk) {
         /* Dead letters still on their way finish their items: flush them
          * before the final commit so their offsets are included. */
-        rd_kafka_flush(pl.dlq, 10000);
-        commit_sync(&ks, "shutdown");
+        rl_shutdown_phase(sd, "flushing dead letters");
+        rd_kafka_flush(pl.dlq, RL_SHUTDOWN_FLUSH_MS);
+        rd_kafka_poll(pl.dlq, 0);
+        rl_shutdown_phase(sd, "committing offsets");
+        commit_bounded(&ks, RL_SHUTDOWN_COMMIT_MS);
+        /* Without a bound of its own: the close waits for the group
+         * coordinator (up to the session timeout when it is gone), and
+         * librdkafka before 2.6.1 can wait in rd_kafka_destroy forever
+         * once its broker came back as another cluster; the watchdog ends
+         * either wait. (A close on another thread, abandoned after a
+         * timeout, leaves rd_kafka_destroy waiting even when the close
+         * succeeded.) */
+        rl_shutdown_phase(sd, "closing the consumer");
         rd_kafka_consumer_close(ks.rk);
+        rl_shutdown_phase(sd, "destroying the consumer");
         rd_kafka_destroy(ks.rk);
+        ks.rk = NULL;
     }
     if (relay_started) {
         atomic_store(&rt.stop, 1);
+        rl_shutdown_phase(sd, "stopping the relay");
         pthread_join(relay_tid, NULL);
         if (rt.rc != 0)
             rc = RL_EXIT_FAILURE;
@@ -913,13 +971,18 @@ done:
     rl_model_destroy(pl.model);
     rl_otlp_destroy(pl.otlp);
     if (pl.dlq) {
-        rd_kafka_flush(pl.dlq, 10000);
+        rl_shutdown_phase(sd, "flushing the dead-letter producer");
+        rd_kafka_flush(pl.dlq, RL_SHUTDOWN_FLUSH_MS);
         retry_dead_letters(&pl, 1);
+        rl_shutdown_phase(sd, "destroying the dead-letter producer");
         rd_kafka_destroy(pl.dlq);
     }
     if (ks.assignment)
         rd_kafka_topic_partition_list_destroy(ks.assignment);
     rl_offsets_destroy(ks.offsets);
+    /* The ledger has ended: a second signal has no lease to release, and
+     * nothing may wake the pipeline whose locks go below. */
+    rl_shutdown_finish(sd);
     rl_queue_destroy(&pl.intake);
     rl_queue_destroy(&pl.results);
     rl_queue_destroy(&pl.done);

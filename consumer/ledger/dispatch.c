@@ -340,6 +340,17 @@ ledger_start_attempts(struct ledger *lg, struct rl_item *list)
 
         list = item->next;
         item->next = NULL;
+        /* After SIGTERM no call starts: the run goes back to pending,
+         * due at once, for another worker's sweeper. */
+        if (atomic_load(&lg->pl->stopping)) {
+            if (!lg->db) {
+                ledger_requeue(lg, item, REDO_START);
+                continue;
+            }
+            ledger_retry_later(lg, item, 0, "shutdown",
+                               "released at shutdown before its call");
+            continue;
+        }
         if (!prepare_attempt(lg, item))
             continue;
         ready[n++] = item;

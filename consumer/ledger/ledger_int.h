@@ -132,6 +132,7 @@ size_t ledger_intake_take(const struct ledger *lg, long room);
 long ledger_model_room(const struct ledger *lg);
 long ledger_reserve_target(const struct ledger *lg);
 void ledger_start_ready(struct ledger *lg);
+void ledger_release_ready(struct ledger *lg);
 void ledger_drop_ready(struct ledger *lg);
 void ledger_sweep(struct ledger *lg);
 

@@ -9,6 +9,7 @@
 #include "ledger_int.h"
 #include "rl/clock.h"
 #include "rl/db_conn.h"
+#include "rl/db_lease.h"
 #include "rl/log.h"
 
 static int
@@ -85,6 +86,56 @@ wait_for_work(struct ledger *lg, long ms, int claiming)
     pthread_mutex_unlock(&pl->wake_lock);
 }
 
+/* Without a connection nothing can be written: sleeps until the next
+ * connection attempt (backed off up to 5 s) rather than turning on
+ * results it cannot write; a wake (a stop, a new result) ends it early. */
+static void
+wait_for_db(struct ledger *lg)
+{
+    struct rl_pipeline *pl = lg->pl;
+    int64_t ms = lg->next_connect - rl_clock_ms();
+    struct timespec ts;
+
+    if (ms < 10)
+        ms = 10;
+    if (ms > 1000)
+        ms = 1000;
+    pthread_mutex_lock(&pl->wake_lock);
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&pl->wake, &pl->wake_lock, &ts);
+    pthread_mutex_unlock(&pl->wake_lock);
+}
+
+/* At the end of the thread: every run still leased to this worker (its
+ * writes never found a connection, or it was claimed as the process
+ * stopped) goes back to pending at once instead of when its lease
+ * expires. */
+static void
+release_leftovers(struct ledger *lg)
+{
+    char errstr[512];
+    int n;
+
+    if (!lg->db)
+        return;
+    n = rl_db_release_leases_of_owner(lg->db, lg->cfg->worker_id, "shutdown",
+                                      "released at shutdown", errstr,
+                                      sizeof(errstr));
+    if (n < 0)
+        rl_log_warn(NULL,
+                    "ledger: %s; the leases expire and another worker's "
+                    "sweeper takes the runs over",
+                    errstr);
+    else if (n > 0)
+        rl_log_info(NULL, "ledger: released %d leases at shutdown", n);
+}
+
 void *
 rl_ledger_main(void *arg)
 {
@@ -135,7 +186,9 @@ rl_ledger_main(void *arg)
          * overhead 2 s -> 50 ms, as runs no longer wait pending behind
          * the burst). What the process holds stays bounded by the Kafka
          * thread's pause (RL_PIPELINE_HOLD_MAX). */
-        if (lg.db)
+        if (lg.db && stopping)
+            ledger_release_ready(&lg);
+        else if (lg.db)
             ledger_start_ready(&lg);
         room = ledger_model_room(&lg);
         if (stopping) {
@@ -187,10 +240,13 @@ rl_ledger_main(void *arg)
             (lg.live_count == 0 || (atomic_load(&pl->abandon) &&
                                     lg.live_count == ledger_count(lg.retry))))
             break;
-        if (!claimed)
+        if (!lg.db)
+            wait_for_db(&lg);
+        else if (!claimed)
             wait_for_work(&lg, lg.sweep_soon && room > 0 ? SWEEP_SOON_MS : 50,
                           lg.db != NULL);
     }
+    release_leftovers(&lg);
     /* Deferred writes that never found a connection: their leases expire
      * and the sweeper of another worker takes the runs over. */
     while (lg.retry) {

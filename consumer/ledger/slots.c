@@ -75,6 +75,21 @@ ledger_start_ready(struct ledger *lg)
         ledger_start_attempts(lg, list);
 }
 
+/* Gives back the runs claimed ahead (once the process is stopping): each
+ * lease is released, or, while PostgreSQL is away, kept for a later turn
+ * (ledger_drop_ready once the grace period is over). */
+void
+ledger_release_ready(struct ledger *lg)
+{
+    struct rl_item *list = lg->ready;
+
+    lg->ready = NULL;
+    lg->ready_tail = &lg->ready;
+    lg->ready_count = 0;
+    if (list)
+        ledger_start_attempts(lg, list);
+}
+
 /* Gives up the runs claimed ahead (once the grace period is over): their
  * leases expire and a sweeper, of this worker or another, claims them. */
 void

@@ -68,6 +68,13 @@ int rl_db_release(struct rl_db *db, const struct rl_lease *lease,
                   int64_t delay_ms, const char *error_class, const char *error,
                   char *errstr, size_t errstr_size);
 
+/* Gives back every run worker still leases (status running), due at
+ * once, error_class and error recorded: what a stopping process has not
+ * finished. Returns the number of runs released (>= 0) or RL_ERR_DB. */
+int rl_db_release_leases_of_owner(struct rl_db *db, const char *worker,
+                                  const char *error_class, const char *error,
+                                  char *errstr, size_t errstr_size);
+
 /* rl_db_release for a wait the provider imposed (Retry-After): the run's
  * deadline moves by delay_ms as well. */
 int rl_db_release_for_provider_wait(struct rl_db *db,

@@ -82,6 +82,18 @@ static const struct db_stmt release_run_for_provider_wait = {
     "   AND status = 'running'",
     6};
 
+/* Every run owner still leases, given back at once: a process that stops
+ * without finishing them lets another worker's sweeper take them now
+ * rather than when the leases expire. */
+static const struct db_stmt release_leases_of_owner = {
+    DB_STMT_RELEASE_LEASES_OF_OWNER, "release_leases_of_owner",
+    "UPDATE runs"
+    "   SET status = 'pending', lock_owner = NULL, lock_expires_at = NULL,"
+    "       next_attempt_at = now(), error_class = $2, last_error = $3,"
+    "       updated_at = now()"
+    " WHERE lock_owner = $1 AND status = 'running'",
+    3};
+
 static const struct db_stmt park_run_under_lease = {
     DB_STMT_PARK_RUN_UNDER_LEASE, "park_run_under_lease",
     "UPDATE runs"
@@ -270,6 +282,25 @@ rl_db_release(struct rl_db *db, const struct rl_lease *lease, int64_t delay_ms,
 {
     return release(db, &release_run_under_lease, lease, delay_ms, error_class,
                    error, errstr, errstr_size);
+}
+
+int
+rl_db_release_leases_of_owner(struct rl_db *db, const char *worker,
+                              const char *error_class, const char *error,
+                              char *errstr, size_t errstr_size)
+{
+    const char *params[3] = {worker, error_class, error};
+    PGresult *res;
+    int err = RL_ERR_DB;
+    int rows;
+
+    res = db_exec_stmt(db, &release_leases_of_owner, params, "release leases",
+                       worker, &err, errstr, errstr_size);
+    if (!res)
+        return err;
+    rows = atoi(PQcmdTuples(res));
+    PQclear(res);
+    return rows;
 }
 
 int
