@@ -132,6 +132,11 @@ size_t ledger_intake_take(const struct ledger *lg, long room);
 long ledger_model_room(const struct ledger *lg);
 long ledger_reserve_target(const struct ledger *lg);
 void ledger_start_ready(struct ledger *lg);
+/* Results that cannot be written before the process ends (no connection
+ * and the grace period over): each call is over, and its run waits on the
+ * retry list like a deferred write until the thread ends; its lease
+ * expires and another worker's sweeper takes it. */
+void ledger_park_results(struct ledger *lg, struct rl_item *list);
 void ledger_release_ready(struct ledger *lg);
 void ledger_drop_ready(struct ledger *lg);
 void ledger_sweep(struct ledger *lg);

@@ -178,6 +178,9 @@ rl_ledger_main(void *arg)
         while (lg.db && (batch = rl_queue_take(&pl->results, 0))) {
             ledger_handle_results(&lg, batch);
         }
+        while (!lg.db && atomic_load(&pl->abandon) &&
+               (batch = rl_queue_take(&pl->results, 0)))
+            ledger_park_results(&lg, batch);
         /* Claims go on while answers wait for their completion: a run
          * the intake does not claim is registered pending and claimed
          * later by a ledger_sweep, a second write of its row, where one claimed

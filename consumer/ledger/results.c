@@ -186,6 +186,19 @@ ledger_handle_results(struct ledger *lg, struct rl_item *list)
     }
 }
 
+void
+ledger_park_results(struct ledger *lg, struct rl_item *list)
+{
+    while (list) {
+        struct rl_item *item = list;
+
+        list = item->next;
+        item->next = NULL;
+        result_arrived(lg, item);
+        ledger_requeue(lg, item, REDO_RESULT);
+    }
+}
+
 /* Runs the completer handed back: finished once their completion
  * committed, failed when the database refused the output, redone when the
  * completer could not reach the database before the grace period ended. */

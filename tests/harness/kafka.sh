@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# kafka.sh start|stop|kill|restart|env DIR — a single-node Kafka (KRaft,
+# kafka.sh start|stop|kill|restart|reformat|env DIR — a single-node Kafka (KRaft,
 # broker and controller in one JVM) in DIR, run from the jars deps.sh
 # resolved into $RL_CACHE_DIR/kafka-<version>/ (default .cache/).
 #
@@ -11,6 +11,10 @@
 #   kill     SIGKILL: the broker recovers its logs on restart
 #   restart  start DIR's broker again, same version, ports and data, no
 #            reformat (stops it first when it runs)
+#   reformat stop DIR's broker, wipe its data and start a new cluster (a
+#            fresh random cluster id, empty topics but the defaults) on the
+#            same ports: a client sees its broker come back as another
+#            cluster
 #   env      print KAFKA_BOOTSTRAP_SERVERS=...
 #
 # Environment: KAFKA_VERSION (default: kafka.version in kafka/pom.xml; its
@@ -32,7 +36,7 @@ die() {
     exit 1
 }
 usage() {
-    echo "usage: $prog start|stop|kill|restart|env DIR" >&2
+    echo "usage: $prog start|stop|kill|restart|reformat|env DIR" >&2
     exit 2
 }
 
@@ -402,6 +406,24 @@ restart)
     for p in "$port" "$cport"; do
         port_is_free "$p" || die "port $p is taken: cannot restart on the same port"
     done
+    launch
+    wait_ready || die "kafka broker could not bind its ports again"
+    create_topics || die "another broker took this broker's port"
+    write_env
+    cat "$dir/env"
+    ;;
+reformat)
+    if [ ! -f "$dir/server.properties" ] || [ ! -f "$dir/ports" ]; then
+        die "no broker was started in $dir: use start"
+    fi
+    stop_broker >/dev/null
+    read -r port cport <"$dir/ports"
+    for p in "$port" "$cport"; do
+        port_is_free "$p" || die "port $p is taken: cannot reformat on the same port"
+    done
+    rm -rf "$dir/data"
+    mkdir -p "$dir/data"
+    format_storage
     launch
     wait_ready || die "kafka broker could not bind its ports again"
     create_topics || die "another broker took this broker's port"
