@@ -340,9 +340,10 @@ for doc in docs:
         serves_http = any(p.get("name") == "http-metrics" for p in c.get("ports", []))
         if doc["kind"] == "Deployment" and serves_http:
             tg = spec.get("terminationGracePeriodSeconds", 30)
-            if tg <= grace:
+            # The process's watchdog ends it at the grace + 10 s.
+            if tg <= grace + 10:
                 problems.append("%s: terminationGracePeriodSeconds %d <= "
-                                "RUNLEDGER_SHUTDOWN_GRACE_SECONDS %d" % (where, tg, grace))
+                                "RUNLEDGER_SHUTDOWN_GRACE_SECONDS %d + 10" % (where, tg, grace))
             names = {p["name"] for p in c.get("ports", [])}
             for probe, url in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
                 got = c.get(probe, {}).get("httpGet", {})

@@ -371,20 +371,37 @@ runledger: relay
 {{- end -}}
 {{- end -}}
 
+{{/*
+A consumer's or relay's terminationGracePeriodSeconds: the one set, or
+(0) config.shutdownGraceSeconds + 15, past the process's own watchdog,
+which ends it at the grace + 10 s (RL_SHUTDOWN_MARGIN_SECONDS) whatever a
+library is doing: the kubelet's SIGKILL never cuts the leases' release.
+Called as (dict "ctx" $ "spec" .Values.consumer).
+*/}}
+{{- define "runledger.terminationGrace" -}}
+{{- $set := int .spec.terminationGracePeriodSeconds -}}
+{{- if gt $set 0 -}}
+{{- $set -}}
+{{- else -}}
+{{- add (int .ctx.Values.config.shutdownGraceSeconds) 15 -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "runledger.validateValues.grace" -}}
-{{- $grace := int .Values.config.shutdownGraceSeconds -}}
+{{- $grace := add (int .Values.config.shutdownGraceSeconds) 10 -}}
 {{- $bad := list -}}
-{{- if le (int .Values.consumer.terminationGracePeriodSeconds) $grace -}}
+{{- if and (gt (int .Values.consumer.terminationGracePeriodSeconds) 0) (le (int .Values.consumer.terminationGracePeriodSeconds) $grace) -}}
 {{- $bad = append $bad (printf "consumer.terminationGracePeriodSeconds=%d" (int .Values.consumer.terminationGracePeriodSeconds)) -}}
 {{- end -}}
-{{- if and .Values.relay.enabled (le (int .Values.relay.terminationGracePeriodSeconds) $grace) -}}
+{{- if and .Values.relay.enabled (gt (int .Values.relay.terminationGracePeriodSeconds) 0) (le (int .Values.relay.terminationGracePeriodSeconds) $grace) -}}
 {{- $bad = append $bad (printf "relay.terminationGracePeriodSeconds=%d" (int .Values.relay.terminationGracePeriodSeconds)) -}}
 {{- end -}}
 {{- if $bad -}}
 runledger: terminationGracePeriodSeconds
-    {{ join ", " $bad }} must exceed config.shutdownGraceSeconds={{ $grace }}:
-    Kubernetes kills the pod at the end of its grace period, before Runledger
-    has finished in-flight runs and committed the done offsets.
+    {{ join ", " $bad }} must exceed config.shutdownGraceSeconds + 10 = {{ $grace }}
+    (or be 0: the grace + 15): Kubernetes kills the pod at the end of its
+    grace period, before Runledger has finished in-flight runs, released
+    the leases of the rest and committed the done offsets.
 {{- end -}}
 {{- end -}}
 

@@ -30,7 +30,7 @@ spec:
   {{- end }}
   securityContext:
     {{- toYaml $ctx.Values.podSecurityContext | nindent 4 }}
-  terminationGracePeriodSeconds: {{ $spec.terminationGracePeriodSeconds }}
+  terminationGracePeriodSeconds: {{ include "runledger.terminationGrace" (dict "ctx" $ctx "spec" $spec) }}
   containers:
     - name: {{ .component }}
       image: {{ include "runledger.image" $ctx | quote }}
