@@ -249,7 +249,6 @@ rl_ledger_main(void *arg)
             wait_for_work(&lg, lg.sweep_soon && room > 0 ? SWEEP_SOON_MS : 50,
                           lg.db != NULL);
     }
-    release_leftovers(&lg);
     /* Deferred writes that never found a connection: their leases expire
      * and the sweeper of another worker takes the runs over. */
     while (lg.retry) {
@@ -267,6 +266,8 @@ rl_ledger_main(void *arg)
         pthread_mutex_unlock(&lg.live_lock);
         pthread_join(lg.renewer, NULL);
     }
+    /* After the renewer: it would count the released leases as lost. */
+    release_leftovers(&lg);
     pthread_cond_destroy(&lg.renew_wake);
     pthread_mutex_destroy(&lg.live_lock);
     rl_db_destroy(lg.db);
