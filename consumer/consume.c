@@ -1,7 +1,11 @@
 /* `runledger consume`: the consumer process. This file owns the Kafka
  * thread (poll, validate, offsets, rebalances, pause at the cap), the
  * dead-letter producer and the process lifecycle; the ledger stage is in
- * ledger/ and the relay in relay.c. */
+ * ledger/, the relay in relay.c and the signal thread and watchdog in
+ * shutdown.c. It is just over 1,000 lines because intake, offsets and
+ * rebalances share the Kafka thread's state (struct kstate) and its one
+ * loop; the dead-letter producer is the next part to move out when it
+ * grows. */
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
