@@ -108,10 +108,10 @@ PGresult *db_exec_simple(struct rl_db *db, const char *sql, int nparams,
                          size_t errstr_size, const char *what);
 
 /* Brings every model's rate-limit horizon back to the runs still waiting
- * for it (rl_model_horizon_refresh), after a statement that may have
- * removed waiting runs (a cancel, a purge). Returns 0 or RL_ERR_DB. */
-int db_refresh_model_horizons(struct rl_db *db, char *errstr,
-                              size_t errstr_size);
+ * for it (rl_model_horizon_refresh), after a cancel or a purge that has
+ * committed: a failure is logged, never the caller's, and the next cancel
+ * or purge tries again. */
+void db_refresh_model_horizons(struct rl_db *db);
 
 /* Prepares st on its first use in this session and runs it. Returns the
  * result (PQclear it) or NULL with *err and errstr set, errstr reading

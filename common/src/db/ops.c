@@ -653,30 +653,21 @@ rl_db_run_resolve_failed(struct rl_db *db, const char *run_id,
                       NULL, "unknown", out, errstr, errstr_size);
 }
 
-int
-db_refresh_model_horizons(struct rl_db *db, char *errstr, size_t errstr_size)
+void
+db_refresh_model_horizons(struct rl_db *db)
 {
+    char errstr[512];
     PGresult *res;
     int err = RL_ERR_DB;
 
     res = db_exec_simple(db, "SELECT rl_model_horizon_refresh()", 0, NULL, &err,
-                         errstr, errstr_size,
+                         errstr, sizeof(errstr),
                          "refresh the models' rate-limit horizons");
-    if (!res)
-        return err;
-    PQclear(res);
-    return 0;
-}
-
-/* db_refresh_model_horizons after a change that committed already: its
- * failure is logged, never the caller's. */
-static void
-refresh_horizons_after(struct rl_db *db)
-{
-    char errstr[512];
-
-    if (db_refresh_model_horizons(db, errstr, sizeof(errstr)) != 0)
+    if (!res) {
         rl_log_warn(NULL, "%s; the next cancel or purge tries again", errstr);
+        return;
+    }
+    PQclear(res);
 }
 
 int
@@ -692,7 +683,7 @@ rl_db_run_cancel(struct rl_db *db, const char *run_id, const char *actor,
      * a place in its queue. The cancel has committed: a failure here only
      * leaves the horizon for the next cancel or purge to bring back. */
     if (err == 0)
-        refresh_horizons_after(db);
+        db_refresh_model_horizons(db);
     return err;
 }
 
@@ -834,7 +825,7 @@ rl_db_runs_cancel(struct rl_db *db, const struct rl_cancel_filter *filter,
         PQclear(res);
     } while (picked > 0);
     if (*cancelled > 0)
-        refresh_horizons_after(db);
+        db_refresh_model_horizons(db);
     return 0;
 }
 

@@ -24,7 +24,6 @@
 #include "db_int.h"
 #include "rl/db_purge.h"
 #include "rl/err.h"
-#include "rl/log.h"
 
 /* The statuses a run never leaves: a status added to the schema that is
  * final goes here (and into the documentation of `runledger purge`). */
@@ -251,12 +250,8 @@ rl_db_purge_batch(struct rl_db *db, const char *const *statuses,
     /* The purge's last batch: no run it removed was waiting for a model's
      * bucket, but a horizon still ahead of every waiting run is brought
      * back now rather than at the next cancel. */
-    if (err == 0 && out->runs == 0) {
-        char herr[512];
-
-        if (db_refresh_model_horizons(db, herr, sizeof(herr)) != 0)
-            rl_log_warn(NULL, "%s; the next cancel or purge tries again", herr);
-    }
+    if (err == 0 && out->runs == 0)
+        db_refresh_model_horizons(db);
     return err;
 }
 
