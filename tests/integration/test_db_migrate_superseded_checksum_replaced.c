@@ -59,8 +59,11 @@ current_checksum(const char *name, char *out)
 {
     for (size_t i = 0; i < rl_migrations_count; i++) {
         if (strcmp(rl_migrations[i].name, name) == 0) {
+            char errstr[512];
+
             RL_REQUIRE(rl_migration_checksum(&rl_migrations[i], out,
-                                             RL_HEX_SIZE) == 0);
+                                             RL_HEX_SIZE, errstr,
+                                             sizeof(errstr)) == 0);
             return;
         }
     }

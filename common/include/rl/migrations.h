@@ -24,8 +24,10 @@ extern const size_t rl_schema_functions_count;
 /* Writes the checksum a ledger records for migration m into out (at least
  * 65 bytes): the SHA-256 (lowercase hex) of its text, or, for a released
  * file whose function definitions moved to schema/functions/, the
- * checksum its release recorded. Returns 0, or -1 when m's text is not the
- * one this build pins for it (or cannot be hashed). */
-int rl_migration_checksum(const struct rl_migration *m, char *out, size_t size);
+ * checksum its release recorded. Returns 0, or with errstr set
+ * RL_ERR_CHECKSUM (m's text is not the one this build pins for it) or
+ * RL_ERR_NOMEM (it cannot be hashed). */
+int rl_migration_checksum(const struct rl_migration *m, char *out, size_t size,
+                          char *errstr, size_t errstr_size);
 
 #endif /* RL_MIGRATIONS_H */

@@ -244,15 +244,25 @@ find_released(const char *name)
 }
 
 int
-rl_migration_checksum(const struct rl_migration *m, char *out, size_t size)
+rl_migration_checksum(const struct rl_migration *m, char *out, size_t size,
+                      char *errstr, size_t errstr_size)
 {
     char sum[RL_HEX_SIZE];
     const struct released_checksum *rel = find_released(m->name);
 
-    if (size < RL_HEX_SIZE || rl_sha256_hex(m->sql, strlen(m->sql), sum) != 0)
-        return -1;
-    if (rel && strcmp(rel->text, sum) != 0)
-        return -1;
+    if (size < RL_HEX_SIZE || rl_sha256_hex(m->sql, strlen(m->sql), sum) != 0) {
+        rl_set_err(errstr, errstr_size, "could not migrate: could not hash %s",
+                   m->name);
+        return RL_ERR_NOMEM;
+    }
+    if (rel && strcmp(rel->text, sum) != 0) {
+        rl_set_err(errstr, errstr_size,
+                   "migration %s differs from the text this build "
+                   "pins (checksum %s, pinned %s): a released migration "
+                   "never changes; add a new migration instead",
+                   m->name, sum, rel->text);
+        return RL_ERR_CHECKSUM;
+    }
     snprintf(out, size, "%s", rel ? rel->released : sum);
     return 0;
 }
@@ -504,28 +514,12 @@ rl_db_migrate(struct rl_db *db, int *applied, char *errstr, size_t errstr_size)
         goto done;
     }
     for (size_t i = 0; i < rl_migrations_count; i++) {
-        const struct rl_migration *m = &rl_migrations[i];
-
-        const struct released_checksum *rel = find_released(m->name);
-
-        if (rl_sha256_hex(m->sql, strlen(m->sql), checksums[i]) != 0) {
-            rl_set_err(errstr, errstr_size,
-                       "could not migrate: could not hash %s", m->name);
-            err = RL_ERR_NOMEM;
+        err = rl_migration_checksum(&rl_migrations[i], checksums[i],
+                                    sizeof(checksums[i]), errstr, errstr_size);
+        if (err != 0)
             goto done;
-        }
-        if (rel && strcmp(rel->text, checksums[i]) != 0) {
-            rl_set_err(errstr, errstr_size,
-                       "migration %s differs from the text this build "
-                       "pins (checksum %s, pinned %s): a released migration "
-                       "never changes; add a new migration instead",
-                       m->name, checksums[i], rel->text);
-            err = RL_ERR_CHECKSUM;
-            goto done;
-        }
-        if (rel)
-            snprintf(checksums[i], sizeof(checksums[i]), "%s", rel->released);
     }
+    err = RL_ERR_DB;
 
     /* Two deployments starting at once must not both apply a file (nor
      * both create the schema). */
