@@ -132,55 +132,65 @@ final_statuses(char *buf, size_t size)
 #define TOMBSTONE_FLOOR_UNKNOWN_S (7 * 86400)
 #define RETENTION_TIMEOUT_MS 10000
 
+/* The longest retention of the source and dead-letter topics in seconds
+ * into *longest (-1: one keeps events forever), as the broker reports
+ * them. Returns 0, or -1 with errstr. */
+static int
+longest_retention(const struct rl_config *cfg, int64_t *longest, char *errstr,
+                  size_t errstr_size)
+{
+    const char *topics[2] = {cfg->topic, cfg->dlq_topic};
+    rd_kafka_conf_t *conf;
+    rd_kafka_t *rk = NULL;
+    int rc = 0;
+
+    *longest = 0;
+    conf = rl_kafka_conf_new(cfg, errstr, errstr_size);
+    if (conf)
+        rk = rl_kafka_producer_new(conf, 0, errstr, errstr_size);
+    if (!rk)
+        return -1;
+    for (size_t i = 0; i < 2 && *longest >= 0; i++) {
+        int64_t ms = 0;
+
+        if (rl_kafka_topic_retention_ms(rk, topics[i], RETENTION_TIMEOUT_MS,
+                                        &ms, errstr, errstr_size) != 0) {
+            rc = -1;
+            break;
+        }
+        if (ms < 0) {
+            printf("topic %s keeps events forever\n", topics[i]);
+            *longest = -1;
+        } else {
+            printf("topic %s keeps events %lld s\n", topics[i],
+                   (long long)(ms / 1000));
+            if (ms / 1000 > *longest)
+                *longest = ms / 1000;
+        }
+    }
+    rd_kafka_destroy(rk);
+    return rc;
+}
+
 /* The tombstones' floor in seconds into *floor_s: the longest retention
- * of the source and dead-letter topics, -1 when one is kept forever, or
- * TOMBSTONE_FLOOR_UNKNOWN_S (with a warning) when the broker does not
- * say. */
+ * of the source and dead-letter topics, -1 when one is kept forever, and
+ * at least TOMBSTONE_FLOOR_UNKNOWN_S (the whole floor, with a warning,
+ * when the broker does not say). */
 static void
 tombstone_floor(const struct rl_config *cfg, int64_t *floor_s)
 {
-    const char *topics[2] = {cfg->topic, cfg->dlq_topic};
     char errstr[512];
-    rd_kafka_conf_t *conf;
-    rd_kafka_t *rk = NULL;
-    int64_t longest = 0;
+    int64_t longest;
 
     *floor_s = TOMBSTONE_FLOOR_UNKNOWN_S;
-    conf = rl_kafka_conf_new(cfg, errstr, sizeof(errstr));
-    if (conf)
-        rk = rl_kafka_producer_new(conf, 0, errstr, sizeof(errstr));
-    if (!rk) {
+    if (longest_retention(cfg, &longest, errstr, sizeof(errstr)) != 0) {
         fprintf(stderr,
                 "runledger purge: warning: %s; the tombstones' floor is "
                 "7d\n",
                 errstr);
         return;
     }
-    for (size_t i = 0; i < 2; i++) {
-        int64_t ms = 0;
-
-        if (rl_kafka_topic_retention_ms(rk, topics[i], RETENTION_TIMEOUT_MS,
-                                        &ms, errstr, sizeof(errstr)) != 0) {
-            fprintf(stderr,
-                    "runledger purge: warning: %s; the tombstones' floor is "
-                    "7d\n",
-                    errstr);
-            longest = -2;
-            break;
-        }
-        printf("topic %s keeps events %s%lld s\n", topics[i],
-               ms < 0 ? "forever: " : "", (long long)(ms < 0 ? 0 : ms / 1000));
-        if (ms < 0) {
-            longest = -1;
-            break;
-        }
-        if (ms / 1000 > longest)
-            longest = ms / 1000;
-    }
-    rd_kafka_destroy(rk);
-    if (longest == -1)
-        *floor_s = -1;
-    else if (longest >= 0 && longest > TOMBSTONE_FLOOR_UNKNOWN_S)
+    if (longest < 0 || longest > TOMBSTONE_FLOOR_UNKNOWN_S)
         *floor_s = longest;
 }
 
