@@ -20,4 +20,7 @@ int rl_cmd_consume(int argc, char **argv);
 /* The outbox relay on its own, without the consumer. */
 int rl_cmd_relay(int argc, char **argv);
 
+/* The web console (consumer/console/): runs until SIGTERM or SIGINT. */
+int rl_cmd_console(int argc, char **argv);
+
 #endif /* RL_COMMANDS_H */

@@ -12,6 +12,12 @@ int rl_cmd_runs(int argc, char **argv);
 /* `approvers`: add, remove or list who may approve a tenant's runs. */
 int rl_cmd_approvers(int argc, char **argv);
 
+/* `users`: add, list or revoke console users (consumer/cli/cmd_users.c). */
+int rl_cmd_users(int argc, char **argv);
+
+/* `audit`: the audit trail of decisions and operator actions. */
+int rl_cmd_audit(int argc, char **argv);
+
 /* `budgets`: set, show or remove daily token budgets. */
 int rl_cmd_budgets(int argc, char **argv);
 

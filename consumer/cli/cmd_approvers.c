@@ -15,12 +15,15 @@
 /* As printed, one literal per line: clang-format would rewrap it. */
 /* clang-format off */
 static const char usage_text[] =
-"usage: runledger approvers add --tenant T --actor A\n"
-"       runledger approvers remove --tenant T --actor A\n"
+"usage: runledger approvers add --tenant T --actor A [--channel C]\n"
+"       runledger approvers remove --tenant T --actor A [--channel C]\n"
 "       runledger approvers list [--tenant T] [--json]\n"
 "\n"
-"  add     A may approve or reject proposals of tenant T (runs approve)\n"
-"  remove  A no longer may; decisions already recorded stay\n"
+"  add     A may approve or reject proposals of tenant T (runs approve,\n"
+"          the console); with --channel, only proposals whose every\n"
+"          destination is a channel A was added for\n"
+"  remove  A no longer may (with --channel, for that channel only);\n"
+"          decisions already recorded stay\n"
 "  list    the approvers, of T or of every tenant\n"
 "\n"
 "The ledger is DATABASE_URL (see `runledger config`).\n"
@@ -30,6 +33,7 @@ static const char usage_text[] =
 static const struct rl_cli_column approver_columns[] = {
     {"TENANT", "tenant", -32},
     {"ACTOR", "actor", -32},
+    {"CHANNEL", "channel", -24},
     {"ADDED_AT", "added_at", 0}};
 
 static const struct rl_cli_table approver_table = {
@@ -38,10 +42,11 @@ static const struct rl_cli_table approver_table = {
 int
 rl_cmd_approvers(int argc, char **argv)
 {
-    enum { OPT_TENANT = 1, OPT_ACTOR, OPT_JSON };
+    enum { OPT_TENANT = 1, OPT_ACTOR, OPT_CHANNEL, OPT_JSON };
     static const struct option options[] = {
         {"tenant", required_argument, NULL, OPT_TENANT},
         {"actor", required_argument, NULL, OPT_ACTOR},
+        {"channel", required_argument, NULL, OPT_CHANNEL},
         {"json", no_argument, NULL, OPT_JSON},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -51,7 +56,7 @@ rl_cmd_approvers(int argc, char **argv)
         .usage = usage_text,
         .options = options,
     };
-    const char *tenant = NULL, *actor = NULL, *verb;
+    const char *tenant = NULL, *actor = NULL, *channel = NULL, *verb;
     struct rl_db *db;
     char errstr[512], command[32];
     char *json = NULL;
@@ -80,6 +85,9 @@ rl_cmd_approvers(int argc, char **argv)
         case OPT_ACTOR:
             actor = optarg;
             break;
+        case OPT_CHANNEL:
+            channel = optarg;
+            break;
         case OPT_JSON:
             as_json = 1;
             break;
@@ -91,19 +99,24 @@ rl_cmd_approvers(int argc, char **argv)
         if (!tenant || !*tenant || !actor || !*actor)
             return rl_cli_usage_error(
                 "approvers", "approvers %s needs --tenant and --actor", verb);
-    } else if (actor) {
+        if (channel && !*channel)
+            return rl_cli_usage_error("approvers",
+                                      "--channel needs a channel name");
+    } else if (actor || channel) {
         return rl_cli_usage_error("approvers",
-                                  "approvers list takes no --actor");
+                                  "approvers list takes no --actor or "
+                                  "--channel");
     }
 
     rc = rl_cli_db_open("approvers", &db);
     if (rc != RL_EXIT_OK)
         return rc;
     if (strcmp(verb, "add") == 0)
-        err = rl_db_approver_add(db, tenant, actor, &added, errstr,
+        err = rl_db_approver_add(db, tenant, actor, channel, &added, errstr,
                                  sizeof(errstr));
     else if (strcmp(verb, "remove") == 0)
-        err = rl_db_approver_remove(db, tenant, actor, errstr, sizeof(errstr));
+        err = rl_db_approver_remove(db, tenant, actor, channel, errstr,
+                                    sizeof(errstr));
     else
         err = rl_db_approvers_json(db, tenant, &json, errstr, sizeof(errstr));
     rl_db_destroy(db);
@@ -112,8 +125,9 @@ rl_cmd_approvers(int argc, char **argv)
         return rl_cli_error(command, err, errstr);
     }
     if (strcmp(verb, "add") == 0)
-        printf("%s %s an approver of tenant %s\n", actor,
-               added ? "is now" : "already was", tenant);
+        printf("%s %s an approver of tenant %s%s%s\n", actor,
+               added ? "is now" : "already was", tenant,
+               channel ? " for channel " : "", channel ? channel : "");
     else if (strcmp(verb, "remove") == 0)
         printf("%s is no longer an approver of tenant %s\n", actor, tenant);
     else

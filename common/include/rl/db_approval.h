@@ -68,17 +68,23 @@ int rl_db_run_proposal(struct rl_db *db, const char *run_id,
                        struct rl_run_proposal *out, char *errstr,
                        size_t errstr_size);
 
-/* `approvers add`: actor may decide on tenant's proposals. *added is 0 when
- * it already could. Returns 0 or RL_ERR_DB. */
+/* `approvers add`: actor may decide on tenant's proposals; with channel
+ * (NULL: every run of the tenant) only those whose every destination is a
+ * channel it was added for. *added is 0 when it already could. Returns 0
+ * or RL_ERR_DB. */
 int rl_db_approver_add(struct rl_db *db, const char *tenant, const char *actor,
-                       int *added, char *errstr, size_t errstr_size);
+                       const char *channel, int *added, char *errstr,
+                       size_t errstr_size);
 
-/* `approvers remove`. Returns 0, RL_ERR_NOTFOUND or RL_ERR_DB. */
+/* `approvers remove`: the actor's row for channel, or with channel NULL
+ * all its rows of the tenant. Returns 0, RL_ERR_NOTFOUND or RL_ERR_DB. */
 int rl_db_approver_remove(struct rl_db *db, const char *tenant,
-                          const char *actor, char *errstr, size_t errstr_size);
+                          const char *actor, const char *channel, char *errstr,
+                          size_t errstr_size);
 
 /* `approvers list`: approvers (of tenant when not NULL) as a JSON array of
- * {tenant, actor, added_at}. *json is malloc'd. Returns 0 or RL_ERR_DB. */
+ * {tenant, actor, added_at, channel}. *json is malloc'd. Returns 0 or
+ * RL_ERR_DB. */
 int rl_db_approvers_json(struct rl_db *db, const char *tenant, char **json,
                          char *errstr, size_t errstr_size);
 

@@ -47,17 +47,19 @@ static const char ops_run_proposal[] =
                                        " WHERE r.run_id = $1";
 
 static const char ops_approver_add[] =
-    "INSERT INTO approvers (tenant, actor) VALUES ($1, $2)"
+    "INSERT INTO approvers (tenant, actor, channel) VALUES ($1, $2, $3)"
     "    ON CONFLICT DO NOTHING";
 
+/* Without a channel, every row of the actor for the tenant goes. */
 static const char ops_approver_remove[] =
-    "DELETE FROM approvers WHERE tenant = $1 AND actor = $2";
+    "DELETE FROM approvers WHERE tenant = $1 AND actor = $2"
+    "   AND ($3::text IS NULL OR channel = $3)";
 
 static const char ops_approvers_list[] =
     "SELECT coalesce(json_agg(x ORDER BY x.tenant, x.actor), '[]')::text"
     "  FROM (SELECT tenant, actor, " DB_TS_US(
         "added_at") " AS added_at"
-                    "          FROM approvers"
+                    "          , channel FROM approvers"
                     "         WHERE $1::text IS NULL OR tenant = $1) x";
 
 int
@@ -262,11 +264,12 @@ rl_db_run_proposal(struct rl_db *db, const char *run_id,
 
 int
 rl_db_approver_add(struct rl_db *db, const char *tenant, const char *actor,
-                   int *added, char *errstr, size_t errstr_size)
+                   const char *channel, int *added, char *errstr,
+                   size_t errstr_size)
 {
-    const char *params[2] = {tenant, actor};
+    const char *params[3] = {tenant, actor, channel};
     int rows = 0;
-    int err = db_write(db, ops_approver_add, 2, params, "add the approver",
+    int err = db_write(db, ops_approver_add, 3, params, "add the approver",
                        &rows, errstr, errstr_size);
 
     *added = err == 0 && rows > 0;
@@ -275,11 +278,11 @@ rl_db_approver_add(struct rl_db *db, const char *tenant, const char *actor,
 
 int
 rl_db_approver_remove(struct rl_db *db, const char *tenant, const char *actor,
-                      char *errstr, size_t errstr_size)
+                      const char *channel, char *errstr, size_t errstr_size)
 {
-    const char *params[2] = {tenant, actor};
+    const char *params[3] = {tenant, actor, channel};
     int rows = 0;
-    int err = db_write(db, ops_approver_remove, 2, params,
+    int err = db_write(db, ops_approver_remove, 3, params,
                        "remove the approver", &rows, errstr, errstr_size);
 
     if (err)

@@ -1,0 +1,415 @@
+/* console.c: the web console's statements (rl/db_console.h): console users
+ * and sessions (stored as SHA-256 digests only), the audit trail, the
+ * reads of the console's pages and its decision on a proposal. Unprepared:
+ * the console runs few statements per page, on connections of its own. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db_int.h"
+#include "rl/db_console.h"
+#include "rl/err.h"
+
+/* clang-format off */
+static const char ops_user_add[] =
+    "INSERT INTO console_users AS u (name, role, token_sha256)"
+    "     VALUES ($1, $2, $3)"
+    "ON CONFLICT (name) DO UPDATE"
+    "        SET role = EXCLUDED.role, token_sha256 = EXCLUDED.token_sha256,"
+    "            created_at = now(), revoked_at = NULL"
+    "      WHERE u.revoked_at IS NOT NULL";
+
+/* The revoke, the end of its sessions and the audit row in one
+ * statement, so none happens without the others. */
+static const char ops_user_revoke[] =
+    "WITH u AS ("
+    "  UPDATE console_users SET revoked_at = now()"
+    "   WHERE name = $1 AND revoked_at IS NULL RETURNING name),"
+    " s AS (DELETE FROM console_sessions"
+    "        WHERE user_name IN (SELECT name FROM u)),"
+    " a AS (INSERT INTO audit (actor, action, via, detail)"
+    "       SELECT $2, 'revoke_user', 'cli', name FROM u)"
+    "SELECT count(*) FROM u";
+
+static const char ops_users_list[] =
+    "SELECT coalesce(json_agg(x ORDER BY x.name), '[]')::text"
+    "  FROM (SELECT u.name, u.role,"
+    "               " DB_TS_US("u.created_at") " AS created_at,"
+    "               " DB_TS_US("u.revoked_at") " AS revoked_at,"
+    "               (SELECT count(*) FROM console_sessions s"
+    "                 WHERE s.user_name = u.name"
+    "                   AND s.expires_at > now()) AS sessions"
+    "          FROM console_users u) x";
+
+static const char ops_user_get[] =
+    "SELECT json_build_object('name', name, 'role', role,"
+    "                         'token_sha256', token_sha256)::text"
+    "  FROM console_users WHERE name = $1 AND revoked_at IS NULL";
+
+static const char ops_session_open[] =
+    "WITH gone AS (DELETE FROM console_sessions WHERE expires_at < now())"
+    "INSERT INTO console_sessions (session_sha256, user_name, address,"
+    "                              expires_at)"
+    "SELECT $1, u.name, $3, now() + make_interval(secs => $4::int)"
+    "  FROM console_users u WHERE u.name = $2 AND u.revoked_at IS NULL";
+
+static const char ops_session_get[] =
+    "SELECT json_build_object('name', u.name, 'role', u.role)::text"
+    "  FROM console_sessions s JOIN console_users u ON u.name = s.user_name"
+    " WHERE s.session_sha256 = $1 AND s.expires_at > now()"
+    "   AND u.revoked_at IS NULL";
+
+static const char ops_session_close[] =
+    "DELETE FROM console_sessions WHERE session_sha256 = $1";
+
+#define AUDIT_ROW(a)                                                           \
+    "json_build_object('id', " a ".id, 'at', " DB_TS_US(a ".at") ","          \
+    " 'actor', " a ".actor, 'action', " a ".action, 'run_id', " a ".run_id,"  \
+    " 'address', " a ".address, 'digest', " a ".digest, 'via', " a ".via,"    \
+    " 'detail', " a ".detail)"
+
+static const char ops_audit_list[] =
+    "SELECT coalesce(json_agg(x.j ORDER BY x.id DESC), '[]')::text"
+    "  FROM (SELECT a.id, " AUDIT_ROW("a") " AS j"
+    "          FROM audit a"
+    "         WHERE $1::text IS NULL OR a.run_id = $1"
+    "         ORDER BY a.id DESC LIMIT $2::int) x";
+
+/* Oldest first through runs_awaiting_approval_idx; a run already decided
+ * is no longer awaiting. */
+static const char ops_approvals_queue[] =
+    "SELECT coalesce(json_agg(x ORDER BY x.since, x.run_id), '[]')::text"
+    "  FROM (SELECT r.run_id, r.job, r.tenant,"
+    "               " DB_TS_S("r.scheduled_at") " AS scheduled_at,"
+    "               r.updated_at AS since,"
+    "               " DB_TS_S("r.updated_at") " AS waiting_since,"
+    "               extract(epoch FROM now() - r.updated_at)::int8"
+    "                 AS age_seconds,"
+    "               r.proposal_digest AS digest"
+    "          FROM runs r"
+    "         WHERE r.status = 'awaiting_approval'"
+    "         ORDER BY r.created_at LIMIT $1::int) x";
+
+static const char ops_run_page[] =
+    "SELECT json_build_object("
+    "  'run_id', r.run_id, 'job', r.job, 'tenant', r.tenant,"
+    "  'version', r.version, 'status', r.status,"
+    "  'scheduled_at', " DB_TS_S("r.scheduled_at") ","
+    "  'created_at', " DB_TS_US("r.created_at") ","
+    "  'updated_at', " DB_TS_US("r.updated_at") ","
+    "  'completed_at', " DB_TS_US("r.completed_at") ","
+    "  'attempts_count', r.attempts, 'error_class', r.error_class,"
+    "  'last_error', r.last_error, 'traceparent', r.traceparent,"
+    "  'output', r.output::text,"
+    "  'proposal', r.proposal::text, 'proposal_digest', r.proposal_digest,"
+    "  'may_decide', CASE WHEN $2::text IS NULL OR r.proposal IS NULL"
+    "                     THEN false"
+    "                     ELSE rl_may_approve(r.tenant, $2, r.proposal) END,"
+    "  'decision', (SELECT json_build_object('actor', a.actor,"
+    "                  'decision', a.decision, 'reason', a.reason,"
+    "                  'digest', a.digest,"
+    "                  'decided_at', " DB_TS_US("a.decided_at") ")"
+    "                FROM approvals a WHERE a.run_id = r.run_id),"
+    "  'attempts', (SELECT coalesce(json_agg(json_build_object("
+    "                  'attempt_no', t.attempt_no, 'outcome', t.outcome,"
+    "                  'http_status', t.http_status, 'error', t.error,"
+    "                  'latency_ms', t.latency_ms,"
+    "                  'prompt_tokens', t.prompt_tokens,"
+    "                  'completion_tokens', t.completion_tokens,"
+    "                  'dispatched_at', " DB_TS_US("t.dispatched_at") ","
+    "                  'finished_at', " DB_TS_US("t.finished_at") ")"
+    "                  ORDER BY t.attempt_no), '[]')"
+    "                FROM attempts t WHERE t.run_id = r.run_id),"
+    "  'notifications', (SELECT coalesce(json_agg(n ORDER BY n.channel),"
+    "                                    '[]')"
+    "      FROM (SELECT o.channel, 'pending' AS state, o.delivery_count,"
+    "                   " DB_TS_US("o.created_at") " AS created_at,"
+    "                   NULL::text AS delivered_at, o.last_error"
+    "              FROM outbox o WHERE o.run_id = r.run_id"
+    "            UNION ALL"
+    "            SELECT d.channel, 'delivered', d.delivery_count,"
+    "                   " DB_TS_US("d.created_at") ","
+    "                   " DB_TS_US("d.delivered_at") ", NULL"
+    "              FROM outbox_delivered d WHERE d.run_id = r.run_id) n),"
+    "  'audit', (SELECT coalesce(json_agg(" AUDIT_ROW("a") " ORDER BY a.id),"
+    "                            '[]')"
+    "              FROM audit a WHERE a.run_id = r.run_id)"
+    ")::text"
+    "  FROM runs r WHERE r.run_id = $1";
+
+/* Newest first on (created_at, run_id); the cursor is the last row's
+ * pair, so a page costs the same however deep it is (never OFFSET). One
+ * row more than the page says whether there is a next one. */
+static const char ops_runs_page[] =
+    "WITH page AS ("
+    "  SELECT r.run_id, r.job, r.tenant, r.status, r.attempts,"
+    "         r.error_class, r.created_at,"
+    "         " DB_TS_S("r.scheduled_at") " AS scheduled_at,"
+    "         " DB_TS_US("r.created_at") " AS created"
+    "    FROM runs r"
+    "   WHERE ($1::text IS NULL OR r.tenant = $1)"
+    "     AND ($2::text IS NULL OR r.job = $2)"
+    "     AND ($3::text IS NULL OR r.status = $3)"
+    "     AND ($4::timestamptz IS NULL OR r.created_at >= $4)"
+    "     AND ($5::timestamptz IS NULL OR r.created_at < $5)"
+    "     AND ($6::timestamptz IS NULL"
+    "          OR (r.created_at, r.run_id) < ($6::timestamptz, $7::text))"
+    "   ORDER BY r.created_at DESC, r.run_id DESC"
+    "   LIMIT $8::int + 1)"
+    "SELECT json_build_object("
+    "  'runs', coalesce((SELECT json_agg(p ORDER BY p.created_at DESC,"
+    "                                    p.run_id DESC)"
+    "                      FROM (SELECT * FROM page"
+    "                             ORDER BY created_at DESC, run_id DESC"
+    "                             LIMIT $8::int) p), '[]'),"
+    "  'next', CASE WHEN (SELECT count(*) FROM page) > $8::int THEN"
+    "            (SELECT q.created || '|' || q.run_id"
+    "               FROM (SELECT * FROM page"
+    "                      ORDER BY created_at DESC, run_id DESC"
+    "                      OFFSET $8::int - 1 LIMIT 1) q) END)::text";
+
+static const char ops_decide[] =
+    "SELECT d.result, d.status, d.digest, d.outbox_rows, d.decided_by,"
+    "       " DB_TS_US("d.decided_at") ", d.decision"
+    "  FROM rl_decide_proposal($1, $2, $3, $4, $5, 'console', $6) d";
+/* clang-format on */
+
+int
+rl_db_console_user_add(struct rl_db *db, const char *name, const char *role,
+                       const char *token_sha256, char *errstr,
+                       size_t errstr_size)
+{
+    const char *params[3] = {name, role, token_sha256};
+    int rows = 0;
+    int err = db_write(db, ops_user_add, 3, params, "add the console user",
+                       &rows, errstr, errstr_size);
+
+    if (err)
+        return err;
+    if (rows == 0) {
+        rl_set_err(errstr, errstr_size,
+                   "could not add console user %s: an active user of that "
+                   "name exists (revoke it first)",
+                   name);
+        return RL_ERR_CONFLICT;
+    }
+    return 0;
+}
+
+int
+rl_db_console_user_revoke(struct rl_db *db, const char *name, const char *actor,
+                          char *errstr, size_t errstr_size)
+{
+    const char *params[2] = {name, actor};
+    char *count = NULL;
+    int err =
+        db_one_text(db, ops_user_revoke, 2, params, "revoke the console user",
+                    &count, errstr, errstr_size);
+
+    if (err)
+        return err;
+    if (strcmp(count, "0") == 0) {
+        free(count);
+        rl_set_err(errstr, errstr_size,
+                   "could not revoke console user %s: no active user of that "
+                   "name",
+                   name);
+        return RL_ERR_NOTFOUND;
+    }
+    free(count);
+    return 0;
+}
+
+int
+rl_db_console_users_json(struct rl_db *db, char **json, char *errstr,
+                         size_t errstr_size)
+{
+    return db_one_text(db, ops_users_list, 0, NULL, "list console users", json,
+                       errstr, errstr_size);
+}
+
+/* A one-row read whose absence is "not found" rather than an error of the
+ * ledger's. */
+static int
+read_one(struct rl_db *db, const char *sql, int nparams,
+         const char *const *params, const char *what, char **json, char *errstr,
+         size_t errstr_size)
+{
+    int err =
+        db_one_text(db, sql, nparams, params, what, json, errstr, errstr_size);
+
+    if (err == RL_ERR_NOTFOUND)
+        rl_set_err(errstr, errstr_size, "could not %s: none", what);
+    return err;
+}
+
+int
+rl_db_console_user_json(struct rl_db *db, const char *name, char **json,
+                        char *errstr, size_t errstr_size)
+{
+    const char *params[1] = {name};
+
+    return read_one(db, ops_user_get, 1, params, "read the console user", json,
+                    errstr, errstr_size);
+}
+
+int
+rl_db_console_session_open(struct rl_db *db, const char *session_sha256,
+                           const char *user, const char *address,
+                           int ttl_seconds, char *errstr, size_t errstr_size)
+{
+    char ttl[16];
+    const char *params[4] = {session_sha256, user, address, ttl};
+    int rows = 0;
+    int err;
+
+    snprintf(ttl, sizeof(ttl), "%d", ttl_seconds);
+    err = db_write(db, ops_session_open, 4, params, "open a console session",
+                   &rows, errstr, errstr_size);
+    if (err)
+        return err;
+    if (rows == 0) {
+        rl_set_err(errstr, errstr_size,
+                   "could not open a console session: no active user %s", user);
+        return RL_ERR_NOTFOUND;
+    }
+    return 0;
+}
+
+int
+rl_db_console_session_json(struct rl_db *db, const char *session_sha256,
+                           char **json, char *errstr, size_t errstr_size)
+{
+    const char *params[1] = {session_sha256};
+
+    return read_one(db, ops_session_get, 1, params, "read the console session",
+                    json, errstr, errstr_size);
+}
+
+int
+rl_db_console_session_close(struct rl_db *db, const char *session_sha256,
+                            char *errstr, size_t errstr_size)
+{
+    const char *params[1] = {session_sha256};
+
+    return db_write(db, ops_session_close, 1, params,
+                    "close the console session", NULL, errstr, errstr_size);
+}
+
+int
+rl_db_audit_json(struct rl_db *db, const char *run_id, int limit, char **json,
+                 char *errstr, size_t errstr_size)
+{
+    char lim[16];
+    const char *params[2] = {run_id, lim};
+
+    snprintf(lim, sizeof(lim), "%d", limit);
+    return db_one_text(db, ops_audit_list, 2, params, "list the audit trail",
+                       json, errstr, errstr_size);
+}
+
+int
+rl_db_console_approvals_json(struct rl_db *db, int limit, char **json,
+                             char *errstr, size_t errstr_size)
+{
+    char lim[16];
+    const char *params[1] = {lim};
+
+    snprintf(lim, sizeof(lim), "%d", limit);
+    return db_one_text(db, ops_approvals_queue, 1, params,
+                       "list the approvals queue", json, errstr, errstr_size);
+}
+
+int
+rl_db_console_run_json(struct rl_db *db, const char *run_id, const char *actor,
+                       char **json, char *errstr, size_t errstr_size)
+{
+    const char *params[2] = {run_id, actor};
+
+    return db_one_text(db, ops_run_page, 2, params, "read the run", json,
+                       errstr, errstr_size);
+}
+
+static const char *
+or_null(const char *s)
+{
+    return s && *s ? s : NULL;
+}
+
+int
+rl_db_console_runs_json(struct rl_db *db,
+                        const struct rl_console_runs_filter *f, char **json,
+                        char *errstr, size_t errstr_size)
+{
+    char lim[16], after_ts[64] = "", *bar;
+    const char *params[8];
+    const char *after_id = NULL;
+
+    if (f->after && *f->after) {
+        bar = strchr(f->after, '|');
+        if (!bar || (size_t)(bar - f->after) >= sizeof(after_ts)) {
+            rl_set_err(errstr, errstr_size,
+                       "could not list runs: the cursor is not one this "
+                       "console wrote");
+            return RL_ERR_INVALID;
+        }
+        memcpy(after_ts, f->after, (size_t)(bar - f->after));
+        after_ts[bar - f->after] = '\0';
+        after_id = bar + 1;
+    }
+    snprintf(lim, sizeof(lim), "%d", f->limit);
+    params[0] = or_null(f->tenant);
+    params[1] = or_null(f->job);
+    params[2] = or_null(f->status);
+    params[3] = or_null(f->from);
+    params[4] = or_null(f->to);
+    params[5] = after_id ? after_ts : NULL;
+    params[6] = after_id;
+    params[7] = lim;
+    return db_one_text(db, ops_runs_page, 8, params, "list runs", json, errstr,
+                       errstr_size);
+}
+
+int
+rl_db_console_decide(struct rl_db *db,
+                     const struct rl_console_decision_req *req,
+                     struct rl_console_decision *out, char *errstr,
+                     size_t errstr_size)
+{
+    const char *params[6] = {req->run_id, req->digest,
+                             req->actor,  req->approve ? "approve" : "reject",
+                             req->reason, req->address};
+    PGresult *res;
+    int err = RL_ERR_DB;
+
+    memset(out, 0, sizeof(*out));
+    if (db_apply_schema(db, errstr, errstr_size) != 0)
+        return RL_ERR_DB;
+    res = db_exec_simple(db, ops_decide, 6, params, &err, errstr, errstr_size,
+                         "decide the run");
+    if (!res)
+        return err;
+    if (PQntuples(res) != 1 || PQnfields(res) != 7) {
+        PQclear(res);
+        rl_set_err(errstr, errstr_size,
+                   "could not decide run %s: unexpected result", req->run_id);
+        return RL_ERR_DB;
+    }
+    db_copy_value(res, 0, 0, out->result, sizeof(out->result));
+    db_copy_value(res, 0, 1, out->status, sizeof(out->status));
+    db_copy_value(res, 0, 2, out->digest, sizeof(out->digest));
+    out->outbox_rows = (int)db_int_value(res, 0, 3, 0);
+    db_copy_value(res, 0, 4, out->decided_by, sizeof(out->decided_by));
+    db_copy_value(res, 0, 5, out->decided_at, sizeof(out->decided_at));
+    db_copy_value(res, 0, 6, out->decision, sizeof(out->decision));
+    PQclear(res);
+    return 0;
+}
+
+int
+rl_db_console_check(struct rl_db *db, char *errstr, size_t errstr_size)
+{
+    if (PQstatus(db->conn) == CONNECTION_OK)
+        return 0;
+    return rl_db_ping(db, errstr, errstr_size);
+}

@@ -1,0 +1,180 @@
+#ifndef RL_CONSOLE_INT_H
+#define RL_CONSOLE_INT_H
+
+/* What the files of consumer/console/ share: the server (server.c), who
+ * is signed in and what a form must carry (auth.c), the pages (pages.c)
+ * and the HTML they are written in (html.c). The console is a process of
+ * its own (`runledger console`) on connections of its own: it adds no
+ * load to the workers' hot path. */
+
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rl/buf.h"
+#include "rl/token.h"
+
+struct rl_db;
+
+/* A body bigger than this is refused: every form of the console is a few
+ * hundred bytes. */
+#define CONSOLE_BODY_MAX 16384
+#define CONSOLE_DB_POOL 4
+#define CONSOLE_NAME_MAX 65
+#define CONSOLE_ADDRESS_MAX 64
+
+/* Failed sign-ins allowed per window, per client address and per user
+ * name, before the console answers 429 until the window ends. */
+#define CONSOLE_SIGNIN_WINDOW_MS 60000
+#define CONSOLE_SIGNIN_PER_ADDRESS 10
+#define CONSOLE_SIGNIN_PER_USER 5
+/* Entries each limiter tracks: its memory is bounded whatever the
+ * traffic; when full, the entry whose window started first is reused. */
+#define CONSOLE_LIMITER_SLOTS 1024
+
+struct console_limit_slot {
+    char key[CONSOLE_NAME_MAX + 8];
+    int64_t window_start_ms;
+    int failures;
+};
+
+struct console_limiter {
+    pthread_mutex_t lock;
+    int max;
+    struct console_limit_slot slots[CONSOLE_LIMITER_SLOTS]; /* @locks lock */
+};
+
+/* One trusted proxy network (--trusted-proxy). */
+struct console_cidr {
+    int family; /* AF_INET or AF_INET6 */
+    unsigned char addr[16];
+    int bits;
+};
+
+#define CONSOLE_CIDR_MAX 16
+
+struct console {
+    char listen_address[64];
+    int port;
+    char base_url[256]; /* "": none; origin of POSTs then from Host */
+    char origin[256];   /* scheme://host[:port] of base_url, or "" */
+    int secure_cookies;
+    int session_ttl;
+    char trusted_header[64]; /* "": proxy mode off */
+    struct console_cidr proxies[CONSOLE_CIDR_MAX];
+    int nproxies;
+    const char *database_url;
+    struct console_limiter by_address;
+    struct console_limiter by_user;
+
+    /* Connections to the ledger, each used by one request at a time. */
+    pthread_mutex_t pool_lock;
+    pthread_cond_t pool_free;
+    struct rl_db *db[CONSOLE_DB_POOL]; /* @locks pool_lock (handing out) */
+    int busy[CONSOLE_DB_POOL];         /* @locks pool_lock */
+    struct MHD_Daemon *daemon;
+};
+
+/* The request being answered: who asks, from where, and what it sent. */
+struct console_req {
+    struct console *c;
+    struct MHD_Connection *conn;
+    const char *method;
+    const char *url;
+    char address[CONSOLE_ADDRESS_MAX];
+    struct rl_db *db; /* borrowed from the pool for this request */
+    int db_slot;
+    /* The signed-in user ("" none), its role, its session secret (the
+     * cookie value) and the CSRF token forms carry. */
+    char user[CONSOLE_NAME_MAX];
+    char role[16];
+    char session[RL_TOKEN_HEX_SIZE];
+    char csrf[65];
+    char set_cookie[256]; /* "" none: a Set-Cookie to send */
+    char *body;           /* the POST body, NUL-terminated */
+    size_t body_len;
+    int body_too_big;
+};
+
+/* ---- html.c ------------------------------------------------------------ */
+
+/* The one function every value from the ledger, the request or the user
+ * goes through on its way into a page: & < > " ' become entities, so a
+ * value is text in an element and in a quoted attribute alike. NULL puts
+ * nothing. */
+void html_esc(struct rl_buf *b, const char *s);
+
+/* html_esc of at most n bytes of s. */
+void html_esc_n(struct rl_buf *b, const char *s, size_t n);
+
+/* A page's start (title escaped, stylesheet, navigation with the user and
+ * a sign-out form carrying its CSRF token) and end. */
+void html_begin(struct rl_buf *b, const struct console_req *r,
+                const char *title);
+void html_end(struct rl_buf *b);
+
+/* <p id="message" class="ok|error">text</p>, the text escaped. */
+void html_message(struct rl_buf *b, int ok, const char *text);
+
+/* The stylesheet served at /static/console.css. */
+extern const char console_css[];
+
+/* ---- server.c ---------------------------------------------------------- */
+
+/* Queues a response with the console's headers (CSP, nosniff, referrer
+ * policy, frame denial, no-store) and the request's Set-Cookie. body is
+ * taken (freed here). location: a redirect target, or NULL. */
+enum MHD_Result console_send(struct console_req *r, unsigned status,
+                             const char *type, char *body, size_t len,
+                             const char *location);
+
+/* An HTML page of status with the message as <p id="message">. */
+enum MHD_Result console_send_message(struct console_req *r, unsigned status,
+                                     const char *title, int ok,
+                                     const char *text);
+
+/* The page in b (taken) as text/html; a failed buffer answers 500. */
+enum MHD_Result console_send_page(struct console_req *r, unsigned status,
+                                  struct rl_buf *b);
+
+/* The value of a urlencoded form field of the request body (a new string,
+ * NULL when absent) or of the query string (borrowed, NULL when absent). */
+char *console_form_value(const struct console_req *r, const char *name);
+const char *console_query_value(const struct console_req *r, const char *name);
+
+/* ---- auth.c ------------------------------------------------------------ */
+
+/* Reads the session cookie (or, in proxy mode, the trusted header from a
+ * trusted address) and fills r->user, r->role and r->csrf; leaves them ""
+ * when nobody is signed in. Returns 0, or -1 when the ledger failed. */
+int console_identify(struct console_req *r);
+
+/* 1 when the POST carries the session's CSRF token and an Origin of this
+ * console, else 0 with why (for the 403 page) in reason. */
+int console_post_allowed(struct console_req *r, char *reason,
+                         size_t reason_size);
+
+/* 1 when the request's Origin is this console's own. */
+int console_origin_ok(const struct console_req *r);
+
+/* GET /signin, POST /signin, POST /signout. */
+enum MHD_Result console_signin_form(struct console_req *r);
+enum MHD_Result console_signin(struct console_req *r);
+enum MHD_Result console_signout(struct console_req *r);
+
+/* Parses "ADDR/BITS" into cidr; 0 or -1. */
+int console_cidr_parse(const char *text, struct console_cidr *cidr);
+
+/* ---- pages.c ----------------------------------------------------------- */
+
+enum MHD_Result console_approvals(struct console_req *r);
+enum MHD_Result console_approval(struct console_req *r, const char *run_id);
+enum MHD_Result console_decide(struct console_req *r, const char *run_id);
+enum MHD_Result console_runs(struct console_req *r);
+enum MHD_Result console_run(struct console_req *r, const char *run_id);
+
+/* 1 when role may decide proposals (approver, operator). */
+int console_role_decides(const char *role);
+
+#endif /* RL_CONSOLE_INT_H */

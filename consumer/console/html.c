@@ -1,0 +1,124 @@
+/* html.c: the console's HTML: the one escaping function, the frame of
+ * every page and the stylesheet. Pages are written server-side, with no
+ * script and no inline style, so the Content-Security-Policy can forbid
+ * both. */
+#include <string.h>
+
+#include "console_int.h"
+
+void
+html_esc_n(struct rl_buf *b, const char *s, size_t n)
+{
+    size_t start = 0;
+
+    if (!s)
+        return;
+    for (size_t i = 0; i < n && s[i]; i++) {
+        const char *ent = NULL;
+
+        switch (s[i]) {
+        case '&':
+            ent = "&amp;";
+            break;
+        case '<':
+            ent = "&lt;";
+            break;
+        case '>':
+            ent = "&gt;";
+            break;
+        case '"':
+            ent = "&quot;";
+            break;
+        case '\'':
+            ent = "&#39;";
+            break;
+        default:
+            continue;
+        }
+        rl_buf_put(b, s + start, i - start);
+        rl_buf_puts(b, ent);
+        start = i + 1;
+    }
+    rl_buf_put(b, s + start, strnlen(s + start, n - start));
+}
+
+void
+html_esc(struct rl_buf *b, const char *s)
+{
+    if (s)
+        html_esc_n(b, s, strlen(s));
+}
+
+void
+html_begin(struct rl_buf *b, const struct console_req *r, const char *title)
+{
+    rl_buf_puts(b, "<!DOCTYPE html>\n<html lang=\"en\"><head>"
+                   "<meta charset=\"utf-8\">"
+                   "<meta name=\"viewport\" "
+                   "content=\"width=device-width, initial-scale=1\">"
+                   "<title>");
+    html_esc(b, title);
+    rl_buf_puts(b, " - Runledger</title>"
+                   "<link rel=\"stylesheet\" href=\"/static/console.css\">"
+                   "</head><body><header><nav>"
+                   "<span class=\"brand\">Runledger</span>");
+    if (r->user[0]) {
+        rl_buf_puts(b, "<a href=\"/approvals\">Approvals</a>"
+                       "<a href=\"/runs\">Runs</a>"
+                       "<span class=\"who\" id=\"who\">");
+        html_esc(b, r->user);
+        rl_buf_puts(b, " (");
+        html_esc(b, r->role);
+        rl_buf_puts(b, ")</span>"
+                       "<form method=\"post\" action=\"/signout\" "
+                       "class=\"signout\">"
+                       "<input type=\"hidden\" name=\"csrf\" value=\"");
+        html_esc(b, r->csrf);
+        rl_buf_puts(b, "\"><button type=\"submit\" id=\"signout\">Sign "
+                       "out</button></form>");
+    }
+    rl_buf_puts(b, "</nav></header><main>");
+}
+
+void
+html_end(struct rl_buf *b)
+{
+    rl_buf_puts(b, "</main></body></html>\n");
+}
+
+void
+html_message(struct rl_buf *b, int ok, const char *text)
+{
+    rl_buf_puts(b, ok ? "<p id=\"message\" class=\"ok\">"
+                      : "<p id=\"message\" class=\"error\">");
+    html_esc(b, text);
+    rl_buf_puts(b, "</p>");
+}
+
+/* clang-format off */
+const char console_css[] =
+"body{font-family:system-ui,sans-serif;margin:0;color:#1b1f24;"
+"background:#fafafa}\n"
+"header{background:#1b1f24;color:#fff;padding:.5rem 1rem}\n"
+"nav{display:flex;gap:1rem;align-items:center;flex-wrap:wrap}\n"
+"nav a{color:#fff}\n"
+".brand{font-weight:bold}\n"
+".who{margin-left:auto}\n"
+".signout{display:inline;margin:0}\n"
+"main{padding:1rem;max-width:70rem}\n"
+"table{border-collapse:collapse;width:100%}\n"
+"th,td{text-align:left;padding:.25rem .5rem;border-bottom:1px solid #ddd;"
+"vertical-align:top}\n"
+"pre{white-space:pre-wrap;word-break:break-word;background:#fff;"
+"border:1px solid #ccc;padding:.75rem;max-height:40rem;overflow:auto}\n"
+"code{word-break:break-all}\n"
+".ok{color:#11631f;font-weight:bold}\n"
+".error{color:#a0121a;font-weight:bold}\n"
+".decide{display:flex;gap:1rem;align-items:end;flex-wrap:wrap}\n"
+"button{padding:.4rem 1rem}\n"
+"#approve{background:#11631f;color:#fff}\n"
+"#reject{background:#a0121a;color:#fff}\n"
+"dl{display:grid;grid-template-columns:max-content 1fr;gap:.25rem 1rem}\n"
+"dt{font-weight:bold}\n"
+"dd{margin:0}\n";
+/* clang-format on */

@@ -1,0 +1,684 @@
+/* server.c: `runledger console`: the web console's process. Arguments,
+ * the HTTP server (libmicrohttpd, a small thread pool), the pool of ledger
+ * connections the requests borrow, the routes, and the headers every
+ * response carries. Pages are in pages.c, sign-in in auth.c. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "commands.h"
+#include "console_int.h"
+#include "rl/config.h"
+#include "rl/db_conn.h"
+#include "rl/db_console.h"
+#include "rl/log.h"
+
+/* How long a request waits for a free ledger connection before it is
+ * answered 503. */
+#define CONSOLE_POOL_WAIT_S 5
+
+/* As printed, one literal per line: clang-format would rewrap it. */
+/* clang-format off */
+static const char usage_text[] =
+"usage: runledger console --listen ADDR:PORT [--base-url URL]\n"
+"                         [--secure-cookies] [--session-ttl SECONDS]\n"
+"                         [--trusted-user-header H --trusted-proxy CIDR[,CIDR]]\n"
+"\n"
+"Serves the web console: the approvals queue and the approval page, runs\n"
+"and run pages. People sign in with the token `runledger users add`\n"
+"printed, or through an authenticating proxy (--trusted-user-header, only\n"
+"from --trusted-proxy addresses). Runs until SIGTERM or SIGINT.\n"
+"\n"
+"  --listen ADDR:PORT      address to serve on ([::1]:8090 for IPv6)\n"
+"  --base-url URL          the console's public URL (scheme://host[:port]);\n"
+"                          POSTs must come from its origin (default: the\n"
+"                          request's Host over http)\n"
+"  --secure-cookies        mark the session cookie Secure (behind TLS)\n"
+"  --session-ttl SECONDS   how long a sign-in lasts (default 43200)\n"
+"  --trusted-user-header H the header an authenticating proxy names the\n"
+"                          user in (e.g. X-Forwarded-User)\n"
+"  --trusted-proxy CIDRS   the proxy's networks; the header is ignored from\n"
+"                          any other address\n"
+"\n"
+"The ledger is DATABASE_URL (see `runledger config`); docs/console.md.\n"
+"Exit status: 0 stopped by a signal; 1 could not serve; 2 bad usage.\n";
+/* clang-format on */
+
+/* ---- the ledger connections ---------------------------------------- */
+
+static int
+pool_take(struct console *c, struct console_req *r)
+{
+    struct timespec until;
+    char errstr[512];
+    int slot = -1;
+
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += CONSOLE_POOL_WAIT_S;
+    pthread_mutex_lock(&c->pool_lock);
+    for (;;) {
+        for (int i = 0; i < CONSOLE_DB_POOL && slot < 0; i++) {
+            if (!c->busy[i])
+                slot = i;
+        }
+        if (slot >= 0)
+            break;
+        if (pthread_cond_timedwait(&c->pool_free, &c->pool_lock, &until) ==
+            ETIMEDOUT)
+            break;
+    }
+    if (slot >= 0)
+        c->busy[slot] = 1;
+    pthread_mutex_unlock(&c->pool_lock);
+    if (slot < 0)
+        return -1;
+    r->db_slot = slot;
+    /* A connection the server dropped is reopened here, by the request
+     * that needs it, outside the pool's lock. */
+    if (c->db[slot] &&
+        rl_db_console_check(c->db[slot], errstr, sizeof(errstr)) != 0) {
+        rl_log_warn(NULL, "console: ledger connection lost: %s", errstr);
+        rl_db_destroy(c->db[slot]);
+        c->db[slot] = NULL;
+    }
+    if (!c->db[slot]) {
+        c->db[slot] = rl_db_connect(c->database_url, errstr, sizeof(errstr));
+        if (!c->db[slot])
+            rl_log_warn(NULL, "console: %s", errstr);
+    }
+    r->db = c->db[slot];
+    return r->db ? 0 : -1;
+}
+
+static void
+pool_give(struct console *c, struct console_req *r)
+{
+    if (r->db_slot < 0)
+        return;
+    pthread_mutex_lock(&c->pool_lock);
+    c->busy[r->db_slot] = 0;
+    pthread_cond_signal(&c->pool_free);
+    pthread_mutex_unlock(&c->pool_lock);
+    r->db_slot = -1;
+    r->db = NULL;
+}
+
+/* ---- responses ------------------------------------------------------- */
+
+enum MHD_Result
+console_send(struct console_req *r, unsigned status, const char *type,
+             char *body, size_t len, const char *location)
+{
+    struct MHD_Response *resp;
+    enum MHD_Result ret;
+
+    resp = MHD_create_response_from_buffer(len, body ? body : (char *)"",
+                                           body ? MHD_RESPMEM_MUST_FREE
+                                                : MHD_RESPMEM_PERSISTENT);
+    if (!resp) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    MHD_add_response_header(
+        resp, "Content-Security-Policy",
+        "default-src 'none'; style-src 'self'; img-src 'self'; "
+        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'");
+    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(resp, "Referrer-Policy", "same-origin");
+    MHD_add_response_header(resp, "X-Frame-Options", "DENY");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL,
+                            strcmp(type, "text/css") == 0 ? "max-age=3600"
+                                                          : "no-store");
+    if (r->set_cookie[0])
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_SET_COOKIE,
+                                r->set_cookie);
+    if (location)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_LOCATION, location);
+    ret = MHD_queue_response(r->conn, status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+enum MHD_Result
+console_send_page(struct console_req *r, unsigned status, struct rl_buf *b)
+{
+    size_t len = b->len;
+    char *body = rl_buf_take(b);
+
+    if (!body) {
+        static const char oom[] = "out of memory\n";
+
+        return console_send(r, MHD_HTTP_INTERNAL_SERVER_ERROR, "text/plain",
+                            strdup(oom), sizeof(oom) - 1, NULL);
+    }
+    return console_send(r, status, "text/html; charset=utf-8", body, len, NULL);
+}
+
+enum MHD_Result
+console_send_message(struct console_req *r, unsigned status, const char *title,
+                     int ok, const char *text)
+{
+    struct rl_buf b = {0};
+
+    html_begin(&b, r, title);
+    rl_buf_puts(&b, "<h1>");
+    html_esc(&b, title);
+    rl_buf_puts(&b, "</h1>");
+    html_message(&b, ok, text);
+    html_end(&b);
+    return console_send_page(r, status, &b);
+}
+
+/* ---- form and query values -------------------------------------------- */
+
+static int
+hexval(char ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
+char *
+console_form_value(const struct console_req *r, const char *name)
+{
+    size_t nlen = strlen(name);
+    const char *p = r->body;
+
+    while (p && *p) {
+        const char *end = strchr(p, '&');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+
+        if (len > nlen && strncmp(p, name, nlen) == 0 && p[nlen] == '=') {
+            const char *v = p + nlen + 1;
+            size_t vlen = len - nlen - 1, o = 0;
+            char *out = malloc(vlen + 1);
+
+            if (!out)
+                return NULL;
+            for (size_t i = 0; i < vlen; i++) {
+                if (v[i] == '+') {
+                    out[o++] = ' ';
+                } else if (v[i] == '%' && i + 2 < vlen &&
+                           hexval(v[i + 1]) >= 0 && hexval(v[i + 2]) >= 0) {
+                    out[o++] = (char)(hexval(v[i + 1]) * 16 + hexval(v[i + 2]));
+                    i += 2;
+                } else {
+                    out[o++] = v[i];
+                }
+            }
+            out[o] = '\0';
+            /* A value with a NUL byte in it is no value. */
+            if (strlen(out) != o) {
+                free(out);
+                return NULL;
+            }
+            return out;
+        }
+        p = end ? end + 1 : NULL;
+    }
+    return NULL;
+}
+
+const char *
+console_query_value(const struct console_req *r, const char *name)
+{
+    return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+/* ---- routes ------------------------------------------------------------ */
+
+/* The state of one request across libmicrohttpd's calls: the body read
+ * so far. */
+struct console_upload {
+    struct rl_buf body;
+    int too_big;
+};
+
+static int
+is_run_id(const char *s)
+{
+    size_t n = 0;
+
+    for (; s[n]; n++) {
+        if (!((s[n] >= '0' && s[n] <= '9') || (s[n] >= 'a' && s[n] <= 'f')))
+            return 0;
+    }
+    return n == 64;
+}
+
+static enum MHD_Result
+route(struct console_req *r)
+{
+    const char *url = r->url;
+    int get = strcmp(r->method, "GET") == 0 || strcmp(r->method, "HEAD") == 0;
+    int post = strcmp(r->method, "POST") == 0;
+
+    if (get && strcmp(url, "/healthz") == 0)
+        return console_send(r, MHD_HTTP_OK, "text/plain; charset=utf-8",
+                            strdup("ok\n"), 3, NULL);
+    if (get && strcmp(url, "/static/console.css") == 0)
+        return console_send(r, MHD_HTTP_OK, "text/css", strdup(console_css),
+                            strlen(console_css), NULL);
+    if (!get && !post)
+        return console_send_message(r, MHD_HTTP_METHOD_NOT_ALLOWED,
+                                    "Not allowed", 0,
+                                    "this method is not allowed here");
+    if (r->body_too_big)
+        return console_send_message(r, MHD_HTTP_CONTENT_TOO_LARGE, "Too large",
+                                    0, "the form is too large");
+    if (pool_take(r->c, r) != 0)
+        return console_send_message(r, MHD_HTTP_SERVICE_UNAVAILABLE,
+                                    "Unavailable", 0,
+                                    "the ledger cannot be reached; try again");
+    if (strcmp(url, "/signin") == 0)
+        return get ? console_signin_form(r) : console_signin(r);
+    if (console_identify(r) != 0)
+        return console_send_message(r, MHD_HTTP_SERVICE_UNAVAILABLE,
+                                    "Unavailable", 0,
+                                    "the ledger cannot be reached; try again");
+    if (!r->user[0]) {
+        if (post)
+            return console_send_message(r, MHD_HTTP_FORBIDDEN, "Forbidden", 0,
+                                        "sign in first");
+        return console_send(r, MHD_HTTP_SEE_OTHER, "text/plain",
+                            strdup("sign in\n"), 8, "/signin");
+    }
+    if (post) {
+        char reason[160];
+
+        if (!console_post_allowed(r, reason, sizeof(reason)))
+            return console_send_message(r, MHD_HTTP_FORBIDDEN, "Forbidden", 0,
+                                        reason);
+        if (strcmp(url, "/signout") == 0)
+            return console_signout(r);
+        if (strncmp(url, "/approvals/", 11) == 0 && is_run_id(url + 11))
+            return console_decide(r, url + 11);
+        return console_send_message(r, MHD_HTTP_NOT_FOUND, "Not found", 0,
+                                    "no such page");
+    }
+    if (strcmp(url, "/") == 0)
+        return console_send(r, MHD_HTTP_SEE_OTHER, "text/plain",
+                            strdup("approvals\n"), 10, "/approvals");
+    if (strcmp(url, "/approvals") == 0)
+        return console_approvals(r);
+    if (strncmp(url, "/approvals/", 11) == 0 && is_run_id(url + 11))
+        return console_approval(r, url + 11);
+    if (strcmp(url, "/runs") == 0)
+        return console_runs(r);
+    if (strncmp(url, "/runs/", 6) == 0 && is_run_id(url + 6))
+        return console_run(r, url + 6);
+    return console_send_message(r, MHD_HTTP_NOT_FOUND, "Not found", 0,
+                                "no such page");
+}
+
+/* @locality libmicrohttpd's worker threads */
+static enum MHD_Result
+handle(void *cls, struct MHD_Connection *conn, const char *url,
+       const char *method, const char *version, const char *upload_data,
+       size_t *upload_data_size, void **con_cls)
+{
+    struct console *c = cls;
+    struct console_upload *up = *con_cls;
+    struct console_req r;
+    const union MHD_ConnectionInfo *ci;
+    enum MHD_Result ret;
+
+    (void)version;
+    if (!up) {
+        up = calloc(1, sizeof(*up));
+        if (!up)
+            return MHD_NO;
+        *con_cls = up;
+        return MHD_YES;
+    }
+    if (*upload_data_size > 0) {
+        if (up->body.len + *upload_data_size > CONSOLE_BODY_MAX)
+            up->too_big = 1;
+        else
+            rl_buf_put(&up->body, upload_data, *upload_data_size);
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+
+    memset(&r, 0, sizeof(r));
+    r.c = c;
+    r.conn = conn;
+    r.method = method;
+    r.url = url;
+    r.db_slot = -1;
+    r.body = up->body.data ? up->body.data : (char *)"";
+    r.body_len = up->body.len;
+    r.body_too_big = up->too_big || up->body.failed;
+    ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (ci && ci->client_addr) {
+        const struct sockaddr *sa = ci->client_addr;
+
+        if (sa->sa_family == AF_INET)
+            inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr,
+                      r.address, sizeof(r.address));
+        else if (sa->sa_family == AF_INET6)
+            inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr,
+                      r.address, sizeof(r.address));
+    }
+    ret = route(&r);
+    pool_give(c, &r);
+    return ret;
+}
+
+static void
+completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+          enum MHD_RequestTerminationCode toe)
+{
+    struct console_upload *up = *con_cls;
+
+    (void)cls;
+    (void)conn;
+    (void)toe;
+    if (up) {
+        rl_buf_free(&up->body);
+        free(up);
+        *con_cls = NULL;
+    }
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
+
+static void
+mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    char msg[512];
+    size_t len;
+
+    (void)cls;
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    len = strlen(msg);
+    while (len > 0 && msg[len - 1] == '\n')
+        msg[--len] = '\0';
+    rl_log_warn(NULL, "console http: %s", msg);
+}
+
+/* ---- arguments ---------------------------------------------------------- */
+
+static int usage_error(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+
+static int
+usage_error(const char *fmt, ...)
+{
+    va_list ap;
+
+    fprintf(stderr, "runledger console: ");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, " (see runledger console --help)\n");
+    return RL_EXIT_USAGE;
+}
+
+/* "ADDR:PORT" or "[V6]:PORT" into c. */
+static int
+parse_listen(struct console *c, const char *text)
+{
+    const char *colon = strrchr(text, ':');
+    const char *host = text;
+    size_t hlen;
+    char *end;
+    long port;
+
+    if (!colon)
+        return -1;
+    hlen = (size_t)(colon - text);
+    if (hlen >= 2 && text[0] == '[' && text[hlen - 1] == ']') {
+        host = text + 1;
+        hlen -= 2;
+    }
+    if (hlen == 0 || hlen >= sizeof(c->listen_address))
+        return -1;
+    memcpy(c->listen_address, host, hlen);
+    c->listen_address[hlen] = '\0';
+    errno = 0;
+    port = strtol(colon + 1, &end, 10);
+    if (errno || *end || colon[1] == '\0' || port < 0 || port > 65535)
+        return -1;
+    c->port = (int)port;
+    return 0;
+}
+
+/* The origin of a base URL: scheme://host[:port], without a path. */
+static int
+parse_base_url(struct console *c, const char *url)
+{
+    const char *rest;
+    size_t n;
+
+    if (strncmp(url, "http://", 7) == 0)
+        rest = url + 7;
+    else if (strncmp(url, "https://", 8) == 0)
+        rest = url + 8;
+    else
+        return -1;
+    n = strcspn(rest, "/?#");
+    if (n == 0 || strlen(url) >= sizeof(c->base_url))
+        return -1;
+    snprintf(c->base_url, sizeof(c->base_url), "%s", url);
+    while (strlen(c->base_url) > 0 &&
+           c->base_url[strlen(c->base_url) - 1] == '/')
+        c->base_url[strlen(c->base_url) - 1] = '\0';
+    snprintf(c->origin, sizeof(c->origin), "%.*s", (int)(rest - url + n), url);
+    return 0;
+}
+
+static int
+parse_proxies(struct console *c, const char *list)
+{
+    char buf[1024], *save = NULL, *tok;
+
+    if (strlen(list) >= sizeof(buf))
+        return -1;
+    snprintf(buf, sizeof(buf), "%s", list);
+    for (tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        if (c->nproxies >= CONSOLE_CIDR_MAX ||
+            console_cidr_parse(tok, &c->proxies[c->nproxies]) != 0)
+            return -1;
+        c->nproxies++;
+    }
+    return c->nproxies > 0 ? 0 : -1;
+}
+
+static void
+console_destroy(struct console *c)
+{
+    if (c->daemon)
+        MHD_stop_daemon(c->daemon);
+    for (int i = 0; i < CONSOLE_DB_POOL; i++)
+        rl_db_destroy(c->db[i]);
+    pthread_mutex_destroy(&c->pool_lock);
+    pthread_cond_destroy(&c->pool_free);
+    pthread_mutex_destroy(&c->by_address.lock);
+    pthread_mutex_destroy(&c->by_user.lock);
+}
+
+int
+rl_cmd_console(int argc, char **argv)
+{
+    enum {
+        OPT_LISTEN = 1,
+        OPT_BASE_URL,
+        OPT_SECURE,
+        OPT_TTL,
+        OPT_HEADER,
+        OPT_PROXY
+    };
+    static const struct option options[] = {
+        {"listen", required_argument, NULL, OPT_LISTEN},
+        {"base-url", required_argument, NULL, OPT_BASE_URL},
+        {"secure-cookies", no_argument, NULL, OPT_SECURE},
+        {"session-ttl", required_argument, NULL, OPT_TTL},
+        {"trusted-user-header", required_argument, NULL, OPT_HEADER},
+        {"trusted-proxy", required_argument, NULL, OPT_PROXY},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    static struct console c;
+    struct rl_config *cfg;
+    struct sockaddr_in v4;
+    struct sockaddr_in6 v6;
+    char errstr[1024], *end;
+    const char *listen = NULL;
+    sigset_t sigs;
+    int family, opt, sig = 0, level;
+    long ttl;
+
+    memset(&c, 0, sizeof(c));
+    c.session_ttl = 43200;
+    opterr = 0;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+        switch (opt) {
+        case OPT_LISTEN:
+            listen = optarg;
+            break;
+        case OPT_BASE_URL:
+            if (parse_base_url(&c, optarg) != 0)
+                return usage_error("--base-url %s is not an http(s) URL",
+                                   optarg);
+            break;
+        case OPT_SECURE:
+            c.secure_cookies = 1;
+            break;
+        case OPT_TTL:
+            errno = 0;
+            ttl = strtol(optarg, &end, 10);
+            if (errno || *end || ttl < 60 || ttl > 30 * 86400)
+                return usage_error("--session-ttl must be 60 to 2592000 "
+                                   "seconds, not \"%s\"",
+                                   optarg);
+            c.session_ttl = (int)ttl;
+            break;
+        case OPT_HEADER:
+            if (!*optarg || strlen(optarg) >= sizeof(c.trusted_header))
+                return usage_error("--trusted-user-header \"%s\" is not a "
+                                   "header name",
+                                   optarg);
+            snprintf(c.trusted_header, sizeof(c.trusted_header), "%s", optarg);
+            break;
+        case OPT_PROXY:
+            if (parse_proxies(&c, optarg) != 0)
+                return usage_error("--trusted-proxy \"%s\" is not a list of "
+                                   "CIDRs (at most 16)",
+                                   optarg);
+            break;
+        case 'h':
+            fputs(usage_text, stdout);
+            return RL_EXIT_OK;
+        default:
+            return usage_error("bad option %s", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return usage_error("unexpected argument \"%s\"", argv[optind]);
+    if (!listen || parse_listen(&c, listen) != 0)
+        return usage_error("--listen ADDR:PORT is required, not \"%s\"",
+                           listen ? listen : "");
+    if (!!c.trusted_header[0] != (c.nproxies > 0))
+        return usage_error("%s", "--trusted-user-header and --trusted-proxy "
+                                 "go together");
+    if (c.base_url[0] && strncmp(c.base_url, "https://", 8) == 0)
+        c.secure_cookies = 1;
+
+    cfg = rl_config_load(errstr, sizeof(errstr));
+    if (!cfg) {
+        fprintf(stderr, "runledger console: %s\n", errstr);
+        return RL_EXIT_USAGE;
+    }
+    level = rl_log_level_parse(cfg->log_level);
+    rl_log_set_level(level >= 0 ? level : RL_LOG_INFO);
+    c.database_url = cfg->database_url;
+    pthread_mutex_init(&c.pool_lock, NULL);
+    pthread_cond_init(&c.pool_free, NULL);
+    pthread_mutex_init(&c.by_address.lock, NULL);
+    pthread_mutex_init(&c.by_user.lock, NULL);
+    c.by_address.max = CONSOLE_SIGNIN_PER_ADDRESS;
+    c.by_user.max = CONSOLE_SIGNIN_PER_USER;
+
+    /* The ledger must answer before the console does: a console that
+     * listens without it would only serve 503s. */
+    c.db[0] = rl_db_connect(c.database_url, errstr, sizeof(errstr));
+    if (!c.db[0]) {
+        fprintf(stderr, "runledger console: %s\n", errstr);
+        goto fail;
+    }
+
+    memset(&v4, 0, sizeof(v4));
+    memset(&v6, 0, sizeof(v6));
+    if (inet_pton(AF_INET, c.listen_address, &v4.sin_addr) == 1) {
+        v4.sin_family = AF_INET;
+        v4.sin_port = htons((uint16_t)c.port);
+        family = AF_INET;
+    } else if (inet_pton(AF_INET6, c.listen_address, &v6.sin6_addr) == 1) {
+        v6.sin6_family = AF_INET6;
+        v6.sin6_port = htons((uint16_t)c.port);
+        family = AF_INET6;
+    } else {
+        rl_config_destroy(cfg);
+        console_destroy(&c);
+        return usage_error("--listen: %s is not an IPv4 or IPv6 address",
+                           c.listen_address);
+    }
+
+    /* Signals are taken by sigwait below; the server's threads inherit
+     * the mask and never see them. */
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    c.daemon = MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
+            (family == AF_INET6 ? MHD_USE_IPv6 : 0),
+        (uint16_t)c.port, NULL, NULL, handle, &c, MHD_OPTION_SOCK_ADDR,
+        family == AF_INET6 ? (struct sockaddr *)&v6 : (struct sockaddr *)&v4,
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)CONSOLE_DB_POOL,
+        MHD_OPTION_CONNECTION_LIMIT, 1024u, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        64u, MHD_OPTION_CONNECTION_TIMEOUT, 30u,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
+        MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
+    if (!c.daemon) {
+        fprintf(stderr,
+                "runledger console: could not serve on %s port %d "
+                "(taken?)\n",
+                c.listen_address, c.port);
+        goto fail;
+    }
+    rl_log_info(
+        NULL, "console: serving on %s port %d%s", c.listen_address, c.port,
+        c.trusted_header[0] ? " (trusting the proxy's user header)" : "");
+    while (sigwait(&sigs, &sig) != 0 || (sig != SIGTERM && sig != SIGINT))
+        ;
+    rl_log_info(NULL, "console: stopping on signal %d", sig);
+    console_destroy(&c);
+    rl_config_destroy(cfg);
+    return RL_EXIT_OK;
+
+fail:
+    console_destroy(&c);
+    rl_config_destroy(cfg);
+    return RL_EXIT_FAILURE;
+}
