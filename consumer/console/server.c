@@ -272,6 +272,11 @@ route(struct console_req *r)
     if (get && strcmp(url, "/static/console.css") == 0)
         return console_send(r, MHD_HTTP_OK, "text/css", strdup(console_css),
                             strlen(console_css), NULL);
+    /* Browsers ask for it on every first visit; a 404 would be noise in
+     * their console. */
+    if (get && strcmp(url, "/favicon.ico") == 0)
+        return console_send(r, MHD_HTTP_NO_CONTENT, "image/x-icon", NULL, 0,
+                            NULL);
     if (!get && !post)
         return console_send_message(r, MHD_HTTP_METHOD_NOT_ALLOWED,
                                     "Not allowed", 0,

@@ -37,6 +37,7 @@ packages=(
     librdkafka-dev libcjson-dev libmicrohttpd-dev libcurl4-openssl-dev
     libssl-dev libpq-dev postgresql-15 pgbouncer
     clang clang-format libclang-rt-14-dev valgrind kcat python3
+    chromium chromium-driver
 )
 
 as_root() {
