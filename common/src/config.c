@@ -193,6 +193,26 @@ static const struct cfg_row rows[] = {
     {"RUNLEDGER_RECEIVER_GROUP_ID", CFG_STR, S(receiver_group_id),
      "runledger-receiver", 0, 0, 0,
      "consumer group of `runledger receive` on the notification topic"},
+    {"RUNLEDGER_CONSOLE_LISTEN", CFG_STR, S(console_listen), "", 0, 0, 0,
+     "ADDR:PORT `runledger console` serves on (--listen wins)"},
+    {"RUNLEDGER_CONSOLE_BASE_URL", CFG_STR, S(console_base_url), "", 0, 0, 0,
+     "the console's public URL (scheme://host[:port]): forms must come from "
+     "its origin, and approval_requested notifications link to "
+     "{base}/approvals/RUN_ID (empty: no such notification)"},
+    {"RUNLEDGER_CONSOLE_SECURE_COOKIES", CFG_BOOL, S(console_secure_cookies),
+     "false", 0, 0, 0,
+     "mark the console's session cookie Secure (behind TLS; implied by an "
+     "https base URL)"},
+    {"RUNLEDGER_CONSOLE_SESSION_TTL_SECONDS", CFG_INT, S(console_session_ttl),
+     "43200", 60, 2592000, 0, "how long a console sign-in lasts"},
+    {"RUNLEDGER_CONSOLE_TRUSTED_USER_HEADER", CFG_STR,
+     S(console_trusted_header), "", 0, 0, 0,
+     "proxy mode: the header an authenticating proxy names the console user "
+     "in (with RUNLEDGER_CONSOLE_TRUSTED_PROXY)"},
+    {"RUNLEDGER_CONSOLE_TRUSTED_PROXY", CFG_STR, S(console_trusted_proxies),
+     "", 0, 0, 0,
+     "proxy mode: CIDR[,CIDR] the user header is honoured from; from any "
+     "other address it is ignored"},
     {"OTEL_EXPORTER_OTLP_ENDPOINT", CFG_STR, S(otlp_endpoint), NULL, 0, 0, 0,
      "OTLP/HTTP collector base URL: spans are POSTed as JSON to "
      "{endpoint}/v1/traces (unset: no export; traceparent is propagated "

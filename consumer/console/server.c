@@ -505,6 +505,43 @@ parse_proxies(struct console *c, const char *list)
     return c->nproxies > 0 ? 0 : -1;
 }
 
+/* Ends the command on bad usage with the configuration freed. */
+static int
+done_usage(struct rl_config *cfg, int rc)
+{
+    rl_config_destroy(cfg);
+    return rc;
+}
+
+/* The RUNLEDGER_CONSOLE_* settings into c; *listen borrows cfg's. */
+static int
+settings_apply(struct console *c, const struct rl_config *cfg,
+               const char **listen)
+{
+    c->session_ttl = cfg->console_session_ttl;
+    c->secure_cookies = cfg->console_secure_cookies;
+    if (cfg->console_listen && *cfg->console_listen)
+        *listen = cfg->console_listen;
+    if (cfg->console_base_url && *cfg->console_base_url &&
+        parse_base_url(c, cfg->console_base_url) != 0)
+        return usage_error("RUNLEDGER_CONSOLE_BASE_URL %s is not an http(s) "
+                           "URL",
+                           cfg->console_base_url);
+    if (cfg->console_trusted_header && *cfg->console_trusted_header) {
+        if (strlen(cfg->console_trusted_header) >= sizeof(c->trusted_header))
+            return usage_error("%s", "RUNLEDGER_CONSOLE_TRUSTED_USER_HEADER "
+                                     "is too long");
+        snprintf(c->trusted_header, sizeof(c->trusted_header), "%s",
+                 cfg->console_trusted_header);
+    }
+    if (cfg->console_trusted_proxies && *cfg->console_trusted_proxies &&
+        parse_proxies(c, cfg->console_trusted_proxies) != 0)
+        return usage_error("RUNLEDGER_CONSOLE_TRUSTED_PROXY \"%s\" is not a "
+                           "list of CIDRs (at most 16)",
+                           cfg->console_trusted_proxies);
+    return RL_EXIT_OK;
+}
+
 static void
 console_destroy(struct console *c)
 {
@@ -546,11 +583,21 @@ rl_cmd_console(int argc, char **argv)
     char errstr[1024], *end;
     const char *listen = NULL;
     sigset_t sigs;
-    int family, opt, sig = 0, level;
+    int family, opt, sig = 0, level, rc;
     long ttl;
 
     memset(&c, 0, sizeof(c));
-    c.session_ttl = 43200;
+    cfg = rl_config_load(errstr, sizeof(errstr));
+    if (!cfg) {
+        fprintf(stderr, "runledger console: %s\n", errstr);
+        return RL_EXIT_USAGE;
+    }
+    /* The settings first (RUNLEDGER_CONSOLE_*), then the flags over them. */
+    rc = settings_apply(&c, cfg, &listen);
+    if (rc != RL_EXIT_OK) {
+        rl_config_destroy(cfg);
+        return rc;
+    }
     opterr = 0;
     optind = 1;
     while ((opt = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
@@ -560,8 +607,9 @@ rl_cmd_console(int argc, char **argv)
             break;
         case OPT_BASE_URL:
             if (parse_base_url(&c, optarg) != 0)
-                return usage_error("--base-url %s is not an http(s) URL",
-                                   optarg);
+                return done_usage(
+                    cfg,
+                    usage_error("--base-url %s is not an http(s) URL", optarg));
             break;
         case OPT_SECURE:
             c.secure_cookies = 1;
@@ -570,47 +618,51 @@ rl_cmd_console(int argc, char **argv)
             errno = 0;
             ttl = strtol(optarg, &end, 10);
             if (errno || *end || ttl < 60 || ttl > 30 * 86400)
-                return usage_error("--session-ttl must be 60 to 2592000 "
-                                   "seconds, not \"%s\"",
-                                   optarg);
+                return done_usage(
+                    cfg, usage_error("--session-ttl must be 60 to 2592000 "
+                                     "seconds, not \"%s\"",
+                                     optarg));
             c.session_ttl = (int)ttl;
             break;
         case OPT_HEADER:
             if (!*optarg || strlen(optarg) >= sizeof(c.trusted_header))
-                return usage_error("--trusted-user-header \"%s\" is not a "
-                                   "header name",
-                                   optarg);
+                return done_usage(
+                    cfg, usage_error("--trusted-user-header \"%s\" is not a "
+                                     "header name",
+                                     optarg));
             snprintf(c.trusted_header, sizeof(c.trusted_header), "%s", optarg);
             break;
         case OPT_PROXY:
+            c.nproxies = 0;
             if (parse_proxies(&c, optarg) != 0)
-                return usage_error("--trusted-proxy \"%s\" is not a list of "
-                                   "CIDRs (at most 16)",
-                                   optarg);
+                return done_usage(
+                    cfg, usage_error("--trusted-proxy \"%s\" is not a list of "
+                                     "CIDRs (at most 16)",
+                                     optarg));
             break;
         case 'h':
             fputs(usage_text, stdout);
+            rl_config_destroy(cfg);
             return RL_EXIT_OK;
         default:
-            return usage_error("bad option %s", argv[optind - 1]);
+            return done_usage(cfg,
+                              usage_error("bad option %s", argv[optind - 1]));
         }
     }
     if (optind < argc)
-        return usage_error("unexpected argument \"%s\"", argv[optind]);
+        return done_usage(
+            cfg, usage_error("unexpected argument \"%s\"", argv[optind]));
     if (!listen || parse_listen(&c, listen) != 0)
-        return usage_error("--listen ADDR:PORT is required, not \"%s\"",
-                           listen ? listen : "");
+        return done_usage(
+            cfg, usage_error("--listen ADDR:PORT is required, not \"%s\"",
+                             listen ? listen : ""));
     if (!!c.trusted_header[0] != (c.nproxies > 0))
-        return usage_error("%s", "--trusted-user-header and --trusted-proxy "
-                                 "go together");
+        return done_usage(
+            cfg, usage_error("%s", "--trusted-user-header and --trusted-proxy "
+                                   "go together"));
     if (c.base_url[0] && strncmp(c.base_url, "https://", 8) == 0)
         c.secure_cookies = 1;
 
-    cfg = rl_config_load(errstr, sizeof(errstr));
-    if (!cfg) {
-        fprintf(stderr, "runledger console: %s\n", errstr);
-        return RL_EXIT_USAGE;
-    }
     level = rl_log_level_parse(cfg->log_level);
     rl_log_set_level(level >= 0 ? level : RL_LOG_INFO);
     c.database_url = cfg->database_url;
@@ -640,10 +692,10 @@ rl_cmd_console(int argc, char **argv)
         v6.sin6_port = htons((uint16_t)c.port);
         family = AF_INET6;
     } else {
-        rl_config_destroy(cfg);
         console_destroy(&c);
-        return usage_error("--listen: %s is not an IPv4 or IPv6 address",
-                           c.listen_address);
+        return done_usage(
+            cfg, usage_error("--listen: %s is not an IPv4 or IPv6 address",
+                             c.listen_address));
     }
 
     /* Signals are taken by sigwait below; the server's threads inherit

@@ -165,14 +165,14 @@ class Response:
 class Console:
     """`runledger console` as a process on a free port."""
 
-    def __init__(self, ledger, *extra):
+    def __init__(self, ledger, *extra, env=None):
         self.ledger = ledger
         self.port = free_port()
         self.origin = "http://127.0.0.1:%d" % self.port
         self.log = open("console-%d.log" % self.port, "w+")
         self.proc = subprocess.Popen(
             [BIN, "console", "--listen", "127.0.0.1:%d" % self.port] +
-            list(extra), env=ledger.env, stdout=self.log,
+            list(extra), env=dict(ledger.env, **(env or {})), stdout=self.log,
             stderr=subprocess.STDOUT)
         wait_for(self.healthy, "the console to answer /healthz")
 

@@ -1,7 +1,8 @@
 """Invariant: in proxy mode the user header is honoured only from a
 trusted proxy address, a name it passes gets the role `runledger users`
 gives it (none: refused), and forms still need that session's CSRF token;
-without the header, a session cookie alone signs nobody in."""
+without the header, a session cookie alone signs nobody in. Proxy mode
+is set by flags or by the RUNLEDGER_CONSOLE_* settings."""
 
 import sys
 
@@ -10,14 +11,16 @@ from harness import check, csrf_of
 
 
 def test(ledger):
-    ledger.add_user("ivy", "operator")
+    token = ledger.add_user("ivy", "operator")
     ledger.run("approvers", "add", "--tenant", "acme", "--actor", "ivy")
     run_id, digest, _ = ledger.waiting_run("acme", "j", "proxied")
     hdr = "X-Forwarded-User"
     trusted = harness.Console(ledger, "--trusted-user-header", hdr,
                               "--trusted-proxy", "127.0.0.0/8")
-    untrusted = harness.Console(ledger, "--trusted-user-header", hdr,
-                                "--trusted-proxy", "10.0.0.0/8,::1/128")
+    # Proxy mode from the settings this time, as the chart sets it.
+    untrusted = harness.Console(ledger, env={
+        "RUNLEDGER_CONSOLE_TRUSTED_USER_HEADER": hdr,
+        "RUNLEDGER_CONSOLE_TRUSTED_PROXY": "10.0.0.0/8,::1/128"})
     try:
         r = untrusted.request("GET", "/approvals", headers={hdr: "ivy"})
         check(r.status == 303 and r.header("location") == "/signin",
@@ -27,6 +30,10 @@ def test(ledger):
                               form={"digest": digest, "decision": "approve"})
         check(r.status == 403, "a POST with the header from a non-trusted"
               " address is refused")
+        cookie = untrusted.sign_in(token)
+        r = untrusted.request("GET", "/approvals", cookie=cookie)
+        check(r.status == 303, "in proxy mode (from the settings) a session"
+              " cookie without the proxy's header signs nobody in")
         r = trusted.request("GET", "/approvals", headers={hdr: "nobody"})
         check(r.status == 303, "a name with no console user is refused")
         r = trusted.request("GET", "/approvals/" + run_id,

@@ -85,6 +85,13 @@ struct rl_config {
     int budget_default_max_tokens; /* reservation when the request names no
                                       max_tokens */
     char *receiver_group_id;       /* `runledger receive` consumer group */
+    /* `runledger console` (docs/console.md); its flags win over these. */
+    char *console_listen;          /* ADDR:PORT; "": --listen is needed */
+    char *console_base_url;        /* public URL; approval links */
+    int console_secure_cookies;    /* Secure session cookie */
+    int console_session_ttl;       /* seconds a sign-in lasts */
+    char *console_trusted_header;  /* proxy mode: the user header */
+    char *console_trusted_proxies; /* proxy mode: CIDR[,CIDR] */
     char *otlp_endpoint;           /* OTLP/HTTP base URL; NULL: no export */
     char *otlp_traces_endpoint;    /* full traces URL; wins */
     char *otel_service_name;
