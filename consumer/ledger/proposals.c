@@ -53,7 +53,8 @@ ledger_propose(struct ledger *lg, struct rl_item *item,
     free(output);
     if (err == RL_OK)
         err = rl_db_propose_attempt(lg->db, &lease, &oc, proposal, digest,
-                                    &status, errstr, sizeof(errstr));
+                                    lg->cfg->console_base_url, &status, errstr,
+                                    sizeof(errstr));
     free(proposal);
     if (err == RL_ERR_DB || err == RL_ERR_NOMEM) {
         ledger_defer(lg, item, REDO_RESULT, "store the proposal", errstr);

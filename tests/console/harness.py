@@ -165,9 +165,9 @@ class Response:
 class Console:
     """`runledger console` as a process on a free port."""
 
-    def __init__(self, ledger, *extra, env=None):
+    def __init__(self, ledger, *extra, env=None, port=None):
         self.ledger = ledger
-        self.port = free_port()
+        self.port = port or free_port()
         self.origin = "http://127.0.0.1:%d" % self.port
         self.log = open("console-%d.log" % self.port, "w+")
         self.proc = subprocess.Popen(

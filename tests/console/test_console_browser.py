@@ -3,7 +3,9 @@ WebDriver), an approver signs in, opens the approval queue and the approval
 page, sees exactly the content that will be sent (a model output holding
 <script> and "><img onerror> shown as text: nothing executes, the console
 log stays clean), approves it, and exactly one notification carrying that
-content reaches the notification topic.
+content reaches the notification topic. The run's entry into
+awaiting_approval queued one approval_requested notification linking to
+that approval page (RUNLEDGER_CONSOLE_BASE_URL).
 
 The run is real: `runledger publish`, `runledger consume` (with its relay)
 and the stub model on the shared broker and PostgreSQL. A screenshot of
@@ -47,7 +49,10 @@ def test(ledger):
                          ["%s:1" % t for t in topics.values()],
                          capture_output=True, text=True, timeout=60)
     check(out.returncode == 0, "topics created: " + out.stderr.strip())
-    env = dict(ledger.env, RUNLEDGER_GROUP_ID=name, **topics)
+    console_port = harness.free_port()
+    origin = "http://127.0.0.1:%d" % console_port
+    env = dict(ledger.env, RUNLEDGER_GROUP_ID=name,
+               RUNLEDGER_CONSOLE_BASE_URL=origin + "/", **topics)
 
     event = {"job": "brief", "tenant": "acme",
              "scheduled_at": "2026-12-04T05:00:00Z", "version": "v1",
@@ -68,12 +73,15 @@ def test(ledger):
         wait_for(lambda: ledger.sql(
             "SELECT status FROM runs WHERE run_id = '%s'" % run_id)
             == "awaiting_approval", "the run to await approval", 60)
-        check(ledger.sql("SELECT count(*) FROM outbox") == "0",
-              "nothing is queued before the approval")
+        check(ledger.sql("SELECT count(*) FROM outbox WHERE channel <>"
+                         " 'approval_requested'") == "0" and
+              ledger.sql("SELECT count(*) FROM outbox_delivered WHERE"
+                         " channel <> 'approval_requested'") == "0",
+              "nothing of the answer is queued before the approval")
         token = ledger.add_user("approver1", "approver")
         ledger.run("approvers", "add", "--tenant", "acme", "--actor",
                    "approver1")
-        console = harness.Console(ledger)
+        console = harness.Console(ledger, port=console_port)
         browser = Browser(paths[0], paths[1], harness.free_port(),
                           "chromedriver.log")
 
@@ -128,14 +136,20 @@ def test(ledger):
               "the decision is recorded as the signed-in user")
 
         wait_for(lambda: ledger.sql("SELECT count(*) FROM outbox_delivered")
-                 == "1", "the relay to deliver the notification", 60)
+                 == "2", "the relay to deliver the notifications", 60)
         out = subprocess.run(
             ["kcat", "-b", boot, "-C", "-t", topics["RUNLEDGER_NOTIFY_TOPIC"],
              "-o", "beginning", "-e", "-q", "-f", "%s\n"],
             capture_output=True, text=True, timeout=60)
-        notes = [json.loads(line) for line in out.stdout.splitlines()
+        every = [json.loads(line) for line in out.stdout.splitlines()
                  if line.strip()]
-        check(len(notes) == 1, "exactly one notification on the topic")
+        pings = [n for n in every if n.get("type") == "approval_requested"]
+        check(len(pings) == 1 and pings[0]["run_id"] == run_id and
+              pings[0]["url"] == origin + "/approvals/" + run_id and
+              pings[0]["digest"] == digest,
+              "one approval_requested notification links to the page")
+        notes = [n for n in every if n.get("type") != "approval_requested"]
+        check(len(notes) == 1, "exactly one notification of the answer")
         check(notes[0]["run_id"] == run_id and
               notes[0]["channel"] == "slack", "it is the run's, for slack")
         check(notes[0]["output"] == json.loads(shown),

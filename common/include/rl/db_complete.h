@@ -82,12 +82,16 @@ enum rl_propose_status {
 /* For an approval-required run, in place of its completion: records
  * outcome "ok" for attempt oc->attempt_no and, under the lease, stores
  * proposal_json (write-once) with its digest and moves the run to
- * awaiting_approval, releasing the lease, in one statement. No outbox row
- * is written. Returns 0 with *status set, RL_ERR_STALE (lease gone, or no
- * such run), RL_ERR_INVALID or RL_ERR_DB. */
+ * awaiting_approval, releasing the lease, in one statement. No
+ * notification of the answer is queued; with console_base_url (NULL or
+ * "": none) one approval_requested outbox row is, in the same statement,
+ * linking to {console_base_url}/approvals/<run_id> (channel
+ * "approval_requested", explicit payload). Returns 0 with *status set,
+ * RL_ERR_STALE (lease gone, or no such run), RL_ERR_INVALID or RL_ERR_DB. */
 int rl_db_propose_attempt(struct rl_db *db, const struct rl_lease *lease,
                           const struct rl_attempt_ok *oc,
                           const char *proposal_json, const char *digest,
+                          const char *console_base_url,
                           enum rl_propose_status *status, char *errstr,
                           size_t errstr_size);
 

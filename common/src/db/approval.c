@@ -16,7 +16,11 @@
 /* The worker's statement: an approval-required run stores its answer as
  * an immutable proposal and waits (rl_propose_run in
  * schema/006_approval.sql) instead of completing; the attempt's outcome is
- * recorded in the same statement, as rl_complete_runs records it. */
+ * recorded in the same statement, as rl_complete_runs records it. With a
+ * console base URL ($13), the run's entry into awaiting_approval queues
+ * one approval_requested notification linking to its approval page, in
+ * the same statement, so a waiting run and its ping commit together. */
+/* clang-format off */
 static const struct db_stmt propose_attempt_awaiting_approval = {
     DB_STMT_PROPOSE_ATTEMPT_AWAITING_APPROVAL,
     "propose_attempt_awaiting_approval",
@@ -28,10 +32,25 @@ static const struct db_stmt propose_attempt_awaiting_approval = {
     "         latency_ms = $12::int8, error = NULL, finished_at = now()"
     "   WHERE run_id = $1 AND attempt_no = $6::int4 AND outcome IS NULL"
     "  RETURNING 1"
+    "), p AS ("
+    "  SELECT * FROM rl_propose_run($1, $2, $3::int8, $4::jsonb, $5)"
+    "), n AS ("
+    "  INSERT INTO outbox (run_id, channel, explicit_payload)"
+    "  SELECT r.run_id, 'approval_requested', jsonb_build_object("
+    "           'type', 'approval_requested', 'run_id', r.run_id,"
+    "           'job', r.job, 'tenant', r.tenant,"
+    "           'scheduled_at', to_char(r.scheduled_at AT TIME ZONE 'UTC',"
+    "                                   'YYYY-MM-DD\"T\"HH24:MI:SS\"+00:00\"'),"
+    "           'version', r.version, 'digest', $5::text,"
+    "           'url', rtrim($13::text, '/') || '/approvals/' || r.run_id)"
+    "    FROM p, runs r"
+    "   WHERE p.result = 'proposed' AND $13::text IS NOT NULL"
+    "     AND r.run_id = $1"
+    "      ON CONFLICT DO NOTHING"
     ")"
-    "SELECT p.result, p.digest, (SELECT count(*) FROM o)"
-    "  FROM rl_propose_run($1, $2, $3::int8, $4::jsonb, $5) p",
-    12};
+    "SELECT p.result, p.digest, (SELECT count(*) FROM o) FROM p",
+    13};
+/* clang-format on */
 
 /* The operator's statements: the decision and the approvers list. */
 static const char ops_decide_run[] =
@@ -65,12 +84,13 @@ static const char ops_approvers_list[] =
 int
 rl_db_propose_attempt(struct rl_db *db, const struct rl_lease *lease,
                       const struct rl_attempt_ok *oc, const char *proposal_json,
-                      const char *digest, enum rl_propose_status *status,
-                      char *errstr, size_t errstr_size)
+                      const char *digest, const char *console_base_url,
+                      enum rl_propose_status *status, char *errstr,
+                      size_t errstr_size)
 {
     char epoch[32], attempt[16], http[16], prompt[32], completion[32],
         cached[32], latency[32];
-    const char *params[12];
+    const char *params[13];
     const char *result;
     PGresult *res;
     int err = RL_ERR_DB;
@@ -103,6 +123,8 @@ rl_db_propose_attempt(struct rl_db *db, const struct rl_lease *lease,
         oc ? db_int_or_null(oc->cached_tokens, cached, sizeof(cached)) : NULL;
     params[11] =
         oc ? db_int_or_null(oc->latency_ms, latency, sizeof(latency)) : NULL;
+    params[12] =
+        console_base_url && *console_base_url ? console_base_url : NULL;
     res = db_exec_stmt(db, &propose_attempt_awaiting_approval, params,
                        "store the proposal of run", lease->run_id, &err, errstr,
                        errstr_size);
