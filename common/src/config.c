@@ -209,8 +209,8 @@ static const struct cfg_row rows[] = {
      S(console_trusted_header), "", 0, 0, 0,
      "proxy mode: the header an authenticating proxy names the console user "
      "in (with RUNLEDGER_CONSOLE_TRUSTED_PROXY)"},
-    {"RUNLEDGER_CONSOLE_TRUSTED_PROXY", CFG_STR, S(console_trusted_proxies),
-     "", 0, 0, 0,
+    {"RUNLEDGER_CONSOLE_TRUSTED_PROXY", CFG_STR, S(console_trusted_proxies), "",
+     0, 0, 0,
      "proxy mode: CIDR[,CIDR] the user header is honoured from; from any "
      "other address it is ignored"},
     {"OTEL_EXPORTER_OTLP_ENDPOINT", CFG_STR, S(otlp_endpoint), NULL, 0, 0, 0,
