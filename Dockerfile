@@ -1,4 +1,4 @@
-# Runledger container image: build with CMake on Debian 12, run on Debian 12
+# Runledger container image: build with CMake on Debian 13, run on Debian 13
 # slim with only the runtime libraries, as UID 10001, without a shell.
 #
 #   docker build -t runledger:0.1.0 .          # or: podman build ...
@@ -18,7 +18,7 @@
 #   /out/debug/runledger.debug out of it.
 
 # --- build stage ------------------------------------------------------------
-FROM debian:12 AS build
+FROM debian:13 AS build
 
 RUN set -eu; \
     export DEBIAN_FRONTEND=noninteractive; \
@@ -35,7 +35,7 @@ RUN set -eu; \
 COPY . /src/
 
 # RL_WERROR=OFF: -Werror belongs in CI (`make test`), where a new warning
-# is caught; an image build on a later bookworm point release's compiler
+# is caught; an image build on a later trixie point release's compiler
 # must not fail on one. RL_FAILPOINTS=OFF: no fault-injection hooks.
 RUN set -eu; \
     cmake -S /src -B /tmp/build \
@@ -53,7 +53,7 @@ RUN set -eu; \
     /out/bin/runledger version
 
 # --- runtime stage ----------------------------------------------------------
-FROM debian:12-slim
+FROM debian:13-slim
 
 ARG KEEP_SHELL=0
 
@@ -63,12 +63,15 @@ ARG KEEP_SHELL=0
 # would for sasl.kerberos.kinit.cmd, i.e. SASL/GSSAPI, which Runledger does
 # not configure). Without a shell, `kubectl exec ... sh` finds none, and
 # neither does an attacker; dpkg still lists bash/dash as installed, so do not
-# `apt-get install` on top of this image (build FROM debian:12-slim instead).
+# `apt-get install` on top of this image (build FROM debian:13-slim instead).
+# Debian 13's names: the t64 suffix marks the libraries rebuilt with a 64-bit
+# time_t (libcurl4t64, libssl3t64, libmicrohttpd12t64); librdkafka1 (2.8),
+# libpq5 (17) and libcjson1 kept theirs.
 RUN set -eu; \
     export DEBIAN_FRONTEND=noninteractive; \
     apt-get update; \
     apt-get install -y --no-install-recommends \
-        librdkafka1 libpq5 libcurl4 libcjson1 libssl3 libmicrohttpd12 \
+        librdkafka1 libpq5 libcurl4t64 libcjson1 libssl3t64 libmicrohttpd12t64 \
         ca-certificates; \
     apt-get clean; \
     rm -rf /var/lib/apt/lists/* /var/log/apt/* /var/log/dpkg.log \
@@ -92,7 +95,7 @@ LABEL org.opencontainers.image.title="runledger" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.source="${SOURCE_URL}" \
       org.opencontainers.image.licenses="${LICENSES}" \
-      org.opencontainers.image.base.name="debian:12-slim"
+      org.opencontainers.image.base.name="debian:13-slim"
 
 # Numeric, so Kubernetes' runAsNonRoot can verify it without /etc/passwd.
 USER 10001:10001

@@ -1,7 +1,10 @@
 # Runledger — the everyday entry points.
 #
 #   make demo           build, start throwaway services, run the story, stop them
-#   make test           everything CI runs (.ci/run is `make test`)
+#   make test           everything CI runs on Debian 12 (.ci/run runs it, then
+#                       test-trixie)
+#   make test-trixie    the plain build and its ctest suite again inside a
+#                       Debian 13 root (its librdkafka, libpq, curl)
 #   make build          plain build in $(BUILD_DIR)
 #   make build-asan     AddressSanitizer + UBSan build in $(ASAN_BUILD_DIR)
 #   make build-tsan     ThreadSanitizer build of what ctest-tsan runs, in
@@ -15,6 +18,7 @@
 BUILD_DIR      ?= build
 ASAN_BUILD_DIR ?= build-asan
 TSAN_BUILD_DIR ?= build-tsan
+TRIXIE_BUILD_DIR ?= build-trixie
 BUILD_TYPE     ?= RelWithDebInfo
 JOBS           ?= 2
 CMAKE          ?= cmake
@@ -42,7 +46,7 @@ KAFKA_VERSION        ?=
 KAFKA_COMPAT_VERSION ?=
 
 # The harness scripts read these; exported so every recipe agrees on them.
-export BUILD_DIR ASAN_BUILD_DIR TSAN_BUILD_DIR JOBS RL_CACHE_DIR \
+export BUILD_DIR ASAN_BUILD_DIR TSAN_BUILD_DIR TRIXIE_BUILD_DIR JOBS RL_CACHE_DIR \
 	KAFKA_VERSION KAFKA_COMPAT_VERSION
 export RL_SERVICES_DIR := $(abspath $(SERVICES_DIR))
 export RL_SERVICES_ENV := $(abspath $(SERVICES_ENV))
@@ -52,8 +56,8 @@ export RL_SERVICES_ENV := $(abspath $(SERVICES_ENV))
 .NOTPARALLEL:
 
 .PHONY: all deps build build-asan build-tsan services-up services-down \
-	format-check test demo bench image image-smoke schema clean distclean \
-	interop
+	format-check test test-trixie demo bench image image-smoke schema clean \
+	distclean interop
 
 all: build
 
@@ -101,6 +105,14 @@ format-check:
 test: deps format-check build build-asan build-tsan
 	$(HARNESS)/run_tests.sh
 
+# `make test-trixie`: the suite against Debian 13's libraries on this
+# Debian 12 machine (tests/trixie/run.sh): a debootstrap root cached under
+# $(RL_CACHE_DIR)/trixie (about a minute the first time), a plain build in
+# $(TRIXIE_BUILD_DIR) inside it, ctest there against the services on the
+# host. The services it starts it stops; those already up stay.
+test-trixie: deps
+	tests/trixie/run.sh
+
 demo: deps build
 	$(HARNESS)/demo.sh
 
@@ -120,7 +132,7 @@ interop: deps build
 
 # --- container image (tests/image/) --------------------------------------
 # `make image`: builds the top-level Dockerfile with buildah (no Docker
-# daemon, no container registry: the Debian 12 base images are made locally
+# daemon, no container registry: the Debian 13 base images are made locally
 # with debootstrap), writes build/runledger-<version>.oci.tar and runs the
 # smoke test against the image. `make image-smoke` re-runs only the smoke
 # test. Both start the test services when build/services.env is missing and
@@ -139,8 +151,9 @@ schema: build
 	RUNLEDGER_BIN=$(BUILD_DIR)/consumer/runledger $(HARNESS)/schema_dump.sh
 
 clean: services-down
-	rm -rf $(BUILD_DIR) $(ASAN_BUILD_DIR) $(TSAN_BUILD_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_BUILD_DIR) $(TSAN_BUILD_DIR) $(TRIXIE_BUILD_DIR)
 
-# Also forgets the caches (Kafka jars, helm, schemas, base images).
+# Also forgets the caches (Kafka jars, helm, schemas, base images, the
+# Debian 13 root).
 distclean: clean
 	rm -rf .cache $(RL_CACHE_DIR)

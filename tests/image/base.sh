@@ -1,26 +1,29 @@
 #!/usr/bin/env bash
-# base.sh [--force] — makes the two Debian 12 base images the Dockerfile's
-# FROM lines name, without a container registry:
+# base.sh [--force] — makes the two Debian 13 base images the Dockerfile's
+# FROM lines name, without a container registry (the release is
+# rl_debian_version and rl_debian_suite in lib.sh):
 #
-#   docker.io/library/debian:12        debootstrap --variant=minbase bookworm
+#   docker.io/library/debian:13        debootstrap --variant=minbase trixie
 #                                      from Debian's packages, then every
-#                                      update from bookworm-updates and
-#                                      bookworm-security (the build stage)
-#   docker.io/library/debian:12-slim   the same tree with the documentation,
+#                                      update from trixie-updates and
+#                                      trixie-security (the build stage)
+#   docker.io/library/debian:13-slim   the same tree with the documentation,
 #                                      man pages and translations removed and
 #                                      dpkg told to keep leaving them out, as
 #                                      Debian's official -slim images do (the
 #                                      runtime stage)
 #
-# Both live in buildah's local storage under the names `FROM debian:12` and
-# `FROM debian:12-slim` resolve to, so `buildah bud --pull=never` finds them;
-# both are also tagged localhost/debian:12[-slim]. An image that already
+# Both live in buildah's local storage under the names `FROM debian:13` and
+# `FROM debian:13-slim` resolve to, so `buildah bud --pull=never` finds them;
+# both are also tagged localhost/debian:13[-slim]. An image that already
 # exists is kept (the cache); --force makes both again.
 #
 # The Debian mirror is the one this host's apt uses, read at run time from
-# /etc/apt/sources.list.d/*.sources and /etc/apt/sources.list; the images'
-# own apt sources point at the same mirror. RL_DEBIAN_MIRROR and
-# RL_DEBIAN_SECURITY_MIRROR override what is found there.
+# /etc/apt/sources.list.d/*.sources and /etc/apt/sources.list
+# (tests/harness/apt_mirror.sh; the host may run another release, the
+# mirror serves them all); the images' own apt sources point at the same
+# mirror. RL_DEBIAN_MIRROR and RL_DEBIAN_SECURITY_MIRROR override what is
+# found there.
 set -euo pipefail
 
 prog=base.sh
@@ -30,6 +33,9 @@ die() {
 }
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source-path=SCRIPTDIR source=../harness/apt_mirror.sh
+. "$rl_root/tests/harness/apt_mirror.sh"
+suite=$rl_debian_suite
 
 force=0
 case "${1:-}" in
@@ -48,47 +54,10 @@ if [ "$force" -eq 0 ] && rl_image_exists "$rl_base_full" &&
 fi
 [ "$(id -u)" -eq 0 ] || die "debootstrap needs root: run as root or through sudo"
 
-# Prints the first enabled `deb` URI whose suites include $1, from deb822
-# .sources files, then from one-line .list files.
-apt_uri_for_suite() {
-    local suite=$1 f
-    for f in /etc/apt/sources.list.d/*.sources; do
-        [ -f "$f" ] || continue
-        awk -v want="$suite" '
-            function flush() {
-                if (uris != "" && types ~ /(^| )deb( |$)/ &&
-                    (" " suites " ") ~ (" " want " ") && enabled != "no") {
-                    split(uris, u, " "); print u[1]; found = 1; exit
-                }
-                types = uris = suites = enabled = ""
-            }
-            /^[ \t]*#/ { next }
-            /^[ \t]*$/ { flush(); next }
-            {
-                key = tolower($1); sub(/:$/, "", key)
-                val = $0; sub(/^[^:]*:[ \t]*/, "", val)
-                if (key == "types") types = val
-                else if (key == "uris") uris = val
-                else if (key == "suites") suites = val
-                else if (key == "enabled") enabled = tolower(val)
-            }
-            END { if (!found) flush() }
-        ' "$f" | head -n 1
-    done
-    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-        [ -f "$f" ] || continue
-        # deb [options] URI SUITE COMPONENTS...
-        sed -e 's/#.*//' -e 's/\[[^]]*\]//' "$f" |
-            awk -v want="$suite" '$1 == "deb" && $3 == want { print $2; exit }'
-    done
-}
-
-mirror=${RL_DEBIAN_MIRROR:-$(apt_uri_for_suite bookworm | head -n 1)}
-security=${RL_DEBIAN_SECURITY_MIRROR:-$(apt_uri_for_suite bookworm-security | head -n 1)}
-[ -n "$mirror" ] || die "no bookworm entry in this host's apt sources; set RL_DEBIAN_MIRROR"
-mirror=${mirror%/}
-security=${security%/}
-echo "$prog: Debian mirror $mirror${security:+, security $security}"
+rl_apt_mirrors || die "no Debian mirror found"
+mirror=$rl_mirror
+security=$rl_security_mirror
+echo "$prog: Debian $suite from $mirror${security:+, security $security}"
 
 rl_apt_ensure buildah debootstrap debian-archive-keyring
 mkdir -p "$rl_storage" "$rl_runroot"
@@ -105,7 +74,7 @@ t0=$SECONDS
 rootfs=$work/rootfs
 debootstrap --variant=minbase --arch="$(dpkg --print-architecture)" \
     --keyring=/usr/share/keyrings/debian-archive-keyring.gpg \
-    bookworm "$rootfs" "$mirror" >"$work/debootstrap.log" 2>&1 || {
+    "$suite" "$rootfs" "$mirror" >"$work/debootstrap.log" 2>&1 || {
     tail -n 30 "$work/debootstrap.log" >&2
     die "debootstrap failed (log above)"
 }
@@ -115,10 +84,10 @@ echo "$prog: debootstrap done in $((SECONDS - t0))s"
 # security, one deb822 file, the mirror this host uses.
 rm -f "$rootfs/etc/apt/sources.list"
 {
-    printf 'Types: deb\nURIs: %s\nSuites: bookworm bookworm-updates\n' "$mirror"
+    printf 'Types: deb\nURIs: %s\nSuites: %s %s-updates\n' "$mirror" "$suite" "$suite"
     printf 'Components: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n'
     if [ -n "$security" ]; then
-        printf '\nTypes: deb\nURIs: %s\nSuites: bookworm-security\n' "$security"
+        printf '\nTypes: deb\nURIs: %s\nSuites: %s-security\n' "$security" "$suite"
         printf 'Components: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n'
     fi
 } >"$rootfs/etc/apt/sources.list.d/debian.sources"
@@ -175,9 +144,9 @@ t1=$SECONDS
 clean_tree "$rootfs"
 tar_rootfs "$rootfs" "$work/minbase.tar"
 rm -rf --one-file-system "$rootfs"
-import_rootfs "$work/minbase.tar" localhost/rl-debian-minbase:12 >/dev/null
+import_rootfs "$work/minbase.tar" "localhost/rl-debian-minbase:$rl_debian_version" >/dev/null
 rm -f "$work/minbase.tar"
-ctr=$(bh from --pull=never localhost/rl-debian-minbase:12)
+ctr=$(bh from --pull=never "localhost/rl-debian-minbase:$rl_debian_version")
 bh run --isolation chroot "$ctr" -- sh -c '
     set -e
     export DEBIAN_FRONTEND=noninteractive
@@ -191,11 +160,11 @@ bh run --isolation chroot "$ctr" -- sh -c '
     tail -n 30 "$work/upgrade.log" >&2
     die "apt-get upgrade in the base image failed (log above)"
 }
-bh config --created-by "tests/image/base.sh: debootstrap --variant=minbase bookworm + updates" "$ctr"
+bh config --created-by "tests/image/base.sh: debootstrap --variant=minbase $suite + updates" "$ctr"
 bh commit --rm --quiet --squash "$ctr" "$rl_base_full" >/dev/null
 ctr=
-bh rmi localhost/rl-debian-minbase:12 >/dev/null
-bh tag "$rl_base_full" localhost/debian:12
+bh rmi "localhost/rl-debian-minbase:$rl_debian_version" >/dev/null
+bh tag "$rl_base_full" "localhost/debian:$rl_debian_version"
 echo "$prog: $rl_base_full made in $((SECONDS - t1))s"
 
 # 2. The slim variant: the same packages without documentation, man pages
@@ -205,7 +174,7 @@ ctr=$(bh from --pull=never "$rl_base_full")
 bh run --isolation chroot "$ctr" -- sh -c '
     set -e
     cat >/etc/dpkg/dpkg.cfg.d/docker <<EOF
-# Leave documentation, man pages and translations out (as debian:12-slim).
+# Leave documentation, man pages and translations out (as debian:13-slim).
 path-exclude /usr/share/doc/*
 path-include /usr/share/doc/*/copyright
 path-exclude /usr/share/man/*
@@ -226,10 +195,10 @@ EOF
     tail -n 30 "$work/slim.log" >&2
     die "making the slim variant failed (log above)"
 }
-bh config --created-by "tests/image/base.sh: debian:12 without docs, man pages, translations" "$ctr"
+bh config --created-by "tests/image/base.sh: debian:$rl_debian_version without docs, man pages, translations" "$ctr"
 bh commit --rm --quiet --squash "$ctr" "$rl_base_slim" >/dev/null
 ctr=
-bh tag "$rl_base_slim" localhost/debian:12-slim
+bh tag "$rl_base_slim" "localhost/debian:$rl_debian_version-slim"
 echo "$prog: $rl_base_slim made in $((SECONDS - t2))s"
 
 bh images --filter reference='*debian*'

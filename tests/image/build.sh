@@ -6,7 +6,7 @@
 #
 #   1. installs buildah (and, for the base images, debootstrap) from Debian
 #      when missing
-#   2. makes the Debian 12 base images locally, once (tests/image/base.sh:
+#   2. makes the Debian 13 base images locally, once (tests/image/base.sh:
 #      debootstrap --variant=minbase, cached in buildah's storage)
 #   3. buildah bud --pull=never --layers, vfs storage, chroot isolation
 #      (the apt-get layers are cached between builds; the sources are

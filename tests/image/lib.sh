@@ -32,9 +32,12 @@ rl_image_tag=${RL_IMAGE_TAG:-$rl_version}
 rl_image=$rl_image_name:$rl_image_tag
 rl_oci_archive=$rl_root/build/$rl_image_name-$rl_image_tag.oci.tar
 
-# The names the Dockerfile's FROM lines use, as buildah normalises them.
-rl_base_full=docker.io/library/debian:12
-rl_base_slim=docker.io/library/debian:12-slim
+# The names the Dockerfile's FROM lines use, as buildah normalises them,
+# and the Debian release base.sh makes them from.
+rl_debian_version=13
+rl_debian_suite=trixie
+rl_base_full=docker.io/library/debian:$rl_debian_version
+rl_base_slim=docker.io/library/debian:$rl_debian_version-slim
 
 bh() {
     buildah --root "$rl_storage" --runroot "$rl_runroot" \
