@@ -15,6 +15,9 @@
 #   fuzz   compiles its own targets with clang's libFuzzer (not the gcc
 #          build under test), which would add clang to the root; the
 #          hostile-input table (test_hostile_events) runs here
+#   browser  drives Debian's chromium over WebDriver, which would more than
+#          double the root; the console server it talks to is tested here
+#          by the other console tests (label console)
 #
 # Exit status: ctest's (non-zero when a test failed), or 1 when the build
 # or the library check failed.
@@ -32,7 +35,7 @@ build_dir=$(realpath -m -- "${BUILD_DIR:-build-trixie}")
 jobs=${JOBS:-2}
 # shellcheck disable=SC2206 # word splitting is the point
 ctest_args=(${CTEST_ARGS:-})
-skip_labels=${RL_TRIXIE_SKIP_LABELS:-image|helm|fuzz}
+skip_labels=${RL_TRIXIE_SKIP_LABELS:-image|helm|fuzz|browser}
 
 [ -f /etc/debian_version ] || die "not in a Debian root"
 case "$(cat /etc/debian_version)" in
