@@ -38,8 +38,8 @@
 # escalation or capabilities, under RuntimeDefault seccomp, with /tmp as an
 # emptyDir; grace periods exceed RUNLEDGER_SHUTDOWN_GRACE_SECONDS; the
 # default image is runledger:<project VERSION> (what `make image` builds);
-# the dashboard ConfigMap, PrometheusRule, receiver and NetworkPolicy render
-# as their values say (sidecar label, alerts scoped to the release's
+# the dashboard ConfigMap, PrometheusRule, receiver, console and
+# NetworkPolicy render as their values say (sidecar label, alerts scoped to the release's
 # metrics Service, egress ports);
 # README.md documents every value; values.schema.json is current
 # (gen_values_schema.py --check).
@@ -460,9 +460,47 @@ if policy:
         problems.append("egress ports %r, wanted %r" % (ports, want))
     if [p["port"] for i in policy["spec"]["ingress"] for p in i["ports"]] != ["http-metrics"]:
         problems.append("ingress is not only the metrics port")
+# The console (all-on): its own Deployment, Service, Ingress and policy;
+# the release's policy leaves its pods to that one.
+dep = one(allon, "Deployment", "-console")
+if dep:
+    c = dep["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    if c["args"] != ["console"]:
+        problems.append("console args %r" % c["args"])
+    if (env.get("RUNLEDGER_CONSOLE_LISTEN") != "0.0.0.0:8090"
+            or env.get("RUNLEDGER_CONSOLE_TRUSTED_USER_HEADER") != "X-Forwarded-User"
+            or env.get("RUNLEDGER_CONSOLE_TRUSTED_PROXY") != "10.0.0.0/8"):
+        problems.append("console env %r" % env)
+    for probe in ("livenessProbe", "readinessProbe"):
+        if c.get(probe, {}).get("httpGet") != {"path": "/healthz",
+                                               "port": "http-console"}:
+            problems.append("console %s %r" % (probe, c.get(probe)))
+cm = one(allon, "ConfigMap", "-config")
+if cm and cm["data"].get("RUNLEDGER_CONSOLE_BASE_URL") != "https://runledger.example.com":
+    problems.append("RUNLEDGER_CONSOLE_BASE_URL not in the settings")
+ing = one(allon, "Ingress", "-console")
+if ing:
+    backend = ing["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]
+    if backend != {"name": "rl-runledger-console", "port": {"name": "http-console"}}:
+        problems.append("console Ingress backend %r" % backend)
+cpol = one(allon, "NetworkPolicy", "-console")
+if cpol:
+    ports = sorted((p["protocol"], p["port"]) for e in cpol["spec"]["egress"]
+                   for p in e["ports"])
+    if ports != sorted([("UDP", 53), ("TCP", 53), ("TCP", 5432)]):
+        problems.append("console egress ports %r (DNS and PostgreSQL only)" % ports)
+    if [p["port"] for i in cpol["spec"]["ingress"] for p in i["ports"]] != ["http-console"]:
+        problems.append("console ingress is not only its port")
+main = [d for d in allon if d["kind"] == "NetworkPolicy"
+        and not d["metadata"]["name"].endswith("-console")]
+if main and {"key": "app.kubernetes.io/component", "operator": "NotIn",
+             "values": ["console"]} not in main[0]["spec"]["podSelector"].get(
+                 "matchExpressions", []):
+    problems.append("the release's NetworkPolicy also selects the console pods")
 for p in problems:
     print(p)
-print("dashboard ConfigMap, alerts, receiver and NetworkPolicy as configured")
+print("dashboard ConfigMap, alerts, receiver, console and NetworkPolicy as configured")
 sys.exit(1 if problems else 0)
 EOF
         ok "monitoring objects: $(tail -n 1 "$work/monitoring.out")"

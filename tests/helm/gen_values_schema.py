@@ -33,6 +33,8 @@ STRING_MAPS = {
     "metrics.grafanaDashboard.labels", "metrics.grafanaDashboard.annotations",
     "metrics.prometheusRule.labels", "metrics.prometheusRule.alertLabels",
     "receiver.podLabels", "receiver.podAnnotations", "receiver.nodeSelector",
+    "console.podLabels", "console.podAnnotations", "console.nodeSelector",
+    "console.service.annotations", "console.ingress.annotations",
 }
 # Kubernetes or KEDA objects passed through as they are.
 OPEN_OBJECTS = {
@@ -41,7 +43,7 @@ OPEN_OBJECTS = {
     "consumer.affinity", "relay.affinity", "migration.affinity",
     "consumer.updateStrategy", "relay.updateStrategy", "keda.advanced",
     "keda.fallback", "receiver.resources", "receiver.affinity",
-    "purge.resources",
+    "purge.resources", "console.resources", "console.affinity",
 }
 
 
@@ -192,6 +194,18 @@ OVERRIDES = {
         "type": "string", "pattern": "^(0(\\.[0-9]+)?|1(\\.0+)?)$"},
     "metrics.prometheusRule.additionalRules": objects(),
     "receiver.groupId": {"type": "string", "minLength": 1},
+    "console.replicaCount": rng(0, 1000),
+    "console.revisionHistoryLimit": rng(0, 1000),
+    "console.port": rng(1, 65535),
+    "console.baseUrl": {"type": "string", "pattern": "^(https?://[^/?#]+/?)?$"},
+    "console.sessionTtlSeconds": rng(60, 2592000),
+    "console.trustedProxies": {"type": "array", "items": {
+        "type": "string", "minLength": 1}},
+    "console.service.type": {"type": "string", "enum": [
+        "ClusterIP", "NodePort", "LoadBalancer"]},
+    "console.networkPolicy.from": objects(),
+    "console.extraEnv": env_list(),
+    "console.tolerations": objects(),
     "receiver.replicaCount": rng(0, 1000),
     "receiver.terminationGracePeriodSeconds": rng(1, 86400),
     "receiver.extraEnv": env_list(),
