@@ -684,7 +684,10 @@ model_done(struct rl_model_call *call, void *opaque)
     struct rl_pipeline *pl = opaque;
     struct rl_item *item = call->opaque;
 
-    rl_http_model_call(pl->http, call);
+    /* A lookup in the endpoint's record is no attempt and no generation:
+     * the ledger counts it (reconcile.c). */
+    if (!call->lookup)
+        rl_http_model_call(pl->http, call);
     rl_queue_push(&pl->results, item);
     rl_pipeline_wake(pl);
 }

@@ -165,6 +165,13 @@ collect(struct rl_http *h)
                    (double)atomic_load(&c->rate_limit_waits));
     rl_metrics_set(m, "runledger_model_throttles_total", NULL,
                    (double)atomic_load(&c->model_throttles));
+    rl_http_set_labelled(m, "runledger_reconciled_attempts_total", "result",
+                         "found", (double)atomic_load(&c->reconciled));
+    rl_http_set_labelled(m, "runledger_reconciled_attempts_total", "result",
+                         "not_found",
+                         (double)atomic_load(&c->reconcile_missed));
+    rl_metrics_set(m, "runledger_reconcile_lookups_total", NULL,
+                   (double)atomic_load(&c->reconcile_lookups));
 }
 
 /* ---- HTTP -----------------------------------------------------------------

@@ -77,6 +77,14 @@ static const struct family_def families[] = {
      "model calls whose result is unknowable (timeout or reset after "
      "sending, or cancelled after sending): each may be an extra "
      "billable generation"},
+    {"runledger_reconciled_attempts_total", RL_METRIC_COUNTER,
+     "ambiguous attempts looked up in the endpoint's record of stored "
+     "completions, by result: found (the stored answer adopted as the "
+     "attempt's, no new generation) or not_found (within "
+     "RUNLEDGER_RECONCILE_SETTLE_MS: the ambiguity policy applied)"},
+    {"runledger_reconcile_lookups_total", RL_METRIC_COUNTER,
+     "lookups in the endpoint's record made for ambiguous attempts (each "
+     "a GET, never a generation)"},
     {"runledger_tokens_total", RL_METRIC_COUNTER,
      "tokens reported by the model, by kind (prompt, completion, cached)"},
     {"runledger_attempt_latency_seconds", RL_METRIC_HISTOGRAM,

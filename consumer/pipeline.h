@@ -108,6 +108,21 @@ struct rl_item {
     int landed_completed; /* RL_LANDED_DONE: this statement completed it */
     char *landed_error;   /* RL_LANDED_INVALID: the database's reason */
     struct rl_model_call call;
+    /* Reconciliation of an ambiguous attempt from the endpoint's record
+     * (ledger/reconcile.c): the lookup call, apart from call, which keeps
+     * the ambiguous result the policy needs when nothing is found. */
+    struct rl_model_call lookup;
+    int in_lookup;           /* the model thread holds lookup (in_model
+                                set too) */
+    int reconcile;           /* RL_RECONCILE_*: what is looked up */
+    int reconcile_attempt;   /* the attempt looked up */
+    int reconcile_done;      /* looked up and not found: the policy
+                                applies */
+    int reconciled;          /* call holds the answer found there */
+    int reconcile_marked;    /* the attempt says so in the ledger */
+    int reconcile_lookups;   /* lookups made */
+    int64_t reconcile_until; /* monotonic ms: the settle window's end */
+    int64_t reconcile_due;   /* monotonic ms: the next lookup */
     /* What the item is charged for in the process's held bytes (@locality
      * the thread that owns the item; the counter is atomic). */
     atomic_llong *held_bytes; /* the counter, NULL: not counted */
@@ -127,6 +142,13 @@ struct rl_item {
     int64_t run_start_ns;                          /* wall clock, the claim */
     int64_t attempt_start_ns;  /* wall clock, the dispatch; 0: exported */
     const char *trace_outcome; /* how the run span ended (static) */
+};
+
+/* What an item's lookup is for (rl_item.reconcile). */
+enum {
+    RL_RECONCILE_NONE,
+    RL_RECONCILE_LIVE, /* this worker's call ended ambiguous */
+    RL_RECONCILE_PRIOR /* an earlier owner's dispatch has no outcome */
 };
 
 /* What the completer thread did with an answer it was handed. */
@@ -206,13 +228,20 @@ struct rl_counters {
     atomic_llong swept;
     atomic_llong queued; /* registered pending: no slot, or over a limit */
     atomic_llong relayed;
-    atomic_llong budget_deferrals; /* dispatches refused by a spent budget */
-    atomic_llong budget_waits;     /* ... by reservations of calls in flight */
-    atomic_llong held_bytes;       /* a gauge: bytes charged to the runs held
-                                      (rl_item_charge), against
-                                      RUNLEDGER_MAX_HELD_BYTES */
-    atomic_llong rate_limit_waits; /* ... by a model's rate limit or pause */
-    atomic_llong model_throttles;  /* 429s that paused their model */
+    atomic_llong budget_deferrals;  /* dispatches refused by a spent budget */
+    atomic_llong budget_waits;      /* ... by reservations of calls in flight */
+    atomic_llong held_bytes;        /* a gauge: bytes charged to the runs held
+                                       (rl_item_charge), against
+                                       RUNLEDGER_MAX_HELD_BYTES */
+    atomic_llong rate_limit_waits;  /* ... by a model's rate limit or pause */
+    atomic_llong model_throttles;   /* 429s that paused their model */
+    atomic_llong reconciled;        /* ambiguous attempts whose answer was
+                                       found in the endpoint's record and
+                                       adopted (no new generation) */
+    atomic_llong reconcile_missed;  /* ... not found there within the settle
+                                       window: the ambiguity policy applied */
+    atomic_llong reconcile_lookups; /* lookups made in the endpoint's
+                                       record */
 };
 
 struct rl_http; /* health and metrics endpoint (http.h) */

@@ -187,6 +187,7 @@ rl_item_destroy(struct rl_item *item)
     free(item->origin_topic);
     free(item->landed_error);
     rl_model_call_clear(&item->call);
+    rl_model_call_clear(&item->lookup);
     free(item);
 }
 

@@ -65,6 +65,27 @@ static const struct cfg_row rows[] = {
      "retry_once", 0, 0, 0,
      "after a timeout or reset once the request was sent: dedupe, "
      "retry_once or park"},
+    {"RUNLEDGER_MODEL_STORED_COMPLETIONS", CFG_BOOL,
+     S(model_stored_completions), "false", 0, 0, 0,
+     "the endpoint keeps a record of the calls it answered (OpenAI's stored "
+     "completions): every call is sent with store: true and metadata naming "
+     "the run and attempt, and an ambiguous attempt is looked up there "
+     "before RUNLEDGER_AMBIGUOUS_POLICY applies (not with dedupe)"},
+    {"RUNLEDGER_RECONCILE_SETTLE_MS", CFG_INT, S(reconcile_settle_ms), "30000",
+     0, 3600000, 0,
+     "how long an ambiguous attempt is looked up in the endpoint's record, "
+     "with backoff, before \"not found\" counts (the record is eventually "
+     "consistent)"},
+    {"RUNLEDGER_RECONCILE_LOOKUP_TIMEOUT_MS", CFG_INT,
+     S(reconcile_lookup_timeout_ms), "10000", 100, 600000, 0,
+     "timeout of one lookup in the endpoint's record"},
+    {"RUNLEDGER_MODEL_API", CFG_STR, S(model_api_name), "chat", 0, 0, 0,
+     "the API the endpoint speaks: chat (POST {base}/chat/completions) or "
+     "responses (POST {base}/responses)"},
+    {"RUNLEDGER_MODEL_API_BY_MODEL", CFG_STR, S(model_api_by_model), NULL, 0, 0,
+     0,
+     "the API of named models over RUNLEDGER_MODEL_API: model=chat|responses "
+     "entries separated by commas"},
     {"RUNLEDGER_MAX_IN_FLIGHT", CFG_INT, S(max_in_flight), "1024", 1, 100000, 0,
      "model calls in flight per process; the process holds at most "
      "twice as many runs and pauses its partitions there"},
@@ -549,6 +570,35 @@ rl_config_load(char *errstr, size_t errstr_size)
                  "RUNLEDGER_AMBIGUOUS_POLICY must be dedupe, retry_once or "
                  "park, not \"%s\"",
                  cfg->ambiguous_policy_name);
+        err = RL_ERR_INVALID;
+        goto done;
+    }
+    {
+        enum rl_model_api api;
+
+        if (rl_model_api_parse(cfg->model_api_name, &api) != 0) {
+            snprintf(errstr, errstr_size,
+                     "RUNLEDGER_MODEL_API must be chat or responses, not "
+                     "\"%s\"",
+                     cfg->model_api_name);
+            err = RL_ERR_INVALID;
+            goto done;
+        }
+        cfg->model_api = (int)api;
+    }
+    if (rl_model_api_map_check(cfg->model_api_by_model, errstr, errstr_size) !=
+        0) {
+        err = RL_ERR_INVALID;
+        goto done;
+    }
+    if (cfg->model_stored_completions &&
+        cfg->ambiguous_policy == RL_AMBIGUOUS_DEDUPE) {
+        /* The metadata names the attempt, so a retry's body differs from
+         * the first one's and a deduplicating endpoint refuses it. */
+        snprintf(errstr, errstr_size,
+                 "RUNLEDGER_MODEL_STORED_COMPLETIONS=true needs "
+                 "RUNLEDGER_AMBIGUOUS_POLICY retry_once or park, not dedupe "
+                 "(an endpoint that deduplicates needs no lookup)");
         err = RL_ERR_INVALID;
         goto done;
     }

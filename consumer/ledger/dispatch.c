@@ -63,9 +63,13 @@ prepare_attempt(struct ledger *lg, struct rl_item *item)
                        "the run's deadline passed before it completed");
         return 0;
     }
+    /* The last dispatch has no outcome: an earlier worker died after
+     * sending. The endpoint's record may hold its answer. */
+    if (item->ambiguous_prior && ledger_reconcile_prior(lg, item))
+        return 0;
     if (item->ambiguous_prior) {
-        /* The last dispatch has no outcome: an earlier worker died after
-         * sending. Never re-dispatch blindly. */
+        /* Not found there (or no record is kept): never re-dispatch
+         * blindly. */
         enum rl_ambiguous_policy policy = lg->cfg->ambiguous_policy;
 
         if (policy == RL_AMBIGUOUS_PARK ||
@@ -184,6 +188,28 @@ send_call(struct ledger *lg, struct rl_item *item)
     }
     item->call.body = rl_model_build_body(item->request_json, item->raw_input,
                                           errstr, sizeof(errstr));
+    item->call.api = RL_MODEL_API_CHAT;
+    /* The chat body as built is what most deployments send: no second
+     * parse of a large body for them. */
+    if (item->call.body &&
+        (lg->cfg->model_stored_completions ||
+         lg->cfg->model_api != RL_MODEL_API_CHAT ||
+         (lg->cfg->model_api_by_model && *lg->cfg->model_api_by_model))) {
+        /* The API the model speaks, and the record the endpoint keeps of
+         * this attempt (ledger/reconcile.c looks it up). */
+        const struct rl_model_body_opts opts = {
+            .api = (enum rl_model_api)lg->cfg->model_api,
+            .api_by_model = lg->cfg->model_api_by_model,
+            .store = lg->cfg->model_stored_completions,
+            .run_id = item->run_id,
+            .attempt_no = item->attempt_no,
+        };
+        char *body = rl_model_body_prepare(
+            item->call.body, &opts, &item->call.api, errstr, sizeof(errstr));
+
+        free(item->call.body);
+        item->call.body = body;
+    }
     if (!item->call.body) {
         char why[512], dberr[512];
 

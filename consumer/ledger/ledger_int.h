@@ -35,6 +35,8 @@ struct ledger {
     struct rl_item *live; /* runs this worker holds a lease on */
     size_t live_count;
     struct rl_item *retry; /* results whose ledger write must be redone */
+    struct rl_item *reconcile_wait; /* live runs waiting for their next
+                                       lookup (reconcile.c), via next */
     /* The renewer thread walks live and writes the renewal fields of its
      * items (renewed_at, renew_lost) under live_lock; the ledger thread
      * changes the list under it too, and reads the list without it. */
@@ -122,7 +124,31 @@ void ledger_throttle_model(struct ledger *lg, struct rl_item *item);
 
 /* results.c */
 void ledger_handle_results(struct ledger *lg, struct rl_item *list);
+/* Records item's result (not an answer for the completer) and applies
+ * the retry or ambiguity policy: the part of handling a result after any
+ * lookup in the endpoint's record. */
+void ledger_apply_result(struct ledger *lg, struct rl_item *item);
 void ledger_land(struct ledger *lg, struct rl_item *list);
+
+/* reconcile.c: ambiguous attempts looked up in the endpoint's record
+ * (RUNLEDGER_MODEL_STORED_COMPLETIONS) before the ambiguity policy. */
+/* item's call ended ambiguous: returns 1 when a lookup started (the item
+ * is reconcile.c's until it comes back), 0 when the policy applies now. */
+int ledger_reconcile_live(struct ledger *lg, struct rl_item *item);
+/* item was claimed with an earlier dispatch that has no outcome: returns 1
+ * when item was handled here (a lookup started, or the step deferred), 0
+ * when the policy applies now. */
+int ledger_reconcile_prior(struct ledger *lg, struct rl_item *item);
+/* A lookup came back (item->in_lookup): found, the answer is adopted as
+ * the attempt's and handed on like a live one; not found, asked again
+ * within the settle window, then the policy. */
+void ledger_reconcile_result(struct ledger *lg, struct rl_item *item);
+/* Writes that item's attempt was answered from the record. Returns 1, or
+ * 0 when item was handled here (deferred for the connection). */
+int ledger_reconcile_mark(struct ledger *lg, struct rl_item *item);
+/* Every loop turn: submits the lookups that are due; at shutdown, hands
+ * back the runs waiting for one. */
+void ledger_reconcile_tick(struct ledger *lg);
 
 /* intake.c */
 void ledger_claim_intake(struct ledger *lg, struct rl_item *batch, long room);

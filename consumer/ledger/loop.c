@@ -181,6 +181,9 @@ rl_ledger_main(void *arg)
         while (!lg.db && atomic_load(&pl->abandon) &&
                (batch = rl_queue_take(&pl->results, 0)))
             ledger_park_results(&lg, batch);
+        /* Lookups due in the endpoint's record; at shutdown the runs
+         * waiting for one go back, their attempt still without outcome. */
+        ledger_reconcile_tick(&lg);
         /* Claims go on while answers wait for their completion: a run
          * the intake does not claim is registered pending and claimed
          * later by a ledger_sweep, a second write of its row, where one claimed
@@ -231,7 +234,8 @@ rl_ledger_main(void *arg)
             ledger_drop_ready(&lg);
             for (struct rl_item *it = lg.live; it; it = it->live_next) {
                 if (it->in_model)
-                    rl_model_cancel(pl->model, &it->call);
+                    rl_model_cancel(pl->model,
+                                    it->in_lookup ? &it->lookup : &it->call);
             }
         }
         /* Done when nothing is left, or, once the grace period is over,

@@ -213,7 +213,8 @@ ledger_leases_gone(struct ledger *lg)
         ledger_log_ctx(it, &ctx);
         rl_log_warn(&ctx, "lease lost: cancelling the model call");
         if (it->in_model)
-            rl_model_cancel(lg->pl->model, &it->call);
+            rl_model_cancel(lg->pl->model,
+                            it->in_lookup ? &it->lookup : &it->call);
     }
     pthread_mutex_unlock(&lg->live_lock);
 }

@@ -67,20 +67,31 @@ to_completer(struct ledger *lg, struct rl_item *item)
 static void
 handle_result(struct ledger *lg, struct rl_item *item)
 {
+    result_arrived(lg, item);
+    if (!lg->db) {
+        ledger_requeue(lg, item, REDO_RESULT);
+        return;
+    }
+    ledger_throttle_model(lg, item);
+    /* Before the outcome is recorded: the attempt stays without one
+     * while the endpoint's record is asked, so a crash meanwhile leaves
+     * it ambiguous for the next claimer to look up again. */
+    if (item->call.outcome == RL_MODEL_AMBIGUOUS &&
+        ledger_reconcile_live(lg, item))
+        return;
+    ledger_apply_result(lg, item);
+}
+
+void
+ledger_apply_result(struct ledger *lg, struct rl_item *item)
+{
     struct rl_model_call *call = &item->call;
     const char *outcome = rl_model_outcome_name(call->outcome);
     char errstr[512];
     struct rl_log_ctx ctx;
     int err, counted;
 
-    result_arrived(lg, item);
-    if (!lg->db) {
-        ledger_requeue(lg, item, REDO_RESULT);
-        return;
-    }
     ledger_log_ctx(item, &ctx);
-
-    ledger_throttle_model(lg, item);
     if (call->outcome == RL_MODEL_CANCELLED)
         outcome = item->lease_lost     ? "lease_lost"
                   : call->request_sent ? "ambiguous"
@@ -145,6 +156,7 @@ handle_result(struct ledger *lg, struct rl_item *item)
         ledger_give_up(lg, item, RL_RUN_FAILED, "model_rejected", call->error);
         return;
     case RL_MODEL_INVALID_OUTPUT:
+    case RL_MODEL_NOT_FOUND: /* only lookups end so; never a live call */
         ledger_give_up(lg, item, RL_RUN_FAILED, "invalid_output", call->error);
         return;
     case RL_MODEL_CANCELLED:
@@ -172,6 +184,15 @@ ledger_handle_results(struct ledger *lg, struct rl_item *list)
 
         list = item->next;
         item->next = NULL;
+        if (item->in_lookup) {
+            ledger_reconcile_result(lg, item);
+            continue;
+        }
+        /* An answer found in the endpoint's record: its attempt says so
+         * before it is stored like any other answer. */
+        if (item->call.outcome == RL_MODEL_OK && item->reconciled &&
+            !item->reconcile_marked && !ledger_reconcile_mark(lg, item))
+            continue;
         /* Only a request that says "no gate" skips the proposal; an
          * unreadable one is failed by ledger_propose (fail closed). */
         if (item->call.outcome == RL_MODEL_OK &&
@@ -194,6 +215,9 @@ ledger_park_results(struct ledger *lg, struct rl_item *list)
 
         list = item->next;
         item->next = NULL;
+        /* A lookup's run waits like any result; its attempt keeps no
+         * outcome, so the next claimer looks it up again. */
+        item->in_lookup = 0;
         result_arrived(lg, item);
         ledger_requeue(lg, item, REDO_RESULT);
     }

@@ -545,7 +545,10 @@ class Stub:
             if reply is None:
                 reply, action, fault_kind, replay = await self.complete(
                     headers, body, key)
-                if (reply.status == 200 and action is None and not replay
+                # Stored whether or not the caller hears of it: a hang, a
+                # cut body or a reset still generated, and the provider
+                # keeps what it generated.
+                if (reply.status == 200 and not replay
                         and b'"store"' in body):
                     self.keep_stored(body, reply.body)
         except BadDirective as e:

@@ -947,6 +947,23 @@ class RecordsTest(unittest.TestCase):
         self.assertEqual(found[0]["choices"][0]["message"]["content"],
                          answer["choices"][0]["message"]["content"])
 
+    def test_stored_completion_kept_when_the_reply_is_cut(self):
+        stub = self.start()
+        key = new_key()
+        with self.assertRaises(http.client.IncompleteRead):
+            post(stub.port, chat("[[fault:close_mid_body]]", store=True,
+                                 metadata={"run": key, "attempt": "1"}),
+                 key=key)
+        path = ("/v1/chat/completions?metadata%5Brun%5D=" + key +
+                "&metadata%5Battempt%5D=1")
+        _, _, data = request(stub.port, "GET", path)
+        found = json.loads(data)["data"]
+        self.assertEqual(len(found), 1)
+        self.assertTrue(found[0]["choices"][0]["message"]["content"])
+        _, _, other = request(stub.port, "GET", path[:-1] + "2")
+        self.assertEqual(json.loads(other)["data"], [])
+        self.assertEqual(stats(stub.port, key)["generations"], 1)
+
     def test_responses_api_answers_and_keeps_a_stored_response(self):
         stub = self.start()
         key = new_key()

@@ -45,6 +45,14 @@ struct rl_config {
     char *log_level;
     char *ambiguous_policy_name;
     enum rl_ambiguous_policy ambiguous_policy;
+    int model_stored_completions;    /* the endpoint keeps a record of calls
+                                        sent with store: true */
+    char *model_api_name;            /* chat or responses */
+    int model_api;                   /* enum rl_model_api of model_api_name */
+    char *model_api_by_model;        /* "model=chat|responses,..." */
+    int reconcile_settle_ms;         /* how long an ambiguous attempt is looked
+                                        up before "not found" counts */
+    int reconcile_lookup_timeout_ms; /* one lookup call's timeout */
     int max_in_flight;
     int lease_seconds;
     int max_attempts;

@@ -90,4 +90,21 @@ int rl_db_record_outcome(struct rl_db *db, const char *run_id,
                          const struct rl_attempt_outcome *oc, char *errstr,
                          size_t errstr_size);
 
+/* The latest attempt of run_id when it has no outcome (an earlier owner
+ * sent it and died before recording what came back), into *attempt_no;
+ * 0 when there is none. Returns 0 or RL_ERR_DB. */
+int rl_db_unsettled_attempt(struct rl_db *db, const char *run_id,
+                            int *attempt_no, char *errstr, size_t errstr_size);
+
+/* Records that the answer of attempt attempt_no of run_id was read back
+ * from the endpoint's record (record_id: the stored answer's id, NULL or
+ * "": none) instead of arriving as the call's reply: attempts.reconciled_at
+ * and reconciled_from (schema/050_reconciled_attempts.sql), while the
+ * attempt has no outcome yet; the completion that stores the answer sets
+ * its outcome. Not lease-guarded, as an outcome is not. Returns 0,
+ * RL_ERR_NOTFOUND (no such attempt, or it has an outcome) or RL_ERR_DB. */
+int rl_db_mark_reconciled(struct rl_db *db, const char *run_id, int attempt_no,
+                          const char *record_id, char *errstr,
+                          size_t errstr_size);
+
 #endif /* RL_DB_DISPATCH_H */

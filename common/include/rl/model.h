@@ -45,15 +45,32 @@ enum rl_model_outcome {
     RL_MODEL_INVALID_OUTPUT, /* 2xx but not JSON, neither content nor
                                 tool calls, or a body over
                                 max_response_bytes */
-    RL_MODEL_CANCELLED       /* rl_model_cancel() or rl_model_destroy()
+    RL_MODEL_CANCELLED,      /* rl_model_cancel() or rl_model_destroy()
                                 before the call completed; request_sent
                                 says whether the endpoint may have
                                 generated anyway */
+    RL_MODEL_NOT_FOUND       /* a lookup (rl_model_call.lookup) the endpoint
+                                answered: it holds no record of that call
+                                (yet: its records are eventually
+                                consistent) */
 };
 
+/* The endpoint's API a call speaks. */
+enum rl_model_api {
+    RL_MODEL_API_CHAT = 0,  /* POST {base}/chat/completions; a lookup is
+                               GET {base}/chat/completions?metadata[...] */
+    RL_MODEL_API_RESPONSES, /* POST {base}/responses; a lookup is
+                               GET {base}/responses/{lookup_id} */
+};
+
+/* The metadata keys a stored call carries (rl_model_body_prepare()) and a
+ * chat lookup asks for. */
+#define RL_MODEL_META_RUN_ID "runledger_run_id"
+#define RL_MODEL_META_ATTEMPT "runledger_attempt"
+
 /* Short stable name of an outcome ("ok", "transient", "permanent",
- * "not_sent", "ambiguous", "invalid_output", "cancelled"); "unknown" for
- * any other value. Never NULL. */
+ * "not_sent", "ambiguous", "invalid_output", "cancelled", "not_found");
+ * "unknown" for any other value. Never NULL. */
 const char *rl_model_outcome_name(enum rl_model_outcome outcome);
 
 /* Settings of one model client. Zero values take the defaults. All strings
@@ -117,6 +134,19 @@ struct rl_model_call {
     const char *traceparent; /* NULL/"": none; else sent as the W3C
                                 traceparent header (55 visible ASCII
                                 characters); copied at submit */
+    enum rl_model_api api;   /* the API the body speaks (chat: 0) */
+    int lookup;              /* 0: POST body; 1: no body, GET the
+                                endpoint's record of an earlier call
+                                instead: for chat the stored completion
+                                whose metadata names run_id and
+                                attempt_no, for responses the response
+                                lookup_id. Found: RL_MODEL_OK with the
+                                answer's results, as a live answer's;
+                                none: RL_MODEL_NOT_FOUND. Never a
+                                generation */
+    int attempt_no;          /* lookup (chat): the attempt looked up */
+    const char *lookup_id;   /* lookup (responses): the response id;
+                                copied at submit */
 
     /* Results, valid when done() runs. */
     enum rl_model_outcome outcome;
@@ -183,7 +213,8 @@ struct rl_model *rl_model_new(const struct rl_model_config *cfg,
 
 /* Hands call to the model thread. Returns 0, after which done() will run
  * for it exactly once; or RL_ERR_INVALID (no run_id, a run_id with control
- * characters or longer than RL_MODEL_RUN_ID_MAX, no body, text, tool_calls
+ * characters or longer than RL_MODEL_RUN_ID_MAX, no body (a lookup: a body,
+ * or no lookup_id for responses or attempt_no for chat), text, tool_calls
  * or model_name still set from an earlier use, model shutting down), in which
  * case nothing changed and the caller still owns call and body.
  * @locality any thread
@@ -245,6 +276,52 @@ char *rl_model_build_body(const char *request_json, const char *raw_input_json,
  * SIZE_MAX saturates. @locality any thread */
 int rl_model_body_size(const char *request_json, const char *raw_input_json,
                        size_t *size, char *errstr, size_t errstr_size);
+
+/* What rl_model_body_prepare() makes of a chat body. */
+struct rl_model_body_opts {
+    enum rl_model_api api;    /* the endpoint's default API */
+    const char *api_by_model; /* NULL/"": none; else "model=chat|responses"
+                                 entries separated by ',': the API a model
+                                 named there speaks, over api */
+    int store;                /* 1: "store": true and "metadata" naming
+                                 run_id and attempt_no (the request's own
+                                 metadata kept), so the endpoint keeps a
+                                 record a lookup can find */
+    const char *run_id;
+    int attempt_no;
+};
+
+/* The body to send for one attempt, from chat_body (what
+ * rl_model_build_body() returns; borrowed): with opts->store, "store": true
+ * and "metadata" {RL_MODEL_META_RUN_ID: run_id, RL_MODEL_META_ATTEMPT:
+ * "<attempt_no>"} merged into the request's metadata; for a model whose
+ * API is responses, the request rewritten for POST /responses: messages
+ * become "input" (text parts input_text, or output_text for the
+ * assistant's; image_url parts input_image), max_tokens or
+ * max_completion_tokens max_output_tokens, response_format text.format,
+ * function tools and tool_choice flattened; everything else passes.
+ * *api is set to the API the body speaks. Returns the body (malloc'd) or
+ * NULL with errstr set (chat_body is not a JSON object with a "model"
+ * string, api_by_model names an unknown API, out of memory). */
+char *rl_model_body_prepare(const char *chat_body,
+                            const struct rl_model_body_opts *opts,
+                            enum rl_model_api *api, char *errstr,
+                            size_t errstr_size);
+
+/* Reads an API name ("chat" or "responses") into *api. Returns 0 or
+ * RL_ERR_INVALID. */
+int rl_model_api_parse(const char *name, enum rl_model_api *api);
+
+/* The API model speaks: the entry of api_by_model naming it, else def (a
+ * malformed setting counts as none; rl_model_api_map_check() refuses it
+ * when the configuration is loaded). */
+enum rl_model_api rl_model_api_for(const char *api_by_model,
+                                   enum rl_model_api def, const char *model);
+
+/* Checks an api_by_model setting ("model=chat|responses,..."). Returns 0 or
+ * RL_ERR_INVALID with errstr naming the bad entry. */
+int rl_model_api_map_check(const char *api_by_model, char *errstr,
+                           size_t errstr_size);
 
 /* The accepted result of an RL_MODEL_OK call, as stored in runs.output and
  * carried by the default notification envelope:

@@ -63,6 +63,8 @@ enum db_stmt_id {
     DB_STMT_LOCK_PENDING_OUTBOX,               /* outbox.c */
     DB_STMT_FINISH_OUTBOX_ROWS,                /* outbox.c */
     DB_STMT_PROPOSE_ATTEMPT_AWAITING_APPROVAL, /* approval.c */
+    DB_STMT_LATEST_ATTEMPT_WITHOUT_OUTCOME,    /* dispatch.c */
+    DB_STMT_MARK_ATTEMPT_RECONCILED,           /* dispatch.c */
     DB_STMT_COUNT
 };
 

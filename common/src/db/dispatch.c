@@ -33,6 +33,20 @@ static const struct db_stmt record_outcome_once = {
     " WHERE run_id = $1 AND attempt_no = $2::int4 AND outcome IS NULL",
     10};
 
+static const struct db_stmt latest_attempt_without_outcome = {
+    DB_STMT_LATEST_ATTEMPT_WITHOUT_OUTCOME, "latest_attempt_without_outcome",
+    "SELECT a.attempt_no FROM attempts a"
+    " WHERE a.run_id = $1 AND a.outcome IS NULL"
+    "   AND a.attempt_no = (SELECT max(b.attempt_no) FROM attempts b"
+    "                        WHERE b.run_id = $1)",
+    1};
+
+static const struct db_stmt mark_attempt_reconciled = {
+    DB_STMT_MARK_ATTEMPT_RECONCILED, "mark_attempt_reconciled",
+    "UPDATE attempts SET reconciled_at = now(), reconciled_from = $3"
+    " WHERE run_id = $1 AND attempt_no = $2::int4 AND outcome IS NULL",
+    3};
+
 int
 rl_db_dispatch_runs(struct rl_db *db, const struct rl_dispatch_req *reqs,
                     size_t n, const char *worker, int64_t wait_ms,
@@ -165,6 +179,57 @@ rl_db_record_outcome(struct rl_db *db, const char *run_id,
                    "could not record outcome of run %s: attempt %d does not "
                    "exist or already has an outcome",
                    run_id, oc->call.attempt_no);
+        return RL_ERR_NOTFOUND;
+    }
+    return 0;
+}
+
+int
+rl_db_unsettled_attempt(struct rl_db *db, const char *run_id, int *attempt_no,
+                        char *errstr, size_t errstr_size)
+{
+    const char *params[1] = {run_id};
+    PGresult *res;
+    int err = RL_ERR_DB;
+
+    *attempt_no = 0;
+    res = db_exec_stmt(db, &latest_attempt_without_outcome, params,
+                       "read the latest attempt of run", run_id, &err, errstr,
+                       errstr_size);
+    if (!res)
+        return err;
+    if (PQntuples(res) == 1)
+        *attempt_no = (int)db_int_value(res, 0, 0, 0);
+    PQclear(res);
+    return 0;
+}
+
+int
+rl_db_mark_reconciled(struct rl_db *db, const char *run_id, int attempt_no,
+                      const char *record_id, char *errstr, size_t errstr_size)
+{
+    char attempt[16];
+    const char *params[3];
+    PGresult *res;
+    int err = RL_ERR_DB;
+    int rows;
+
+    snprintf(attempt, sizeof(attempt), "%d", attempt_no);
+    params[0] = run_id;
+    params[1] = attempt;
+    params[2] = record_id && *record_id ? record_id : NULL;
+    res = db_exec_stmt(db, &mark_attempt_reconciled, params,
+                       "mark the reconciled attempt of run", run_id, &err,
+                       errstr, errstr_size);
+    if (!res)
+        return err;
+    rows = atoi(PQcmdTuples(res));
+    PQclear(res);
+    if (rows != 1) {
+        rl_set_err(errstr, errstr_size,
+                   "could not mark attempt %d of run %s reconciled: it does "
+                   "not exist or already has an outcome",
+                   attempt_no, run_id);
         return RL_ERR_NOTFOUND;
     }
     return 0;

@@ -37,6 +37,8 @@ rl_model_outcome_name(enum rl_model_outcome outcome)
         return "invalid_output";
     case RL_MODEL_CANCELLED:
         return "cancelled";
+    case RL_MODEL_NOT_FOUND:
+        return "not_found";
     }
     return "unknown";
 }
@@ -104,9 +106,20 @@ rl_model_new(const struct rl_model_config *cfg,
                                 ? cfg->max_response_bytes
                                 : RL_MODEL_DEFAULT_MAX_RESPONSE_BYTES;
 
-    m->url = model_build_url(cfg->base_url, cfg->query, errstr, errstr_size);
+    m->url = model_build_url(cfg->base_url, "/chat/completions", cfg->query,
+                             NULL, errstr, errstr_size);
     if (!m->url)
         goto fail;
+    m->responses_url = model_build_url(cfg->base_url, "/responses", cfg->query,
+                                       NULL, errstr, errstr_size);
+    if (!m->responses_url)
+        goto fail;
+    m->base_url = strdup(cfg->base_url);
+    m->query = strdup(cfg->query ? cfg->query : "");
+    if (!m->base_url || !m->query) {
+        rl_set_err(errstr, errstr_size, "out of memory");
+        goto fail;
+    }
     /* Checked above: cannot fail. */
     model_parse_headers(cfg, extra, &n_extra, errstr, errstr_size);
     if (cfg->api_key && *cfg->api_key &&
@@ -181,6 +194,9 @@ fail:
     for (size_t i = 0; i < m->nsecrets; i++)
         model_wipe_free(m->secrets[i]);
     free(m->url);
+    free(m->responses_url);
+    free(m->base_url);
+    free(m->query);
     free(m);
     return NULL;
 }
@@ -192,8 +208,14 @@ rl_model_submit(struct rl_model *m, struct rl_model_call *call)
     struct xfer *x;
     size_t len;
 
-    if (!m || !call || !call->run_id || !call->body || call->text ||
-        call->tool_calls || call->model_name)
+    if (!m || !call || !call->run_id || call->text || call->tool_calls ||
+        call->model_name)
+        return RL_ERR_INVALID;
+    if (call->lookup
+            ? call->body != NULL || (call->api == RL_MODEL_API_RESPONSES
+                                         ? !call->lookup_id || !*call->lookup_id
+                                         : call->attempt_no <= 0)
+            : !call->body)
         return RL_ERR_INVALID;
     len = strlen(call->run_id);
     if (len == 0 || len > RL_MODEL_RUN_ID_MAX)
@@ -209,6 +231,17 @@ rl_model_submit(struct rl_model *m, struct rl_model_call *call)
     x->m = m;
     x->call = call;
     x->body = call->body;
+    x->lookup = call->lookup;
+    x->api = call->api;
+    if (call->lookup) {
+        char errstr[256];
+
+        x->url = model_lookup_url(m, call, errstr, sizeof(errstr));
+        if (!x->url) {
+            free(x);
+            return RL_ERR_INVALID;
+        }
+    }
     x->timeout_ms = call->timeout_ms;
     x->retry_after_ms = -1;
     rl_ratelimit_headers_init(&x->ratelimit);
@@ -245,6 +278,7 @@ rl_model_submit(struct rl_model *m, struct rl_model_call *call)
     if (m->stop) {
         pthread_mutex_unlock(&m->lock);
         call->body = x->body;
+        free(x->url);
         free(x);
         return RL_ERR_INVALID;
     }
@@ -317,6 +351,9 @@ rl_model_destroy(struct rl_model *m)
     for (size_t i = 0; i < m->nsecrets; i++)
         model_wipe_free(m->secrets[i]);
     free(m->url);
+    free(m->responses_url);
+    free(m->base_url);
+    free(m->query);
     pthread_mutex_destroy(&m->lock);
     free(m);
 }

@@ -81,7 +81,10 @@ struct xfer {
     int linked;
     /* m->incoming, then the model thread's private lists @locks m->lock */
     struct xfer *next_new;
-    int cancel; /* rl_model_cancel() asked @locks m->lock */
+    int cancel;            /* rl_model_cancel() asked @locks m->lock */
+    int lookup;            /* GET the endpoint's record (no body) */
+    enum rl_model_api api; /* the API the call speaks */
+    char *url;             /* a lookup's own URL (owned); NULL: the API's */
 
     /* @locality model thread (and the submitter before enqueueing) */
     int started; /* easy is in shard->multi */
@@ -126,7 +129,10 @@ struct rl_model {
     void (*done)(struct rl_model_call *call, void *opaque);
     void *opaque;
 
-    char *url;
+    char *url;           /* POST {base}/chat/completions[?query] */
+    char *responses_url; /* POST {base}/responses[?query] */
+    char *base_url;      /* without trailing '/', for lookup URLs */
+    char *query;         /* the configured query, for lookup URLs */
     /* Kept only to redact echoes of them; wiped when freed. */
     char *secrets[SECRETS_MAX];
     size_t secret_lens[SECRETS_MAX];
@@ -161,6 +167,14 @@ size_t model_on_header(char *buf, size_t size, size_t nitems, void *userdata);
 size_t model_on_body(char *data, size_t size, size_t nmemb, void *userdata);
 void model_parse_completion(const struct rl_model *m, const struct xfer *x,
                             struct rl_model_call *call);
+
+/* responses.c */
+/* Reads a Responses API object (root) into call: text, tool calls, model,
+ * id and usage, and the outcome (OK or INVALID_OUTPUT). */
+struct cJSON;
+void model_parse_response_object(const struct rl_model *m,
+                                 const struct cJSON *root,
+                                 struct rl_model_call *call);
 void model_classify(const struct rl_model *m, struct xfer *x, CURLcode rc,
                     struct rl_model_call *call);
 
@@ -176,8 +190,16 @@ int model_parse_headers(const struct rl_model_config *cfg,
                         size_t errstr_size);
 
 /* request.c */
-char *model_build_url(const char *base_url, const char *query, char *errstr,
-                      size_t errstr_size);
+/* {base_url}{path}[?query][&extra]: query's names and values escaped,
+ * extra appended as given (already escaped). Returns it (malloc'd) or NULL
+ * with errstr set. */
+char *model_build_url(const char *base_url, const char *path, const char *query,
+                      const char *extra, char *errstr, size_t errstr_size);
+/* The URL of a lookup call (rl_model_call.lookup): malloc'd, or NULL with
+ * errstr set. */
+char *model_lookup_url(const struct rl_model *m,
+                       const struct rl_model_call *call, char *errstr,
+                       size_t errstr_size);
 struct curl_slist *model_build_headers(const struct rl_model_config *cfg,
                                        const struct header_entry *extra,
                                        size_t n_extra);

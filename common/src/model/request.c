@@ -36,10 +36,9 @@ put_escaped(struct rl_buf *b, const char *s, size_t len)
 }
 
 char *
-model_build_url(const char *base_url, const char *query, char *errstr,
-                size_t errstr_size)
+model_build_url(const char *base_url, const char *path, const char *query,
+                const char *extra, char *errstr, size_t errstr_size)
 {
-    static const char path[] = "/chat/completions";
     size_t len = strlen(base_url);
     struct rl_buf b = {0};
     const char *p = query ? query : "";
@@ -57,12 +56,16 @@ model_build_url(const char *base_url, const char *query, char *errstr,
     while (len > 0 && base_url[len - 1] == '/')
         len--;
     rl_buf_put(&b, base_url, len);
-    rl_buf_put(&b, path, sizeof(path) - 1);
+    rl_buf_puts(&b, path);
+    if (extra && *extra) {
+        rl_buf_put(&b, "?", 1);
+        rl_buf_puts(&b, extra);
+    }
     while (*p) {
         size_t n = strcspn(p, "&");
         const char *eq = memchr(p, '=', n);
 
-        rl_buf_put(&b, p == query ? "?" : "&", 1);
+        rl_buf_put(&b, p == query && !(extra && *extra) ? "?" : "&", 1);
         put_escaped(&b, p, (size_t)(eq - p));
         rl_buf_put(&b, "=", 1);
         put_escaped(&b, eq + 1, n - (size_t)(eq - p) - 1);
@@ -92,6 +95,44 @@ model_build_url(const char *base_url, const char *query, char *errstr,
         free(url);
         return NULL;
     }
+    return url;
+}
+
+char *
+model_lookup_url(const struct rl_model *m, const struct rl_model_call *call,
+                 char *errstr, size_t errstr_size)
+{
+    struct rl_buf path = {0}, extra = {0};
+    char attempt[16];
+    char *url = NULL, *p = NULL, *e = NULL;
+
+    if (call->api == RL_MODEL_API_RESPONSES) {
+        rl_buf_puts(&path, "/responses/");
+        put_escaped(&path, call->lookup_id, strlen(call->lookup_id));
+    } else {
+        /* The attempt's stored completion, by the metadata every stored
+         * request carries (rl_model_body_prepare). */
+        snprintf(attempt, sizeof(attempt), "%d", call->attempt_no);
+        rl_buf_puts(&path, "/chat/completions");
+        put_escaped(&extra, "metadata[" RL_MODEL_META_RUN_ID "]",
+                    sizeof("metadata[" RL_MODEL_META_RUN_ID "]") - 1);
+        rl_buf_put(&extra, "=", 1);
+        put_escaped(&extra, call->run_id, strlen(call->run_id));
+        rl_buf_put(&extra, "&", 1);
+        put_escaped(&extra, "metadata[" RL_MODEL_META_ATTEMPT "]",
+                    sizeof("metadata[" RL_MODEL_META_ATTEMPT "]") - 1);
+        rl_buf_put(&extra, "=", 1);
+        put_escaped(&extra, attempt, strlen(attempt));
+        rl_buf_puts(&extra, "&limit=10");
+    }
+    p = rl_buf_take(&path);
+    e = rl_buf_take(&extra);
+    if (!p || (call->api != RL_MODEL_API_RESPONSES && !e))
+        rl_set_err(errstr, errstr_size, "out of memory");
+    else
+        url = model_build_url(m->base_url, p, m->query, e, errstr, errstr_size);
+    free(p);
+    free(e);
     return url;
 }
 

@@ -212,15 +212,18 @@ usage_number(const cJSON *obj, const char *name)
     return (long long)item->valuedouble;
 }
 
-/* Reads a 2xx chat completion into call. Usage is kept even when the
+static void parse_chat_object(const struct rl_model *m, const cJSON *root,
+                              struct rl_model_call *call);
+
+/* Reads a 2xx answer into call: a chat completion, a Responses API
+ * object, or a lookup's record of one. Usage is kept even when the
  * content is unusable: those tokens were billed. */
 void
 model_parse_completion(const struct rl_model *m, const struct xfer *x,
                        struct rl_model_call *call)
 {
     cJSON *root;
-    const cJSON *choices, *message, *content, *tool_calls, *model, *id, *usage;
-    int has_text, has_calls;
+    const cJSON *answer;
 
     root = x->resp ? cJSON_ParseWithLength(x->resp, x->resp_len) : NULL;
     if (!cJSON_IsObject(root)) {
@@ -230,6 +233,41 @@ model_parse_completion(const struct rl_model *m, const struct xfer *x,
                          x->resp_len);
         goto done;
     }
+    answer = root;
+    if (x->lookup && x->api == RL_MODEL_API_CHAT) {
+        /* A list page of the stored completions whose metadata matched;
+         * one attempt is sent once, so its first entry is its answer. */
+        const cJSON *data = cJSON_GetObjectItemCaseSensitive(root, "data");
+
+        if (!cJSON_IsArray(data)) {
+            call->outcome = RL_MODEL_INVALID_OUTPUT;
+            model_call_error(m, call,
+                             "stored completions list has no data array");
+            goto done;
+        }
+        answer = cJSON_GetArrayItem(data, 0);
+        if (!cJSON_IsObject(answer)) {
+            call->outcome = RL_MODEL_NOT_FOUND;
+            model_call_error(m, call, "no stored completion for attempt %d",
+                             call->attempt_no);
+            goto done;
+        }
+    }
+    if (x->api == RL_MODEL_API_RESPONSES)
+        model_parse_response_object(m, answer, call);
+    else
+        parse_chat_object(m, answer, call);
+done:
+    cJSON_Delete(root);
+}
+
+/* Reads a chat completion object into call. */
+static void
+parse_chat_object(const struct rl_model *m, const cJSON *root,
+                  struct rl_model_call *call)
+{
+    const cJSON *choices, *message, *content, *tool_calls, *model, *id, *usage;
+    int has_text, has_calls;
 
     /* The answer names itself better than any gateway's header. */
     id = cJSON_GetObjectItemCaseSensitive(root, "id");
@@ -260,7 +298,7 @@ model_parse_completion(const struct rl_model *m, const struct xfer *x,
         call->outcome = RL_MODEL_INVALID_OUTPUT;
         model_call_error(m, call,
                          "model response has no choices[0].message object");
-        goto done;
+        return;
     }
     /* A message that calls tools is an answer: its content is null (or
      * empty, or a preamble) and the caller acts on the calls. */
@@ -276,7 +314,7 @@ model_parse_completion(const struct rl_model *m, const struct xfer *x,
                 m, call,
                 "model response has neither a "
                 "choices[0].message.content string nor tool_calls");
-        goto done;
+        return;
     }
     if (has_text)
         call->text = strdup(content->valuestring);
@@ -289,12 +327,9 @@ model_parse_completion(const struct rl_model *m, const struct xfer *x,
         /* The generation happened; only this process failed to keep it. */
         call->outcome = RL_MODEL_AMBIGUOUS;
         model_call_error(m, call, "out of memory copying model response");
-        goto done;
+        return;
     }
     call->outcome = RL_MODEL_OK;
-
-done:
-    cJSON_Delete(root);
 }
 
 static int
@@ -352,8 +387,14 @@ model_classify(const struct rl_model *m, struct xfer *x, CURLcode rc,
     }
     /* A non-2xx status is the endpoint's verdict even if its error body was
      * cut short. */
-    if (status >= 200 && status <= 299)
+    if (status >= 200 && status <= 299) {
         model_parse_completion(m, x, call);
-    else
+    } else if (x->lookup && status == 404) {
+        /* No such record, or none kept: the caller waits and asks again
+         * until its settle window ends. */
+        call->outcome = RL_MODEL_NOT_FOUND;
+        model_call_error(m, call, "the endpoint holds no record (http 404)");
+    } else {
         classify_status(m, x, call);
+    }
 }

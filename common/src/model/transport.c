@@ -35,6 +35,7 @@ xfer_free(struct xfer *x)
         curl_easy_cleanup(x->easy);
     free(x->body);
     free(x->resp);
+    free(x->url);
     free(x);
 }
 
@@ -173,7 +174,11 @@ start(struct rl_model *m, struct xfer *x)
     }
     x->easy = easy;
     bad |= curl_easy_setopt(easy, CURLOPT_PRIVATE, x) != CURLE_OK;
-    bad |= curl_easy_setopt(easy, CURLOPT_URL, m->url) != CURLE_OK;
+    bad |= curl_easy_setopt(easy, CURLOPT_URL,
+                            x->url ? x->url
+                            : x->api == RL_MODEL_API_RESPONSES
+                                ? m->responses_url
+                                : m->url) != CURLE_OK;
     bad |=
         curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https") != CURLE_OK;
     bad |= curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L) != CURLE_OK;
@@ -187,9 +192,13 @@ start(struct rl_model *m, struct xfer *x)
                                                : &x->idem_node) != CURLE_OK;
     bad |= curl_easy_setopt(easy, CURLOPT_USERAGENT, "runledger/" RL_VERSION) !=
            CURLE_OK;
-    bad |= curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE,
-                            (curl_off_t)strlen(x->body)) != CURLE_OK;
-    bad |= curl_easy_setopt(easy, CURLOPT_POSTFIELDS, x->body) != CURLE_OK;
+    if (x->lookup) {
+        bad |= curl_easy_setopt(easy, CURLOPT_HTTPGET, 1L) != CURLE_OK;
+    } else {
+        bad |= curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE,
+                                (curl_off_t)strlen(x->body)) != CURLE_OK;
+        bad |= curl_easy_setopt(easy, CURLOPT_POSTFIELDS, x->body) != CURLE_OK;
+    }
     bad |= curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS,
                             m->connect_timeout_ms) != CURLE_OK;
     bad |= curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS,
