@@ -84,8 +84,8 @@ static const struct cfg_row rows[] = {
      "responses (POST {base}/responses)"},
     {"RUNLEDGER_MODEL_API_BY_MODEL", CFG_STR, S(model_api_by_model), NULL, 0, 0,
      0,
-     "the API of named models over RUNLEDGER_MODEL_API: model=chat|responses "
-     "entries separated by commas"},
+     "the API of named models over RUNLEDGER_MODEL_API: model=chat or "
+     "model=responses entries separated by commas"},
     {"RUNLEDGER_MAX_IN_FLIGHT", CFG_INT, S(max_in_flight), "1024", 1, 100000, 0,
      "model calls in flight per process; the process holds at most "
      "twice as many runs and pauses its partitions there"},

@@ -4,7 +4,9 @@ and stored completions and responses (OpenAI's /v1/files, /v1/batches,
 
 Imported by stub_model.py, which routes these paths here. A batch create
 sent with `X-Stub-Fault: drop_reply` is made and then answered by a closed
-connection, as when the caller dies between create and reply. Standard library
+connection, as when the caller dies between create and reply; a
+`POST /v1/responses` sent with `X-Stub-Fault: close_mid_body` is answered
+with half its body, then the connection closes. Standard library
 only. Each record is kept in memory for the stub's life; a batch advances
 when it is read (no background task): validating -> in_progress after
 STUB_BATCH_START_MS, completed after STUB_BATCH_SECONDS, expired after
@@ -308,6 +310,9 @@ class Records:
             resp = self.stub.batch_generate(key, req, "/v1/responses")
             if req.get("store", True):
                 self.responses[resp["id"]] = resp
+            if headers.get("x-stub-fault") == "close_mid_body":
+                # Generated and kept; the caller reads half the answer.
+                return -1, resp
             return 200, resp
         if len(rest) == 1 and method == "GET":
             if rest[0] in self.responses:

@@ -491,9 +491,15 @@ class Stub:
             if self.verbose:
                 sys.stderr.write("stub: %s %s status=%d\n"
                                  % (method, path, reply.status))
-            writer.write(build_response(reply.status, reply.body,
-                                        reply.ctype, reply.extra,
-                                        close=not keep))
+            full = build_response(reply.status, reply.body, reply.ctype,
+                                  reply.extra, close=not keep)
+            if b"x-stub-fault: close_mid_body" in reply.extra:
+                # The headers and half the body, then the connection
+                # closes: the caller cannot tell whether it generated.
+                writer.write(full[:len(full) - len(reply.body) // 2])
+                await writer.drain()
+                return
+            writer.write(full)
             await writer.drain()
             if not keep:
                 return
@@ -1019,6 +1025,9 @@ class Stub:
             status, payload = served
             if status == 0:
                 return None     # close the connection unanswered
+            if status == -1:    # answered, then cut mid-body
+                return Reply(200, json.dumps(payload).encode(),
+                             b"x-stub-fault: close_mid_body\r\n")
             if isinstance(payload, bytes):
                 return Reply(status, payload, ctype=b"application/jsonl")
             return Reply(status, json.dumps(payload).encode())

@@ -175,6 +175,11 @@ struct cJSON;
 void model_parse_response_object(const struct rl_model *m,
                                  const struct cJSON *root,
                                  struct rl_model_call *call);
+/* The id a cut 2xx Responses API body named before it ended, into
+ * call->upstream_request_id (untouched when none can be read): what a
+ * lookup of the ambiguous attempt asks for. */
+void model_partial_response_id(const struct xfer *x,
+                               struct rl_model_call *call);
 void model_classify(const struct rl_model *m, struct xfer *x, CURLcode rc,
                     struct rl_model_call *call);
 

@@ -383,6 +383,9 @@ model_classify(const struct rl_model *m, struct xfer *x, CURLcode rc,
             call->request_sent ? RL_MODEL_AMBIGUOUS : RL_MODEL_NOT_SENT;
         model_call_error(m, call, "model call failed: %s",
                          x->errbuf[0] ? x->errbuf : curl_easy_strerror(rc));
+        if (call->outcome == RL_MODEL_AMBIGUOUS && !x->lookup &&
+            x->api == RL_MODEL_API_RESPONSES && status >= 200 && status <= 299)
+            model_partial_response_id(x, call);
         return;
     }
     /* A non-2xx status is the endpoint's verdict even if its error body was

@@ -56,7 +56,7 @@ api_map_find(const char *map, const char *model, enum rl_model_api *api,
         if (!eq || eq == name) {
             rl_set_err(errstr, errstr_size,
                        "RUNLEDGER_MODEL_API_BY_MODEL entries are "
-                       "model=chat|responses, not \"%.*s\"",
+                       "model=chat or model=responses, not \"%.*s\"",
                        (int)n, name);
             return -1;
         }
@@ -465,4 +465,42 @@ model_parse_response_object(const struct rl_model *m, const cJSON *root,
 done:
     rl_buf_free(&text);
     cJSON_Delete(calls);
+}
+
+void
+model_partial_response_id(const struct xfer *x, struct rl_model_call *call)
+{
+    const char *p, *end;
+    size_t n = 0;
+    char id[sizeof(call->upstream_request_id)];
+
+    if (!x->resp || x->resp_len == 0)
+        return;
+    end = x->resp + x->resp_len;
+    /* The object's first member: {"id": "resp_..." as OpenAI and the
+     * stub both print it; anything else and no id is taken. */
+    p = x->resp;
+    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
+        p++;
+    if (end - p < 6 || memcmp(p, "{\"id\"", 5) != 0)
+        return;
+    p += 5;
+    while (p < end && (*p == ' ' || *p == '\t'))
+        p++;
+    if (p >= end || *p++ != ':')
+        return;
+    while (p < end && (*p == ' ' || *p == '\t'))
+        p++;
+    if (p >= end || *p++ != '"')
+        return;
+    while (p < end && *p != '"' && n + 1 < sizeof(id)) {
+        /* An id is visible ASCII without escapes. */
+        if (*p <= 0x20 || *p >= 0x7f || *p == '\\')
+            return;
+        id[n++] = *p++;
+    }
+    if (p >= end || *p != '"' || n == 0)
+        return;
+    id[n] = '\0';
+    memcpy(call->upstream_request_id, id, n + 1);
 }

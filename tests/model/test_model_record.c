@@ -1,0 +1,248 @@
+/* The model client reading the endpoint's record of the calls it
+ * answered, against a private stub (tests/stub/stub_model.py, its stored
+ * completions visible STUB_STORE_LAG_MS = 300 ms after they were made):
+ * - a chat call stored with its run and attempt in the metadata is not
+ *   found at once (the record lags), then found by a lookup with the
+ *   answer, model, id and usage the call itself returned; another attempt
+ *   of the same run is not found; a lookup is never a generation;
+ * - a Responses API call (POST /responses) is parsed: output_text, the
+ *   response id, input and output tokens; GET /responses/{id} finds it, an
+ *   unknown id is not found;
+ * - a Responses API reply cut mid-body is ambiguous and names the id it
+ *   had sent before the cut. Needs python3 only. */
+
+#include "rl/err.h"
+#include "rl/model.h"
+#include "rltest.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+static int done_count;
+
+static void
+on_done(struct rl_model_call *call, void *opaque)
+{
+    (void)call;
+    (void)opaque;
+    pthread_mutex_lock(&lock);
+    done_count++;
+    pthread_cond_broadcast(&cond);
+    pthread_mutex_unlock(&lock);
+}
+
+static pid_t
+stub_start(int *port)
+{
+    const char *src = getenv("RL_SOURCE_DIR");
+    char script[1024], line[32];
+    int out[2];
+    pid_t pid;
+    FILE *fp;
+
+    RL_REQUIRE(src);
+    snprintf(script, sizeof(script), "%s/tests/stub/stub_model.py", src);
+    RL_REQUIRE(pipe(out) == 0);
+    pid = fork();
+    RL_REQUIRE(pid >= 0);
+    if (pid == 0) {
+        dup2(out[1], 1);
+        close(out[0]);
+        close(out[1]);
+        setenv("STUB_STORE_LAG_MS", "300", 1);
+        execlp("python3", "python3", script, "--port", "0", (char *)NULL);
+        _exit(127);
+    }
+    close(out[1]);
+    fp = fdopen(out[0], "r");
+    RL_REQUIRE(fp && fgets(line, sizeof(line), fp));
+    fclose(fp);
+    *port = atoi(line);
+    RL_REQUIRE(*port > 0);
+    return pid;
+}
+
+/* Submits call and waits (15 s at most) until it is done. */
+static void
+run(struct rl_model *m, struct rl_model_call *call)
+{
+    struct timespec ts;
+    int target;
+
+    pthread_mutex_lock(&lock);
+    target = done_count + 1;
+    pthread_mutex_unlock(&lock);
+    RL_REQUIRE(rl_model_submit(m, call) == 0);
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += 15;
+    pthread_mutex_lock(&lock);
+    while (done_count < target &&
+           pthread_cond_timedwait(&cond, &lock, &ts) != ETIMEDOUT)
+        ;
+    RL_REQUIRE(done_count >= target);
+    pthread_mutex_unlock(&lock);
+}
+
+/* The body of attempt attempt_no of run_id as the ledger sends it. */
+static char *
+body_for(const char *run_id, int attempt_no, enum rl_model_api api)
+{
+    static const char chat[] =
+        "{\"model\":\"stub-1\",\"stream\":false,\"messages\":[{\"role\":"
+        "\"user\",\"content\":\"summarise the record\"}]}";
+    struct rl_model_body_opts opts = {
+        .api = api, .store = 1, .run_id = run_id, .attempt_no = attempt_no};
+    enum rl_model_api got;
+    char errstr[256];
+    char *body =
+        rl_model_body_prepare(chat, &opts, &got, errstr, sizeof(errstr));
+
+    RL_REQUIRE(body && got == api);
+    return body;
+}
+
+static void
+lookup(struct rl_model *m, struct rl_model_call *call, const char *run_id,
+       int attempt_no, enum rl_model_api api, const char *id)
+{
+    rl_model_call_clear(call);
+    memset(call, 0, sizeof(*call));
+    call->run_id = run_id;
+    call->lookup = 1;
+    call->api = api;
+    call->attempt_no = attempt_no;
+    call->lookup_id = id;
+    run(m, call);
+}
+
+static void
+test_stored_chat_completion_found_after_its_lag(struct rl_model *m)
+{
+    struct rl_model_call call, found;
+    char run_id[96], *text;
+    int64_t deadline;
+
+    snprintf(run_id, sizeof(run_id), "%s", rltest_unique("rec"));
+    memset(&call, 0, sizeof(call));
+    memset(&found, 0, sizeof(found));
+    call.run_id = run_id;
+    call.body = body_for(run_id, 1, RL_MODEL_API_CHAT);
+    run(m, &call);
+    RL_CHECK_INTEQ(call.outcome, RL_MODEL_OK);
+    RL_REQUIRE(call.text);
+    text = strdup(call.text);
+
+    lookup(m, &found, run_id, 1, RL_MODEL_API_CHAT, NULL);
+    RL_CHECK_INTEQ(found.outcome, RL_MODEL_NOT_FOUND);
+    RL_CHECK(found.text == NULL);
+    deadline = rltest_now_ms() + 5000;
+    while (found.outcome != RL_MODEL_OK && rltest_now_ms() < deadline) {
+        struct timespec ts = {0, 50000000L};
+
+        nanosleep(&ts, NULL);
+        lookup(m, &found, run_id, 1, RL_MODEL_API_CHAT, NULL);
+    }
+    RL_CHECK_INTEQ(found.outcome, RL_MODEL_OK);
+    RL_CHECK_STREQ(found.text ? found.text : "", text);
+    RL_CHECK_STREQ(found.upstream_request_id, call.upstream_request_id);
+    RL_CHECK_STREQ(found.model_name ? found.model_name : "", "stub-1");
+    RL_CHECK_INTEQ(found.prompt_tokens, call.prompt_tokens);
+    RL_CHECK_INTEQ(found.completion_tokens, call.completion_tokens);
+
+    lookup(m, &found, run_id, 2, RL_MODEL_API_CHAT, NULL);
+    RL_CHECK_INTEQ(found.outcome, RL_MODEL_NOT_FOUND);
+    free(text);
+    rl_model_call_clear(&call);
+    rl_model_call_clear(&found);
+}
+
+static void
+test_responses_api_answer_and_lookup_by_id(struct rl_model *m)
+{
+    struct rl_model_call call, found;
+    char run_id[96], id[128];
+
+    snprintf(run_id, sizeof(run_id), "%s", rltest_unique("resp"));
+    memset(&call, 0, sizeof(call));
+    memset(&found, 0, sizeof(found));
+    call.run_id = run_id;
+    call.api = RL_MODEL_API_RESPONSES;
+    call.body = body_for(run_id, 1, RL_MODEL_API_RESPONSES);
+    run(m, &call);
+    RL_CHECK_INTEQ(call.outcome, RL_MODEL_OK);
+    RL_CHECK(call.text && strncmp(call.text, "Stub model response ", 20) == 0);
+    RL_CHECK(strncmp(call.upstream_request_id, "resp_", 5) == 0);
+    RL_CHECK(call.prompt_tokens > 0);
+    RL_CHECK(call.completion_tokens > 0);
+    snprintf(id, sizeof(id), "%s", call.upstream_request_id);
+
+    lookup(m, &found, run_id, 1, RL_MODEL_API_RESPONSES, id);
+    RL_CHECK_INTEQ(found.outcome, RL_MODEL_OK);
+    RL_CHECK_STREQ(found.text ? found.text : "", call.text ? call.text : "-");
+    RL_CHECK_STREQ(found.upstream_request_id, id);
+    lookup(m, &found, run_id, 1, RL_MODEL_API_RESPONSES, "resp_nope");
+    RL_CHECK_INTEQ(found.outcome, RL_MODEL_NOT_FOUND);
+    rl_model_call_clear(&call);
+    rl_model_call_clear(&found);
+}
+
+static void
+test_cut_responses_reply_names_its_id(const char *base_url)
+{
+    struct rl_model_config cfg;
+    struct rl_model_call call;
+    struct rl_model *m;
+    char run_id[96], errstr[256];
+
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.base_url = base_url;
+    cfg.timeout_ms = 10000;
+    cfg.headers = "X-Stub-Fault: close_mid_body";
+    m = rl_model_new(&cfg, on_done, NULL, errstr, sizeof(errstr));
+    RL_REQUIRE(m);
+    snprintf(run_id, sizeof(run_id), "%s", rltest_unique("cut"));
+    memset(&call, 0, sizeof(call));
+    call.run_id = run_id;
+    call.api = RL_MODEL_API_RESPONSES;
+    call.body = body_for(run_id, 1, RL_MODEL_API_RESPONSES);
+    run(m, &call);
+    RL_CHECK_INTEQ(call.outcome, RL_MODEL_AMBIGUOUS);
+    RL_CHECK(call.text == NULL);
+    RL_CHECK(strncmp(call.upstream_request_id, "resp_", 5) == 0);
+    rl_model_call_clear(&call);
+    rl_model_destroy(m);
+}
+
+int
+main(void)
+{
+    struct rl_model_config cfg;
+    struct rl_model *m;
+    char base_url[128], errstr[256];
+    pid_t stub;
+    int port = 0, status;
+
+    stub = stub_start(&port);
+    snprintf(base_url, sizeof(base_url), "http://127.0.0.1:%d/v1", port);
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.base_url = base_url;
+    cfg.timeout_ms = 10000;
+    m = rl_model_new(&cfg, on_done, NULL, errstr, sizeof(errstr));
+    RL_REQUIRE(m);
+    test_stored_chat_completion_found_after_its_lag(m);
+    test_responses_api_answer_and_lookup_by_id(m);
+    rl_model_destroy(m);
+    test_cut_responses_reply_names_its_id(base_url);
+    kill(stub, SIGTERM);
+    waitpid(stub, &status, 0);
+    RL_TEST_END();
+}
