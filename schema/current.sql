@@ -1594,6 +1594,8 @@ CREATE TABLE attempts (
     latency_ms bigint,
     error text,
     finished_at timestamp with time zone,
+    reconciled_at timestamp with time zone,
+    reconciled_from text,
     CONSTRAINT attempts_attempt_no_positive CHECK ((attempt_no > 0)),
     CONSTRAINT attempts_outcome_has_finish_time CHECK (((outcome IS NULL) = (finished_at IS NULL))),
     CONSTRAINT attempts_outcome_known CHECK ((outcome = ANY (ARRAY['ok'::text, 'transient'::text, 'permanent'::text, 'ambiguous'::text, 'invalid_output'::text, 'not_sent'::text, 'connect_failed'::text, 'cancelled'::text, 'lease_lost'::text])))
