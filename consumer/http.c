@@ -656,6 +656,35 @@ rl_http_stopping(struct rl_http *h)
         atomic_store(&h->stopping, 1);
 }
 
+static void
+add_tokens(struct rl_http *h, const struct rl_model_call *call)
+{
+    char labels[96];
+
+    if (call->prompt_tokens > 0) {
+        rl_metrics_labels(labels, sizeof(labels), "kind", "prompt", NULL);
+        rl_metrics_add(h->metrics, "runledger_tokens_total", labels,
+                       (double)call->prompt_tokens);
+    }
+    if (call->completion_tokens > 0) {
+        rl_metrics_labels(labels, sizeof(labels), "kind", "completion", NULL);
+        rl_metrics_add(h->metrics, "runledger_tokens_total", labels,
+                       (double)call->completion_tokens);
+    }
+    if (call->cached_tokens > 0) {
+        rl_metrics_labels(labels, sizeof(labels), "kind", "cached", NULL);
+        rl_metrics_add(h->metrics, "runledger_tokens_total", labels,
+                       (double)call->cached_tokens);
+    }
+}
+
+void
+rl_http_reconciled(struct rl_http *h, const struct rl_model_call *call)
+{
+    if (h && call)
+        add_tokens(h, call);
+}
+
 void
 rl_http_model_call(struct rl_http *h, const struct rl_model_call *call)
 {
@@ -673,21 +702,7 @@ rl_http_model_call(struct rl_http *h, const struct rl_model_call *call)
         (call->outcome == RL_MODEL_CANCELLED && call->request_sent))
         rl_metrics_add(h->metrics, "runledger_ambiguous_attempts_total", NULL,
                        1);
-    if (call->prompt_tokens > 0) {
-        rl_metrics_labels(labels, sizeof(labels), "kind", "prompt", NULL);
-        rl_metrics_add(h->metrics, "runledger_tokens_total", labels,
-                       (double)call->prompt_tokens);
-    }
-    if (call->completion_tokens > 0) {
-        rl_metrics_labels(labels, sizeof(labels), "kind", "completion", NULL);
-        rl_metrics_add(h->metrics, "runledger_tokens_total", labels,
-                       (double)call->completion_tokens);
-    }
-    if (call->cached_tokens > 0) {
-        rl_metrics_labels(labels, sizeof(labels), "kind", "cached", NULL);
-        rl_metrics_add(h->metrics, "runledger_tokens_total", labels,
-                       (double)call->cached_tokens);
-    }
+    add_tokens(h, call);
     if (call->request_sent && call->latency_ms >= 0)
         rl_metrics_observe(h->metrics, "runledger_attempt_latency_seconds",
                            NULL, (double)call->latency_ms / 1000.0);

@@ -68,6 +68,12 @@ void rl_http_stopping(struct rl_http *h);
  * attempts, tokens by kind, attempt latency. @locality model thread */
 void rl_http_model_call(struct rl_http *h, const struct rl_model_call *call);
 
+/* An ambiguous call's answer was found in the endpoint's record and
+ * adopted (consumer/ledger/reconcile.c): its tokens were billed and are
+ * counted by kind, but it is no attempt and no new generation.
+ * @locality ledger thread */
+void rl_http_reconciled(struct rl_http *h, const struct rl_model_call *call);
+
 /* A dead letter was acknowledged by the broker with reason (its code
  * before any ':' is the label, to keep the label set bounded). */
 void rl_http_dead_letter(struct rl_http *h, const char *reason);

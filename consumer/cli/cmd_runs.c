@@ -245,6 +245,22 @@ print_run(const cJSON *report)
     printf("\nattempts:\n");
     rl_cli_table_print(&attempt_table,
                        cJSON_GetObjectItemCaseSensitive(report, "attempts"));
+    /* An answer read back from the endpoint's record was no new
+     * generation: say which attempt it was. */
+    cJSON_ArrayForEach(item,
+                       cJSON_GetObjectItemCaseSensitive(report, "attempts"))
+    {
+        const cJSON *at =
+            cJSON_GetObjectItemCaseSensitive(item, "reconciled_at");
+
+        if (!cJSON_IsString(at))
+            continue;
+        printf("  attempt %s: answer read back from the endpoint's record "
+               "(%s) at %s, no new generation\n",
+               rl_cli_json_text(item, "attempt_no", "-", b[0], 64),
+               rl_cli_json_text(item, "reconciled_from", "-", b[1], 256),
+               at->valuestring);
+    }
     printf("\noutbox:\n");
     rl_cli_table_print(&outbox_table,
                        cJSON_GetObjectItemCaseSensitive(report, "outbox"));

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "http.h"
 #include "ledger_int.h"
 #include "rl/clock.h"
 #include "rl/db_dispatch.h"
@@ -161,6 +162,7 @@ adopt(struct ledger *lg, struct rl_item *item)
     item->reconcile = RL_RECONCILE_NONE;
     rl_item_recount(item);
     atomic_fetch_add(&lg->pl->counters.reconciled, 1);
+    rl_http_reconciled(lg->pl->http, call);
     ledger_log_ctx(item, &ctx);
     rl_log_info(&ctx,
                 "attempt %d answered in the endpoint's record (%s) after %d "

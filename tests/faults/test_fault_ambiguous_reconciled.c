@@ -10,14 +10,18 @@
  *   reconciled_from set, the usage the record names), and the stub counted
  *   exactly one generation for it. Without the lookup, retry_once would
  *   have made a second generation for each, and the always-cut run would
- *   be unknown.
+ *   be unknown. /metrics counts 3 found, no generation and the adopted
+ *   answers' tokens; `runs show` says which attempt was read back.
  * - FOUND=0: the record shows nothing within the settle window (1 s, lag
  *   60 s): the existing policy (retry_once) applies as before: the
  *   always-cut run is unknown after 2 attempts and 2 generations; the hang
- *   once completes on its second attempt with 2 generations. */
+ *   once completes on its second attempt with 2 generations; /metrics
+ *   counts the 4 lookups that came to nothing and none found. */
 #include <stdio.h>
+#include <string.h>
 
 #include "faults.h"
+#include "ops.h"
 #include "rl/runid.h"
 #include "rltest.h"
 
@@ -30,7 +34,9 @@ main(void)
 {
     struct e2e t;
     char cut[RL_HEX_SIZE], hang[RL_HEX_SIZE], reset[RL_HEX_SIZE];
-    char job[160];
+    char job[160], http[64];
+    double found, missed;
+    int port;
     const char *const stub_found[] = {"STUB_STORE_LAG_MS=2000", NULL};
     const char *const stub_late[] = {"STUB_STORE_LAG_MS=60000", NULL};
 
@@ -41,12 +47,18 @@ main(void)
     e2e_produce_event(&t, job, "tenant-a", 1, "[[fault:hang times=1]]", hang);
     e2e_produce_event(&t, job, "tenant-a", 2, "[[fault:reset times=1]]", reset);
     e2e_flush(&t);
+    port = ops_free_port();
+    snprintf(http, sizeof(http), "RUNLEDGER_HTTP_PORT=%d", port);
     fx_spawn(&t, "consume", "RUNLEDGER_AMBIGUOUS_POLICY=retry_once",
              "RUNLEDGER_MODEL_STORED_COMPLETIONS=true",
              FOUND ? "RUNLEDGER_RECONCILE_SETTLE_MS=8000"
                    : "RUNLEDGER_RECONCILE_SETTLE_MS=1000",
-             "RUNLEDGER_RECONCILE_LOOKUP_TIMEOUT_MS=2000", NULL);
+             "RUNLEDGER_RECONCILE_LOOKUP_TIMEOUT_MS=2000", http, NULL);
     RL_REQUIRE(fx_settled(&t, 60000));
+    found = ops_scrape(port, "runledger_reconciled_attempts_total{result="
+                             "\"found\"}");
+    missed = ops_scrape(port, "runledger_reconciled_attempts_total{result="
+                              "\"not_found\"}");
 
     if (FOUND) {
         const char *runs[] = {cut, hang, reset};
@@ -77,6 +89,21 @@ main(void)
         }
         /* Lookups are GETs: they never count as a generation. */
         RL_CHECK_INTEQ(e2e_stub_stat(&t, "generations"), 3);
+        RL_CHECK(found == 3);
+        RL_CHECK(missed == 0);
+        RL_CHECK(ops_scrape(port, "runledger_reconcile_lookups_total") >= 3);
+        RL_CHECK(ops_scrape(port, "runledger_generations_total") <= 0);
+        RL_CHECK(ops_scrape(port, "runledger_tokens_total{kind="
+                                  "\"completion\"}") > 0);
+        {
+            const char *args[] = {"runs", "show", cut, NULL};
+            static char out[65536];
+
+            RL_CHECK_INTEQ(
+                ops_run(&t, args, NULL, NULL, out, sizeof(out), NULL, 0), 0);
+            RL_CHECK(strstr(out, "attempt 1: answer read back from the "
+                                 "endpoint's record (chatcmpl-") != NULL);
+        }
     } else {
         RL_CHECK_STREQ(e2e_textf(&t,
                                  "SELECT status || '/' || error_class FROM "
@@ -94,6 +121,8 @@ main(void)
         RL_CHECK_INTEQ(e2e_int(&t, "SELECT count(*) FROM attempts WHERE "
                                    "reconciled_at IS NOT NULL"),
                        0);
+        RL_CHECK(found == 0);
+        RL_CHECK(missed == 4);
     }
     e2e_teardown(&t);
     RL_TEST_END();
