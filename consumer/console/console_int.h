@@ -2,10 +2,10 @@
 #define RL_CONSOLE_INT_H
 
 /* What the files of consumer/console/ share: the server (server.c), who
- * is signed in and what a form must carry (auth.c), the pages (pages.c)
- * and the HTML they are written in (html.c). The console is a process of
- * its own (`runledger console`) on connections of its own: it adds no
- * load to the workers' hot path. */
+ * is signed in and what a form must carry (auth.c), the pages (pages.c),
+ * the reports (reports.c) and the HTML they are written in (html.c). The
+ * console is a process of its own (`runledger console`) on connections of its
+ * own: it adds no load to the workers' hot path. */
 
 #include <microhttpd.h>
 #include <pthread.h>
@@ -173,6 +173,11 @@ enum MHD_Result console_approval(struct console_req *r, const char *run_id);
 enum MHD_Result console_decide(struct console_req *r, const char *run_id);
 enum MHD_Result console_runs(struct console_req *r);
 enum MHD_Result console_run(struct console_req *r, const char *run_id);
+
+/* ---- reports.c --------------------------------------------------------- */
+
+enum MHD_Result console_costs(struct console_req *r);
+enum MHD_Result console_limits(struct console_req *r);
 
 /* 1 when role may decide proposals (approver, operator). */
 int console_role_decides(const char *role);

@@ -65,6 +65,8 @@ html_begin(struct rl_buf *b, const struct console_req *r, const char *title)
     if (r->user[0]) {
         rl_buf_puts(b, "<a href=\"/approvals\">Approvals</a>"
                        "<a href=\"/runs\">Runs</a>"
+                       "<a href=\"/costs\">Costs</a>"
+                       "<a href=\"/limits\">Limits</a>"
                        "<span class=\"who\" id=\"who\">");
         html_esc(b, r->user);
         rl_buf_puts(b, " (");
@@ -105,7 +107,7 @@ const char console_css[] =
 ".brand{font-weight:bold}\n"
 ".who{margin-left:auto}\n"
 ".signout{display:inline;margin:0}\n"
-"main{padding:1rem;max-width:70rem}\n"
+"main{padding:1rem;max-width:70rem;overflow-x:auto}\n"
 "table{border-collapse:collapse;width:100%}\n"
 "th,td{text-align:left;padding:.25rem .5rem;border-bottom:1px solid #ddd;"
 "vertical-align:top}\n"

@@ -323,6 +323,10 @@ route(struct console_req *r)
         return console_approval(r, url + 11);
     if (strcmp(url, "/runs") == 0)
         return console_runs(r);
+    if (strcmp(url, "/costs") == 0)
+        return console_costs(r);
+    if (strcmp(url, "/limits") == 0)
+        return console_limits(r);
     if (strncmp(url, "/runs/", 6) == 0 && is_run_id(url + 6))
         return console_run(r, url + 6);
     return console_send_message(r, MHD_HTTP_NOT_FOUND, "Not found", 0,

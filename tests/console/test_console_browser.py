@@ -162,6 +162,12 @@ def test(ledger):
         browser.go(console.origin + "/runs")
         browser.screenshot(os.path.join(ARTIFACTS, "runs.png"))
         check(len(browser.find("tr.run")) == 1, "the runs page lists it")
+        browser.go(console.origin + "/costs")
+        check(len(browser.find("#cost-chart rect.bar")) >= 1,
+              "the costs page draws the run's tokens")
+        browser.screenshot(os.path.join(ARTIFACTS, "costs.png"))
+        browser.go(console.origin + "/limits")
+        browser.screenshot(os.path.join(ARTIFACTS, "limits.png"))
         bad = clean_log(browser.console_log())
         check(bad == [], "the browser's console log is clean: %s" % bad)
     finally:

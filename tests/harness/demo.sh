@@ -14,7 +14,11 @@
 #   5. waits, bounded, until the ledger and the consumer group have settled
 #   6. shows the runs table, the duplicates suppressed, the notifications and
 #      dead letters on their topics, and the failed run
-#   7. SIGTERMs the consumers and stops the services — on every way out,
+#   7. serves the web console (`runledger console`), prints its address and
+#      a sign-in token, and approves an approval-required run through it as
+#      a browser would (RL_DEMO_CONSOLE_WAIT=SECONDS first leaves that long
+#      to approve it yourself)
+#   8. SIGTERMs the console and consumers, stops the services — on every way out,
 #      also after a failure or Ctrl-C (the exit code stays the demo's)
 #
 # Files: $RL_DEMO_DIR/events/ (the sample requests), logs/ (consumer,
@@ -22,7 +26,7 @@
 #
 # Environment: BUILD_DIR (build), RL_DEMO_DIR ($BUILD_DIR/demo),
 # RL_DEMO_READY_TIMEOUT (60 s: consumers joining the group),
-# RL_DEMO_SETTLE_TIMEOUT (90 s: events settling). RL_SERVICES_DIR and
+# RL_DEMO_SETTLE_TIMEOUT (90 s: events settling), RL_DEMO_CONSOLE_WAIT (0 s). RL_SERVICES_DIR and
 # RL_SERVICES_ENV from the caller (make exports the shared ones) are ignored.
 set -euo pipefail
 
@@ -79,6 +83,7 @@ flock -n 8 || {
 t_start=$SECONDS
 consumer_pids=()
 consumer_ports=()
+console_pid=
 services_started=0
 
 # --- small helpers (Python: the standard library only) --------------------
@@ -118,7 +123,51 @@ def short(run_id):
 
 cmd, args = sys.argv[1], sys.argv[2:]
 
-if cmd == "free-ports":            # N ports nobody listens on now
+if cmd == "console-approve":       # sign in, open the page, approve
+    import html, http.client, re, urllib.parse
+    port, token, run_id = args
+    def req(method, path, cookie=None, form=None):
+        c = http.client.HTTPConnection("127.0.0.1", int(port), timeout=10)
+        h = {"Origin": "http://127.0.0.1:" + port}
+        if cookie:
+            h["Cookie"] = "rl_session=" + cookie
+        body = None
+        if form is not None:
+            body = urllib.parse.urlencode(form)
+            h["Content-Type"] = "application/x-www-form-urlencoded"
+        c.request(method, path, body=body, headers=h)
+        r = c.getresponse()
+        return r.status, r.getheader("Set-Cookie") or "", r.read().decode()
+    status, cookie, _ = req("POST", "/signin", form={"token": token})
+    cookie = re.match(r"rl_session=([0-9a-f]+)", cookie)
+    if status != 303 or not cookie:
+        sys.exit("sign-in answered %d" % status)
+    cookie = cookie.group(1)
+    status, _, page = req("GET", "/approvals/" + run_id, cookie)
+    csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', page)
+    digest = re.search(r'name="digest" value="([0-9a-f]+)"', page)
+    content = re.search(r'<pre id="content">(.*?)</pre>', page, re.S)
+    if status != 200 or not (csrf and digest and content):
+        sys.exit("the approval page answered %d without a decision form" % status)
+    print("  GET /approvals/%s... shows the content to be sent:" % run_id[:12])
+    print("    " + html.unescape(content.group(1))[:160] + " ...")
+    print("  and its digest " + digest.group(1))
+    status, _, page = req("POST", "/approvals/" + run_id, cookie,
+                          {"csrf": csrf.group(1), "digest": digest.group(1),
+                           "decision": "approve", "reason": "demo"})
+    msg = re.search(r'<p id="message" class="(ok|error)">(.*?)</p>', page, re.S)
+    print("  POST /approvals/%s... (Approve) -> %d: %s" % (run_id[:12], status,
+          html.unescape(msg.group(2)) if msg else "?"))
+    sys.exit(0 if status == 200 else 1)
+
+elif cmd == "ready-console":       # exit 0 when the console answers
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{args[0]}/healthz", timeout=2) as r:
+            sys.exit(0 if r.status == 200 else 1)
+    except OSError:
+        sys.exit(1)
+
+elif cmd == "free-ports":          # N ports nobody listens on now
     socks = [socket.socket() for _ in range(int(args[0]))]
     for s in socks:
         s.bind(("127.0.0.1", 0))
@@ -317,6 +366,11 @@ cleanup() {
         done
     fi
     section "Stopping everything the demo started"
+    if [ -n "$console_pid" ]; then
+        kill -TERM "$console_pid" 2>/dev/null
+        wait "$console_pid" 2>/dev/null
+        echo "  the console (pid $console_pid): SIGTERM, stopped"
+    fi
     if [ ${#consumer_pids[@]} -gt 0 ]; then
         stop_consumers || failed=1
     fi
@@ -414,7 +468,10 @@ echo "  \$ runledger migrate            # a second time: nothing to apply"
 # --- 3. consumers -----------------------------------------------------------
 
 section "Two consumers in one consumer group"
-read -r -a consumer_ports <<<"$(py free-ports 2)"
+read -r -a ports <<<"$(py free-ports 3)"
+consumer_ports=("${ports[0]}" "${ports[1]}")
+console_port=${ports[2]}
+console_url=http://127.0.0.1:$console_port
 for i in 1 2; do
     port=${consumer_ports[$((i - 1))]}
     # Own session: a Ctrl-C reaches the demo, which stops them in order.
@@ -425,6 +482,7 @@ for i in 1 2; do
         RUNLEDGER_SHUTDOWN_GRACE_SECONDS=10 \
         RUNLEDGER_KAFKA_STATISTICS_INTERVAL_MS=1000 \
         RUNLEDGER_KAFKA_AUTO_COMMIT_INTERVAL_MS=1000 \
+        RUNLEDGER_CONSOLE_BASE_URL=$console_url \
         setsid "$bin" consume >"$logs/consumer-$i.log" 2>&1 </dev/null 8>&- &
     consumer_pids+=("$!")
     echo "$!" >"$demo_dir/consumer-$i.pid"
@@ -691,4 +749,65 @@ echo
 echo "  A rejected request is not retried: fix it and publish a new --version,"
 echo "  or \`runledger runs retry $failed_id\` to run the same request again."
 
-# cleanup (the EXIT trap) stops the consumers and the services.
+section "An approval in the web console"
+setsid "$bin" console --listen "127.0.0.1:$console_port" >"$logs/console.log" 2>&1 </dev/null 8>&- &
+console_pid=$!
+echo "  \$ runledger users add demo-approver --role approver   # prints a sign-in token"
+token=$("$bin" users add demo-approver --role approver 2>>"$logs/cli.log" | tail -n 1) ||
+    fail "runledger users add failed"
+echo "  \$ runledger approvers add --tenant $acme --actor demo-approver"
+"$bin" approvers add --tenant "$acme" --actor demo-approver 2>>"$logs/cli.log" | indent
+# The answer waits for a person: "approval": {"required": true}.
+cat >"$evdir/press-release.json" <<'EOF'
+{"job": "press-release", "tenant": "workspace-acme", "scheduled_at": "2026-08-07T09:00:00Z",
+ "version": "v1", "input": {"product": "Anvil 2"}, "notify": ["slack"],
+ "approval": {"required": true},
+ "request": {"model": "stub-1", "messages": [{"role": "user", "content": "Draft the press release for {{input}}"}]}}
+EOF
+echo "  \$ runledger publish --stdin < events/press-release.json   # \"approval\": {\"required\": true}"
+approval_run=$(tr -d '\n' <"$evdir/press-release.json" | "$bin" publish --stdin 2>>"$logs/publish.log" | tail -n 1) ||
+    fail "could not publish the approval-required event"
+deadline=$((SECONDS + 60))
+until "$bin" runs show "$approval_run" 2>>"$logs/cli.log" | grep -q awaiting_approval; do
+    ((SECONDS < deadline)) || fail "run $approval_run did not reach awaiting_approval in 60 s"
+    sleep 0.2
+done
+until py ready-console "$console_port"; do
+    alive "$console_pid" || fail "the console exited (log: $(rel "$logs/console.log"))"
+    ((SECONDS < deadline)) || fail "the console did not answer in time"
+    sleep 0.2
+done
+echo "  run ${approval_run:0:16}... waits for approval (its approval_requested"
+echo "  notification links to the page below)."
+echo
+echo "  console   $console_url/approvals   (runledger console --listen 127.0.0.1:$console_port)"
+echo "  token     $token"
+echo "  page      $console_url/approvals/$approval_run"
+wait_s=${RL_DEMO_CONSOLE_WAIT:-0}
+if [ "$wait_s" -gt 0 ]; then
+    echo
+    echo "  Sign in with the token and approve it yourself; the demo approves it in $wait_s s otherwise."
+    deadline=$((SECONDS + wait_s))
+    while ((SECONDS < deadline)) &&
+        "$bin" runs show "$approval_run" 2>>"$logs/cli.log" | grep -q awaiting_approval; do
+        sleep 1
+    done
+fi
+echo
+if "$bin" runs show "$approval_run" 2>>"$logs/cli.log" | grep -q awaiting_approval; then
+    py console-approve "$console_port" "$token" "$approval_run" ||
+        fail "the approval through the console failed (log: $(rel "$logs/console.log"))"
+fi
+echo
+echo "  \$ runledger audit --run ${approval_run:0:16}..."
+"$bin" audit --run "$approval_run" --json 2>>"$logs/cli.log" | python3 -c '
+import json, sys
+for a in json.load(sys.stdin):
+    print("  %s  %s by %s via %s from %s, digest %s..." % (a["at"], a["action"],
+          a["actor"], a["via"], a["address"], a["digest"][:16]))'
+echo
+echo "  The approval is recorded as the signed-in user, bound to the digest shown;"
+echo "  the relay then publishes exactly that content (docs/console.md)."
+
+# cleanup (the EXIT trap) stops the console, the consumers and the services.
+

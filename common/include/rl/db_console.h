@@ -98,6 +98,12 @@ int rl_db_console_runs_json(struct rl_db *db,
                             const struct rl_console_runs_filter *f, char **json,
                             char *errstr, size_t errstr_size);
 
+/* The cost chart: [{tenant, day ("YYYY-MM-DD"), tokens, extra_generations}]
+ * of the runs scheduled in the last `days` UTC days, as `runledger
+ * report` counts them. */
+int rl_db_console_costs_daily_json(struct rl_db *db, int days, char **json,
+                                   char *errstr, size_t errstr_size);
+
 /* A decision taken in the console. Borrowed. */
 struct rl_console_decision_req {
     const char *run_id;

@@ -168,6 +168,34 @@ static const char ops_runs_page[] =
     "                      ORDER BY created_at DESC, run_id DESC"
     "                      OFFSET $8::int - 1 LIMIT 1) q) END)::text";
 
+/* Tokens and extra generations a day per tenant, counted as `runledger
+ * report` counts them (by the runs' scheduled day, UTC; an extra
+ * generation is an attempt beyond a run's first that may have generated). */
+static const char ops_costs_daily[] =
+    "WITH r AS ("
+    "  SELECT run_id, tenant,"
+    "         (scheduled_at AT TIME ZONE 'UTC')::date AS day"
+    "    FROM runs"
+    "   WHERE scheduled_at >= (now() AT TIME ZONE 'UTC')::date"
+    "                         - ($1::int - 1)"
+    "), a AS ("
+    "  SELECT a.run_id,"
+    "         count(*) FILTER (WHERE a.outcome IS NULL OR a.outcome IN"
+    "                          ('ok', 'ambiguous', 'lease_lost')) AS maybe,"
+    "         coalesce(sum(a.prompt_tokens), 0)"
+    "           + coalesce(sum(a.completion_tokens), 0) AS tokens"
+    "    FROM attempts a JOIN r USING (run_id)"
+    "   GROUP BY a.run_id"
+    "), g AS ("
+    "  SELECT r.tenant, to_char(r.day, 'YYYY-MM-DD') AS day,"
+    "         coalesce(sum(a.tokens), 0)::int8 AS tokens,"
+    "         coalesce(sum(greatest(a.maybe - 1, 0)), 0)::int8"
+    "           AS extra_generations"
+    "    FROM r LEFT JOIN a USING (run_id)"
+    "   GROUP BY 1, 2"
+    ")"
+    "SELECT coalesce(json_agg(g ORDER BY g.tenant, g.day), '[]')::text FROM g";
+
 static const char ops_decide[] =
     "SELECT d.result, d.status, d.digest, d.outbox_rows, d.decided_by,"
     "       " DB_TS_US("d.decided_at") ", d.decision"
@@ -412,4 +440,16 @@ rl_db_console_check(struct rl_db *db, char *errstr, size_t errstr_size)
     if (PQstatus(db->conn) == CONNECTION_OK)
         return 0;
     return rl_db_ping(db, errstr, errstr_size);
+}
+
+int
+rl_db_console_costs_daily_json(struct rl_db *db, int days, char **json,
+                               char *errstr, size_t errstr_size)
+{
+    char n[16];
+    const char *params[1] = {n};
+
+    snprintf(n, sizeof(n), "%d", days);
+    return db_one_text(db, ops_costs_daily, 1, params, "read the daily costs",
+                       json, errstr, errstr_size);
 }
