@@ -1,0 +1,194 @@
+/* PostgreSQL fails over under load: a private primary with one streaming
+ * standby (tests/harness/pg_replica.sh), two consumers given a multi-host
+ * URL with target_session_attrs=read-write, the primary killed
+ * (immediate) and the standby promoted while runs are in flight.
+ *
+ * MODE sync: the standby is synchronous, so nothing committed is lost.
+ * MODE async: the standby is asynchronous and detached before a wave of
+ * events, whose registrations, completions and committed offsets then
+ * exist only on the primary that dies: the failover loses them for good
+ * unless the consumers read those events again.
+ *
+ * Either way every event's run must complete on the new primary, once,
+ * with one distinct notification per channel, and work must resume within
+ * 60 s of the kill. Prints the time to resume, the runs lost and the
+ * notifications doubled (the same idempotency key delivered twice). */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "faults.h"
+#include "rltest.h"
+
+#ifndef MODE
+#define MODE "sync"
+#endif
+
+#define WAVE 100 /* events before the detach, and after it */
+#define SLOW 40  /* in flight at the kill */
+#define AFTER 60 /* produced after the promotion */
+#define RUNS (2 * WAVE + SLOW + AFTER)
+#define CHANNELS 2
+
+static char pair[PATH_MAX];
+
+static void
+destroy_pair(void)
+{
+    if (pair[0])
+        e2e_harness("pg_replica.sh", "destroy", pair);
+}
+
+struct notes {
+    long total;
+    long distinct;
+    char (*keys)[RL_HEX_SIZE + 16];
+};
+
+static void
+on_note(const rd_kafka_message_t *rkm, void *opaque)
+{
+    struct notes *n = opaque;
+
+    if (n->total < RUNS * CHANNELS * 4)
+        e2e_header(rkm, "idempotency-key", n->keys[n->total],
+                   sizeof(n->keys[0]));
+    n->total++;
+}
+
+static int
+cmp_key(const void *a, const void *b)
+{
+    return strcmp(a, b);
+}
+
+static void
+nap_100ms(void)
+{
+    struct timespec ts = {0, 100 * 1000000L};
+
+    nanosleep(&ts, NULL);
+}
+
+static void
+produce_wave(struct e2e *t, const char *job, int n, int from,
+             const char *fault)
+{
+    char run_id[RL_HEX_SIZE];
+
+    for (int i = 0; i < n; i++)
+        e2e_produce_event(t, job, i % 2 ? "tenant-a" : "tenant-b", from + i,
+                          fault, run_id);
+    e2e_flush(t);
+}
+
+int
+main(void)
+{
+    struct e2e t;
+    struct notes notes = {0, 0, NULL};
+    char cwd[PATH_MAX - 64], env[PATH_MAX + 8], url[1024], base[16];
+    char job[4][160];
+    int64_t killed_ms, resumed_ms = -1, runs, lost;
+    FILE *f;
+
+    rltest_service_env("DATABASE_URL"); /* skip when services are absent */
+    RL_REQUIRE(getcwd(cwd, sizeof(cwd)));
+    snprintf(pair, sizeof(pair), "%s/failover-%s-%d", cwd, MODE, (int)getpid());
+    setenv("PG_REPLICA_MODE", MODE, 1);
+    /* Away from the ports other tests scan from, spread by pid. */
+    snprintf(base, sizeof(base), "%d", 36000 + (int)(getpid() % 350) * 5);
+    setenv("PG_PORT_BASE", base, 0);
+    atexit(destroy_pair);
+    RL_REQUIRE(e2e_harness("pg_replica.sh", "start", pair) == 0);
+    snprintf(env, sizeof(env), "%s/env", pair);
+    f = fopen(env, "r");
+    RL_REQUIRE(f && fgets(url, sizeof(url), f));
+    fclose(f);
+    url[strcspn(url, "\r\n")] = '\0';
+    memmove(url, url + strlen("DATABASE_URL="),
+            strlen(url) - strlen("DATABASE_URL=") + 1);
+
+    e2e_setup_at(&t, "fover" MODE, 2, url, NULL);
+    for (int i = 0; i < 4; i++)
+        snprintf(job[i], sizeof(job[i]), "job-%s-%d", t.name, i);
+    fx_spawn(&t, "consume", "RUNLEDGER_LEASE_SECONDS=15", NULL);
+    fx_spawn(&t, "consume", "RUNLEDGER_LEASE_SECONDS=15", NULL);
+
+    /* Replicated in both modes. */
+    produce_wave(&t, job[0], WAVE, 0, "[[fault:latency ms=50]]");
+    RL_REQUIRE(e2e_wait_completed(&t, job[0], WAVE, 60000));
+
+    /* async: from here on the primary's commits exist nowhere else. The
+     * wave completes and its offsets are committed before the kill. */
+    if (strcmp(MODE, "async") == 0)
+        RL_REQUIRE(e2e_harness("pg_replica.sh", "detach", pair) == 0);
+    produce_wave(&t, job[1], WAVE, WAVE, "[[fault:latency ms=50]]");
+    RL_REQUIRE(e2e_wait_completed(&t, job[1], WAVE, 60000));
+    RL_REQUIRE(e2e_wait_intf(&t, 1, 60000, "SELECT (count(*) = %d)::int FROM "
+                                           "outbox_delivered",
+                             2 * WAVE * CHANNELS));
+    for (int64_t deadline = rltest_now_ms() + 30000;
+         e2e_group_lag(&t) != 0 && rltest_now_ms() < deadline;)
+        nap_100ms();
+    RL_REQUIRE(e2e_group_lag(&t) == 0);
+
+    /* Slow runs, claimed and calling the model when the primary dies. */
+    produce_wave(&t, job[2], SLOW, 2 * WAVE, "[[fault:latency ms=1000]]");
+    RL_REQUIRE(e2e_wait_intf(&t, 1, 30000,
+                             "SELECT (count(*) = %d)::int FROM runs WHERE "
+                             "job = '%s' AND status = 'running'",
+                             SLOW, job[2]));
+
+    killed_ms = rltest_now_ms();
+    RL_REQUIRE(e2e_harness("pg_replica.sh", "failover", pair) == 0);
+    /* The test's own connection is to the dead primary: e2e_int pings and
+     * reconnects (the multi-host URL leads it to the new primary), the
+     * helpers with parameters do not. */
+    while (e2e_int(&t, "SELECT 1") != 1 && rltest_now_ms() - killed_ms < 30000)
+        nap_100ms();
+    produce_wave(&t, job[3], AFTER, 2 * WAVE + SLOW, "[[fault:latency ms=50]]");
+    while (rltest_now_ms() - killed_ms < 90000) {
+        if (e2e_intf(&t,
+                     "SELECT count(*) FROM runs WHERE job = '%s' AND "
+                     "status = 'completed'",
+                     job[3]) > 0) {
+            resumed_ms = rltest_now_ms() - killed_ms;
+            break;
+        }
+        nap_100ms();
+    }
+    RL_CHECK(fx_settled(&t, 90000));
+
+    runs = e2e_int(&t, "SELECT count(*) FROM runs WHERE status = 'completed'");
+    lost = RUNS - runs;
+    notes.keys = calloc(RUNS * CHANNELS * 4, sizeof(notes.keys[0]));
+    RL_REQUIRE(notes.keys);
+    e2e_read_topic(&t, t.notify, on_note, &notes);
+    if (notes.total <= RUNS * CHANNELS * 4) {
+        qsort(notes.keys, (size_t)notes.total, sizeof(notes.keys[0]), cmp_key);
+        for (long i = 0; i < notes.total; i++) {
+            if (i == 0 || strcmp(notes.keys[i], notes.keys[i - 1]) != 0)
+                notes.distinct++;
+        }
+    }
+    fprintf(stderr,
+            "failover (%s standby): resumed after %.1f s, %lld of %d runs "
+            "lost, %ld notifications doubled, %lld runs generated twice\n",
+            MODE, resumed_ms / 1000.0, (long long)lost, RUNS,
+            notes.total - notes.distinct,
+            (long long)e2e_int(&t, "SELECT count(DISTINCT run_id) FROM "
+                                   "attempts WHERE attempt_no > 1"));
+    RL_CHECK(resumed_ms >= 0 && resumed_ms <= 60000);
+    RL_CHECK_INTEQ(e2e_int(&t, "SELECT count(*) FROM runs"), RUNS);
+    RL_CHECK_INTEQ(lost, 0);
+    RL_CHECK_INTEQ(e2e_int(&t, "SELECT count(*) FROM outbox_delivered"),
+                   RUNS * CHANNELS);
+    RL_CHECK_INTEQ(notes.distinct, RUNS * CHANNELS);
+    free(notes.keys);
+    e2e_teardown(&t);
+    RL_TEST_END();
+}
