@@ -74,8 +74,7 @@ nap_100ms(void)
 }
 
 static void
-produce_wave(struct e2e *t, const char *job, int n, int from,
-             const char *fault)
+produce_wave(struct e2e *t, const char *job, int n, int from, const char *fault)
 {
     char run_id[RL_HEX_SIZE];
 
@@ -128,8 +127,9 @@ main(void)
         RL_REQUIRE(e2e_harness("pg_replica.sh", "detach", pair) == 0);
     produce_wave(&t, job[1], WAVE, WAVE, "[[fault:latency ms=50]]");
     RL_REQUIRE(e2e_wait_completed(&t, job[1], WAVE, 60000));
-    RL_REQUIRE(e2e_wait_intf(&t, 1, 60000, "SELECT (count(*) = %d)::int FROM "
-                                           "outbox_delivered",
+    RL_REQUIRE(e2e_wait_intf(&t, 1, 60000,
+                             "SELECT (count(*) = %d)::int FROM "
+                             "outbox_delivered",
                              2 * WAVE * CHANNELS));
     for (int64_t deadline = rltest_now_ms() + 30000;
          e2e_group_lag(&t) != 0 && rltest_now_ms() < deadline;)

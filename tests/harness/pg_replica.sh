@@ -3,13 +3,13 @@
 # throwaway PostgreSQL 15 primary with one streaming standby, for failover
 # tests.
 #
-#   start DIR MODE  a primary in DIR/primary (pg.sh start) and a standby in
-#                   DIR/standby cloned from it (pg_basebackup -R), streaming;
-#                   MODE sync makes the standby synchronous
-#                   (synchronous_standby_names), async leaves it
-#                   asynchronous. Waits until the standby streams, then
-#                   prints DATABASE_URL, a multi-host URL naming the primary
-#                   first and the standby second, with
+#   start DIR [MODE] a primary in DIR/primary (pg.sh start) and a standby
+#                   in DIR/standby cloned from it (pg_basebackup -R),
+#                   streaming; MODE (default: $PG_REPLICA_MODE) sync makes
+#                   the standby synchronous (synchronous_standby_names),
+#                   async leaves it asynchronous. Waits until the standby
+#                   streams, then prints DATABASE_URL, a multi-host URL
+#                   naming the primary first and the standby second, with
 #                   target_session_attrs=read-write
 #   detach DIR      stops the standby (fast): what the primary commits from
 #                   now on exists nowhere else, which makes the loss of an
@@ -123,8 +123,8 @@ start() {
 
 case "$cmd" in
 start)
-    [ $# -eq 3 ] || usage
-    start "$3"
+    [ $# -le 3 ] || usage
+    start "${3:-${PG_REPLICA_MODE:-}}"
     ;;
 detach)
     [ "$(cat "$dir/mode")" = async ] || die "detach needs an asynchronous standby (a sync primary would wait for it)"
