@@ -34,7 +34,7 @@ struct kstate {
     rd_kafka_t *rk;
     struct rl_offsets *offsets;
     rd_kafka_topic_partition_list_t *assignment;
-    uint64_t generation;
+    struct rl_epochs epochs;
     int paused;
     long rebalances;
 };
@@ -365,7 +365,8 @@ store_done(struct kstate *ks)
     while (item) {
         struct rl_item *next = item->next;
 
-        if (item->src.generation == ks->generation)
+        if (item->src.epoch != 0 &&
+            item->src.epoch == rl_epochs_get(&ks->epochs, item->src.partition))
             rl_offsets_done(ks->offsets, item->src.partition, item->src.offset);
         atomic_fetch_sub(&ks->pl->in_flight, 1);
         rl_item_destroy(item);
@@ -440,10 +441,88 @@ commit_sync(struct kstate *ks, const char *why)
                     rd_kafka_err2str(err));
 }
 
+/* Starts a new epoch for each partition of parts, and forgets what was
+ * read of them before when they are revoked: offsets of an older epoch
+ * are no longer this process's to commit. @locality kafka thread */
+static void
+new_epochs(struct kstate *ks, const rd_kafka_topic_partition_list_t *parts,
+           int revoked)
+{
+    for (int i = 0; i < parts->cnt; i++) {
+        if (revoked)
+            rl_offsets_forget(ks->offsets, parts->elems[i].partition);
+        rl_epochs_bump(&ks->epochs, parts->elems[i].partition);
+    }
+}
+
+/* The assignment without the partitions of parts. */
+static rd_kafka_topic_partition_list_t *
+assignment_less(const rd_kafka_topic_partition_list_t *from,
+                const rd_kafka_topic_partition_list_t *parts)
+{
+    rd_kafka_topic_partition_list_t *left =
+        rd_kafka_topic_partition_list_new(from ? from->cnt : 0);
+
+    for (int i = 0; from && i < from->cnt; i++) {
+        const rd_kafka_topic_partition_t *tp = &from->elems[i];
+
+        if (!rd_kafka_topic_partition_list_find(parts, tp->topic,
+                                                tp->partition))
+            rd_kafka_topic_partition_list_add(left, tp->topic, tp->partition);
+    }
+    return left;
+}
+
+/* Incremental rebalance (cooperative-sticky assignor): only the
+ * partitions that move are revoked or assigned; the others keep their
+ * runs, offsets and epochs. A revoke commits the durable prefix first,
+ * as the eager one does. @locality kafka thread */
+static void
+rebalance_incremental(struct kstate *ks, rd_kafka_resp_err_t err,
+                      rd_kafka_topic_partition_list_t *parts)
+{
+    rd_kafka_topic_partition_list_t *next;
+    rd_kafka_error_t *error;
+
+    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+        rl_log_info(NULL, "assigned %d more partitions", parts->cnt);
+        new_epochs(ks, parts, 0);
+        next = assignment_less(ks->assignment, parts);
+        for (int i = 0; i < parts->cnt; i++)
+            rd_kafka_topic_partition_list_add(next, parts->elems[i].topic,
+                                              parts->elems[i].partition);
+        error = rd_kafka_incremental_assign(ks->rk, parts);
+        /* As in the eager assign: a partition keeps its pause across a
+         * revoke and a new assign; these follow ks->paused. */
+        if (ks->paused)
+            rd_kafka_pause_partitions(ks->rk, parts);
+        else
+            rd_kafka_resume_partitions(ks->rk, parts);
+    } else {
+        rl_log_info(NULL, "revoking %d partitions", parts->cnt);
+        if (ks->assignment)
+            commit_sync(ks, "revoke");
+        new_epochs(ks, parts, 1);
+        next = assignment_less(ks->assignment, parts);
+        error = rd_kafka_incremental_unassign(ks->rk, parts);
+    }
+    if (error) {
+        rl_log_warn(NULL, "incremental rebalance: %s",
+                    rd_kafka_error_string(error));
+        rd_kafka_error_destroy(error);
+    }
+    if (ks->assignment)
+        rd_kafka_topic_partition_list_destroy(ks->assignment);
+    ks->assignment = next->cnt > 0 ? next : NULL;
+    if (!ks->assignment)
+        rd_kafka_topic_partition_list_destroy(next);
+}
+
 /* Eager rebalance (range assignor): on revoke, commit the durable prefix
  * before giving the partitions up; runs still in flight finish in
  * PostgreSQL and their offsets are redelivered to the new owner, which
- * finds them completed or leased. @locality kafka thread */
+ * finds them completed or leased. The cooperative-sticky assignor goes to
+ * rebalance_incremental. @locality kafka thread */
 static void
 rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
              rd_kafka_topic_partition_list_t *parts, void *opaque)
@@ -453,9 +532,13 @@ rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     ks->rebalances++;
     rl_http_group(ks->pl->http, err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS,
                   parts->cnt);
+    if (strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0) {
+        rebalance_incremental(ks, err, parts);
+        return;
+    }
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
         rl_log_info(NULL, "assigned %d partitions", parts->cnt);
-        ks->generation++;
+        new_epochs(ks, parts, 0);
         if (ks->assignment)
             rd_kafka_topic_partition_list_destroy(ks->assignment);
         ks->assignment = rd_kafka_topic_partition_list_copy(parts);
@@ -471,13 +554,63 @@ rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     rl_log_info(NULL, "revoking %d partitions", parts->cnt);
     if (ks->assignment)
         commit_sync(ks, "revoke");
-    ks->generation++;
+    new_epochs(ks, parts, 1);
     rl_offsets_forget(ks->offsets, -1);
     if (ks->assignment)
         rd_kafka_topic_partition_list_destroy(ks->assignment);
     ks->assignment = NULL;
     ks->paused = 0;
     rd_kafka_assign(rk, NULL);
+}
+
+/* Reads again the partitions whose events the ledger lost the
+ * registrations of (rl_pipeline_seek_back), unless the partition was
+ * revoked or read again since the ledger looked. What was read of it is
+ * forgotten: those offsets are committed once read again and durable.
+ * @locality kafka thread */
+static void
+apply_seeks(struct kstate *ks)
+{
+    size_t n;
+    struct rl_seek *seeks = rl_pipeline_take_seeks(ks->pl, &n);
+    rd_kafka_topic_partition_list_t *list;
+    rd_kafka_error_t *error;
+    const char *topic = ks->pl->cfg->topic;
+
+    if (!seeks)
+        return;
+    list = rd_kafka_topic_partition_list_new((int)n);
+    for (size_t i = 0; i < n; i++) {
+        const struct rl_seek *sk = &seeks[i];
+
+        if (!ks->assignment ||
+            !rd_kafka_topic_partition_list_find(ks->assignment, topic,
+                                                sk->partition) ||
+            rl_epochs_get(&ks->epochs, sk->partition) != sk->epoch)
+            continue;
+        rl_log_info(NULL,
+                    "partition %d: the ledger's consumed position %lld is "
+                    "behind the events read, so registrations were lost "
+                    "(a failover to a standby that had not received "
+                    "them): reading from offset %lld again",
+                    (int)sk->partition, (long long)sk->offset,
+                    (long long)sk->offset);
+        atomic_fetch_add(&ks->pl->counters.seeks_back, 1);
+        rl_offsets_forget(ks->offsets, sk->partition);
+        rl_epochs_bump(&ks->epochs, sk->partition);
+        rd_kafka_topic_partition_list_add(list, topic, sk->partition)->offset =
+            sk->offset;
+    }
+    /* Asynchronous: what was fetched before the seek is discarded by the
+     * library (the seek's version barrier is set before this returns). */
+    if (list->cnt > 0 &&
+        (error = rd_kafka_seek_partitions(ks->rk, list, 0)) != NULL) {
+        rl_log_warn(NULL, "could not seek back: %s",
+                    rd_kafka_error_string(error));
+        rd_kafka_error_destroy(error);
+    }
+    rd_kafka_topic_partition_list_destroy(list);
+    free(seeks);
 }
 
 /* Keeps the event's W3C traceparent header when it is valid. A bad one is
@@ -531,7 +664,7 @@ intake(struct kstate *ks, rd_kafka_message_t *rkm)
     item->src.from_kafka = 1;
     item->src.partition = rkm->partition;
     item->src.offset = rkm->offset;
-    item->src.generation = ks->generation;
+    item->src.epoch = rl_epochs_get(&ks->epochs, rkm->partition);
     item->value_len = rkm->len;
     item->value = malloc(rkm->len + 1);
     if (item->value) {
@@ -547,8 +680,14 @@ intake(struct kstate *ks, rd_kafka_message_t *rkm)
     rl_item_charge(item, &pl->counters.held_bytes,
                    (size_t)pl->cfg->max_request_bytes);
     if (!item->ev) {
+        /* Dead-lettered by the ledger thread once it has noted the
+         * event's position (consumed_positions): read again after a
+         * rebalance, it would be dead-lettered twice. */
         atomic_fetch_add(&pl->counters.invalid, 1);
-        rl_pipeline_dead_letter(pl, item, RL_DEADLETTER_INTAKE, reason, errstr);
+        item->refusal_reason = strdup(reason);
+        item->refusal_detail = strdup(errstr);
+        rl_queue_push(&pl->intake, item);
+        rl_pipeline_wake(pl);
         return;
     }
     memcpy(item->run_id, item->ev->run_id, sizeof(item->run_id));
@@ -779,6 +918,7 @@ rl_cmd_consume(int argc, char **argv)
     pthread_mutex_init(&pl.wake_lock, NULL);
     pthread_cond_init(&pl.wake, NULL);
     pthread_mutex_init(&pl.dlq_lock, NULL);
+    pthread_mutex_init(&pl.seek_lock, NULL);
     raise_nofile();
 
     signal(SIGPIPE, SIG_IGN);
@@ -911,6 +1051,7 @@ rl_cmd_consume(int argc, char **argv)
         rd_kafka_poll(pl.dlq, 0);
         retry_dead_letters(&pl, atomic_load(&pl.abandon));
         store_done(&ks);
+        apply_seeks(&ks);
         flow_control(&ks);
 
         rkm = rd_kafka_consumer_poll(ks.rk, 50);
@@ -987,6 +1128,8 @@ done:
     if (ks.assignment)
         rd_kafka_topic_partition_list_destroy(ks.assignment);
     rl_offsets_destroy(ks.offsets);
+    rl_epochs_free(&ks.epochs);
+    free(pl.seeks);
     /* The ledger has ended: a second signal has no lease to release, and
      * nothing may wake the pipeline whose locks go below. */
     rl_shutdown_finish(sd);
@@ -998,6 +1141,7 @@ done:
     pthread_cond_destroy(&pl.wake);
     pthread_mutex_destroy(&pl.wake_lock);
     pthread_mutex_destroy(&pl.dlq_lock);
+    pthread_mutex_destroy(&pl.seek_lock);
     rl_log_info(NULL,
                 "stopped: events=%lld completed=%lld duplicates=%lld "
                 "dead_letters=%lld",

@@ -148,6 +148,8 @@ collect(struct rl_http *h)
                    (double)atomic_load(&c->conflicts));
     rl_metrics_set(m, "runledger_purged_runs_redelivered_total", NULL,
                    (double)atomic_load(&c->purged_redelivered));
+    rl_metrics_set(m, "runledger_partitions_read_again_total", NULL,
+                   (double)atomic_load(&c->seeks_back));
     rl_metrics_set(m, "runledger_lease_lost_total", NULL,
                    (double)atomic_load(&c->lease_lost));
     rl_metrics_set(m, "runledger_queued_total", NULL,

@@ -59,6 +59,9 @@ static const struct family_def families[] = {
     {"runledger_purged_runs_redelivered_total", RL_METRIC_COUNTER,
      "events of runs purged since, with their fingerprint: acknowledged "
      "without a model call (the run's tombstone)"},
+    {"runledger_partitions_read_again_total", RL_METRIC_COUNTER,
+     "seeks back to the ledger's consumed position of a partition: "
+     "registrations were lost, as in a failover to an asynchronous standby"},
     {"runledger_lease_lost_total", RL_METRIC_COUNTER,
      "attempts abandoned because another worker took the lease"},
     {"runledger_queued_total", RL_METRIC_COUNTER,

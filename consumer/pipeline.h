@@ -66,7 +66,10 @@ struct rl_source {
     int from_kafka;
     int32_t partition;
     int64_t offset;
-    uint64_t generation; /* assignment generation the offset belongs to */
+    /* The partition's epoch when the offset was read (positions.c): an
+     * assignment, a revocation or a seek back starts a new one, and the
+     * offsets of an older epoch are no longer this process's to commit. */
+    uint64_t epoch;
 };
 
 /* One run in flight through the process. Owned by whichever stage holds it;
@@ -107,6 +110,9 @@ struct rl_item {
     int landed_err; /* RL_LANDED_DONE: 0, RL_ERR_STALE or RL_ERR_NOTFOUND */
     int landed_completed; /* RL_LANDED_DONE: this statement completed it */
     char *landed_error;   /* RL_LANDED_INVALID: the database's reason */
+    /* An event the intake refused (ev NULL): why, for its dead letter,
+     * which the ledger produces once it has noted the event's position. */
+    char *refusal_reason, *refusal_detail;
     struct rl_model_call call;
     /* Reconciliation of an ambiguous attempt from the endpoint's record
      * (ledger/reconcile.c): the lookup call, apart from call, which keeps
@@ -218,6 +224,7 @@ struct rl_counters {
     atomic_llong duplicates;
     atomic_llong conflicts;
     atomic_llong purged_redelivered; /* events of purged runs, acknowledged */
+    atomic_llong seeks_back; /* partitions read again: the ledger was behind */
     atomic_llong dispatches;
     atomic_llong completed;
     atomic_llong retried;
@@ -272,7 +279,46 @@ struct rl_pipeline {
     pthread_mutex_t wake_lock; /* ledger thread sleeps here */
     pthread_cond_t wake;
     struct rl_http *http; /* NULL when RUNLEDGER_HTTP_PORT is 0 */
+    /* Seeks back the ledger asks of the Kafka thread (positions.c). */
+    pthread_mutex_t seek_lock;
+    struct rl_seek *seeks; /* @locks seek_lock */
+    size_t seek_count;     /* @locks seek_lock */
+    size_t seek_cap;       /* @locks seek_lock */
 };
+
+/* A partition the ledger is behind on: its consumed position (offset) is
+ * before offsets the Kafka thread read in epoch, so registrations were
+ * lost (a failover to a standby that had not received them) and the
+ * events from offset on must be read again. */
+struct rl_seek {
+    int32_t partition;
+    uint64_t epoch;
+    int64_t offset;
+};
+
+/* Asks the Kafka thread to read partition again from offset, unless its
+ * epoch has moved on since. A second request for a partition replaces
+ * the first. @locality any thread */
+void rl_pipeline_seek_back(struct rl_pipeline *pl, int32_t partition,
+                           uint64_t epoch, int64_t offset);
+
+/* Takes the pending seek requests: a malloc'd array (free it) and its
+ * length in *n, or NULL with *n 0. @locality kafka thread */
+struct rl_seek *rl_pipeline_take_seeks(struct rl_pipeline *pl, size_t *n);
+
+/* Each partition's epoch, on the Kafka thread (positions.c). Epochs come
+ * from one counter, so no two partitions or assignments share one. */
+struct rl_epochs {
+    uint64_t *by_partition; /* 0: never assigned */
+    size_t count;
+    uint64_t last;
+};
+
+uint64_t rl_epochs_get(const struct rl_epochs *e, int32_t partition);
+/* Starts a new epoch for partition. Returns it, or 0 when out of memory
+ * (the partition then keeps epoch 0, which no offset read carries). */
+uint64_t rl_epochs_bump(struct rl_epochs *e, int32_t partition);
+void rl_epochs_free(struct rl_epochs *e);
 
 /* Wakes the ledger thread. @locality any thread */
 void rl_pipeline_wake(struct rl_pipeline *pl);

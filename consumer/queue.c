@@ -186,6 +186,8 @@ rl_item_destroy(struct rl_item *item)
     free(item->version);
     free(item->origin_topic);
     free(item->landed_error);
+    free(item->refusal_reason);
+    free(item->refusal_detail);
     rl_model_call_clear(&item->call);
     rl_model_call_clear(&item->lookup);
     free(item);

@@ -31,8 +31,7 @@ ledger_defer(struct ledger *lg, struct rl_item *item, int redo,
 
     ledger_log_ctx(item, &ctx);
     rl_log_warn(&ctx, "could not %s: %s; will retry", what, errstr);
-    rl_db_destroy(lg->db);
-    lg->db = NULL;
+    ledger_drop_db(lg);
     ledger_requeue(lg, item, redo);
 }
 
@@ -48,8 +47,7 @@ ledger_defer_batch(struct ledger *lg, struct rl_item **items, size_t n,
     }
     rl_log_warn(NULL, "could not %s of %zu runs: %s; will retry", what, n,
                 errstr);
-    rl_db_destroy(lg->db);
-    lg->db = NULL;
+    ledger_drop_db(lg);
     for (size_t i = n; i-- > 0;)
         ledger_requeue(lg, items[i], redo);
 }

@@ -8,6 +8,7 @@
 #include "rl/clock.h"
 #include "rl/db_claim.h"
 #include "rl/db_conn.h"
+#include "rl/db_positions.h"
 #include "rl/err.h"
 #include "rl/failpoint.h"
 #include "rl/log.h"
@@ -90,7 +91,15 @@ claim_chunk(struct ledger *lg, struct rl_item *batch, long *room)
     if (err == RL_ERR_INVALID) {
         /* Retrying cannot help: the event is dead-lettered with the
          * database's reason, and its offset is committed after that. */
+        int32_t part = items[0]->src.partition;
+        int64_t next = items[0]->src.offset + 1;
+        char note_err[512];
+
         atomic_fetch_add(&lg->pl->counters.invalid, 1);
+        if (items[0]->src.from_kafka &&
+            rl_db_note_positions(lg->db, lg->cfg->topic, &part, &next, 1,
+                                 note_err, sizeof(note_err)) == 0)
+            ledger_positions_handled(lg, items[0]);
         rl_pipeline_dead_letter(lg->pl, items[0], RL_DEADLETTER_INTAKE,
                                 "rejected_by_ledger", errstr);
         return rest;
@@ -99,8 +108,7 @@ claim_chunk(struct ledger *lg, struct rl_item *batch, long *room)
         /* Nothing was claimed: put the batch back in front. */
         rl_log_warn(NULL, "could not claim %zu runs: %s; will retry", n,
                     errstr);
-        rl_db_destroy(lg->db);
-        lg->db = NULL;
+        ledger_drop_db(lg);
         for (size_t i = n; i-- > 0;)
             ledger_requeue(lg, items[i], REDO_CLAIM);
         while (rest) {
@@ -116,6 +124,7 @@ claim_chunk(struct ledger *lg, struct rl_item *batch, long *room)
         struct rl_claim *c = &claims[i];
 
         it->next = NULL;
+        ledger_positions_handled(lg, it);
         it->job = strdup(it->ev->job);
         it->tenant = strdup(it->ev->tenant);
         rl_item_recount(it);
@@ -192,6 +201,18 @@ static long intake_room(const struct ledger *lg, long room);
 void
 ledger_claim_intake(struct ledger *lg, struct rl_item *batch, long room)
 {
+    if (lg->db && ledger_positions_check(lg, batch) != 0) {
+        /* As a failed claim: put the batch back, reconnect. */
+        ledger_drop_db(lg);
+        while (batch) {
+            struct rl_item *next = batch->next;
+
+            ledger_requeue(lg, batch, REDO_CLAIM);
+            batch = next;
+        }
+        return;
+    }
+    batch = ledger_refuse_intake(lg, batch);
     room = intake_room(lg, room);
     while (batch)
         batch = claim_chunk(lg, batch, &room);

@@ -68,6 +68,20 @@ struct ledger {
     struct rl_item **ready_tail;
     size_t ready_count;
     unsigned int seed;
+    int64_t connected_at; /* monotonic ms of the connection's start */
+    /* What the ledger handled of each partition read (positions.c), and
+     * whether a new connection must compare it with the ledger's. */
+    struct ledger_position *positions;
+    size_t npositions, positions_cap;
+    int recheck_positions;
+};
+
+/* One partition as the ledger has handled it, in the newest epoch seen. */
+struct ledger_position {
+    int32_t partition;
+    uint64_t epoch;
+    int64_t handled_next; /* one past the last offset handled; -1: none */
+    int checked; /* compared with the ledger's position in this epoch */
 };
 
 /* How long a backlog seen keeps slots handed out by the sweeper, and the
@@ -149,6 +163,20 @@ int ledger_reconcile_mark(struct ledger *lg, struct rl_item *item);
 /* Every loop turn: submits the lookups that are due; at shutdown, hands
  * back the runs waiting for one. */
 void ledger_reconcile_tick(struct ledger *lg);
+
+/* loop.c */
+/* Closes a connection a statement failed on. The next one is opened
+ * after a backoff when this one lived less than a few seconds, so a
+ * statement that fails at once on every connection (a schema this build
+ * does not know) does not turn into a loop of connections. */
+void ledger_drop_db(struct ledger *lg);
+
+/* positions.c */
+int ledger_positions_check(struct ledger *lg, const struct rl_item *batch);
+void ledger_positions_handled(struct ledger *lg, const struct rl_item *it);
+void ledger_positions_recheck(struct ledger *lg);
+struct rl_item *ledger_refuse_intake(struct ledger *lg, struct rl_item *batch);
+void ledger_positions_free(struct ledger *lg);
 
 /* intake.c */
 void ledger_claim_intake(struct ledger *lg, struct rl_item *batch, long room);

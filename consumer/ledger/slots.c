@@ -171,8 +171,7 @@ ledger_sweep(struct ledger *lg)
     }
     if (err) {
         rl_log_warn(NULL, "sweeper could not claim: %s", errstr);
-        rl_db_destroy(lg->db);
-        lg->db = NULL;
+        ledger_drop_db(lg);
         return;
     }
     for (size_t i = 0; i < n; i++) {

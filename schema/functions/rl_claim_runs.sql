@@ -129,6 +129,21 @@ BEGIN
       INTO v_new, v_room
       FROM ins;
 
+    -- Each partition's consumed position, in this transaction: a ledger
+    -- that loses it in a failover loses these registrations with it, and
+    -- its consumers read the events again (consumed_positions). Rows are
+    -- written in (topic, partition) order so batches of two workers that
+    -- share partitions, during a rebalance, queue instead of deadlocking.
+    INSERT INTO consumed_positions AS p (topic, partition, next_offset)
+    SELECT u.topic, u.part, max(u.off) + 1
+      FROM unnest(p_topics, p_partitions, p_offsets) AS u(topic, part, off)
+     WHERE u.topic IS NOT NULL AND u.part IS NOT NULL AND u.off IS NOT NULL
+     GROUP BY u.topic, u.part
+     ORDER BY u.topic, u.part
+        ON CONFLICT (topic, partition) DO UPDATE
+       SET next_offset = excluded.next_offset, updated_at = now()
+     WHERE p.next_offset < excluded.next_offset;
+
     -- A run purged since (run_tombstones) is never registered again. The
     -- check follows the INSERT as a statement of its own: it sees a purge
     -- that committed while the INSERT waited on the run's row, which the

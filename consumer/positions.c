@@ -1,0 +1,103 @@
+/* Where the process reads each partition from, beyond the group's
+ * committed offsets: the partitions' epochs, and the seeks back the ledger
+ * asks for when its consumed positions (consumed_positions) are behind
+ * what was read, as after a failover to an asynchronous standby that had
+ * not received the last registrations (docs/design.md, "Offsets"). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "pipeline.h"
+#include "rl/log.h"
+
+void
+rl_pipeline_seek_back(struct rl_pipeline *pl, int32_t partition, uint64_t epoch,
+                      int64_t offset)
+{
+    pthread_mutex_lock(&pl->seek_lock);
+    for (size_t i = 0; i < pl->seek_count; i++) {
+        if (pl->seeks[i].partition == partition) {
+            pl->seeks[i].epoch = epoch;
+            pl->seeks[i].offset = offset;
+            pthread_mutex_unlock(&pl->seek_lock);
+            return;
+        }
+    }
+    if (pl->seek_count == pl->seek_cap) {
+        size_t cap = pl->seek_cap ? pl->seek_cap * 2 : 16;
+        struct rl_seek *grown = realloc(pl->seeks, cap * sizeof(*grown));
+
+        if (!grown) {
+            pthread_mutex_unlock(&pl->seek_lock);
+            /* The next check (another reconnection, or the partition's
+             * next assignment) asks again. */
+            rl_log_error(NULL,
+                         "out of memory: partition %d is not read again "
+                         "from offset %lld",
+                         (int)partition, (long long)offset);
+            return;
+        }
+        pl->seeks = grown;
+        pl->seek_cap = cap;
+    }
+    pl->seeks[pl->seek_count++] = (struct rl_seek){
+        .partition = partition, .epoch = epoch, .offset = offset};
+    pthread_mutex_unlock(&pl->seek_lock);
+}
+
+struct rl_seek *
+rl_pipeline_take_seeks(struct rl_pipeline *pl, size_t *n)
+{
+    struct rl_seek *taken;
+
+    *n = 0;
+    pthread_mutex_lock(&pl->seek_lock);
+    taken = pl->seeks;
+    if (taken) {
+        *n = pl->seek_count;
+        pl->seeks = NULL;
+        pl->seek_count = 0;
+        pl->seek_cap = 0;
+    }
+    pthread_mutex_unlock(&pl->seek_lock);
+    return taken;
+}
+
+uint64_t
+rl_epochs_get(const struct rl_epochs *e, int32_t partition)
+{
+    if (partition < 0 || (size_t)partition >= e->count)
+        return 0;
+    return e->by_partition[partition];
+}
+
+uint64_t
+rl_epochs_bump(struct rl_epochs *e, int32_t partition)
+{
+    if (partition < 0)
+        return 0;
+    if ((size_t)partition >= e->count) {
+        size_t count = (size_t)partition + 1;
+        uint64_t *grown;
+
+        if (count < e->count * 2)
+            count = e->count * 2;
+        grown = realloc(e->by_partition, count * sizeof(*grown));
+        if (!grown) {
+            rl_log_error(NULL, "out of memory: partition %d has no epoch",
+                         (int)partition);
+            return 0;
+        }
+        memset(grown + e->count, 0, (count - e->count) * sizeof(*grown));
+        e->by_partition = grown;
+        e->count = count;
+    }
+    e->by_partition[partition] = ++e->last;
+    return e->last;
+}
+
+void
+rl_epochs_free(struct rl_epochs *e)
+{
+    free(e->by_partition);
+    memset(e, 0, sizeof(*e));
+}
