@@ -211,6 +211,40 @@ produce_dead_letter(rd_kafka_t *rk, const struct rl_config *cfg,
     produce_row(rk, cfg->dlq_topic, row->run_id, NULL, hdrs, rr);
 }
 
+/* How long the rows of a batch are leased: RUNLEDGER_RELAY_LEASE_SECONDS,
+ * with the producer giving up on a message 10 s before, so every report
+ * is in while the lease holds; an operator's own message timeout
+ * (RUNLEDGER_KAFKA_message.timeout.ms) lengthens the lease instead. A
+ * lease that ran out under a batch still waiting only means another
+ * relay sends its rows too, with the same idempotency keys. */
+static long
+relay_lease_ms(const struct rl_config *cfg, rd_kafka_conf_t *conf)
+{
+    long lease = (long)cfg->relay_lease_seconds * 1000L;
+    char value[32], errstr[256];
+    size_t size = sizeof(value);
+    int own = 0;
+
+    for (size_t i = 0; i + 1 < cfg->kafka_props_count; i += 2) {
+        if (strcmp(cfg->kafka_props[i], "message.timeout.ms") == 0 ||
+            strcmp(cfg->kafka_props[i], "delivery.timeout.ms") == 0)
+            own = 1;
+    }
+    if (own && rd_kafka_conf_get(conf, "message.timeout.ms", value, &size) ==
+                   RD_KAFKA_CONF_OK) {
+        long timeout = strtol(value, NULL, 10);
+
+        if (timeout + 10000L > lease)
+            lease = timeout + 10000L;
+        return lease;
+    }
+    snprintf(value, sizeof(value), "%ld", lease - 10000L);
+    if (rl_kafka_conf_set(conf, "message.timeout.ms", value, errstr,
+                          sizeof(errstr)) != 0)
+        rl_log_warn(NULL, "relay: %s", errstr);
+    return lease;
+}
+
 struct batch_result {
     size_t rows;      /* locked */
     int full;         /* the batch reached its rows or bytes bound */
@@ -223,8 +257,8 @@ struct batch_result {
  * in *br) or a negative rl_err. */
 static int
 relay_batch(rd_kafka_t *rk, struct rl_db *db, const struct rl_config *cfg,
-            struct rl_http *http, struct batch_result *br, char *errstr,
-            size_t errstr_size)
+            long lease_ms, struct rl_http *http, struct batch_result *br,
+            char *errstr, size_t errstr_size)
 {
     struct rl_outbox_row *rows = NULL;
     struct row_report *rr = NULL, *dl = NULL;
@@ -237,19 +271,18 @@ relay_batch(rd_kafka_t *rk, struct rl_db *db, const struct rl_config *cfg,
 
     memset(br, 0, sizeof(*br));
     err = rl_db_outbox_lock_batch_bytes(db, cfg->relay_batch,
-                                        cfg->relay_batch_bytes, &rows, &n,
-                                        &br->full, errstr, errstr_size);
+                                        cfg->relay_batch_bytes, lease_ms, &rows,
+                                        &n, &br->full, errstr, errstr_size);
     if (err)
         return err;
     if (n == 0)
-        return rl_db_outbox_finish_rows(db, NULL, 0, NULL, 0, 0, errstr,
-                                        errstr_size);
+        return 0;
     rr = calloc(n, sizeof(*rr));
     dl = calloc(n, sizeof(*dl));
     oc = calloc(n, sizeof(*oc));
     local = calloc(n, sizeof(*local));
     if (!rr || !dl || !oc || !local) {
-        rl_db_outbox_finish_rows(db, NULL, 0, NULL, 0, 0, errstr, errstr_size);
+        /* The rows are due again when their lease ends. */
         rl_set_err(errstr, errstr_size,
                    "could not relay outbox rows: out of memory");
         err = RL_ERR_NOMEM;
@@ -441,6 +474,7 @@ rl_relay_run(const struct rl_config *cfg, atomic_int *stop,
     rd_kafka_t *rk;
     struct rl_db *db = NULL;
     long backoff = 100;
+    long lease_ms;
     struct vacuum_state vacuum = {NULL, 0, 0, 0, rl_clock_seconds()};
 
     conf = rl_kafka_conf_new(cfg, errstr, sizeof(errstr));
@@ -450,6 +484,7 @@ rl_relay_run(const struct rl_config *cfg, atomic_int *stop,
     }
     rd_kafka_conf_set_dr_msg_cb(conf, relay_dr_cb);
     rl_kafka_conf_set(conf, "linger.ms", "5", errstr, sizeof(errstr));
+    lease_ms = relay_lease_ms(cfg, conf);
     rk = rl_kafka_producer_new(conf, 1, errstr, sizeof(errstr));
     if (!rk) {
         rl_log_error(NULL, "relay: could not create producer: %s", errstr);
@@ -478,7 +513,8 @@ rl_relay_run(const struct rl_config *cfg, atomic_int *stop,
             backoff = 100;
         }
         started = rl_clock_seconds();
-        err = relay_batch(rk, db, cfg, http, &br, errstr, sizeof(errstr));
+        err = relay_batch(rk, db, cfg, lease_ms, http, &br, errstr,
+                          sizeof(errstr));
         if (err < 0) {
             rl_log_warn(NULL, "relay: %s", errstr);
             if (err == RL_ERR_DB) {

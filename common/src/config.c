@@ -129,6 +129,13 @@ static const struct cfg_row rows[] = {
      "most notification bytes one relay batch reads (and produces) at once; "
      "the rows after the one that reaches it wait for the next batch, and a "
      "larger notification goes alone"},
+    {"RUNLEDGER_RELAY_LEASE_SECONDS", CFG_INT, S(relay_lease_seconds), "30", 5,
+     3600, 0,
+     "how long a relay holds the outbox rows of a batch while the broker "
+     "acknowledges them, without a transaction open; a relay that dies "
+     "leaves them due when it ends. Its producer gives up on a message 10 s "
+     "before (message.timeout.ms, unless RUNLEDGER_KAFKA_message.timeout.ms "
+     "sets it) and the row is retried"},
     {"RUNLEDGER_RELAY_INTERVAL_MS", CFG_INT, S(relay_interval_ms), "200", 1,
      600000, 0,
      "longest relay wait when the outbox is empty (queued rows wake it at "

@@ -84,8 +84,8 @@ main(void)
 
     /* Bound 1,000,000: four long ones (the bytes before the fourth are
      * 0.9 MB), not the fifth. */
-    RL_REQUIRE(rl_db_outbox_lock_batch_bytes(relay, 100, 1000000, &rows, &n,
-                                             &full, errstr,
+    RL_REQUIRE(rl_db_outbox_lock_batch_bytes(relay, 100, 1000000, 60000, &rows,
+                                             &n, &full, errstr,
                                              sizeof(errstr)) == 0);
     RL_CHECK_INTEQ(n, 4);
     RL_CHECK_INTEQ(full, 1);
@@ -97,8 +97,8 @@ main(void)
 
     /* The next batch: the fifth and the short ones, short of both
      * bounds. */
-    RL_REQUIRE(rl_db_outbox_lock_batch_bytes(relay, 100, 1000000, &rows, &n,
-                                             &full, errstr,
+    RL_REQUIRE(rl_db_outbox_lock_batch_bytes(relay, 100, 1000000, 60000, &rows,
+                                             &n, &full, errstr,
                                              sizeof(errstr)) == 0);
     RL_CHECK_INTEQ(n, 1 + SMALL);
     RL_CHECK_INTEQ(full, 0);
@@ -111,16 +111,17 @@ main(void)
     /* A notification larger than the bound goes alone; the rows bound
      * still says full when it is reached. */
     complete_runs(db, "bytes-alone", 2, big);
-    RL_REQUIRE(rl_db_outbox_lock_batch_bytes(relay, 100, 65536, &rows, &n,
-                                             &full, errstr,
+    RL_REQUIRE(rl_db_outbox_lock_batch_bytes(relay, 100, 65536, 60000, &rows,
+                                             &n, &full, errstr,
                                              sizeof(errstr)) == 0);
     RL_CHECK_INTEQ(n, 1);
     RL_CHECK_INTEQ(full, 1);
     RL_REQUIRE(rltest_db_outbox_finish(relay, rows, n, 0, errstr,
                                        sizeof(errstr)) == 0);
     rl_db_outbox_rows_free(rows, n);
-    RL_REQUIRE(rl_db_outbox_lock_batch_bytes(relay, 1, 0, &rows, &n, &full,
-                                             errstr, sizeof(errstr)) == 0);
+    RL_REQUIRE(rl_db_outbox_lock_batch_bytes(relay, 1, 0, 60000, &rows, &n,
+                                             &full, errstr,
+                                             sizeof(errstr)) == 0);
     RL_CHECK_INTEQ(n, 1);
     RL_CHECK_INTEQ(full, 1);
     RL_REQUIRE(rltest_db_outbox_finish(relay, rows, n, 0, errstr,

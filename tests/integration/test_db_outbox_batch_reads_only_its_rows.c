@@ -100,8 +100,9 @@ main(void)
     /* the relay's session, set up as the relay sets it up */
     RL_REQUIRE(rl_db_outbox_listen(relay, errstr, sizeof(errstr)) == 0);
     before = outbox_rows_read(relay);
-    RL_CHECK_INTEQ(rl_db_outbox_lock_batch_bytes(relay, BATCH, 0, &rows, &n,
-                                                 NULL, errstr, sizeof(errstr)),
+    RL_CHECK_INTEQ(rl_db_outbox_lock_batch_bytes(relay, BATCH, 0, 60000, &rows,
+                                                 &n, NULL, errstr,
+                                                 sizeof(errstr)),
                    0);
     RL_CHECK_INTEQ(n, BATCH);
     RL_CHECK_INTEQ(

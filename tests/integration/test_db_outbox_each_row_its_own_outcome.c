@@ -39,8 +39,9 @@ main(void)
 
     /* one batch, three outcomes: rows 0, 1 and 5 acknowledged, 2 and 3
      * failed transiently, 4 refused for good */
-    RL_REQUIRE(rl_db_outbox_lock_batch_bytes(relay, 100, 0, &rows, &n, NULL,
-                                             errstr, sizeof(errstr)) == 0);
+    RL_REQUIRE(rl_db_outbox_lock_batch_bytes(relay, 100, 0, 60000, &rows, &n,
+                                             NULL, errstr,
+                                             sizeof(errstr)) == 0);
     RL_REQUIRE(n == 2 * RUNS);
     memset(oc, 0, sizeof(oc));
     oc[0].fate = oc[1].fate = oc[5].fate = RL_OUTBOX_DELIVERED;
@@ -89,8 +90,9 @@ main(void)
                    2 * RUNS);
 
     /* the failed rows are not due: the next batch is empty */
-    RL_REQUIRE(rl_db_outbox_lock_batch_bytes(relay, 100, 0, &rows, &n, NULL,
-                                             errstr, sizeof(errstr)) == 0);
+    RL_REQUIRE(rl_db_outbox_lock_batch_bytes(relay, 100, 0, 60000, &rows, &n,
+                                             NULL, errstr,
+                                             sizeof(errstr)) == 0);
     RL_CHECK_INTEQ(n, 0);
     RL_CHECK_INTEQ(rl_db_outbox_finish_rows(relay, NULL, 0, NULL, 0, 0, errstr,
                                             sizeof(errstr)),
@@ -102,8 +104,9 @@ main(void)
                            "WITH u AS (UPDATE outbox SET due_at = now()"
                            " RETURNING 1) SELECT count(*) FROM u",
                            NULL) == 2);
-    RL_REQUIRE(rl_db_outbox_lock_batch_bytes(relay, 100, 0, &rows, &n, NULL,
-                                             errstr, sizeof(errstr)) == 0);
+    RL_REQUIRE(rl_db_outbox_lock_batch_bytes(relay, 100, 0, 60000, &rows, &n,
+                                             NULL, errstr,
+                                             sizeof(errstr)) == 0);
     RL_CHECK_INTEQ(n, 2);
     memset(oc, 0, sizeof(oc));
     for (size_t i = 0; i < n; i++) {

@@ -136,8 +136,9 @@ main(void)
         RL_CHECK(strstr(errstr, "payload") != NULL);
     }
 
-    RL_REQUIRE(rl_db_outbox_lock_batch_bytes(relay, 100, 0, &rows, &n, NULL,
-                                             errstr, sizeof(errstr)) == 0);
+    RL_REQUIRE(rl_db_outbox_lock_batch_bytes(relay, 100, 0, 60000, &rows, &n,
+                                             NULL, errstr,
+                                             sizeof(errstr)) == 0);
     RL_CHECK_INTEQ(n, 2 * RUNS + 2);
     for (size_t i = 0; i < n; i++) {
         if (strcmp(rows[i].channel, "legacy") == 0) {
@@ -153,8 +154,8 @@ main(void)
     /* Read again (a re-send after a failed batch): the same bytes. */
     RL_REQUIRE(rltest_db_outbox_finish(relay, rows, n, 0, errstr,
                                        sizeof(errstr)) == 0);
-    RL_REQUIRE(rl_db_outbox_lock_batch_bytes(relay, 100, 0, &again, &n_again,
-                                             NULL, errstr,
+    RL_REQUIRE(rl_db_outbox_lock_batch_bytes(relay, 100, 0, 60000, &again,
+                                             &n_again, NULL, errstr,
                                              sizeof(errstr)) == 0);
     RL_CHECK_INTEQ(n_again, n);
     for (size_t i = 0; i < n_again; i++) {

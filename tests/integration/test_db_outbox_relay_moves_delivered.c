@@ -41,12 +41,14 @@ main(void)
                    2 * RUNS);
 
     /* two relays at once split the rows */
-    RL_CHECK_INTEQ(rl_db_outbox_lock_batch_bytes(relay1, 4, 0, &rows1, &n1,
-                                                 NULL, errstr, sizeof(errstr)),
+    RL_CHECK_INTEQ(rl_db_outbox_lock_batch_bytes(relay1, 4, 0, 60000, &rows1,
+                                                 &n1, NULL, errstr,
+                                                 sizeof(errstr)),
                    0);
     RL_CHECK_INTEQ(n1, 4);
-    RL_CHECK_INTEQ(rl_db_outbox_lock_batch_bytes(relay2, 100, 0, &rows2, &n2,
-                                                 NULL, errstr, sizeof(errstr)),
+    RL_CHECK_INTEQ(rl_db_outbox_lock_batch_bytes(relay2, 100, 0, 60000, &rows2,
+                                                 &n2, NULL, errstr,
+                                                 sizeof(errstr)),
                    0);
     RL_CHECK_INTEQ(n2, 2 * RUNS - 4);
     for (size_t i = 0; i < n1; i++) {
@@ -82,8 +84,9 @@ main(void)
                    2 * RUNS - 4);
 
     /* the retry delivers the rest */
-    RL_CHECK_INTEQ(rl_db_outbox_lock_batch_bytes(relay2, 100, 0, &rows2, &n2,
-                                                 NULL, errstr, sizeof(errstr)),
+    RL_CHECK_INTEQ(rl_db_outbox_lock_batch_bytes(relay2, 100, 0, 60000, &rows2,
+                                                 &n2, NULL, errstr,
+                                                 sizeof(errstr)),
                    0);
     RL_CHECK_INTEQ(n2, 2 * RUNS - 4);
     if (n2 > 0)
@@ -105,8 +108,9 @@ main(void)
                    2);
 
     /* empty: nothing returned, nothing left open */
-    RL_CHECK_INTEQ(rl_db_outbox_lock_batch_bytes(relay1, 10, 0, &rows1, &n1,
-                                                 NULL, errstr, sizeof(errstr)),
+    RL_CHECK_INTEQ(rl_db_outbox_lock_batch_bytes(relay1, 10, 0, 60000, &rows1,
+                                                 &n1, NULL, errstr,
+                                                 sizeof(errstr)),
                    0);
     RL_CHECK_INTEQ(n1, 0);
     RL_CHECK(rows1 == NULL);

@@ -45,8 +45,8 @@ main(void)
         struct rl_outbox_row *rows = NULL;
         size_t n = 0;
 
-        RL_CHECK_INTEQ(rl_db_outbox_lock_batch_bytes(relay, BATCH, 0, &rows, &n,
-                                                     NULL, errstr,
+        RL_CHECK_INTEQ(rl_db_outbox_lock_batch_bytes(relay, BATCH, 0, 60000,
+                                                     &rows, &n, NULL, errstr,
                                                      sizeof(errstr)),
                        0);
         RL_CHECK_INTEQ(n, BATCH);

@@ -303,8 +303,7 @@ rltest_db_outbox_finish(struct rl_db *db, const struct rl_outbox_row *rows,
     if (n > 0) {
         outcomes = calloc(n, sizeof(*outcomes));
         if (!outcomes) {
-            /* The batch's transaction stays open: the test fails anyway,
-             * and its connection goes with it. */
+            /* The rows stay leased: the test fails anyway. */
             snprintf(errstr, errstr_size,
                      "could not finish outbox batch: out of memory");
             return RL_ERR_NOMEM;

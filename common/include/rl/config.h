@@ -70,6 +70,7 @@ struct rl_config {
     int relay_batch;
     int relay_batch_bytes;
     int relay_interval_ms;
+    int relay_lease_seconds;
     int relay_vacuum_rows;
     int db_batch;
     int http_port;

@@ -25,20 +25,19 @@ struct rl_outbox_row {
     int64_t lease_epoch;  /* the run's epoch: names its last run span */
 };
 
-/* Opens a transaction and locks up to limit of the oldest pending outbox
- * rows that no other relay holds (FOR UPDATE SKIP LOCKED), bounded by
- * bytes as well when max_bytes > 0: rows are taken in due order while the
- * notification bytes before them (estimated from what is stored) are
- * under max_bytes, so a batch holds at most max_bytes plus one
- * notification, and at least one row when any is due. *rows receives a
- * new array of *n_rows rows (free with rl_db_outbox_rows_free; NULL when
- * none). *full (when not NULL) is set when the batch reached either bound,
- * so that more rows may be due at once. The transaction stays open until
- * rl_db_outbox_finish_rows, so give the relay a connection of its own.
- * Returns 0 or RL_ERR_INVALID / RL_ERR_DB / RL_ERR_NOMEM (nothing left
- * open). */
+/* Leases up to limit of the oldest due outbox rows that no other relay
+ * is taking (FOR UPDATE SKIP LOCKED, then due again only lease_ms from
+ * now), bounded by bytes as well when max_bytes > 0: rows are taken in
+ * due order while the notification bytes before them (estimated from
+ * what is stored) are under max_bytes, so a batch holds at most max_bytes
+ * plus one notification, and at least one row when any is due. One
+ * statement, committed: nothing stays open while the broker is asked.
+ * *rows receives a new array of *n_rows rows (free with
+ * rl_db_outbox_rows_free; NULL when none). *full (when not NULL) is set
+ * when the batch reached either bound, so that more rows may be due at
+ * once. Returns 0 or RL_ERR_INVALID / RL_ERR_DB / RL_ERR_NOMEM. */
 int rl_db_outbox_lock_batch_bytes(struct rl_db *db, int limit,
-                                  long long max_bytes,
+                                  long long max_bytes, long lease_ms,
                                   struct rl_outbox_row **rows, size_t *n_rows,
                                   int *full, char *errstr, size_t errstr_size);
 
@@ -54,15 +53,15 @@ struct rl_outbox_outcome {
     char reason[128]; /* RETRY: last_error; DEAD: the reason ("" none) */
 };
 
-/* Ends the batch transaction with an outcome per row (outcomes[i] for
- * rows[i]): delivered rows move to outbox_delivered (delivered_at now(),
+/* Records an outcome per leased row (outcomes[i] for rows[i]), in one
+ * statement: delivered rows move to outbox_delivered (delivered_at now(),
  * delivery_count + 1), dead ones to outbox_dead with their reason, and
  * retried ones stay pending with delivery_count + 1, last_error set and
  * due again in retry_base_ms * 2^(earlier delivery attempts), at most
- * retry_max_ms (0 and 0: due at once). n == 0 just closes the
- * transaction. Returns 0, or RL_ERR_NOMEM / RL_ERR_DB after rolling back
- * (every row stays pending as it was; the idempotency-key header makes
- * the redelivery harmless). */
+ * retry_max_ms (0 and 0: due at once). A row another relay leased since
+ * (this lease ran out) is left to it. n == 0 does nothing. Returns 0, or
+ * RL_ERR_NOMEM / RL_ERR_DB (every row stays pending, due when its lease
+ * ends; the idempotency-key header makes the redelivery harmless). */
 int rl_db_outbox_finish_rows(struct rl_db *db, const struct rl_outbox_row *rows,
                              size_t n, const struct rl_outbox_outcome *outcomes,
                              long retry_base_ms, long retry_max_ms,

@@ -640,7 +640,6 @@ rl_db_ping(struct rl_db *db, char *errstr, size_t errstr_size)
         db->prepared = 0;
         db->schema_set = 0;
         db->settings_set = 0;
-        db->in_tx = 0;
         if (PQstatus(db->conn) != CONNECTION_OK) {
             db_fail_msg(db, NULL, errstr, errstr_size,
                         "reconnect to postgresql");

@@ -21,7 +21,6 @@ struct rl_db {
     char *schema;        /* NULL: the server's search_path */
     unsigned prepared;   /* bit per enum db_stmt_id: prepared here */
     int schema_set;      /* search_path applied on this session */
-    int in_tx;           /* a relay transaction is open */
     char *outbox_schema; /* rl_db_outbox_listen: where outbox resolved */
     int outbox_vacuum;   /* may vacuum the outbox: 0 unchecked, 1 yes, -1 no */
     int vacuuming;       /* rl_db_outbox_vacuum_start sent, result pending */

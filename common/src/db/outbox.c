@@ -43,15 +43,24 @@
  * is stored, before any envelope is built: twice the stored size of an
  * uncompressed answer (jsonb's binary form against its text), the text's
  * length for a compressed one, which is what can be many times its
- * stored size, and 512 for the rest of the envelope. */
+ * stored size, and 512 for the rest of the envelope.
+ *
+ * The rows taken are leased, not held locked while the broker is asked:
+ * their due time moves to the end of the lease ($3 ms) and the statement
+ * commits on its own, so no transaction stays open while the relay waits
+ * for acknowledgements (up to the producer's message timeout when the
+ * broker is away), which would hold back vacuum and a pooled server
+ * connection. A relay that dies leaves its rows due when the lease ends. */
 static const struct db_stmt lock_pending_outbox = {
     DB_STMT_LOCK_PENDING_OUTBOX, "lock_pending_outbox",
+    "WITH picked AS MATERIALIZED ("
     "SELECT o.run_id, o.channel, o.job, o.tenant,"
     "       coalesce(o.explicit_payload,"
     "                rl_envelope(o.run_id, o.job, o.tenant,"
     "                            o.scheduled_at, o.version,"
-    "                            o.channel, o.output)),"
-    "       o.delivery_count, o.ctid, o.traceparent, o.lease_epoch, o.upto"
+    "                            o.channel, o.output)) AS payload,"
+    "       o.delivery_count, o.ctid, o.traceparent, o.lease_epoch, o.upto,"
+    "       o.due_at"
     "  FROM (SELECT s.*,"
     "               sum(s.est) OVER (ORDER BY s.due_at"
     "                                ROWS UNBOUNDED PRECEDING) AS upto"
@@ -77,8 +86,20 @@ static const struct db_stmt lock_pending_outbox = {
     "                                                     r.output) AS v) p"
     "               ) s) o"
     " WHERE $2::int8 <= 0 OR o.upto - o.est < $2::int8"
-    " ORDER BY o.due_at",
-    2};
+    "), leased AS ("
+    "  UPDATE outbox ob"
+    "     SET due_at = now() + $3::float8 * interval '1 millisecond'"
+    "    FROM picked p"
+    "   WHERE ob.run_id = p.run_id AND ob.channel = p.channel"
+    "     AND ob.ctid = p.ctid"
+    "  RETURNING ob.ctid AS leased_ctid, p.ctid AS picked_ctid"
+    ")"
+    "SELECT p.run_id, p.channel, p.job, p.tenant, p.payload,"
+    "       p.delivery_count, l.leased_ctid, p.traceparent, p.lease_epoch,"
+    "       p.upto"
+    "  FROM picked p JOIN leased l ON l.picked_ctid = p.ctid"
+    " ORDER BY p.due_at",
+    3};
 
 /* Each locked row gets its own outcome ($3, aligned with the ctids in $1
  * and the run ids in $2): 'delivered' rows leave the pending set for the
@@ -88,8 +109,10 @@ static const struct db_stmt lock_pending_outbox = {
  * payload that was refused (rl_payload_as_sent: what the read sent);
  * 'retry' rows stay pending with their delivery count raised, the error
  * in last_error and a due time $5 ms * 2^(earlier deliveries) from now,
- * at most $6 ms. The rows are the ones this transaction locked, named by
- * ctid (stable while locked) and checked against their run ids.
+ * at most $6 ms. The rows are the ones this relay leased, named by the
+ * ctid the lease gave them and checked against their run ids: a row whose
+ * lease ran out and that another relay leased since has another ctid, and
+ * is that relay's to finish. One statement, committed on its own.
  *
  * The batch is unnested once and joined to the outbox by ctid: a TID scan
  * per row of the batch, parameterized by it, whatever the statistics say
@@ -248,7 +271,7 @@ rl_db_outbox_vacuum_start(struct rl_db *db, char *errstr, size_t errstr_size)
     int err = RL_ERR_DB;
     PGresult *res;
 
-    if (db->in_tx || db->vacuuming) {
+    if (db->vacuuming) {
         rl_set_err(errstr, errstr_size,
                    "could not vacuum the outbox: the session is busy");
         return RL_ERR_INVALID;
@@ -344,20 +367,14 @@ rl_db_outbox_wait(struct rl_db *db, long timeout_ms, char *errstr,
     return drain_notifies(db);
 }
 
-static void
-end_tx(struct rl_db *db, const char *sql)
-{
-    PQclear(PQexecParams(db->conn, sql, 0, NULL, NULL, NULL, NULL, 0));
-    db->in_tx = 0;
-}
-
 int
 rl_db_outbox_lock_batch_bytes(struct rl_db *db, int limit, long long max_bytes,
-                              struct rl_outbox_row **rows, size_t *n_rows,
-                              int *full, char *errstr, size_t errstr_size)
+                              long lease_ms, struct rl_outbox_row **rows,
+                              size_t *n_rows, int *full, char *errstr,
+                              size_t errstr_size)
 {
-    char lim[32], bytes[32];
-    const char *params[2] = {lim, bytes};
+    char lim[32], bytes[32], lease[32];
+    const char *params[3] = {lim, bytes, lease};
     long long upto = 0;
     struct rl_outbox_row *out = NULL;
     PGresult *res;
@@ -374,23 +391,13 @@ rl_db_outbox_lock_batch_bytes(struct rl_db *db, int limit, long long max_bytes,
                    "could not lock outbox rows: limit must be positive");
         return RL_ERR_INVALID;
     }
-    if (db->in_tx)
-        end_tx(db, "ROLLBACK"); /* a batch left open by a failed caller */
-    res = db_exec_simple(db, "BEGIN", 0, NULL, &err, errstr, errstr_size,
-                         "lock outbox rows");
-    if (!res)
-        return err;
-    PQclear(res);
-    db->in_tx = 1;
-
     snprintf(lim, sizeof(lim), "%d", limit);
     snprintf(bytes, sizeof(bytes), "%lld", max_bytes > 0 ? max_bytes : 0);
-    res = db_exec_stmt(db, &lock_pending_outbox, params, "lock outbox rows",
+    snprintf(lease, sizeof(lease), "%ld", lease_ms > 0 ? lease_ms : 0);
+    res = db_exec_stmt(db, &lock_pending_outbox, params, "lease outbox rows",
                        NULL, &err, errstr, errstr_size);
-    if (!res) {
-        end_tx(db, "ROLLBACK");
+    if (!res)
         return err;
-    }
     n = PQntuples(res);
     if (n > 0) {
         out = calloc((size_t)n, sizeof(*out));
@@ -414,10 +421,10 @@ rl_db_outbox_lock_batch_bytes(struct rl_db *db, int limit, long long max_bytes,
         upto = db_int_value(res, n - 1, 9, 0);
     PQclear(res);
     if (oom) {
+        /* Leased: due again when the lease ends. */
         rl_db_outbox_rows_free(out, (size_t)n);
-        end_tx(db, "ROLLBACK");
         rl_set_err(errstr, errstr_size,
-                   "could not lock outbox rows: out of memory");
+                   "could not lease outbox rows: out of memory");
         return RL_ERR_NOMEM;
     }
     *rows = out;
@@ -447,17 +454,8 @@ rl_db_outbox_finish_rows(struct rl_db *db, const struct rl_outbox_row *rows,
     PGresult *res = NULL;
     int err = RL_ERR_DB;
 
-    if (!db->in_tx)
+    if (n == 0)
         return 0;
-    if (n == 0) {
-        res = db_exec_simple(db, "COMMIT", 0, NULL, &err, errstr, errstr_size,
-                             "close outbox batch");
-        db->in_tx = 0;
-        if (!res)
-            return err;
-        PQclear(res);
-        return 0;
-    }
     db_arrays_open(arrays, 4);
     for (size_t i = 0; i < n; i++) {
         enum rl_outbox_fate fate = outcomes[i].fate;
@@ -484,17 +482,9 @@ rl_db_outbox_finish_rows(struct rl_db *db, const struct rl_outbox_row *rows,
                        NULL, &err, errstr, errstr_size);
     if (!res)
         goto done;
-    PQclear(res);
-    res = db_exec_simple(db, "COMMIT", 0, NULL, &err, errstr, errstr_size,
-                         "commit outbox batch");
-    if (!res)
-        goto done;
-    db->in_tx = 0;
     err = 0;
 
 done:
-    if (err != 0 && db->in_tx)
-        end_tx(db, "ROLLBACK");
     PQclear(res);
     db_arrays_free(arrays, 4);
     return err;
