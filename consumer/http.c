@@ -57,6 +57,8 @@ struct rl_http {
     char db_reason[256]; /* @locks reason_lock */
     atomic_long dlq_undelivered;
     char dlq_reason[160]; /* @locks reason_lock */
+    atomic_int ledger_failing;
+    char ledger_reason[256]; /* @locks reason_lock */
 
     pthread_t health_tid;
     int health_started;
@@ -77,6 +79,12 @@ is_ready(struct rl_http *h, char *reason, size_t size)
         snprintf(reason, size, "%s",
                  h->db_reason[0] ? h->db_reason
                                  : "postgresql: not checked yet");
+        pthread_mutex_unlock(&h->reason_lock);
+        return 0;
+    }
+    if (atomic_load(&h->ledger_failing)) {
+        pthread_mutex_lock(&h->reason_lock);
+        snprintf(reason, size, "%s", h->ledger_reason);
         pthread_mutex_unlock(&h->reason_lock);
         return 0;
     }
@@ -740,6 +748,19 @@ rl_http_outbox_dead_lettered(struct rl_http *h, const char *reason)
                       reason && *reason ? reason : "unspecified", NULL);
     rl_metrics_add(h->metrics, "runledger_outbox_dead_lettered_total", labels,
                    1);
+}
+
+void
+rl_http_ledger_failing(struct rl_http *h, const char *reason)
+{
+    if (!h)
+        return;
+    if (reason) {
+        pthread_mutex_lock(&h->reason_lock);
+        snprintf(h->ledger_reason, sizeof(h->ledger_reason), "%s", reason);
+        pthread_mutex_unlock(&h->reason_lock);
+    }
+    atomic_store(&h->ledger_failing, reason != NULL);
 }
 
 void

@@ -89,6 +89,11 @@ void rl_http_relay_batch(struct rl_http *h, size_t rows, double seconds);
  * the producer; reason is the Kafka error's name (the label). */
 void rl_http_outbox_dead_lettered(struct rl_http *h, const char *reason);
 
+/* The ledger's statements fail on every new connection (reason), or
+ * work again (NULL): meanwhile /readyz answers 503 with the reason.
+ * @locality ledger thread */
+void rl_http_ledger_failing(struct rl_http *h, const char *reason);
+
 /* Dead letters produced and not acknowledged (undelivered, being
  * retried): while count > 0, /readyz answers 503 with "kafka: <count>
  * dead letters undelivered: <reason>", because the offsets of their events

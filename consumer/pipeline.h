@@ -338,6 +338,16 @@ void rl_pipeline_dead_letter(struct rl_pipeline *pl, struct rl_item *item,
                              enum rl_deadletter_source source,
                              const char *reason, const char *detail);
 
+/* The dead-letter producer's delivery report (deadletters.c): set on
+ * pl->dlq's configuration, served by rd_kafka_poll on it. */
+void rl_pipeline_dlq_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *rkm,
+                           void *opaque);
+
+/* Produces again the dead letters the broker did not take whose backoff
+ * is over (abandon: every one, once, as the process stops). @locality
+ * kafka thread */
+void rl_pipeline_retry_dead_letters(struct rl_pipeline *pl, int abandon);
+
 /* The ledger thread body (ledger/loop.c). */
 void *rl_ledger_main(void *arg);
 

@@ -19,6 +19,7 @@
  * least once and every duplicate carries the same idempotency-key header
  * (<run_id>:<channel>), which is the receiver's deduplication key. */
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,11 +160,35 @@ row_headers(const struct rl_outbox_row *row)
     return hdrs;
 }
 
+/* How long a stopping relay still waits for the broker's reports before
+ * it purges what is unacknowledged (reported failed at once: the rows stay
+ * pending, and what the broker did take is delivered again with the same
+ * idempotency keys). */
+#define RELAY_STOP_WAIT_MS 2000
+
+/* Waits for every report of the batch: the producer gives each message
+ * up after its message timeout, and a stop purges them sooner. */
 static void
-wait_reports(rd_kafka_t *rk, const size_t *pending)
+wait_reports(rd_kafka_t *rk, const size_t *pending, atomic_int *stop)
 {
-    while (*pending > 0)
+    int64_t purge_at = -1;
+
+    while (*pending > 0) {
         rd_kafka_poll(rk, 100);
+        if (!stop || !atomic_load(stop) || purge_at == INT64_MAX)
+            continue;
+        if (purge_at < 0) {
+            purge_at = rl_clock_ms() + RELAY_STOP_WAIT_MS;
+        } else if (rl_clock_ms() >= purge_at) {
+            rl_log_warn(NULL,
+                        "relay: stopping with %zu notifications not "
+                        "acknowledged; their rows stay pending",
+                        *pending);
+            rd_kafka_purge(rk,
+                           RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+            purge_at = INT64_MAX;
+        }
+    }
 }
 
 /* Sends each row the broker refused for good once more, alone, and waits
@@ -172,14 +197,15 @@ wait_reports(rd_kafka_t *rk, const size_t *pending)
 static void
 confirm_refusals(rd_kafka_t *rk, const struct rl_config *cfg,
                  const struct rl_outbox_row *rows, size_t n,
-                 struct row_report *rr, const int *local, size_t *pending)
+                 struct row_report *rr, const int *local, size_t *pending,
+                 atomic_int *stop)
 {
     for (size_t i = 0; i < n; i++) {
         if (local[i] || !refused_for_good(rr[i].err))
             continue;
         produce_row(rk, cfg->notify_topic, rows[i].run_id, rows[i].payload,
                     row_headers(&rows[i]), &rr[i]);
-        wait_reports(rk, pending);
+        wait_reports(rk, pending, stop);
     }
 }
 
@@ -212,7 +238,8 @@ produce_dead_letter(rd_kafka_t *rk, const struct rl_config *cfg,
 }
 
 /* How long the rows of a batch are leased: RUNLEDGER_RELAY_LEASE_SECONDS,
- * with the producer giving up on a message 10 s before, so every report
+ * with the producer giving up on a message after two thirds of it, so
+ * every report
  * is in while the lease holds; an operator's own message timeout
  * (RUNLEDGER_KAFKA_message.timeout.ms) lengthens the lease instead. A
  * lease that ran out under a batch still waiting only means another
@@ -234,11 +261,11 @@ relay_lease_ms(const struct rl_config *cfg, rd_kafka_conf_t *conf)
                    RD_KAFKA_CONF_OK) {
         long timeout = strtol(value, NULL, 10);
 
-        if (timeout + 10000L > lease)
-            lease = timeout + 10000L;
+        if (timeout / 2 * 3 > lease)
+            lease = timeout / 2 * 3;
         return lease;
     }
-    snprintf(value, sizeof(value), "%ld", lease - 10000L);
+    snprintf(value, sizeof(value), "%ld", lease / 3 * 2);
     if (rl_kafka_conf_set(conf, "message.timeout.ms", value, errstr,
                           sizeof(errstr)) != 0)
         rl_log_warn(NULL, "relay: %s", errstr);
@@ -257,8 +284,8 @@ struct batch_result {
  * in *br) or a negative rl_err. */
 static int
 relay_batch(rd_kafka_t *rk, struct rl_db *db, const struct rl_config *cfg,
-            long lease_ms, struct rl_http *http, struct batch_result *br,
-            char *errstr, size_t errstr_size)
+            long lease_ms, atomic_int *stop, struct rl_http *http,
+            struct batch_result *br, char *errstr, size_t errstr_size)
 {
     struct rl_outbox_row *rows = NULL;
     struct row_report *rr = NULL, *dl = NULL;
@@ -297,8 +324,8 @@ relay_batch(rd_kafka_t *rk, struct rl_db *db, const struct rl_config *cfg,
         local[i] = rr[i].done; /* refused by producev itself */
     }
     /* Every report must be in before any row's outcome is recorded. */
-    wait_reports(rk, &pending);
-    confirm_refusals(rk, cfg, rows, n, rr, local, &pending);
+    wait_reports(rk, &pending, stop);
+    confirm_refusals(rk, cfg, rows, n, rr, local, &pending, stop);
     t_acked = rl_clock_seconds();
     if (rl_failpoint("relay_after_produce")) {
         for (size_t i = 0; i < n; i++)
@@ -312,7 +339,7 @@ relay_batch(rd_kafka_t *rk, struct rl_db *db, const struct rl_config *cfg,
             produce_dead_letter(rk, cfg, &rows[i], oc[i].reason, &dl[i]);
         }
     }
-    wait_reports(rk, &pending);
+    wait_reports(rk, &pending, stop);
     for (size_t i = 0; i < n; i++) {
         struct rl_log_ctx ctx = RL_LOG_CTX_INIT;
 
@@ -513,7 +540,7 @@ rl_relay_run(const struct rl_config *cfg, atomic_int *stop,
             backoff = 100;
         }
         started = rl_clock_seconds();
-        err = relay_batch(rk, db, cfg, lease_ms, http, &br, errstr,
+        err = relay_batch(rk, db, cfg, lease_ms, stop, http, &br, errstr,
                           sizeof(errstr));
         if (err < 0) {
             rl_log_warn(NULL, "relay: %s", errstr);
@@ -545,7 +572,9 @@ rl_relay_run(const struct rl_config *cfg, atomic_int *stop,
             db = NULL;
         }
     }
-    rd_kafka_flush(rk, 5000);
+    /* Nothing is in flight between batches: what is left is a dead
+     * letter's report at most. */
+    rd_kafka_flush(rk, RELAY_STOP_WAIT_MS);
     rd_kafka_destroy(rk);
     rl_db_destroy(db);
     rl_db_destroy(vacuum.db);

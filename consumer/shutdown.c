@@ -187,6 +187,7 @@ rl_shutdown_phase(struct rl_shutdown *sd, const char *phase)
 {
     if (sd)
         atomic_store(&sd->phase, phase);
+    rl_log_debug(NULL, "shutdown: %s", phase);
 }
 
 int64_t

@@ -61,6 +61,12 @@ static const struct cfg_row rows[] = {
      "lease owner name; default hostname:pid"},
     {"RUNLEDGER_LOG_LEVEL", CFG_STR, S(log_level), "info", 0, 0, 0,
      "debug, info, warn or error"},
+    {"RUNLEDGER_PARTITION_ASSIGNOR", CFG_STR, S(kafka_assignor), "auto", 0, 0,
+     0,
+     "the group's partition assignor: cooperative-sticky (a pod joining or "
+     "leaving moves only the partitions that change owner), range (every "
+     "rebalance revokes every partition), or auto: cooperative-sticky with "
+     "librdkafka 2.6.1 or later, range before it"},
     {"RUNLEDGER_AMBIGUOUS_POLICY", CFG_STR, S(ambiguous_policy_name),
      "retry_once", 0, 0, 0,
      "after a timeout or reset once the request was sent: dedupe, "
@@ -133,9 +139,10 @@ static const struct cfg_row rows[] = {
      3600, 0,
      "how long a relay holds the outbox rows of a batch while the broker "
      "acknowledges them, without a transaction open; a relay that dies "
-     "leaves them due when it ends. Its producer gives up on a message 10 s "
-     "before (message.timeout.ms, unless RUNLEDGER_KAFKA_message.timeout.ms "
-     "sets it) and the row is retried"},
+     "leaves them due when it ends. Its producer gives up on a message after "
+     "two thirds of it (message.timeout.ms; one set by "
+     "RUNLEDGER_KAFKA_MESSAGE_TIMEOUT_MS lengthens the lease instead) and "
+     "the row is retried"},
     {"RUNLEDGER_RELAY_INTERVAL_MS", CFG_INT, S(relay_interval_ms), "200", 1,
      600000, 0,
      "longest relay wait when the outbox is empty (queued rows wake it at "
@@ -606,6 +613,16 @@ rl_config_load(char *errstr, size_t errstr_size)
                  "RUNLEDGER_MODEL_STORED_COMPLETIONS=true needs "
                  "RUNLEDGER_AMBIGUOUS_POLICY retry_once or park, not dedupe "
                  "(an endpoint that deduplicates needs no lookup)");
+        err = RL_ERR_INVALID;
+        goto done;
+    }
+    if (strcmp(cfg->kafka_assignor, "auto") != 0 &&
+        strcmp(cfg->kafka_assignor, "range") != 0 &&
+        strcmp(cfg->kafka_assignor, "cooperative-sticky") != 0) {
+        snprintf(errstr, errstr_size,
+                 "RUNLEDGER_PARTITION_ASSIGNOR must be auto, range or "
+                 "cooperative-sticky, not \"%s\"",
+                 cfg->kafka_assignor);
         err = RL_ERR_INVALID;
         goto done;
     }

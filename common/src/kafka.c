@@ -36,7 +36,8 @@ static const struct {
     {"auto.commit.enable", "the stored durable prefix is committed by the "
                            "auto commit between rebalances"},
     {"partition.assignment.strategy",
-     "the rebalance callback is written for the eager range assignor"},
+     "set by RUNLEDGER_PARTITION_ASSIGNOR: the rebalance callback handles the "
+     "range and cooperative-sticky assignors"},
     {"auto.offset.reset",
      "a partition without a committed offset starts at its earliest event"},
     {"enable.idempotence", "dead letters and notifications are produced "
@@ -133,6 +134,17 @@ rl_kafka_producer_new(rd_kafka_conf_t *conf, int idempotent, char *errstr,
     return rk;
 }
 
+/* Before 2.6.1 librdkafka's cooperative protocol has known faults
+ * (lost partitions after a failed incremental rebalance, waits in
+ * rd_kafka_destroy), so auto keeps the eager range assignor there. */
+const char *
+rl_kafka_assignor(const struct rl_config *cfg)
+{
+    if (cfg->kafka_assignor && strcmp(cfg->kafka_assignor, "auto") != 0)
+        return cfg->kafka_assignor;
+    return rd_kafka_version() >= 0x020601ff ? "cooperative-sticky" : "range";
+}
+
 rd_kafka_conf_t *
 rl_kafka_consumer_conf_new(const struct rl_config *cfg, const char *group_id,
                            char *errstr, size_t errstr_size)
@@ -149,8 +161,8 @@ rl_kafka_consumer_conf_new(const struct rl_config *cfg, const char *group_id,
                           errstr_size) != 0 ||
         rl_kafka_conf_set(conf, "auto.offset.reset", "earliest", errstr,
                           errstr_size) != 0 ||
-        rl_kafka_conf_set(conf, "partition.assignment.strategy", "range",
-                          errstr, errstr_size) != 0) {
+        rl_kafka_conf_set(conf, "partition.assignment.strategy",
+                          rl_kafka_assignor(cfg), errstr, errstr_size) != 0) {
         rd_kafka_conf_destroy(conf);
         return NULL;
     }

@@ -69,6 +69,7 @@ struct ledger {
     size_t ready_count;
     unsigned int seed;
     int64_t connected_at; /* monotonic ms of the connection's start */
+    int failing; /* statements fail on every connection: /readyz says so */
     /* What the ledger handled of each partition read (positions.c), and
      * whether a new connection must compare it with the ledger's. */
     struct ledger_position *positions;

@@ -37,6 +37,24 @@ ledger_drop_db(struct ledger *lg)
         lg->next_connect = 0;
     } else {
         back_off(lg);
+        if (lg->connect_backoff >= CONNECT_BACKOFF_MAX_MS / 2 && !lg->failing) {
+            lg->failing = 1;
+            rl_http_ledger_failing(lg->pl->http,
+                                   "postgresql: the ledger's statements fail "
+                                   "on every connection (see the log: a "
+                                   "schema this build does not know?)");
+        }
+    }
+}
+
+/* A connection that has lived a while: its statements work again. */
+static void
+settled(struct ledger *lg)
+{
+    if (lg->failing && lg->db &&
+        rl_clock_ms() - lg->connected_at >= CONNECTION_SETTLED_MS) {
+        lg->failing = 0;
+        rl_http_ledger_failing(lg->pl->http, NULL);
     }
 }
 
@@ -224,6 +242,7 @@ rl_ledger_main(void *arg)
         /* Once the grace period is over nothing is redone: the leases of
          * what waits expire, and another worker's sweeper takes over. */
         rl_http_ledger_turned(pl->http);
+        settled(&lg);
         ledger_leases_gone(&lg);
         if (ensure_db(&lg) && lg.recheck_positions && !stopping)
             ledger_positions_recheck(&lg);

@@ -44,6 +44,7 @@ struct rl_config {
     char *worker_id;         /* default: hostname:pid */
     char *log_level;
     char *ambiguous_policy_name;
+    char *kafka_assignor; /* auto, range or cooperative-sticky */
     enum rl_ambiguous_policy ambiguous_policy;
     int model_stored_completions;    /* the endpoint keeps a record of calls
                                         sent with store: true */

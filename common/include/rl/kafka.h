@@ -42,9 +42,15 @@ rd_kafka_t *rl_kafka_producer_new(rd_kafka_conf_t *conf, int idempotent,
 /* A consumer configuration for group_id with the at-least-once settings
  * every Runledger consumer uses: enable.auto.offset.store=false (only
  * offsets stored after the durable write are committed by auto commit),
- * auto.offset.reset=earliest, and the eager range assignor (librdkafka
- * 2.0.2's cooperative rebalancing has known bugs). Add callbacks, then
- * hand it to rl_kafka_consumer_new(). NULL with errstr on failure. */
+ * auto.offset.reset=earliest, and the assignor of rl_kafka_assignor().
+ * Add callbacks, then hand it to rl_kafka_consumer_new(). NULL with
+ * errstr on failure. */
+/* The partition assignor RUNLEDGER_PARTITION_ASSIGNOR names; for auto,
+ * cooperative-sticky with librdkafka 2.6.1 or later (incremental
+ * rebalances: a consumer joining or leaving moves only the partitions
+ * that change owner), else range. */
+const char *rl_kafka_assignor(const struct rl_config *cfg);
+
 rd_kafka_conf_t *rl_kafka_consumer_conf_new(const struct rl_config *cfg,
                                             const char *group_id, char *errstr,
                                             size_t errstr_size);
