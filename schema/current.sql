@@ -657,47 +657,72 @@ CREATE FUNCTION rl_count_model_calls(p_models text[], p_run_ids text[]) RETURNS 
         ON CONFLICT DO NOTHING
 $$;
 
-CREATE FUNCTION rl_decide_run(p_run_id text, p_digest text, p_actor text, p_decision text, p_reason text) RETURNS TABLE(result text, status text, digest text, outbox_rows integer)
+CREATE FUNCTION rl_decide_proposal(p_run_id text, p_digest text, p_actor text, p_decision text, p_reason text, p_via text, p_address text) RETURNS TABLE(result text, status text, digest text, outbox_rows integer, decided_by text, decided_at timestamp with time zone, decision text)
     LANGUAGE plpgsql
     AS $$
 #variable_conflict use_column
 DECLARE
-    v_status text;
-    v_tenant text;
-    v_digest text;
-    v_rows   integer := 0;
+    v_status   text;
+    v_tenant   text;
+    v_digest   text;
+    v_proposal jsonb;
+    v_rows     integer := 0;
+    v_prior    record;
 BEGIN
     IF p_decision IS NULL OR p_decision NOT IN ('approve', 'reject') THEN
         RAISE EXCEPTION 'unknown decision %', p_decision
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    IF p_via IS NULL OR p_via NOT IN ('cli', 'console') THEN
+        RAISE EXCEPTION 'unknown decision channel %', p_via
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
 
-    SELECT r.status, r.tenant, r.proposal_digest
-      INTO v_status, v_tenant, v_digest
+    SELECT r.status, r.tenant, r.proposal_digest, r.proposal
+      INTO v_status, v_tenant, v_digest, v_proposal
       FROM runs r
      WHERE r.run_id = p_run_id
        FOR NO KEY UPDATE;
     IF NOT FOUND THEN
-        RETURN QUERY SELECT 'not_found'::text, NULL::text, NULL::text, 0;
+        RETURN QUERY SELECT 'not_found'::text, NULL::text, NULL::text, 0,
+                            NULL::text, NULL::timestamptz, NULL::text;
         RETURN;
     END IF;
-    IF v_status <> 'awaiting_approval'
-       OR EXISTS (SELECT 1 FROM approvals a WHERE a.run_id = p_run_id) THEN
-        RETURN QUERY SELECT 'not_waiting'::text, v_status, v_digest, 0;
+    SELECT a.actor, a.decided_at, a.decision INTO v_prior
+      FROM approvals a WHERE a.run_id = p_run_id;
+    IF v_status <> 'awaiting_approval' OR FOUND THEN
+        RETURN QUERY SELECT 'not_waiting'::text, v_status, v_digest, 0,
+                            v_prior.actor, v_prior.decided_at,
+                            v_prior.decision;
         RETURN;
     END IF;
     IF p_digest IS DISTINCT FROM v_digest THEN
-        RETURN QUERY SELECT 'digest_mismatch'::text, v_status, v_digest, 0;
+        RETURN QUERY SELECT 'digest_mismatch'::text, v_status, v_digest, 0,
+                            NULL::text, NULL::timestamptz, NULL::text;
         RETURN;
     END IF;
-    IF NOT EXISTS (SELECT 1 FROM approvers p
-                    WHERE p.tenant = v_tenant AND p.actor = p_actor) THEN
-        RETURN QUERY SELECT 'not_approver'::text, v_status, v_digest, 0;
+    IF p_via = 'console' THEN
+        PERFORM 1 FROM console_users u
+          WHERE u.name = p_actor AND u.revoked_at IS NULL
+            AND u.role IN ('approver', 'operator')
+            FOR SHARE;
+    END IF;
+    IF p_via = 'console' AND NOT FOUND THEN
+        RETURN QUERY SELECT 'not_allowed'::text, v_status, v_digest, 0,
+                            NULL::text, NULL::timestamptz, NULL::text;
+        RETURN;
+    END IF;
+    IF NOT rl_may_approve(v_tenant, p_actor, v_proposal) THEN
+        RETURN QUERY SELECT 'not_approver'::text, v_status, v_digest, 0,
+                            NULL::text, NULL::timestamptz, NULL::text;
         RETURN;
     END IF;
 
     INSERT INTO approvals (run_id, digest, actor, decision, reason)
     VALUES (p_run_id, v_digest, p_actor, p_decision, nullif(p_reason, ''));
+    INSERT INTO audit (actor, action, run_id, address, digest, via, detail)
+    VALUES (p_actor, p_decision, p_run_id, p_address, v_digest, p_via,
+            nullif(p_reason, ''));
 
     IF p_decision = 'reject' THEN
         UPDATE runs r
@@ -707,7 +732,8 @@ BEGIN
                             || coalesce(': ' || nullif(p_reason, ''), ''),
                updated_at = now()
          WHERE r.run_id = p_run_id;
-        RETURN QUERY SELECT 'rejected'::text, 'failed'::text, v_digest, 0;
+        RETURN QUERY SELECT 'rejected'::text, 'failed'::text, v_digest, 0,
+                            p_actor, now(), p_decision;
         RETURN;
     END IF;
 
@@ -733,7 +759,20 @@ BEGIN
         ON CONFLICT DO NOTHING;
     GET DIAGNOSTICS v_rows = ROW_COUNT;
 
-    RETURN QUERY SELECT 'approved'::text, 'completed'::text, v_digest, v_rows;
+    RETURN QUERY SELECT 'approved'::text, 'completed'::text, v_digest, v_rows,
+                        p_actor, now(), p_decision;
+END
+$$;
+
+CREATE FUNCTION rl_decide_run(p_run_id text, p_digest text, p_actor text, p_decision text, p_reason text) RETURNS TABLE(result text, status text, digest text, outbox_rows integer)
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    SELECT d.result, d.status, d.digest, d.outbox_rows
+      FROM rl_decide_proposal(p_run_id, p_digest, p_actor, p_decision,
+                              p_reason, 'cli', NULL) d;
 END
 $$;
 
@@ -1061,6 +1100,23 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION rl_may_approve(p_tenant text, p_actor text, p_proposal jsonb) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT EXISTS (SELECT 1 FROM approvers a
+                    WHERE a.tenant = p_tenant AND a.actor = p_actor
+                      AND a.channel IS NULL)
+        OR (jsonb_array_length(coalesce(p_proposal -> 'destination',
+                                        '[]'::jsonb)) > 0
+            AND NOT EXISTS (
+                SELECT 1
+                  FROM jsonb_array_elements(p_proposal -> 'destination') d
+                 WHERE NOT EXISTS (
+                       SELECT 1 FROM approvers a
+                        WHERE a.tenant = p_tenant AND a.actor = p_actor
+                          AND a.channel = d ->> 'channel')))
+$$;
+
 CREATE FUNCTION rl_model_call_leased(p_run_id text, p_epoch bigint, p_worker text) RETURNS boolean
     LANGUAGE sql STABLE
     AS $$
@@ -1248,6 +1304,15 @@ BEGIN
            updated_at = now()
      WHERE r.run_id = p_run_id;
     RETURN QUERY SELECT 'proposed'::text, p_digest;
+END
+$$;
+
+CREATE FUNCTION rl_refuse_audit_change() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    RAISE EXCEPTION 'refused % of audit: the audit trail is append-only',
+        TG_OP USING ERRCODE = 'integrity_constraint_violation';
 END
 $$;
 
@@ -1523,7 +1588,9 @@ CREATE TABLE approvers (
     tenant text NOT NULL,
     actor text NOT NULL,
     added_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT approvers_actor_named CHECK ((actor <> ''::text))
+    channel text,
+    CONSTRAINT approvers_actor_named CHECK ((actor <> ''::text)),
+    CONSTRAINT approvers_channel_named CHECK ((channel <> ''::text))
 );
 
 CREATE TABLE attempts (
@@ -1542,11 +1609,35 @@ CREATE TABLE attempts (
     latency_ms bigint,
     error text,
     finished_at timestamp with time zone,
+    reconciled_at timestamp with time zone,
+    reconciled_from text,
     CONSTRAINT attempts_attempt_no_positive CHECK ((attempt_no > 0)),
     CONSTRAINT attempts_outcome_has_finish_time CHECK (((outcome IS NULL) = (finished_at IS NULL))),
     CONSTRAINT attempts_outcome_known CHECK ((outcome = ANY (ARRAY['ok'::text, 'transient'::text, 'permanent'::text, 'ambiguous'::text, 'invalid_output'::text, 'not_sent'::text, 'connect_failed'::text, 'cancelled'::text, 'lease_lost'::text])))
 )
 WITH (fillfactor='40');
+
+CREATE TABLE audit (
+    id bigint NOT NULL,
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    actor text NOT NULL,
+    action text NOT NULL,
+    run_id text,
+    address text,
+    digest text,
+    via text NOT NULL,
+    detail text,
+    CONSTRAINT audit_via_known CHECK ((via = ANY (ARRAY['cli'::text, 'console'::text])))
+);
+
+ALTER TABLE audit ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME audit_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
 
 CREATE TABLE budget_reservations (
     run_id text NOT NULL,
@@ -1576,6 +1667,26 @@ CREATE TABLE budgets (
     updated_by text,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT budgets_daily_tokens_not_negative CHECK ((daily_tokens >= 0))
+);
+
+CREATE TABLE console_sessions (
+    session_sha256 text NOT NULL,
+    user_name text NOT NULL,
+    address text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    CONSTRAINT console_sessions_id_is_sha256_hex CHECK ((session_sha256 ~ '^[0-9a-f]{64}$'::text))
+);
+
+CREATE TABLE console_users (
+    name text NOT NULL,
+    role text NOT NULL,
+    token_sha256 text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    revoked_at timestamp with time zone,
+    CONSTRAINT console_users_name_valid CHECK ((name ~ '^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$'::text)),
+    CONSTRAINT console_users_role_known CHECK ((role = ANY (ARRAY['viewer'::text, 'approver'::text, 'operator'::text]))),
+    CONSTRAINT console_users_token_is_sha256_hex CHECK ((token_sha256 ~ '^[0-9a-f]{64}$'::text))
 );
 
 CREATE TABLE consumed_positions (
@@ -1793,11 +1904,11 @@ ALTER TABLE approvals
 ALTER TABLE ONLY approvals
     ADD CONSTRAINT approvals_one_decision_per_run UNIQUE (run_id);
 
-ALTER TABLE ONLY approvers
-    ADD CONSTRAINT approvers_pkey PRIMARY KEY (tenant, actor);
-
 ALTER TABLE ONLY attempts
     ADD CONSTRAINT attempts_pkey PRIMARY KEY (run_id, attempt_no);
+
+ALTER TABLE ONLY audit
+    ADD CONSTRAINT audit_pkey PRIMARY KEY (id);
 
 ALTER TABLE ONLY budget_reservations
     ADD CONSTRAINT budget_reservations_pkey PRIMARY KEY (run_id, attempt_no);
@@ -1807,6 +1918,12 @@ ALTER TABLE ONLY budget_usage
 
 ALTER TABLE ONLY budgets
     ADD CONSTRAINT budgets_pkey PRIMARY KEY (tenant, job);
+
+ALTER TABLE ONLY console_sessions
+    ADD CONSTRAINT console_sessions_pkey PRIMARY KEY (session_sha256);
+
+ALTER TABLE ONLY console_users
+    ADD CONSTRAINT console_users_pkey PRIMARY KEY (name);
 
 ALTER TABLE ONLY consumed_positions
     ADD CONSTRAINT consumed_positions_pkey PRIMARY KEY (topic, partition);
@@ -1862,6 +1979,14 @@ ALTER TABLE ONLY schema_functions
 ALTER TABLE ONLY schema_migrations
     ADD CONSTRAINT schema_migrations_pkey PRIMARY KEY (name);
 
+CREATE UNIQUE INDEX approvers_scope_key ON approvers USING btree (tenant, actor, COALESCE(channel, ''::text));
+
+CREATE INDEX audit_run_idx ON audit USING btree (run_id, id) WHERE (run_id IS NOT NULL);
+
+CREATE INDEX console_sessions_expires_idx ON console_sessions USING btree (expires_at);
+
+CREATE INDEX console_sessions_user_idx ON console_sessions USING btree (user_name);
+
 CREATE INDEX model_calls_model_idx ON model_calls USING btree (model);
 
 CREATE INDEX outbox_due_idx ON outbox USING btree (due_at);
@@ -1888,6 +2013,8 @@ CREATE INDEX runs_unknown_idx ON runs USING btree (created_at) WHERE (status = '
 
 CREATE TRIGGER attempts_settle_budget AFTER UPDATE OF outcome ON attempts FOR EACH ROW WHEN (((old.outcome IS NULL) AND (new.outcome IS NOT NULL))) EXECUTE FUNCTION rl_settle_budget();
 
+CREATE TRIGGER audit_append_only BEFORE DELETE OR UPDATE OR TRUNCATE ON audit FOR EACH STATEMENT EXECUTE FUNCTION rl_refuse_audit_change();
+
 CREATE TRIGGER outbox_wakeup AFTER INSERT ON outbox REFERENCING NEW TABLE AS queued FOR EACH STATEMENT EXECUTE FUNCTION rl_outbox_wakeup();
 
 CREATE TRIGGER runs_cancelled_stays_cancelled BEFORE UPDATE OF status ON runs FOR EACH ROW WHEN (((old.status = 'cancelled'::text) AND (new.status <> 'cancelled'::text))) EXECUTE FUNCTION rl_refuse_update('a cancelled run stays cancelled');
@@ -1908,6 +2035,9 @@ ALTER TABLE ONLY attempts
 
 ALTER TABLE ONLY budget_reservations
     ADD CONSTRAINT budget_reservations_run_id_attempt_no_fkey FOREIGN KEY (run_id, attempt_no) REFERENCES attempts(run_id, attempt_no) DEFERRABLE INITIALLY DEFERRED;
+
+ALTER TABLE ONLY console_sessions
+    ADD CONSTRAINT console_sessions_user_name_fkey FOREIGN KEY (user_name) REFERENCES console_users(name) ON DELETE CASCADE;
 
 ALTER TABLE ONLY model_calls
     ADD CONSTRAINT model_calls_run_id_attempt_no_fkey FOREIGN KEY (run_id, attempt_no) REFERENCES attempts(run_id, attempt_no) DEFERRABLE INITIALLY DEFERRED;
