@@ -173,6 +173,7 @@ enum MHD_Result console_approval(struct console_req *r, const char *run_id);
 enum MHD_Result console_decide(struct console_req *r, const char *run_id);
 enum MHD_Result console_runs(struct console_req *r);
 enum MHD_Result console_run(struct console_req *r, const char *run_id);
+enum MHD_Result console_run_action(struct console_req *r, const char *run_id);
 
 /* ---- reports.c --------------------------------------------------------- */
 

@@ -12,6 +12,7 @@
 #include "console_int.h"
 #include "rl/approval.h"
 #include "rl/db_console.h"
+#include "rl/db_runs.h"
 #include "rl/err.h"
 #include "rl/json.h"
 #include "rl/log.h"
@@ -610,6 +611,23 @@ console_run(struct console_req *r, const char *run_id)
         put_member(&b, run, "output");
         rl_buf_puts(&b, "</pre>");
     }
+    if (strcmp(r->role, "operator") == 0) {
+        rl_buf_puts(&b, "<form method=\"post\" id=\"actions\" "
+                        "class=\"decide\" action=\"/runs/");
+        html_esc(&b, run_id);
+        rl_buf_puts(&b, "/action\"><input type=\"hidden\" name=\"csrf\" "
+                        "value=\"");
+        html_esc(&b, r->csrf);
+        rl_buf_puts(&b, "\"><label>Reason<br><input type=\"text\" "
+                        "name=\"reason\" maxlength=\"500\"></label>"
+                        "<button type=\"submit\" id=\"cancel\" "
+                        "name=\"action\" value=\"cancel\">Cancel</button>"
+                        "<button type=\"submit\" id=\"retry\" "
+                        "name=\"action\" value=\"retry\">Retry</button>"
+                        "<button type=\"submit\" id=\"resolve\" "
+                        "name=\"action\" value=\"resolve\">Resolve as "
+                        "failed</button></form>");
+    }
     rl_buf_puts(&b, "<h2>Attempts</h2>");
     put_table(&b, "attempts", cJSON_GetObjectItemCaseSensitive(run, "attempts"),
               attempt_members, attempt_headings, 9);
@@ -623,4 +641,91 @@ console_run(struct console_req *r, const char *run_id)
     cJSON_Delete(run);
     html_end(&b);
     return console_send_page(r, MHD_HTTP_OK, &b);
+}
+
+/* An operator's action on a run (cancel, retry, resolve an unknown run as
+ * failed), as `runledger runs` takes it, recorded with the signed-in
+ * user as actor and its audit row in the same transaction. */
+enum MHD_Result
+console_run_action(struct console_req *r, const char *run_id)
+{
+    struct rl_decision dec;
+    struct rl_buf b = {0};
+    char errstr[512], msg[640];
+    char *action = console_form_value(r, "action");
+    char *reason = console_form_value(r, "reason");
+    unsigned status = MHD_HTTP_OK;
+    int err = 0, ok = 0;
+
+    if (strcmp(r->role, "operator") != 0) {
+        snprintf(msg, sizeof(msg),
+                 "refused: %s has the role %s; only operators act on runs",
+                 r->user, r->role);
+        status = MHD_HTTP_FORBIDDEN;
+        goto done;
+    }
+    if (!action ||
+        (strcmp(action, "cancel") != 0 && strcmp(action, "retry") != 0 &&
+         strcmp(action, "resolve") != 0)) {
+        snprintf(msg, sizeof(msg),
+                 "refused: the action must be cancel, retry or resolve");
+        status = MHD_HTTP_BAD_REQUEST;
+        goto done;
+    }
+    if (reason && strlen(reason) > 500)
+        reason[500] = '\0';
+    err = rl_db_console_tx(r->db, "BEGIN", errstr, sizeof(errstr));
+    if (err == 0) {
+        if (strcmp(action, "cancel") == 0)
+            err = rl_db_run_cancel(r->db, run_id, r->user, reason, &dec, errstr,
+                                   sizeof(errstr));
+        else if (strcmp(action, "retry") == 0)
+            err = rl_db_run_retry(r->db, run_id, r->user, reason, &dec, errstr,
+                                  sizeof(errstr));
+        else
+            err = rl_db_run_resolve_failed(r->db, run_id, r->user, reason, &dec,
+                                           errstr, sizeof(errstr));
+        if (err == 0)
+            err =
+                rl_db_console_audit(r->db, r->user, action, run_id, r->address,
+                                    reason, errstr, sizeof(errstr));
+        if (err == 0)
+            err = rl_db_console_tx(r->db, "COMMIT", errstr, sizeof(errstr));
+        else {
+            char ignored[256];
+
+            rl_db_console_tx(r->db, "ROLLBACK", ignored, sizeof(ignored));
+        }
+    }
+    if (err == RL_ERR_NOTFOUND) {
+        free(action);
+        free(reason);
+        return console_send_message(r, MHD_HTTP_NOT_FOUND, "Not found", 0,
+                                    "no such run");
+    }
+    if (err == RL_ERR_CONFLICT) {
+        status = MHD_HTTP_CONFLICT;
+        snprintf(msg, sizeof(msg), "refused: %s", errstr);
+    } else if (err) {
+        free(action);
+        free(reason);
+        return ledger_failed(r, errstr);
+    } else {
+        ok = 1;
+        snprintf(msg, sizeof(msg), "%s by %s: done (the run was %s)", action,
+                 r->user, dec.prior_status);
+    }
+    rl_log_info(NULL, "console: %s %s run %s from %s: %s", r->user, action,
+                run_id, r->address, ok ? "done" : "refused");
+
+done:
+    free(action);
+    free(reason);
+    html_begin(&b, r, "Run");
+    html_message(&b, ok, msg);
+    rl_buf_puts(&b, "<p><a href=\"/runs/");
+    html_esc(&b, run_id);
+    rl_buf_puts(&b, "\">Back to the run</a></p>");
+    html_end(&b);
+    return console_send_page(r, status, &b);
 }

@@ -311,6 +311,15 @@ route(struct console_req *r)
             return console_signout(r);
         if (strncmp(url, "/approvals/", 11) == 0 && is_run_id(url + 11))
             return console_decide(r, url + 11);
+        if (strncmp(url, "/runs/", 6) == 0 && strlen(url) == 6 + 64 + 7 &&
+            strcmp(url + 70, "/action") == 0) {
+            char run_id[65];
+
+            memcpy(run_id, url + 6, 64);
+            run_id[64] = '\0';
+            if (is_run_id(run_id))
+                return console_run_action(r, run_id);
+        }
         return console_send_message(r, MHD_HTTP_NOT_FOUND, "Not found", 0,
                                     "no such page");
     }

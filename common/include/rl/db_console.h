@@ -135,6 +135,17 @@ int rl_db_console_decide(struct rl_db *db,
                          struct rl_console_decision *out, char *errstr,
                          size_t errstr_size);
 
+/* BEGIN, COMMIT or ROLLBACK on db: the console wraps an operator action
+ * and its audit row in one transaction. Returns 0 or an rl_err. */
+int rl_db_console_tx(struct rl_db *db, const char *verb, char *errstr,
+                     size_t errstr_size);
+
+/* Appends an audit row of an operator action taken in the console
+ * (detail may be NULL). Returns 0 or an rl_err. */
+int rl_db_console_audit(struct rl_db *db, const char *actor, const char *action,
+                        const char *run_id, const char *address,
+                        const char *detail, char *errstr, size_t errstr_size);
+
 /* Whether the connection is usable; reconnects when it is not. Returns 0
  * or RL_ERR_DB. */
 int rl_db_console_check(struct rl_db *db, char *errstr, size_t errstr_size);

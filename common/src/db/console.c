@@ -196,6 +196,10 @@ static const char ops_costs_daily[] =
     ")"
     "SELECT coalesce(json_agg(g ORDER BY g.tenant, g.day), '[]')::text FROM g";
 
+static const char ops_audit_add[] =
+    "INSERT INTO audit (actor, action, run_id, address, via, detail)"
+    "     VALUES ($1, $2, $3, $4, 'console', nullif($5, ''))";
+
 static const char ops_decide[] =
     "SELECT d.result, d.status, d.digest, d.outbox_rows, d.decided_by,"
     "       " DB_TS_US("d.decided_at") ", d.decision"
@@ -452,4 +456,28 @@ rl_db_console_costs_daily_json(struct rl_db *db, int days, char **json,
     snprintf(n, sizeof(n), "%d", days);
     return db_one_text(db, ops_costs_daily, 1, params, "read the daily costs",
                        json, errstr, errstr_size);
+}
+
+int
+rl_db_console_tx(struct rl_db *db, const char *verb, char *errstr,
+                 size_t errstr_size)
+{
+    if (strcmp(verb, "BEGIN") != 0 && strcmp(verb, "COMMIT") != 0 &&
+        strcmp(verb, "ROLLBACK") != 0) {
+        rl_set_err(errstr, errstr_size, "could not %s: not a transaction verb",
+                   verb);
+        return RL_ERR_INVALID;
+    }
+    return db_write(db, verb, 0, NULL, verb, NULL, errstr, errstr_size);
+}
+
+int
+rl_db_console_audit(struct rl_db *db, const char *actor, const char *action,
+                    const char *run_id, const char *address, const char *detail,
+                    char *errstr, size_t errstr_size)
+{
+    const char *params[5] = {actor, action, run_id, address, detail};
+
+    return db_write(db, ops_audit_add, 5, params, "append the audit row", NULL,
+                    errstr, errstr_size);
 }
