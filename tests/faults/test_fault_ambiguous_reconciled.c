@@ -2,21 +2,27 @@
  * answered (RUNLEDGER_MODEL_STORED_COMPLETIONS=true, the stub's stored
  * completions, visible STUB_STORE_LAG_MS after they were made).
  *
+ * Four ambiguous runs: a reply cut mid-body (every time), a hang past the
+ * timeout, an answer slower than the timeout (so it is stored 1 s after
+ * the call gave up) and a reset after the request went out; and a plain
+ * run behind them in the same partition.
+ *
  * Built twice (CMake defines FOUND):
- * - FOUND=1: the record shows the answer 2 s after the call, within the
- *   settle window (8 s). A reply cut mid-body (every time), a hang past
- *   the timeout and a reset are each looked up, found and adopted: the run
- *   completes once with its one attempt (outcome ok, reconciled_at and
- *   reconciled_from set, the usage the record names), and the stub counted
- *   exactly one generation for it. Without the lookup, retry_once would
- *   have made a second generation for each, and the always-cut run would
- *   be unknown. /metrics counts 3 found, no generation and the adopted
- *   answers' tokens; `runs show` says which attempt was read back.
+ * - FOUND=1: the record shows each answer 2 s after it was made, within
+ *   the settle window (8 s). Each ambiguous attempt is looked up, found
+ *   and adopted: the run completes once with its one attempt (outcome ok,
+ *   reconciled_at and reconciled_from set, the usage the record names),
+ *   and the stub counted exactly one generation for it. Without the
+ *   lookup, retry_once would have made a second generation for each, and
+ *   the always-cut run would be unknown. The plain run completes while
+ *   the others are still looked up. /metrics counts 4 found, the plain
+ *   run's one generation and the adopted answers' tokens; `runs show` says
+ *   which attempt was read back.
  * - FOUND=0: the record shows nothing within the settle window (1 s, lag
  *   60 s): the existing policy (retry_once) applies as before: the
- *   always-cut run is unknown after 2 attempts and 2 generations; the hang
- *   once completes on its second attempt with 2 generations; /metrics
- *   counts the 4 lookups that came to nothing and none found. */
+ *   always-cut run is unknown after 2 attempts and 2 generations, the
+ *   others complete on their second attempt with 2 generations; /metrics
+ *   counts the 5 lookups that came to nothing and none found. */
 #include <stdio.h>
 #include <string.h>
 
@@ -33,8 +39,10 @@ int
 main(void)
 {
     struct e2e t;
-    char cut[RL_HEX_SIZE], hang[RL_HEX_SIZE], reset[RL_HEX_SIZE];
+    char cut[RL_HEX_SIZE], hang[RL_HEX_SIZE], late[RL_HEX_SIZE];
+    char reset[RL_HEX_SIZE], plain[RL_HEX_SIZE];
     char job[160], http[64];
+    const char *runs[4];
     double found, missed;
     int port;
     const char *const stub_found[] = {"STUB_STORE_LAG_MS=2000", NULL};
@@ -45,8 +53,15 @@ main(void)
     snprintf(job, sizeof(job), "job-%s", t.name);
     e2e_produce_event(&t, job, "tenant-a", 0, "[[fault:close_mid_body]]", cut);
     e2e_produce_event(&t, job, "tenant-a", 1, "[[fault:hang times=1]]", hang);
-    e2e_produce_event(&t, job, "tenant-a", 2, "[[fault:reset times=1]]", reset);
+    e2e_produce_event(&t, job, "tenant-a", 2,
+                      "[[fault:latency ms=2500 times=1]]", late);
+    e2e_produce_event(&t, job, "tenant-a", 3, "[[fault:reset times=1]]", reset);
+    e2e_produce_event(&t, job, "tenant-a", 4, NULL, plain);
     e2e_flush(&t);
+    runs[0] = cut;
+    runs[1] = hang;
+    runs[2] = late;
+    runs[3] = reset;
     port = ops_free_port();
     snprintf(http, sizeof(http), "RUNLEDGER_HTTP_PORT=%d", port);
     fx_spawn(&t, "consume", "RUNLEDGER_AMBIGUOUS_POLICY=retry_once",
@@ -59,11 +74,11 @@ main(void)
                              "\"found\"}");
     missed = ops_scrape(port, "runledger_reconciled_attempts_total{result="
                               "\"not_found\"}");
+    fx_check_completed_once(&t, plain);
+    RL_CHECK_INTEQ(e2e_stub_generations(&t, plain), 1);
 
     if (FOUND) {
-        const char *runs[] = {cut, hang, reset};
-
-        for (int i = 0; i < 3; i++) {
+        for (int i = 0; i < 4; i++) {
             fx_check_completed_once(&t, runs[i]);
             RL_CHECK_INTEQ(e2e_stub_generations(&t, runs[i]), 1);
             RL_CHECK_INTEQ(fx_attempts(&t, runs[i], "*"), 1);
@@ -76,8 +91,8 @@ main(void)
                                     "AND completion_tokens > 0",
                                     runs[i]),
                            1);
-            /* The stored answer is the output: the generation the stub
-             * made names its number, and the output carries its id. */
+            /* The stored answer is the output: it carries the id of the
+             * generation the record holds. */
             RL_CHECK_INTEQ(e2e_intf(&t,
                                     "SELECT count(*) FROM runs r JOIN "
                                     "attempts a USING (run_id) WHERE "
@@ -87,12 +102,22 @@ main(void)
                                     runs[i]),
                            1);
         }
+        /* The lookups wait where calls wait: the plain run completed
+         * while they were still looking. */
+        RL_CHECK_INTEQ(e2e_intf(&t,
+                                "SELECT count(*) FROM runs p WHERE "
+                                "p.run_id='%s' AND p.completed_at < (SELECT "
+                                "min(completed_at) FROM runs WHERE run_id IN "
+                                "('%s', '%s', '%s', '%s'))",
+                                plain, cut, hang, late, reset),
+                       1);
         /* Lookups are GETs: they never count as a generation. */
-        RL_CHECK_INTEQ(e2e_stub_stat(&t, "generations"), 3);
-        RL_CHECK(found == 3);
+        RL_CHECK_INTEQ(e2e_stub_stat(&t, "generations"), 5);
+        RL_CHECK(found == 4);
         RL_CHECK(missed == 0);
-        RL_CHECK(ops_scrape(port, "runledger_reconcile_lookups_total") >= 3);
-        RL_CHECK(ops_scrape(port, "runledger_generations_total") <= 0);
+        RL_CHECK(ops_scrape(port, "runledger_reconcile_lookups_total") >= 4);
+        /* The plain run's answer is the one generation the process saw. */
+        RL_CHECK(ops_scrape(port, "runledger_generations_total") == 1);
         RL_CHECK(ops_scrape(port, "runledger_tokens_total{kind="
                                   "\"completion\"}") > 0);
         {
@@ -112,17 +137,17 @@ main(void)
                        "unknown/ambiguous");
         RL_CHECK_INTEQ(fx_attempts(&t, cut, "ambiguous"), 2);
         RL_CHECK_INTEQ(e2e_stub_generations(&t, cut), 2);
-        fx_check_completed_once(&t, hang);
-        RL_CHECK_INTEQ(fx_attempts(&t, hang, "ambiguous"), 1);
-        RL_CHECK_INTEQ(fx_attempts(&t, hang, "*"), 2);
-        RL_CHECK_INTEQ(e2e_stub_generations(&t, hang), 2);
-        fx_check_completed_once(&t, reset);
-        RL_CHECK_INTEQ(e2e_stub_generations(&t, reset), 2);
+        for (int i = 1; i < 4; i++) {
+            fx_check_completed_once(&t, runs[i]);
+            RL_CHECK_INTEQ(fx_attempts(&t, runs[i], "ambiguous"), 1);
+            RL_CHECK_INTEQ(fx_attempts(&t, runs[i], "*"), 2);
+            RL_CHECK_INTEQ(e2e_stub_generations(&t, runs[i]), 2);
+        }
         RL_CHECK_INTEQ(e2e_int(&t, "SELECT count(*) FROM attempts WHERE "
                                    "reconciled_at IS NOT NULL"),
                        0);
         RL_CHECK(found == 0);
-        RL_CHECK(missed == 4);
+        RL_CHECK(missed == 5);
     }
     e2e_teardown(&t);
     RL_TEST_END();

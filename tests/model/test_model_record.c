@@ -9,12 +9,18 @@
  *   response id, input and output tokens; GET /responses/{id} finds it, an
  *   unknown id is not found;
  * - a Responses API reply cut mid-body is ambiguous and names the id it
- *   had sent before the cut. Needs python3 only. */
+ *   had sent before the cut;
+ * - a call whose reused keep-alive connection is reset after the request
+ *   went out is ambiguous with the one generation the stub made: libcurl
+ *   does not re-send it on a fresh connection (which would generate a
+ *   second time under the same attempt). Needs python3 only. */
 
 #include "rl/err.h"
 #include "rl/model.h"
 #include "rltest.h"
 
+#include <cjson/cJSON.h>
+#include <curl/curl.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -222,6 +228,75 @@ test_cut_responses_reply_names_its_id(const char *base_url)
     rl_model_destroy(m);
 }
 
+static size_t
+collect(char *data, size_t size, size_t nmemb, void *userdata)
+{
+    char *buf = userdata;
+    size_t have = strlen(buf), n = size * nmemb;
+
+    if (have + n < 4096) {
+        memcpy(buf + have, data, n);
+        buf[have + n] = '\0';
+    }
+    return size * nmemb;
+}
+
+/* The stub's generations for key (GET /stats?key=), -1 when unreadable. */
+static long
+generations(int port, const char *key)
+{
+    char url[256], body[4096] = "";
+    CURL *easy = curl_easy_init();
+    cJSON *root, *gen;
+    long n = -1;
+
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/stats?key=%s", port, key);
+    RL_REQUIRE(easy);
+    curl_easy_setopt(easy, CURLOPT_URL, url);
+    curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(easy, CURLOPT_WRITEDATA, (void *)body);
+    curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, 5000L);
+    if (curl_easy_perform(easy) == CURLE_OK) {
+        root = cJSON_Parse(body);
+        gen = cJSON_GetObjectItemCaseSensitive(root, "generations");
+        if (cJSON_IsNumber(gen))
+            n = (long)gen->valuedouble;
+        cJSON_Delete(root);
+    }
+    curl_easy_cleanup(easy);
+    return n;
+}
+
+static void
+test_reset_on_a_reused_connection_is_not_sent_again(struct rl_model *m,
+                                                    int port)
+{
+    struct rl_model_call warm, call;
+    char warm_id[96], run_id[96];
+
+    /* One connection at most: the second call rides the first's. */
+    snprintf(warm_id, sizeof(warm_id), "%s", rltest_unique("warm"));
+    memset(&warm, 0, sizeof(warm));
+    warm.run_id = warm_id;
+    warm.body = strdup("{\"model\":\"stub-1\",\"messages\":[{\"role\":"
+                       "\"user\",\"content\":\"warm up\"}]}");
+    run(m, &warm);
+    RL_CHECK_INTEQ(warm.outcome, RL_MODEL_OK);
+
+    snprintf(run_id, sizeof(run_id), "%s", rltest_unique("reset"));
+    memset(&call, 0, sizeof(call));
+    call.run_id = run_id;
+    call.body = strdup("{\"model\":\"stub-1\",\"messages\":[{\"role\":"
+                       "\"user\",\"content\":\"[[fault:reset times=1]]\"}]}");
+    run(m, &call);
+    fprintf(stderr, "  reset on a reused connection: %s (%s)\n",
+            rl_model_outcome_name(call.outcome), call.error);
+    RL_CHECK_INTEQ(call.outcome, RL_MODEL_AMBIGUOUS);
+    RL_CHECK_INTEQ(generations(port, run_id), 1);
+    rl_model_call_clear(&warm);
+    rl_model_call_clear(&call);
+}
+
 int
 main(void)
 {
@@ -240,6 +315,11 @@ main(void)
     RL_REQUIRE(m);
     test_stored_chat_completion_found_after_its_lag(m);
     test_responses_api_answer_and_lookup_by_id(m);
+    rl_model_destroy(m);
+    cfg.max_connections = 1;
+    m = rl_model_new(&cfg, on_done, NULL, errstr, sizeof(errstr));
+    RL_REQUIRE(m);
+    test_reset_on_a_reused_connection_is_not_sent_again(m, port);
     rl_model_destroy(m);
     test_cut_responses_reply_names_its_id(base_url);
     kill(stub, SIGTERM);

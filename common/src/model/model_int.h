@@ -91,6 +91,8 @@ struct xfer {
     struct shard *shard;
     CURL *easy;
     char *body;
+    size_t body_len, body_sent; /* read_body(): the body's length and how
+                                   much of it libcurl has taken */
     long timeout_ms;
     struct curl_slist idem_node; /* heads the shared header list */
     char idem_header[sizeof("Idempotency-Key: ") + RL_MODEL_RUN_ID_MAX];

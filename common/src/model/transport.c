@@ -160,6 +160,27 @@ pick_shard(struct rl_model *m)
     return least;
 }
 
+/* CURLOPT_READFUNCTION: the body, in the pieces libcurl asks for. There
+ * is no CURLOPT_SEEKFUNCTION on purpose: libcurl re-sends a request whose
+ * reused connection dies before any byte of the answer arrived
+ * (Curl_retry_request), and when body bytes had left, the endpoint may
+ * have generated already, so the re-send would generate twice under one
+ * attempt the ledger recorded once. Without a way to rewind, libcurl fails
+ * that transfer (CURLE_SEND_FAIL_REWIND), which model_classify() calls
+ * ambiguous; a request none of whose body left is still re-sent. */
+static size_t
+read_body(char *buf, size_t size, size_t nitems, void *userdata)
+{
+    struct xfer *x = userdata;
+    size_t n = size * nitems, left = x->body_len - x->body_sent;
+
+    if (n > left)
+        n = left;
+    memcpy(buf, x->body + x->body_sent, n);
+    x->body_sent += n;
+    return n;
+}
+
 static int
 start(struct rl_model *m, struct xfer *x)
 {
@@ -195,9 +216,14 @@ start(struct rl_model *m, struct xfer *x)
     if (x->lookup) {
         bad |= curl_easy_setopt(easy, CURLOPT_HTTPGET, 1L) != CURLE_OK;
     } else {
+        x->body_len = strlen(x->body);
+        x->body_sent = 0;
+        bad |= curl_easy_setopt(easy, CURLOPT_POST, 1L) != CURLE_OK;
         bad |= curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE,
-                                (curl_off_t)strlen(x->body)) != CURLE_OK;
-        bad |= curl_easy_setopt(easy, CURLOPT_POSTFIELDS, x->body) != CURLE_OK;
+                                (curl_off_t)x->body_len) != CURLE_OK;
+        bad |=
+            curl_easy_setopt(easy, CURLOPT_READFUNCTION, read_body) != CURLE_OK;
+        bad |= curl_easy_setopt(easy, CURLOPT_READDATA, x) != CURLE_OK;
     }
     bad |= curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS,
                             m->connect_timeout_ms) != CURLE_OK;
