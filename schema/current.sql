@@ -1639,6 +1639,22 @@ ALTER TABLE audit ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     CACHE 1
 );
 
+CREATE TABLE batch_settings (
+    job text NOT NULL,
+    tenant text DEFAULT ''::text NOT NULL,
+    window_ms integer NOT NULL,
+    max_runs integer NOT NULL,
+    max_bytes bigint NOT NULL,
+    completion_window text DEFAULT '24h'::text NOT NULL,
+    on_expiry text DEFAULT 'rebatch'::text NOT NULL,
+    updated_by text DEFAULT ''::text NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT batch_settings_max_bytes_range CHECK (((max_bytes >= 1024) AND (max_bytes <= 209715200))),
+    CONSTRAINT batch_settings_max_runs_range CHECK (((max_runs >= 1) AND (max_runs <= 50000))),
+    CONSTRAINT batch_settings_on_expiry CHECK ((on_expiry = ANY (ARRAY['live'::text, 'rebatch'::text, 'fail'::text]))),
+    CONSTRAINT batch_settings_window_min CHECK ((window_ms >= 100))
+);
+
 CREATE TABLE budget_reservations (
     run_id text NOT NULL,
     attempt_no integer NOT NULL,
@@ -1909,6 +1925,9 @@ ALTER TABLE ONLY attempts
 
 ALTER TABLE ONLY audit
     ADD CONSTRAINT audit_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY batch_settings
+    ADD CONSTRAINT batch_settings_pkey PRIMARY KEY (job, tenant);
 
 ALTER TABLE ONLY budget_reservations
     ADD CONSTRAINT budget_reservations_pkey PRIMARY KEY (run_id, attempt_no);
