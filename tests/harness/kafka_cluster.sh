@@ -1,0 +1,437 @@
+#!/usr/bin/env bash
+# kafka_cluster.sh start|stop|env DIR
+# kafka_cluster.sh kill|restart DIR NODE
+#
+# A three-node Kafka cluster (KRaft) in DIR, run from the same jars as
+# kafka.sh ($RL_CACHE_DIR/kafka-<version>/, resolved by deps.sh). Every
+# node is broker and controller in one JVM; the three form a static
+# 3-voter controller quorum, so the cluster survives the loss of any one
+# node. Topics get replication factor 3 and min.insync.replicas 2 by
+# default (the internal offsets and transaction topics too): an acks=all
+# write needs two live replicas, one node may be down.
+#
+#   start    format fresh storage for the three nodes with one random
+#            cluster id (wiping an earlier one made by this script), start
+#            them on free loopback ports, wait until every node answers
+#            metadata and sees all three brokers; print
+#            KAFKA_BOOTSTRAP_SERVERS=host:port,host:port,host:port
+#   stop     SIGTERM every node (controlled shutdown), SIGKILL after 60 s
+#   kill     SIGKILL node NODE (1, 2 or 3): it recovers its logs on restart
+#   restart  start node NODE again, same ports and data, and wait until it
+#            answers metadata and sees all three brokers
+#   env      print KAFKA_BOOTSTRAP_SERVERS=...
+#
+# Environment: KAFKA_VERSION (default: kafka.version in kafka/pom.xml),
+# KAFKA_LIBS_DIR (jar folder, default $RL_CACHE_DIR/kafka-<version>),
+# KAFKA_HEAP_OPTS (per node, default -Xmx384m -Xms192m), KAFKA_PORT_BASE
+# (first port tried, default 39092), KAFKA_START_TIMEOUT (seconds,
+# default 120).
+#
+# Layout of DIR: env, version, node<N>/ each with server.properties, the
+# logging configuration, data/, broker.log, stdout.log, broker.pid, ports.
+set -euo pipefail
+
+prog=kafka_cluster.sh
+nodes=(1 2 3)
+die() {
+    echo "$prog: $*" >&2
+    exit 1
+}
+usage() {
+    echo "usage: $prog start|stop|env DIR" >&2
+    echo "       $prog kill|restart DIR NODE" >&2
+    exit 2
+}
+
+[ $# -ge 2 ] || usage
+cmd=$1
+dir=$(realpath -m -- "$2")
+node_arg=${3:-}
+[ "$dir" != / ] || die "refusing to use / as the data folder"
+case "$cmd" in
+kill | restart)
+    [ $# -eq 3 ] || usage
+    case "$node_arg" in 1 | 2 | 3) ;; *) die "NODE must be 1, 2 or 3" ;; esac
+    ;;
+*) [ $# -eq 2 ] || usage ;;
+esac
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+if [ -f "$dir/version" ] && [ "$cmd" != start ]; then
+    kafka_version=$(cat "$dir/version")
+elif [ -n "${KAFKA_VERSION:-}" ]; then
+    kafka_version=$KAFKA_VERSION
+else
+    kafka_version=$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' \
+        "$root/tests/harness/kafka/pom.xml")
+fi
+[ -n "$kafka_version" ] || die "no kafka version: set KAFKA_VERSION"
+libs=${KAFKA_LIBS_DIR:-${RL_CACHE_DIR:-$root/.cache}/kafka-$kafka_version}
+heap=${KAFKA_HEAP_OPTS:--Xmx384m -Xms192m}
+start_timeout=${KAFKA_START_TIMEOUT:-120}
+port_base=${KAFKA_PORT_BASE:-39092}
+marker=$dir/.runledger-kafka-cluster
+
+port_is_free() {
+    python3 - "$1" <<'EOF'
+import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+try:
+    s.bind(("127.0.0.1", int(sys.argv[1])))
+except OSError:
+    sys.exit(1)
+EOF
+}
+
+# Prints six free ports at or above $1 (a listener and a controller port
+# per node).
+pick_ports() {
+    local port found=()
+    for ((port = $1; port < $1 + 400 && ${#found[@]} < 6; port++)); do
+        if port_is_free "$port"; then
+            found+=("$port")
+        fi
+    done
+    [ ${#found[@]} -eq 6 ] || die "no six free ports in $1..$(($1 + 399))"
+    echo "${found[@]}"
+}
+
+node_dir() { echo "$dir/node$1"; }
+
+# The pid file's process, if it is alive and is this node's JVM (a pid can
+# be reused after a crash; never signal a stranger).
+node_pid() {
+    local nd pid
+    nd=$(node_dir "$1")
+    [ -f "$nd/broker.pid" ] || return 1
+    pid=$(cat "$nd/broker.pid")
+    [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] || return 1
+    tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$nd/server.properties" || return 1
+    echo "$pid"
+}
+
+java_cp() {
+    [ -f "$libs/.complete" ] ||
+        die "kafka $kafka_version jars missing in $libs: run KAFKA_VERSION=$kafka_version tests/harness/deps.sh"
+    command -v java >/dev/null 2>&1 || die "java not found: run tests/harness/deps.sh"
+    echo "$libs/*"
+}
+
+log_jvm_opt() {
+    case "$kafka_version" in
+    [0-3].*) echo "-Dlog4j.configuration=file:$1/log4j.properties" ;;
+    *) echo "-Dlog4j2.configurationFile=$1/log4j2.xml" ;;
+    esac
+}
+
+xml_escape() {
+    sed -e 's/&/\&amp;/g' -e 's/</\&lt;/g' -e 's/>/\&gt;/g' -e 's/"/\&quot;/g' <<<"$1"
+}
+
+# As kafka.sh: everything to broker.log, nothing on the console.
+write_log_config() {
+    local nd=$1
+    case "$kafka_version" in
+    [0-3].*)
+        cat >"$nd/log4j.properties" <<EOF
+log4j.rootLogger=INFO, file
+log4j.appender.file=org.apache.log4j.FileAppender
+log4j.appender.file.File=$nd/broker.log
+log4j.appender.file.Append=true
+log4j.appender.file.layout=org.apache.log4j.PatternLayout
+log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.kafka.request.logger=WARN
+log4j.logger.state.change.logger=WARN
+log4j.logger.org.apache.kafka.clients=WARN
+log4j.logger.kafka.log.LogCleaner=WARN
+EOF
+        ;;
+    *)
+        cat >"$nd/log4j2.xml" <<EOF
+<?xml version="1.0" encoding="UTF-8"?>
+<Configuration status="warn">
+  <Appenders>
+    <File name="file" fileName="$(xml_escape "$nd/broker.log")" append="true">
+      <PatternLayout pattern="[%d] %p %m (%c)%n"/>
+    </File>
+  </Appenders>
+  <Loggers>
+    <Root level="info"><AppenderRef ref="file"/></Root>
+    <Logger name="kafka.request.logger" level="warn"/>
+    <Logger name="state.change.logger" level="warn"/>
+    <Logger name="org.apache.kafka.clients" level="warn"/>
+    <Logger name="kafka.log.LogCleaner" level="warn"/>
+  </Loggers>
+</Configuration>
+EOF
+        ;;
+    esac
+}
+
+# Writes node $1's configuration; $2.. are the six ports (p1 c1 p2 c2 p3 c3).
+write_config() {
+    local id=$1 nd port cport voters
+    shift
+    local ports=("$@")
+    nd=$(node_dir "$id")
+    port=${ports[$(((id - 1) * 2))]}
+    cport=${ports[$(((id - 1) * 2 + 1))]}
+    voters="1@127.0.0.1:${ports[1]},2@127.0.0.1:${ports[3]},3@127.0.0.1:${ports[5]}"
+    cat >"$nd/server.properties" <<EOF
+# Written by tests/harness/kafka_cluster.sh: node $id of three, broker and
+# controller, a static 3-voter quorum.
+process.roles=broker,controller
+node.id=$id
+controller.quorum.voters=$voters
+listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
+advertised.listeners=PLAINTEXT://127.0.0.1:$port
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs=$nd/data
+num.partitions=6
+default.replication.factor=3
+min.insync.replicas=2
+offsets.topic.replication.factor=3
+offsets.topic.num.partitions=6
+transaction.state.log.replication.factor=3
+transaction.state.log.min.isr=2
+transaction.state.log.num.partitions=6
+group.initial.rebalance.delay.ms=0
+auto.create.topics.enable=false
+delete.topic.enable=true
+# A node killed with SIGKILL is fenced once its session lapses; until then
+# it still leads its partitions. A short session moves the leadership (and
+# the group coordinator) within seconds, and lets the restarted node
+# register again quickly.
+broker.heartbeat.interval.ms=500
+broker.session.timeout.ms=4000
+# A follower behind by this long leaves the ISR: with one node down the
+# other two must stay in it for acks=all writes to go on.
+replica.lag.time.max.ms=10000
+num.network.threads=2
+num.io.threads=4
+EOF
+    write_log_config "$nd"
+    printf '%s %s\n' "$port" "$cport" >"$nd/ports"
+}
+
+# Kafka's Uuid text form, as kafka.sh makes it.
+cluster_id() {
+    python3 -c '
+import base64, uuid
+while True:
+    s = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    if not s.startswith("-"):
+        print(s)
+        break'
+}
+
+# Formats node $1's storage with cluster id $2.
+format_storage() {
+    local nd cp
+    nd=$(node_dir "$1")
+    cp=$(java_cp)
+    java -Xmx256m "$(log_jvm_opt "$nd")" \
+        -cp "$cp" kafka.tools.StorageTool format -t "$2" \
+        -c "$nd/server.properties" >"$nd/format.log" 2>&1 || {
+        cat "$nd/format.log" >&2
+        die "could not format kafka storage in $nd/data"
+    }
+}
+
+# Starts node $1's JVM in a session of its own and records its pid before
+# anything can fail (see kafka.sh's launch).
+launch() {
+    local nd cp deadline pidfile
+    nd=$(node_dir "$1")
+    pidfile=$nd/broker.pid
+    cp=$(java_cp)
+    rm -f "$pidfile"
+    # shellcheck disable=SC2016,SC2086 # $$ is for the inner shell; heap
+    # holds several options
+    setsid bash -c 'echo $$ >"$0.tmp" && mv "$0.tmp" "$0" && exec "$@"' \
+        "$pidfile" java $heap -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
+        -XX:TieredStopAtLevel=1 -Djava.awt.headless=true \
+        "$(log_jvm_opt "$nd")" -Dkafka.logs.dir="$nd" \
+        -cp "$cp" kafka.Kafka "$nd/server.properties" \
+        >>"$nd/stdout.log" 2>&1 </dev/null &
+    disown
+    deadline=$((SECONDS + 10))
+    until [ -s "$pidfile" ]; do
+        ((SECONDS < deadline)) || die "node $1 did not start"
+        sleep 0.05
+    done
+}
+
+# Waits (bounded) until node $1 answers metadata and lists all three
+# brokers; fails early when its JVM exited. Returns 3 when it exited
+# because a port was taken.
+wait_ready() {
+    local nd port deadline
+    nd=$(node_dir "$1")
+    read -r port _ <"$nd/ports"
+    deadline=$((SECONDS + start_timeout))
+    until kcat -L -b "127.0.0.1:$port" -t __probe -m 2 2>/dev/null |
+        grep -q '^ *3 brokers:'; do
+        if ! node_pid "$1" >/dev/null; then
+            if grep -qs 'Address already in use' "$nd/broker.log" "$nd/stdout.log"; then
+                return 3
+            fi
+            tail -n 30 "$nd/broker.log" "$nd/stdout.log" >&2 || true
+            die "node $1 exited during start (log: $nd/broker.log)"
+        fi
+        if ((SECONDS >= deadline)); then
+            tail -n 30 "$nd/broker.log" >&2 || true
+            die "node $1 on port $port does not see three brokers after ${start_timeout}s (log: $nd/broker.log)"
+        fi
+        sleep 0.5
+    done
+}
+
+write_env() {
+    local list="" port n
+    for n in "${nodes[@]}"; do
+        read -r port _ <"$(node_dir "$n")/ports"
+        list="${list:+$list,}127.0.0.1:$port"
+    done
+    echo "KAFKA_BOOTSTRAP_SERVERS=$list" >"$dir/env"
+}
+
+# Sends $2 to node $1 and waits up to $3 seconds for it to exit.
+signal_and_wait() {
+    local id=$1 sig=$2 wait_s=$3 pid deadline
+    pid=$(node_pid "$id") || return 0
+    kill "-$sig" "$pid" 2>/dev/null || true
+    deadline=$((SECONDS + wait_s))
+    while [ -e "/proc/$pid" ]; do
+        [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ] || break
+        ((SECONDS < deadline)) || return 1
+        sleep 0.2
+    done
+    rm -f "$(node_dir "$id")/broker.pid"
+}
+
+kill_all() {
+    local n
+    for n in "${nodes[@]}"; do
+        signal_and_wait "$n" KILL 10 || die "could not kill node $n"
+    done
+}
+
+start_fresh() {
+    local from ports id rc n
+    if [ -e "$dir" ] && [ ! -e "$marker" ] && [ -n "$(ls -A "$dir")" ]; then
+        die "$dir exists and was not made by $prog: refusing to wipe it"
+    fi
+    java_cp >/dev/null
+    from=$port_base
+    for _ in 1 2 3 4 5; do
+        rm -rf "$dir"
+        mkdir -p "$dir"
+        touch "$marker"
+        echo "$kafka_version" >"$dir/version"
+        # shellcheck disable=SC2207 # six numbers
+        ports=($(pick_ports "$from"))
+        id=$(cluster_id)
+        for n in "${nodes[@]}"; do
+            mkdir -p "$(node_dir "$n")/data"
+            write_config "$n" "${ports[@]}"
+        done
+        # The three formats and JVMs start in parallel: on two cores each
+        # takes seconds.
+        for n in "${nodes[@]}"; do
+            format_storage "$n" "$id" &
+        done
+        wait
+        for n in "${nodes[@]}"; do
+            [ -f "$(node_dir "$n")/data/meta.properties" ] ||
+                die "could not format node $n"
+        done
+        for n in "${nodes[@]}"; do
+            launch "$n"
+        done
+        rc=0
+        for n in "${nodes[@]}"; do
+            wait_ready "$n" || rc=$?
+            [ "$rc" -eq 0 ] || break
+        done
+        if [ "$rc" -eq 0 ]; then
+            write_env
+            return
+        fi
+        echo "$prog: a port was taken meanwhile, retrying" >&2
+        kill_all
+        from=$((ports[5] + 1 + RANDOM % 16))
+    done
+    die "the cluster could not bind its ports after 5 attempts"
+}
+
+case "$cmd" in
+start)
+    running=0
+    for n in "${nodes[@]}"; do
+        if node_pid "$n" >/dev/null; then running=$((running + 1)); fi
+    done
+    if [ "$running" -eq 3 ]; then
+        [ "$(cat "$dir/version" 2>/dev/null)" = "$kafka_version" ] ||
+            die "the cluster running in $dir is another kafka version: stop it first"
+        for n in "${nodes[@]}"; do
+            wait_ready "$n" || die "node $n in $dir is not answering"
+        done
+        write_env
+        echo "$prog: already running in $dir"
+    else
+        [ "$running" -eq 0 ] || kill_all
+        start_fresh
+    fi
+    cat "$dir/env"
+    ;;
+restart)
+    nd=$(node_dir "$node_arg")
+    [ -f "$nd/server.properties" ] && [ -f "$nd/data/meta.properties" ] ||
+        die "no formatted node $node_arg in $dir: use start"
+    signal_and_wait "$node_arg" KILL 10 || die "could not stop node $node_arg"
+    read -r port cport <"$nd/ports"
+    for p in "$port" "$cport"; do
+        port_is_free "$p" || die "port $p is taken: cannot restart node $node_arg on it"
+    done
+    launch "$node_arg"
+    wait_ready "$node_arg" || die "node $node_arg could not bind its ports again"
+    write_env
+    cat "$dir/env"
+    ;;
+kill)
+    if pid=$(node_pid "$node_arg"); then
+        signal_and_wait "$node_arg" KILL 10 || die "node $node_arg ($pid) survived SIGKILL"
+        echo "$prog: killed node $node_arg ($pid)"
+    else
+        echo "$prog: node $node_arg is not running in $dir"
+    fi
+    ;;
+stop)
+    for n in "${nodes[@]}"; do
+        if node_pid "$n" >/dev/null; then
+            # Each stops on its own; the last one's controlled shutdown
+            # finds no quorum and waits, so they go in parallel.
+            (signal_and_wait "$n" TERM 60 || signal_and_wait "$n" KILL 10) &
+        fi
+    done
+    wait
+    for n in "${nodes[@]}"; do
+        ! node_pid "$n" >/dev/null || die "could not stop node $n"
+    done
+    echo "$prog: stopped $dir"
+    ;;
+env)
+    [ -f "$dir/env" ] || die "no cluster was started in $dir"
+    for n in "${nodes[@]}"; do
+        node_pid "$n" >/dev/null || die "node $n in $dir is not running"
+    done
+    cat "$dir/env"
+    ;;
+*)
+    usage
+    ;;
+esac
