@@ -492,29 +492,76 @@ relay_vacuum(struct vacuum_state *vs, const struct rl_config *cfg,
     }
 }
 
+/* The relay's idempotent producer, and in *lease_ms how long a batch's
+ * rows are leased for its message timeout; NULL (and errstr) on
+ * failure. */
+static rd_kafka_t *
+relay_producer_new(const struct rl_config *cfg, long *lease_ms, char *errstr,
+                   size_t errstr_size)
+{
+    rd_kafka_conf_t *conf = rl_kafka_conf_new(cfg, errstr, errstr_size);
+    rd_kafka_t *rk;
+
+    if (!conf)
+        return NULL;
+    rd_kafka_conf_set_dr_msg_cb(conf, relay_dr_cb);
+    rl_kafka_conf_set(conf, "linger.ms", "5", errstr, errstr_size);
+    *lease_ms = relay_lease_ms(cfg, conf);
+    rk = rl_kafka_producer_new(conf, 1, errstr, errstr_size);
+    if (!rk) {
+        char reason[384];
+
+        snprintf(reason, sizeof(reason), "%s", errstr);
+        rl_set_err(errstr, errstr_size, "could not create producer: %s",
+                   reason);
+    }
+    return rk;
+}
+
+/* An idempotent producer can fail for good: librdkafka before 2.3.0 turns
+ * a NOT_LEADER_FOR_PARTITION after a partition leader change into a fatal
+ * OUT_OF_ORDER_SEQUENCE_NUMBER, seen with a broker of a three-node cluster
+ * killed. Such a producer refuses every further message, and the relay
+ * would leave every notification pending until the process restarts. Its
+ * rows are due again after their backoff; a new producer (a new producer
+ * id) sends them, at least once like any redelivery. Every report of the
+ * last batch is in, so nothing waits on the old one. Returns the producer
+ * to go on with: rk, a new one, or NULL when none could be made. */
+static rd_kafka_t *
+renew_if_fatal(rd_kafka_t *rk, const struct rl_config *cfg)
+{
+    char reason[512], errstr[512];
+    rd_kafka_resp_err_t err = rd_kafka_fatal_error(rk, reason, sizeof(reason));
+    rd_kafka_t *fresh;
+    long lease_ms;
+
+    if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
+        return rk;
+    rl_log_error(NULL,
+                 "relay: the producer failed for good (%s: %s), starting a "
+                 "new producer",
+                 rd_kafka_err2name(err), reason);
+    rd_kafka_destroy(rk);
+    fresh = relay_producer_new(cfg, &lease_ms, errstr, sizeof(errstr));
+    if (!fresh)
+        rl_log_error(NULL, "relay: %s", errstr);
+    return fresh;
+}
+
 int
 rl_relay_run(const struct rl_config *cfg, atomic_int *stop,
              struct rl_counters *counters, struct rl_http *http)
 {
     char errstr[512];
-    rd_kafka_conf_t *conf;
     rd_kafka_t *rk;
     struct rl_db *db = NULL;
     long backoff = 100;
     long lease_ms;
     struct vacuum_state vacuum = {NULL, 0, 0, 0, rl_clock_seconds()};
 
-    conf = rl_kafka_conf_new(cfg, errstr, sizeof(errstr));
-    if (!conf) {
-        rl_log_error(NULL, "relay: %s", errstr);
-        return 1;
-    }
-    rd_kafka_conf_set_dr_msg_cb(conf, relay_dr_cb);
-    rl_kafka_conf_set(conf, "linger.ms", "5", errstr, sizeof(errstr));
-    lease_ms = relay_lease_ms(cfg, conf);
-    rk = rl_kafka_producer_new(conf, 1, errstr, sizeof(errstr));
+    rk = relay_producer_new(cfg, &lease_ms, errstr, sizeof(errstr));
     if (!rk) {
-        rl_log_error(NULL, "relay: could not create producer: %s", errstr);
+        rl_log_error(NULL, "relay: %s", errstr);
         return 1;
     }
     rl_log_info(NULL, "relay producing outbox rows to %s", cfg->notify_topic);
@@ -539,9 +586,18 @@ rl_relay_run(const struct rl_config *cfg, atomic_int *stop,
             }
             backoff = 100;
         }
+        /* The state librdkafka before 2.3.0 can reach after a partition
+         * leader change, for fault tests. */
+        if (rl_failpoint("relay_producer_fatal"))
+            rd_kafka_test_fatal_error(
+                rk, RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER,
+                "failpoint relay_producer_fatal");
         started = rl_clock_seconds();
         err = relay_batch(rk, db, cfg, lease_ms, stop, http, &br, errstr,
                           sizeof(errstr));
+        rk = renew_if_fatal(rk, cfg);
+        if (!rk)
+            break;
         if (err < 0) {
             rl_log_warn(NULL, "relay: %s", errstr);
             if (err == RL_ERR_DB) {
@@ -571,6 +627,11 @@ rl_relay_run(const struct rl_config *cfg, atomic_int *stop,
             rl_db_destroy(db);
             db = NULL;
         }
+    }
+    if (!rk) {
+        rl_db_destroy(db);
+        rl_db_destroy(vacuum.db);
+        return 1;
     }
     /* Nothing is in flight between batches: what is left is a dead
      * letter's report at most. */
