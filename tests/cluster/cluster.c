@@ -66,9 +66,10 @@ cluster_start(const char *dir, char *servers, size_t size)
     snprintf(cluster_dir, sizeof(cluster_dir), "%s", dir);
     atexit(cluster_at_exit);
     /* A node restarts on its own ports, which must still be free then:
-     * away from the ports other harnesses scan from, spread by pid. */
+     * below the ephemeral range (no client connection takes them), away
+     * from the ports other harnesses scan from, spread by pid. */
     if (!getenv("KAFKA_PORT_BASE")) {
-        snprintf(value, sizeof(value), "%d", 40000 + (int)(getpid() % 400) * 8);
+        snprintf(value, sizeof(value), "%d", 21000 + (int)(getpid() % 300) * 8);
         setenv("KAFKA_PORT_BASE", value, 1);
     }
     RL_REQUIRE(e2e_harness("kafka_cluster.sh", "start", dir) == 0);

@@ -114,6 +114,20 @@ reap_leaving(void)
     }
 }
 
+/* 1 when the group's lag (in *lag) is 0, every event is a run in a final
+ * state and the outbox is empty. */
+static int
+idle(int64_t *lag)
+{
+    *lag = e2e_group_lag(&t);
+    return *lag == 0 &&
+           e2e_intf(&t,
+                    "SELECT ((SELECT count(*) FROM runs WHERE status IN "
+                    "('completed','failed','unknown')) = %d AND (SELECT "
+                    "count(*) FROM outbox) = 0)::int",
+                    produced) == 1;
+}
+
 static void
 scale_to(int n)
 {
@@ -169,10 +183,12 @@ main(void)
         scale_to(members[step]);
         changed = rltest_now_ms();
         last_change = changed;
-        next = step + 1 < STEPS ? changed + 5000 + rand_r(&seed) % 5001
-                                : changed + WINDOW_MS;
+        next = changed +
+               (step + 1 < STEPS ? 5000 + rand_r(&seed) % 5001 : WINDOW_MS);
         fprintf(stderr, "storm: %d -> %d consumers after %d events\n",
                 members[step - 1], members[step], produced);
+        if (step + 1 == STEPS)
+            e2e_flush(&t);
         while (rltest_now_ms() < next) {
             int64_t r;
 
@@ -182,26 +198,23 @@ main(void)
                             "'running'");
             if (rltest_now_ms() - changed <= WINDOW_MS && r > in_flight[step])
                 in_flight[step] = r;
+            if (step + 1 == STEPS && idle(&lag)) {
+                lag_zero_ms = rltest_now_ms() - last_change;
+                break;
+            }
             nap_ms(100);
         }
         bound += in_flight[step];
     }
-    e2e_flush(&t);
 
     /* Lag back to 0: every offset committed, every run final. */
-    while (rltest_now_ms() - last_change < LAG_LIMIT_MS + 30000) {
+    while (lag_zero_ms < 0 &&
+           rltest_now_ms() - last_change < LAG_LIMIT_MS + 30000) {
         reap_leaving();
-        lag = e2e_group_lag(&t);
-        if (lag == 0 &&
-            e2e_intf(&t,
-                     "SELECT ((SELECT count(*) FROM runs WHERE status IN "
-                     "('completed','failed','unknown')) = %d AND (SELECT "
-                     "count(*) FROM outbox) = 0)::int",
-                     produced) == 1) {
+        if (idle(&lag))
             lag_zero_ms = rltest_now_ms() - last_change;
-            break;
-        }
-        nap_ms(250);
+        else
+            nap_ms(250);
     }
     while (nleaving > 0) {
         reap_leaving();

@@ -24,8 +24,9 @@
 # Environment: KAFKA_VERSION (default: kafka.version in kafka/pom.xml),
 # KAFKA_LIBS_DIR (jar folder, default $RL_CACHE_DIR/kafka-<version>),
 # KAFKA_HEAP_OPTS (per node, default -Xmx384m -Xms192m), KAFKA_PORT_BASE
-# (first port tried, default 39092), KAFKA_START_TIMEOUT (seconds,
-# default 120).
+# (first port tried, default 21092: below the ephemeral range, so no
+# client connection takes a killed node's port before it restarts),
+# KAFKA_START_TIMEOUT (seconds, default 120).
 #
 # Layout of DIR: env, version, node<N>/ each with server.properties, the
 # logging configuration, data/, broker.log, stdout.log, broker.pid, ports.
@@ -69,7 +70,7 @@ fi
 libs=${KAFKA_LIBS_DIR:-${RL_CACHE_DIR:-$root/.cache}/kafka-$kafka_version}
 heap=${KAFKA_HEAP_OPTS:--Xmx384m -Xms192m}
 start_timeout=${KAFKA_START_TIMEOUT:-120}
-port_base=${KAFKA_PORT_BASE:-39092}
+port_base=${KAFKA_PORT_BASE:-21092}
 marker=$dir/.runledger-kafka-cluster
 
 port_is_free() {
@@ -265,26 +266,51 @@ launch() {
     done
 }
 
-# Waits (bounded) until node $1 answers metadata and lists all three
-# brokers; fails early when its JVM exited. Returns 3 when it exited
-# because a port was taken.
-wait_ready() {
-    local nd port deadline
+# 1 when node $1 answers metadata and lists all three brokers.
+node_sees_all() {
+    local port
+    read -r port _ <"$(node_dir "$1")/ports"
+    kcat -L -b "127.0.0.1:$port" -t __probe -m 2 2>/dev/null |
+        grep -q '^ *3 brokers:'
+}
+
+# Checks that node $1's JVM runs. Returns 3 when it exited because a port
+# was taken (the caller may retry on other ports); dies on any other exit.
+node_alive() {
+    local nd
     nd=$(node_dir "$1")
-    read -r port _ <"$nd/ports"
+    node_pid "$1" >/dev/null && return 0
+    if grep -qs 'Address already in use' "$nd/broker.log" "$nd/stdout.log"; then
+        return 3
+    fi
+    tail -n 30 "$nd/broker.log" "$nd/stdout.log" >&2 || true
+    die "node $1 exited during start (log: $nd/broker.log)"
+}
+
+# Waits (bounded) until each of the nodes given answers metadata and sees
+# all three brokers, watching every one of them: a node that died leaves
+# the others waiting for it. Returns 3 when one exited because a port was
+# taken.
+wait_ready() {
+    local deadline n ready
     deadline=$((SECONDS + start_timeout))
-    until kcat -L -b "127.0.0.1:$port" -t __probe -m 2 2>/dev/null |
-        grep -q '^ *3 brokers:'; do
-        if ! node_pid "$1" >/dev/null; then
-            if grep -qs 'Address already in use' "$nd/broker.log" "$nd/stdout.log"; then
-                return 3
-            fi
-            tail -n 30 "$nd/broker.log" "$nd/stdout.log" >&2 || true
-            die "node $1 exited during start (log: $nd/broker.log)"
-        fi
+    while :; do
+        ready=1
+        for n in "$@"; do
+            node_alive "$n" || return $?
+        done
+        for n in "$@"; do
+            node_sees_all "$n" || {
+                ready=0
+                break
+            }
+        done
+        [ "$ready" -eq 0 ] || return 0
         if ((SECONDS >= deadline)); then
-            tail -n 30 "$nd/broker.log" >&2 || true
-            die "node $1 on port $port does not see three brokers after ${start_timeout}s (log: $nd/broker.log)"
+            for n in "$@"; do
+                tail -n 30 "$(node_dir "$n")/broker.log" >&2 || true
+            done
+            die "nodes $* do not all see three brokers after ${start_timeout}s (logs: $dir/node*/broker.log)"
         fi
         sleep 0.5
     done
@@ -353,10 +379,7 @@ start_fresh() {
             launch "$n"
         done
         rc=0
-        for n in "${nodes[@]}"; do
-            wait_ready "$n" || rc=$?
-            [ "$rc" -eq 0 ] || break
-        done
+        wait_ready "${nodes[@]}" || rc=$?
         if [ "$rc" -eq 0 ]; then
             write_env
             return
@@ -377,9 +400,7 @@ start)
     if [ "$running" -eq 3 ]; then
         [ "$(cat "$dir/version" 2>/dev/null)" = "$kafka_version" ] ||
             die "the cluster running in $dir is another kafka version: stop it first"
-        for n in "${nodes[@]}"; do
-            wait_ready "$n" || die "node $n in $dir is not answering"
-        done
+        wait_ready "${nodes[@]}" || die "the nodes in $dir are not answering"
         write_env
         echo "$prog: already running in $dir"
     else
