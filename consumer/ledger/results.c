@@ -92,6 +92,17 @@ ledger_apply_result(struct ledger *lg, struct rl_item *item)
     int err, counted;
 
     ledger_log_ctx(item, &ctx);
+    if (call->outcome == RL_MODEL_CANCELLED && call->request_sent &&
+        !item->lease_lost && lg->cfg->model_stored_completions &&
+        call->api == RL_MODEL_API_CHAT) {
+        /* Cut off by shutdown after it was sent, with the endpoint keeping
+         * a record: the attempt keeps no outcome, so whoever claims the
+         * run next looks its answer up there (ambiguous_prior) instead of
+         * applying the policy blind. */
+        ledger_retry_later(lg, item, 0, "shutdown",
+                           "abandoned at shutdown; left to reconcile");
+        return;
+    }
     if (call->outcome == RL_MODEL_CANCELLED)
         outcome = item->lease_lost     ? "lease_lost"
                   : call->request_sent ? "ambiguous"
