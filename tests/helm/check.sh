@@ -554,6 +554,11 @@ reject_case "a misspelt value (schema)" "replicas" "${base[@]}" \
     --set consumer.replicas=3
 reject_case "an unknown ambiguous policy (schema)" "ambiguousPolicy" \
     "${base[@]}" --set config.ambiguousPolicy=sometimes
+reject_case "stored completions with dedupe (validateValues)" \
+    "config.storedCompletions=true" "${base[@]}" \
+    --set config.storedCompletions=true --set config.ambiguousPolicy=dedupe
+reject_case "an unknown model API (schema)" "modelApi" "${base[@]}" \
+    --set config.modelApi=batch
 reject_case "an alert duration Prometheus cannot read (schema)" \
     "/metrics/prometheusRule/alerts/unknownRuns/for" "${base[@]}" \
     --set metrics.prometheusRule.alerts.unknownRuns.for=soon

@@ -102,6 +102,12 @@ OVERRIDES = {
                         "enum": ["debug", "info", "warn", "error"]},
     "config.ambiguousPolicy": {"type": "string",
                                "enum": ["dedupe", "retry_once", "park"]},
+    "config.reconcileSettleMs": rng(0, 3600000),
+    "config.modelApi": {"type": "string", "enum": ["chat", "responses"]},
+    "config.modelApiByModel": {
+        "type": "string",
+        "pattern": "^(( *[^=, ]+ *= *(chat|responses) *)(, *[^=, ]+ *= *"
+                   "(chat|responses) *)*,?)?$"},
     "config.maxInFlight": rng(1, 100000),
     "config.maxHeldBytes": rng(1048576, 2147483647),
     "config.maxRequestBytes": rng(1024, 1073741824),

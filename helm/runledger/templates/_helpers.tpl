@@ -344,6 +344,7 @@ Each runledger.validateValues.* helper returns one message or nothing.
 {{- $messages = append $messages (include "runledger.validateValues.kafkaTls" .) -}}
 {{- $messages = append $messages (include "runledger.validateValues.httpPort" .) -}}
 {{- $messages = append $messages (include "runledger.validateValues.backoff" .) -}}
+{{- $messages = append $messages (include "runledger.validateValues.storedCompletions" .) -}}
 {{- $messages = append $messages (include "runledger.validateValues.keda" .) -}}
 {{- $messages = append $messages (include "runledger.validateValues.schedules" .) -}}
 {{- $messages = without $messages "" -}}
@@ -359,6 +360,17 @@ runledger: database
     No PostgreSQL connection is configured. Set database.url (stored in the
     chart's Secret) or database.existingSecret (a Secret you manage, key
     database.existingSecretKey) to a connection URI.
+{{- end -}}
+{{- end -}}
+
+{{- define "runledger.validateValues.storedCompletions" -}}
+{{- if and .Values.config.storedCompletions (eq .Values.config.ambiguousPolicy "dedupe") -}}
+runledger: storedCompletions
+    config.storedCompletions=true names the attempt in every call's
+    metadata, so a retry's body differs from the first one's and an
+    endpoint that deduplicates refuses it: set config.ambiguousPolicy to
+    retry_once or park, or leave config.storedCompletions=false (an
+    endpoint that deduplicates needs no lookup).
 {{- end -}}
 {{- end -}}
 
