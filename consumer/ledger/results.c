@@ -227,9 +227,17 @@ ledger_park_results(struct ledger *lg, struct rl_item *list)
         list = item->next;
         item->next = NULL;
         /* A lookup's run waits like any result; its attempt keeps no
-         * outcome, so the next claimer looks it up again. */
+         * outcome, so the next claimer looks it up again. One looking up
+         * an earlier owner's attempt has no call of its own to redo: it
+         * starts over. */
         item->in_lookup = 0;
         result_arrived(lg, item);
+        if (item->reconcile == RL_RECONCILE_PRIOR) {
+            item->reconcile = RL_RECONCILE_NONE;
+            item->reconcile_done = 0;
+            ledger_requeue(lg, item, REDO_START);
+            continue;
+        }
         ledger_requeue(lg, item, REDO_RESULT);
     }
 }
