@@ -25,6 +25,10 @@
 #            BENCH_SOAK_SECONDS (600): outbox backlog p50/p99/max sampled
 #            every second, notification latency p99, the relay's mean
 #            batch latency per minute (flat or not)
+#   console  BENCH_CONSOLE_RUNS (1,000,000) runs in a ledger, then the web
+#            console's pages: p95 of the runs page (first, by cursor, of a
+#            tenant, of a tenant and job), a run page, the approvals queue
+#            and an approval page, 200 requests each, against 50 ms
 #   ceiling  pgbench running the service's per-run statements one run at a
 #            time (tests/bench/pgbench/per_run.sql) and the single-run
 #            forms of them (per_run_single.sql) at 16 and 64 clients;
@@ -131,7 +135,7 @@ slow5_events=${BENCH_SLOW5_EVENTS:-40000}
 peer_events=${BENCH_PEER_EVENTS:-$events}
 max_in_flight=${BENCH_MAX_IN_FLIGHT:-2048}
 slow5_in_flight=${BENCH_SLOW5_MAX_IN_FLIGHT:-5000}
-scenarios=${BENCH_SCENARIOS:-zero slow slow5s paced trickle ceiling floor fairness peer soak}
+scenarios=${BENCH_SCENARIOS:-zero slow slow5s paced trickle ceiling floor fairness peer soak console}
 paced_seconds=${BENCH_PACED_SECONDS:-60}
 trickle_rate=${BENCH_TRICKLE_RATE:-50}
 trickle_seconds=${BENCH_TRICKLE_SECONDS:-30}
@@ -994,6 +998,32 @@ grown() {
 }
 
 has grown && grown
+
+# ---- console: the web console's pages on a large ledger --------------------
+
+# console: BENCH_CONSOLE_RUNS runs (1,000,000) written straight into a
+# ledger of its own, then `runledger console` answering its pages to one
+# signed-in viewer, 200 requests each in turn: the p95 of the runs page
+# (first, by cursor, of a tenant, of a tenant and job), a run's page, the
+# approvals queue and an approval page, against 50 ms
+# (tests/console/bench_console_pages.py).
+console_scenario() {
+    local db=rl_bench_console
+    fresh_db "$db"
+    log "console: ${BENCH_CONSOLE_RUNS:-1000000} runs, then the pages"
+    (cd "$work" && DATABASE_URL="$(url_of "$db")" RUNLEDGER_BIN="$bin" \
+        python3 "$root/tests/console/bench_console_pages.py" --line \
+        "${BENCH_CONSOLE_RUNS:-1000000}" 200 >"$work/console.out" \
+        2>"$work/console.log") || true
+    if grep -q '^console ' "$work/console.out"; then
+        out "$(grep '^console ' "$work/console.out")"
+    else
+        out "console error=failed log=${work#"$root"/}/console.log"
+    fi
+    q "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null
+}
+
+has console && console_scenario
 
 # ---- ratelimit: three consumers under a model limit -------------------------
 

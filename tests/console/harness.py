@@ -95,12 +95,12 @@ class Ledger:
     def drop(self):
         self.sql("DROP SCHEMA IF EXISTS %s CASCADE" % self.schema, self.base)
 
-    def sql(self, statement, url=None, check_rc=True):
+    def sql(self, statement, url=None, check_rc=True, timeout=60):
         """Runs one statement with psql; returns its output, unaligned."""
         out = subprocess.run(
             ["psql", "-XAtq", "-v", "ON_ERROR_STOP=1", url or self.url,
              "-c", statement],
-            capture_output=True, text=True, timeout=60)
+            capture_output=True, text=True, timeout=timeout)
         if check_rc and out.returncode != 0:
             raise Failed("psql failed: %s: %s" % (statement, out.stderr))
         if not check_rc:

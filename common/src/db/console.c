@@ -139,7 +139,11 @@ static const char ops_run_page[] =
 
 /* Newest first on (created_at, run_id); the cursor is the last row's
  * pair, so a page costs the same however deep it is (never OFFSET). One
- * row more than the page says whether there is a next one. */
+ * row more than the page says whether there is a next one. With a tenant,
+ * the job is compared as an expression: otherwise the planner takes the
+ * (job, tenant) prefix of runs_one_row_per_logical_run, fetches every run
+ * of the pair and sorts them (150 ms for 10,000), where the tenant's
+ * keyset index reads its newest runs in order and skips the other jobs'. */
 static const char ops_runs_page[] =
     "WITH page AS ("
     "  SELECT r.run_id, r.job, r.tenant, r.status, r.attempts,"
@@ -148,7 +152,9 @@ static const char ops_runs_page[] =
     "         " DB_TS_US("r.created_at") " AS created"
     "    FROM runs r"
     "   WHERE ($1::text IS NULL OR r.tenant = $1)"
-    "     AND ($2::text IS NULL OR r.job = $2)"
+    "     AND ($2::text IS NULL OR CASE WHEN $1::text IS NULL"
+    "                                   THEN r.job = $2"
+    "                                   ELSE (r.job || '') = $2 END)"
     "     AND ($3::text IS NULL OR r.status = $3)"
     "     AND ($4::timestamptz IS NULL OR r.created_at >= $4)"
     "     AND ($5::timestamptz IS NULL OR r.created_at < $5)"
