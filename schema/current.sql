@@ -21,6 +21,20 @@ CREATE FUNCTION rl_ambiguous_prior(p_run_id text) RETURNS boolean
                       LIMIT 1), false)
 $$;
 
+CREATE FUNCTION rl_audit_run_decision() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    INSERT INTO audit (actor, action, run_id, address, via, detail)
+    VALUES (NEW.actor, NEW.decision, NEW.run_id,
+            nullif(current_setting('runledger.audit_address', true), ''),
+            coalesce(nullif(current_setting('runledger.audit_via', true), ''),
+                     'cli'),
+            NEW.reason);
+    RETURN NULL;
+END
+$$;
+
 CREATE FUNCTION rl_claim_due(p_worker text, p_lease_secs double precision, p_limit integer) RETURNS TABLE(ord bigint, run_id text, claim text, status text, fingerprint text, lease_epoch bigint, attempts integer, ambiguous_prior boolean, ambiguous_count integer, deadline_passed boolean, job text, tenant text, scheduled_at text, version text, request jsonb, raw_input jsonb, output jsonb, source_topic text, source_partition integer, source_offset bigint, traceparent text)
     LANGUAGE plpgsql
     SET jit TO 'off'
@@ -2039,6 +2053,8 @@ CREATE TRIGGER attempts_settle_budget AFTER UPDATE OF outcome ON attempts FOR EA
 CREATE TRIGGER audit_append_only BEFORE DELETE OR UPDATE OR TRUNCATE ON audit FOR EACH STATEMENT EXECUTE FUNCTION rl_refuse_audit_change();
 
 CREATE TRIGGER outbox_wakeup AFTER INSERT ON outbox REFERENCING NEW TABLE AS queued FOR EACH STATEMENT EXECUTE FUNCTION rl_outbox_wakeup();
+
+CREATE TRIGGER run_decisions_audited AFTER INSERT ON run_decisions FOR EACH ROW EXECUTE FUNCTION rl_audit_run_decision();
 
 CREATE TRIGGER runs_cancelled_stays_cancelled BEFORE UPDATE OF status ON runs FOR EACH ROW WHEN (((old.status = 'cancelled'::text) AND (new.status <> 'cancelled'::text))) EXECUTE FUNCTION rl_refuse_update('a cancelled run stays cancelled');
 

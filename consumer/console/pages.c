@@ -645,7 +645,8 @@ console_run(struct console_req *r, const char *run_id)
 
 /* An operator's action on a run (cancel, retry, resolve an unknown run as
  * failed), as `runledger runs` takes it, recorded with the signed-in
- * user as actor and its audit row in the same transaction. */
+ * user as actor; its audit row (trigger run_decisions_audited, marked as
+ * the console's and with the client's address) commits with it. */
 enum MHD_Result
 console_run_action(struct console_req *r, const char *run_id)
 {
@@ -674,7 +675,15 @@ console_run_action(struct console_req *r, const char *run_id)
     }
     if (reason && strlen(reason) > 500)
         reason[500] = '\0';
+    if (!reason || !*reason) {
+        /* The ledger wants a reason for every decision on a run. */
+        free(reason);
+        reason = strdup("(no reason given in the console)");
+    }
     err = rl_db_console_tx(r->db, "BEGIN", errstr, sizeof(errstr));
+    if (err == 0)
+        err = rl_db_console_audit_as_console(r->db, r->address, errstr,
+                                             sizeof(errstr));
     if (err == 0) {
         if (strcmp(action, "cancel") == 0)
             err = rl_db_run_cancel(r->db, run_id, r->user, reason, &dec, errstr,
@@ -685,10 +694,6 @@ console_run_action(struct console_req *r, const char *run_id)
         else
             err = rl_db_run_resolve_failed(r->db, run_id, r->user, reason, &dec,
                                            errstr, sizeof(errstr));
-        if (err == 0)
-            err =
-                rl_db_console_audit(r->db, r->user, action, run_id, r->address,
-                                    reason, errstr, sizeof(errstr));
         if (err == 0)
             err = rl_db_console_tx(r->db, "COMMIT", errstr, sizeof(errstr));
         else {

@@ -3,7 +3,8 @@ resolve an unknown run as failed), as `runledger runs` does, with the
 signed-in user as actor and the audit row (who, what, address, reason) in
 the same transaction; a viewer's or an approver's forged action is refused
 (403) and changes nothing; an action the run's state refuses is 409 and
-leaves no audit row."""
+leaves no audit row. The same operator actions taken with `runledger runs`
+are audited too (via cli)."""
 
 import secrets
 import sys
@@ -72,9 +73,13 @@ def test(ledger):
         r = act("opal", unknown, "resolve")
         check(r.status == 200 and status(unknown) == "failed",
               "the operator resolves the unknown run as failed")
-        r = act("opal", unknown, "retry")
+        r = act("opal", unknown, "retry", reason="")
         check(r.status == 200 and status(unknown) == "pending",
-              "the operator retries the failed run")
+              "the operator retries the failed run, without a reason")
+        check(ledger.sql("SELECT string_agg(action || ':' || via, ','"
+                         " ORDER BY id) FROM audit WHERE run_id = '%s'"
+                         % unknown) == "resolve_failed:console,retry:console",
+              "the resolve and the retry are audited as the console's")
         r = act("opal", done, "retry")
         check(r.status == 409 and "completed" in r.body,
               "retrying a completed run is refused (409), saying why")
@@ -83,6 +88,14 @@ def test(ledger):
             "the refusal changed nothing and left no audit row")
         check(ledger.sql("SELECT count(*) FROM audit WHERE actor = 'opal'")
               == "3", "three actions, three audit rows")
+        cli = insert_run(ledger, "pending", ", next_attempt_at", ", now()")
+        ledger.run("runs", "cancel", cli, "--actor", "carl", "--reason",
+                   "from the shell")
+        check(ledger.sql("SELECT actor || '|' || action || '|' || via || '|'"
+                         " || coalesce(address, '-') || '|' || detail FROM"
+                         " audit WHERE run_id = '%s'" % cli)
+              == "carl|cancel|cli|-|from the shell",
+              "runledger runs cancel is audited too (via cli)")
         r = console.request("POST", "/runs/%s/action" % pending,
                             cookie=cookies["opal"],
                             form={"action": "retry"})

@@ -140,11 +140,11 @@ int rl_db_console_decide(struct rl_db *db,
 int rl_db_console_tx(struct rl_db *db, const char *verb, char *errstr,
                      size_t errstr_size);
 
-/* Appends an audit row of an operator action taken in the console
- * (detail may be NULL). Returns 0 or an rl_err. */
-int rl_db_console_audit(struct rl_db *db, const char *actor, const char *action,
-                        const char *run_id, const char *address,
-                        const char *detail, char *errstr, size_t errstr_size);
+/* Inside a transaction (rl_db_console_tx): the operator decisions it
+ * records (run_decisions) are audited as the console's, from address
+ * (trigger run_decisions_audited). Returns 0 or an rl_err. */
+int rl_db_console_audit_as_console(struct rl_db *db, const char *address,
+                                   char *errstr, size_t errstr_size);
 
 /* Whether the connection is usable; reconnects when it is not. Returns 0
  * or RL_ERR_DB. */

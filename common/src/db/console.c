@@ -202,9 +202,11 @@ static const char ops_costs_daily[] =
     ")"
     "SELECT coalesce(json_agg(g ORDER BY g.tenant, g.day), '[]')::text FROM g";
 
-static const char ops_audit_add[] =
-    "INSERT INTO audit (actor, action, run_id, address, via, detail)"
-    "     VALUES ($1, $2, $3, $4, 'console', nullif($5, ''))";
+/* Read by the trigger run_decisions_audited for the rest of the
+ * transaction: the operator's decisions it records are the console's. */
+static const char ops_audit_as_console[] =
+    "SELECT set_config('runledger.audit_via', 'console', true),"
+    "       set_config('runledger.audit_address', coalesce($1, ''), true)";
 
 static const char ops_decide[] =
     "SELECT d.result, d.status, d.digest, d.outbox_rows, d.decided_by,"
@@ -478,12 +480,15 @@ rl_db_console_tx(struct rl_db *db, const char *verb, char *errstr,
 }
 
 int
-rl_db_console_audit(struct rl_db *db, const char *actor, const char *action,
-                    const char *run_id, const char *address, const char *detail,
-                    char *errstr, size_t errstr_size)
+rl_db_console_audit_as_console(struct rl_db *db, const char *address,
+                               char *errstr, size_t errstr_size)
 {
-    const char *params[5] = {actor, action, run_id, address, detail};
+    const char *params[1] = {address};
+    char *ignored = NULL;
+    int err = db_one_text(db, ops_audit_as_console, 1, params,
+                          "mark the audit rows as the console's", &ignored,
+                          errstr, errstr_size);
 
-    return db_write(db, ops_audit_add, 5, params, "append the audit row", NULL,
-                    errstr, errstr_size);
+    free(ignored);
+    return err;
 }
