@@ -220,7 +220,7 @@ static int
 from_trusted_proxy(const struct console_req *r)
 {
     for (int i = 0; i < r->c->nproxies; i++) {
-        if (cidr_contains(&r->c->proxies[i], r->address))
+        if (cidr_contains(&r->c->proxies[i], r->peer))
             return 1;
     }
     return 0;
@@ -261,6 +261,36 @@ failed:
     rl_log_warn(NULL, "console: %s", errstr);
     r->user[0] = r->role[0] = '\0';
     return -1;
+}
+
+void
+console_forwarded_address(struct console_req *r)
+{
+    const char *xff, *last;
+    char addr[CONSOLE_ADDRESS_MAX];
+    unsigned char bin[16];
+    size_t len;
+
+    if (!r->c->trusted_header[0] || !from_trusted_proxy(r))
+        return;
+    xff = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+                                      "X-Forwarded-For");
+    if (!xff)
+        return;
+    /* The entry the trusted proxy appended is the last one; any before it
+     * came from the client and may be anything. */
+    last = strrchr(xff, ',');
+    last = last ? last + 1 : xff;
+    while (*last == ' ')
+        last++;
+    len = strcspn(last, " ");
+    if (len == 0 || len >= sizeof(addr))
+        return;
+    memcpy(addr, last, len);
+    addr[len] = '\0';
+    if (inet_pton(AF_INET, addr, bin) == 1 ||
+        inet_pton(AF_INET6, addr, bin) == 1)
+        snprintf(r->address, sizeof(r->address), "%s", addr);
 }
 
 int

@@ -82,7 +82,8 @@ struct console_req {
     struct MHD_Connection *conn;
     const char *method;
     const char *url;
-    char address[CONSOLE_ADDRESS_MAX];
+    char address[CONSOLE_ADDRESS_MAX]; /* the client's (audit, limits) */
+    char peer[CONSOLE_ADDRESS_MAX];    /* the connection's other end */
     struct rl_db *db; /* borrowed from the pool for this request */
     int db_slot;
     /* The signed-in user ("" none), its role, its session secret (the
@@ -149,6 +150,11 @@ const char *console_query_value(const struct console_req *r, const char *name);
  * trusted address) and fills r->user, r->role and r->csrf; leaves them ""
  * when nobody is signed in. Returns 0, or -1 when the ledger failed. */
 int console_identify(struct console_req *r);
+
+/* Proxy mode, on a connection from a trusted proxy: r->address becomes
+ * the client address the proxy appended to X-Forwarded-For (for the
+ * audit trail and the sign-in limits); otherwise it stays the peer's. */
+void console_forwarded_address(struct console_req *r);
 
 /* 1 when the POST carries the session's CSRF token and an Origin of this
  * console, else 0 with why (for the 403 page) in reason. */

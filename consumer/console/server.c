@@ -391,6 +391,8 @@ handle(void *cls, struct MHD_Connection *conn, const char *url,
             inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr,
                       r.address, sizeof(r.address));
     }
+    snprintf(r.peer, sizeof(r.peer), "%s", r.address);
+    console_forwarded_address(&r);
     ret = route(&r);
     pool_give(c, &r);
     return ret;

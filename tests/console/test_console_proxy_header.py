@@ -4,6 +4,7 @@ gives it (none: refused), and forms still need that session's CSRF token;
 without the header, a session cookie alone signs nobody in. Proxy mode
 is set by flags or by the RUNLEDGER_CONSOLE_* settings."""
 
+import re
 import sys
 
 import harness
@@ -50,11 +51,15 @@ def test(ledger):
         check(r.status == 303, "the cookie without the header signs nobody"
               " in")
         r = trusted.request("POST", "/approvals/" + run_id,
-                            headers={hdr: "ivy"}, cookie=cookie,
-                            form=dict(form, csrf=csrf))
-        check(r.status == 200, "with the header and the token it decides")
+                            headers={hdr: "ivy", "X-Forwarded-For":
+                                     "6.6.6.6, 192.0.2.44"},
+                            cookie=cookie, form=dict(form, csrf=csrf))
+        check(r.status == 200, "with the header and the token it decides"
+              " (%d %s)" % (r.status, re.findall(r"id=\"message\"[^<]*", r.body)))
         check(ledger.sql("SELECT actor FROM approvals") == "ivy",
               "the actor is the proxy's user")
+        check(ledger.sql("SELECT address FROM audit") == "192.0.2.44",
+              "the audit row has the client address the proxy appended")
     finally:
         trusted.stop()
         untrusted.stop()
