@@ -624,7 +624,6 @@ rl_cmd_consume(int argc, char **argv)
     pthread_t ledger_tid, completer_tid, relay_tid;
     int ledger_started = 0, completer_started = 0, relay_started = 0;
     char errstr[512];
-    rd_kafka_conf_t *conf;
     struct rl_model_config mcfg;
     struct rl_shutdown *sd = NULL;
     int64_t stop_at = 0;
@@ -660,6 +659,7 @@ rl_cmd_consume(int argc, char **argv)
     pthread_cond_init(&pl.wake, NULL);
     pthread_mutex_init(&pl.dlq_lock, NULL);
     pthread_mutex_init(&pl.seek_lock, NULL);
+    pthread_rwlock_init(&pl.dlq_swap, NULL);
     raise_nofile();
 
     signal(SIGPIPE, SIG_IGN);
@@ -671,12 +671,7 @@ rl_cmd_consume(int argc, char **argv)
         goto done;
     }
 
-    conf = rl_kafka_conf_new(pl.cfg, errstr, sizeof(errstr));
-    if (conf) {
-        rd_kafka_conf_set_dr_msg_cb(conf, rl_pipeline_dlq_dr_cb);
-        rd_kafka_conf_set_opaque(conf, &pl);
-        pl.dlq = rl_kafka_producer_new(conf, 1, errstr, sizeof(errstr));
-    }
+    pl.dlq = rl_pipeline_dlq_new(&pl, errstr, sizeof(errstr));
     if (!pl.dlq) {
         rl_log_error(NULL, "could not create dead-letter producer: %s", errstr);
         goto done;
@@ -790,6 +785,7 @@ rl_cmd_consume(int argc, char **argv)
         }
         rl_http_heartbeat(pl.http);
         rd_kafka_poll(pl.dlq, 0);
+        rl_pipeline_dlq_renew_if_fatal(&pl);
         rl_pipeline_retry_dead_letters(&pl, atomic_load(&pl.abandon));
         store_done(&ks);
         apply_seeks(&ks);
@@ -887,6 +883,7 @@ done:
     pthread_mutex_destroy(&pl.wake_lock);
     pthread_mutex_destroy(&pl.dlq_lock);
     pthread_mutex_destroy(&pl.seek_lock);
+    pthread_rwlock_destroy(&pl.dlq_swap);
     rl_log_info(NULL,
                 "stopped: events=%lld completed=%lld duplicates=%lld "
                 "dead_letters=%lld",

@@ -10,6 +10,7 @@
 #include "rl/clock.h"
 #include "rl/deadletter.h"
 #include "rl/err.h"
+#include "rl/failpoint.h"
 #include "rl/kafka.h"
 #include "rl/log.h"
 
@@ -132,11 +133,14 @@ dead_letter_send(struct rl_pipeline *pl, struct rl_dead_letter *dl)
     rd_kafka_headers_t *hdrs = rd_kafka_headers_copy(dl->hdrs);
     rd_kafka_resp_err_t err;
 
+    /* Read-locked: the Kafka thread may swap in a new producer. */
+    pthread_rwlock_rdlock(&pl->dlq_swap);
     err = rd_kafka_producev(pl->dlq, RD_KAFKA_V_TOPIC(pl->cfg->dlq_topic),
                             RD_KAFKA_V_VALUE(dl->value, dl->len),
                             RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
                             RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_OPAQUE(dl),
                             RD_KAFKA_V_END);
+    pthread_rwlock_unlock(&pl->dlq_swap);
     if (err) {
         rd_kafka_headers_destroy(hdrs);
         dead_letter_failed(pl, dl, err);
@@ -308,4 +312,66 @@ rl_pipeline_dead_letter(struct rl_pipeline *pl, struct rl_item *item,
     dl->ctx = ctx;
     /* The context points into the item, which lives as long as dl. */
     dead_letter_send(pl, dl);
+}
+
+rd_kafka_t *
+rl_pipeline_dlq_new(struct rl_pipeline *pl, char *errstr, size_t errstr_size)
+{
+    rd_kafka_conf_t *conf = rl_kafka_conf_new(pl->cfg, errstr, errstr_size);
+
+    if (!conf)
+        return NULL;
+    rd_kafka_conf_set_dr_msg_cb(conf, rl_pipeline_dlq_dr_cb);
+    rd_kafka_conf_set_opaque(conf, pl);
+    return rl_kafka_producer_new(conf, 1, errstr, errstr_size);
+}
+
+/* How long the producer that failed for good is polled for the reports
+ * of its purged dead letters before it goes. */
+#define DLQ_PURGE_WAIT_MS 2000
+
+/* An idempotent producer can fail for good: librdkafka before 2.3.0 turns
+ * a NOT_LEADER_FOR_PARTITION after a partition leader change into a fatal
+ * OUT_OF_ORDER_SEQUENCE_NUMBER. Such a producer refuses every dead letter,
+ * which would hold the offsets of their partitions back until the process
+ * restarts. A new producer takes its place; what the old one held is
+ * purged, reported failed, and produced again by the new one after the
+ * backoff (at least once, like any retry). @locality kafka thread */
+void
+rl_pipeline_dlq_renew_if_fatal(struct rl_pipeline *pl)
+{
+    char reason[512], errstr[512];
+    rd_kafka_resp_err_t err;
+    rd_kafka_t *fresh, *old;
+    int64_t until;
+
+    if (rl_failpoint("dlq_producer_fatal"))
+        rd_kafka_test_fatal_error(
+            pl->dlq, RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER,
+            "failpoint dlq_producer_fatal");
+    err = rd_kafka_fatal_error(pl->dlq, reason, sizeof(reason));
+    if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
+        return;
+    fresh = rl_pipeline_dlq_new(pl, errstr, sizeof(errstr));
+    if (!fresh) {
+        /* Tried again at the next turn. */
+        rl_log_error(NULL,
+                     "the dead-letter producer failed for good (%s: %s) and "
+                     "no new one could be made: %s",
+                     rd_kafka_err2name(err), reason, errstr);
+        return;
+    }
+    rl_log_error(NULL,
+                 "the dead-letter producer failed for good (%s: %s), "
+                 "starting a new producer",
+                 rd_kafka_err2name(err), reason);
+    pthread_rwlock_wrlock(&pl->dlq_swap);
+    old = pl->dlq;
+    pl->dlq = fresh;
+    pthread_rwlock_unlock(&pl->dlq_swap);
+    rd_kafka_purge(old, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+    until = rl_clock_ms() + DLQ_PURGE_WAIT_MS;
+    while (rd_kafka_outq_len(old) > 0 && rl_clock_ms() < until)
+        rd_kafka_poll(old, 100);
+    rd_kafka_destroy(old);
 }

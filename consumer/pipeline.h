@@ -268,6 +268,7 @@ struct rl_pipeline {
     atomic_int completer_stop; /* set once the ledger thread has ended */
     struct rl_queue done;      /* ledger -> kafka (items with an offset) */
     rd_kafka_t *dlq;           /* producer for the dead-letter topic */
+    pthread_rwlock_t dlq_swap; /* producing holds it read, a swap write */
     /* Dead letters the broker did not acknowledge, waiting for their next
      * try (consume.c); dlq_undelivered counts them and those re-sent and
      * not yet reported. */
@@ -342,6 +343,15 @@ void rl_pipeline_dead_letter(struct rl_pipeline *pl, struct rl_item *item,
  * pl->dlq's configuration, served by rd_kafka_poll on it. */
 void rl_pipeline_dlq_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *rkm,
                            void *opaque);
+
+/* A new dead-letter producer configured for pl (its reports to
+ * rl_pipeline_dlq_dr_cb), or NULL with errstr. */
+rd_kafka_t *rl_pipeline_dlq_new(struct rl_pipeline *pl, char *errstr,
+                                size_t errstr_size);
+
+/* Replaces pl->dlq when it failed for good (deadletters.c). @locality
+ * kafka thread */
+void rl_pipeline_dlq_renew_if_fatal(struct rl_pipeline *pl);
 
 /* Produces again the dead letters the broker did not take whose backoff
  * is over (abandon: every one, once, as the process stops). @locality
