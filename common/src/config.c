@@ -85,6 +85,20 @@ static const struct cfg_row rows[] = {
     {"RUNLEDGER_RECONCILE_LOOKUP_TIMEOUT_MS", CFG_INT,
      S(reconcile_lookup_timeout_ms), "10000", 100, 600000, 0,
      "timeout of one lookup in the endpoint's record"},
+    {"RUNLEDGER_BATCH_POLL_MS", CFG_INT, S(batch_poll_ms), "30000", 100,
+     3600000, 0,
+     "batch mode: the first poll of a submitted batch comes this long after "
+     "its create, each next one twice as long after the last (at most 10 "
+     "minutes); one worker of the group polls a batch at a time"},
+    {"RUNLEDGER_BATCH_SETTLE_MS", CFG_INT, S(batch_settle_ms), "30000", 0,
+     3600000, 0,
+     "batch mode: how long a batch whose create got no answer is looked up "
+     "at the provider (by the local id in its metadata) before it is "
+     "uploaded and created again"},
+    {"RUNLEDGER_BATCH_LEASE_SECONDS", CFG_INT, S(batch_lease_seconds), "60", 5,
+     3600, 0,
+     "batch mode: how long a worker holds a batch while it uploads, creates "
+     "or reads it; another worker takes over a batch whose lease expired"},
     {"RUNLEDGER_MODEL_API", CFG_STR, S(model_api_name), "chat", 0, 0, 0,
      "the API the endpoint speaks: chat (POST {base}/chat/completions) or "
      "responses (POST {base}/responses)"},

@@ -263,6 +263,7 @@ dispatch_batch(struct ledger *lg, struct rl_item **items, size_t n)
     struct rl_dispatch_req *reqs = calloc(n, sizeof(*reqs));
     struct rl_dispatch_res *res = calloc(n, sizeof(*res));
     char errstr[512];
+    size_t live = 0;
     int err;
 
     if (!reqs || !res) {
@@ -330,8 +331,12 @@ dispatch_batch(struct ledger *lg, struct rl_item **items, size_t n)
             continue;
         }
         item->attempt_no = res[i].attempt_no;
-        send_call(lg, item);
+        items[live++] = item;
     }
+    /* Batch-mode runs wait for a batch instead of a call. */
+    live = ledger_batch_take_over(lg, items, live);
+    for (size_t i = 0; i < live; i++)
+        send_call(lg, items[i]);
 done:
     free(reqs);
     free(res);

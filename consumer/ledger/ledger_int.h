@@ -75,6 +75,7 @@ struct ledger {
     struct ledger_position *positions;
     size_t npositions, positions_cap;
     int recheck_positions;
+    struct ledger_batch *batch; /* batch mode (batch.c) */
 };
 
 /* One partition as the ledger has handled it, in the newest epoch seen. */
@@ -129,6 +130,18 @@ void ledger_retry_after_provider(struct ledger *lg, struct rl_item *item,
 
 /* dispatch.c */
 void ledger_start_attempts(struct ledger *lg, struct rl_item *list);
+
+/* batch.c: batch mode (docs/batch.md). */
+/* Starts the batcher thread (with a connection and an endpoint client of
+ * its own); without it, batch-mode runs are sent live. */
+void ledger_batch_start(struct ledger *lg);
+/* Stops and joins it. */
+void ledger_batch_stop(struct ledger *lg);
+/* Of n runs whose dispatch is recorded, hands those in batch mode to the
+ * batcher (finishing them here) and moves the ones to call live to the
+ * front of items; returns how many those are. */
+size_t ledger_batch_take_over(struct ledger *lg, struct rl_item **items,
+                              size_t n);
 
 /* proposals.c */
 void ledger_propose(struct ledger *lg, struct rl_item *item,

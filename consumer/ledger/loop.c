@@ -231,6 +231,7 @@ rl_ledger_main(void *arg)
     else
         rl_log_error(NULL, "ledger: could not start the lease renewer thread; "
                            "leases will expire under runs in flight");
+    ledger_batch_start(&lg);
 
     for (;;) {
         int64_t now;
@@ -340,6 +341,7 @@ rl_ledger_main(void *arg)
         atomic_fetch_sub(&pl->in_flight, 1);
         rl_item_destroy(it);
     }
+    ledger_batch_stop(&lg);
     if (lg.renewer_started) {
         pthread_mutex_lock(&lg.live_lock);
         lg.renew_stop = 1;

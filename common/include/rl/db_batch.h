@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 struct rl_db;
 
@@ -41,5 +42,141 @@ int rl_db_batch_setting_remove(struct rl_db *db, const char *job,
  * (malloc'd, the caller frees it). Returns 0 or RL_ERR_DB. */
 int rl_db_batch_settings_json(struct rl_db *db, const char *job, char **json,
                               char *errstr, size_t errstr_size);
+
+/* ---- the batcher (consumer/ledger/batch.c, schema/061_batches.sql) ---- */
+
+/* The lease owner of every run waiting in or for a batch. */
+#define RL_BATCH_OWNER "runledger-batch"
+
+/* A run whose dispatch the worker recorded, to hand to the batcher. */
+struct rl_batch_park_req {
+    const char *run_id;
+    int64_t lease_epoch;
+    int attempt_no;
+    const char *endpoint; /* "/v1/chat/completions" or "/v1/responses" */
+    const char *model;
+    const char *body; /* the request line's body (JSON) */
+};
+
+enum rl_batch_park_status {
+    RL_BATCH_PARKED = 0, /* the batcher's now: nothing to send */
+    RL_BATCH_LIVE,       /* not in batch mode (any more): call it live */
+    RL_BATCH_LOST        /* the worker's lease is gone: send nothing */
+};
+
+/* rl_batch_park: in one statement, the runs of reqs in batch mode pass
+ * from worker's lease to the batcher's and wait in batch_runs; status[k]
+ * says what became of reqs[k]. Returns 0, RL_ERR_NOMEM or RL_ERR_DB
+ * (nothing changed). */
+int rl_db_batch_park(struct rl_db *db, const char *worker,
+                     const struct rl_batch_park_req *reqs, size_t n,
+                     enum rl_batch_park_status *status, char *errstr,
+                     size_t errstr_size);
+
+/* The (job, tenant) pairs in batch mode, as "job\ttenant" lines (tenant
+ * "" for every tenant) in *text (malloc'd). Returns 0 or RL_ERR_DB. */
+int rl_db_batch_modes(struct rl_db *db, char **text, char *errstr,
+                      size_t errstr_size);
+
+/* rl_batch_form: the intents of at most max batches whose runs are due,
+ * committed; *formed gets how many. Returns 0 or RL_ERR_DB. */
+int rl_db_batch_form(struct rl_db *db, int max, int *formed, char *errstr,
+                     size_t errstr_size);
+
+/* One batch as the batcher leases it. */
+struct rl_batch {
+    char batch_id[64];
+    int64_t epoch; /* lock_epoch of this lease */
+    char state[16];
+    char endpoint[64];
+    char model[256];
+    char completion_window[16];
+    char input_file_id[128];
+    char provider_batch_id[128];
+    int upload_tries;
+    int create_tries;
+    int64_t lookup_ms; /* since the first lookup found nothing; -1: none */
+    int polls;
+    int runs;
+};
+
+/* Leases up to max batches due (an intent, or a submitted batch whose
+ * poll is due) whose lease is free or expired, for lease_ms, the epoch
+ * bumped. Returns 0 with *n set, or RL_ERR_DB. */
+int rl_db_batch_take(struct rl_db *db, const char *owner, int64_t lease_ms,
+                     struct rl_batch *out, size_t max, size_t *n, char *errstr,
+                     size_t errstr_size);
+
+/* The steps of a leased batch, each written under (owner, b->epoch). */
+enum rl_batch_step {
+    RL_BATCH_STEP_UPLOAD,    /* an upload begins: upload_tries + 1, the
+                                lease extended by ms */
+    RL_BATCH_STEP_UPLOADED,  /* arg: the provider's file id */
+    RL_BATCH_STEP_CREATE,    /* a create begins: create_tries + 1 */
+    RL_BATCH_STEP_SUBMITTED, /* arg: the provider's batch id; the first
+                                poll in ms; the lease released */
+    RL_BATCH_STEP_LOOKUP,    /* not found at the provider (yet): looked
+                                up again in ms; the lease released */
+    RL_BATCH_STEP_POLL,      /* arg: the provider's status; polled again
+                                in ms; the lease released */
+    RL_BATCH_STEP_RELEASE    /* arg: why; the step redone in ms; the
+                                lease released */
+};
+
+/* Writes step of b under its lease. Returns 0, RL_ERR_STALE (another
+ * worker leases it now: stop) or RL_ERR_DB. */
+int rl_db_batch_step(struct rl_db *db, const struct rl_batch *b,
+                     const char *owner, enum rl_batch_step step,
+                     const char *arg, int64_t ms, char *errstr,
+                     size_t errstr_size);
+
+/* Writes the request file of b into f: one JSON line per run,
+ * {"custom_id": "<run_id>:<attempt>", "method": "POST", "url": endpoint,
+ * "body": ...}, read from the ledger a page at a time. *bytes gets the
+ * file's size. Returns 0, RL_ERR_IO or RL_ERR_DB. */
+int rl_db_batch_write_requests(struct rl_db *db, const struct rl_batch *b,
+                               FILE *f, int64_t *bytes, char *errstr,
+                               size_t errstr_size);
+
+/* What the ledger holds of one run of a batch. */
+struct rl_batch_run {
+    char run_id[96];
+    int attempt_no;
+    int64_t lease_epoch;
+    char state[16];
+    char on_expiry[16];
+    char *request_json; /* the run's effective request (malloc'd) */
+};
+
+/* The run of batch_id named by run_id and attempt_no into *r (free
+ * r->request_json). Returns 0, RL_ERR_NOTFOUND or RL_ERR_DB. */
+int rl_db_batch_run(struct rl_db *db, const char *batch_id, const char *run_id,
+                    int attempt_no, struct rl_batch_run *r, char *errstr,
+                    size_t errstr_size);
+
+/* The runs of batch_id still 'in_batch' (no line of the batch's files
+ * named them), up to max, into out (free each request_json). */
+int rl_db_batch_unanswered(struct rl_db *db, const char *batch_id,
+                           struct rl_batch_run *out, size_t max, size_t *n,
+                           char *errstr, size_t errstr_size);
+
+/* Sets the state of one run of batch_id (completed, ignored, failed,
+ * retried, go_live). Returns 0 or RL_ERR_DB. */
+int rl_db_batch_run_state(struct rl_db *db, const char *batch_id,
+                          const char *run_id, int attempt_no, const char *state,
+                          char *errstr, size_t errstr_size);
+
+/* *live gets the runs of batch_id neither cancelled nor finished. */
+int rl_db_batch_live_runs(struct rl_db *db, const char *batch_id, int *live,
+                          char *errstr, size_t errstr_size);
+
+/* Ends b under its lease: state (completed, failed, expired, cancelled),
+ * the provider's status and files, and the lines counted. Returns 0,
+ * RL_ERR_STALE or RL_ERR_DB. */
+int rl_db_batch_finish(struct rl_db *db, const struct rl_batch *b,
+                       const char *owner, const char *state,
+                       const char *provider_status, const char *output_file_id,
+                       const char *error_file_id, int ok, int failed,
+                       int ignored, char *errstr, size_t errstr_size);
 
 #endif /* RL_DB_BATCH_H */

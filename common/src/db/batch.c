@@ -97,3 +97,429 @@ rl_db_batch_settings_json(struct rl_db *db, const char *job, char **json,
     return db_one_text(db, batch_settings_list, 1, params,
                        "list the batch modes", json, errstr, errstr_size);
 }
+
+/* ---- the batcher ------------------------------------------------------ */
+
+static const char batch_park[] =
+    "SELECT o_run_id, o_status FROM rl_batch_park($1, $2::text[],"
+    " $3::int8[], $4::int4[], $5::text[], $6::text[], $7::text[])";
+
+static const char batch_modes[] =
+    "SELECT coalesce(string_agg(job || E'\\t' || tenant, E'\\n'), '')"
+    "  FROM batch_settings";
+
+static const char batch_form[] = "SELECT count(*) FROM rl_batch_form($1::int4)";
+
+/* A free or expired lease; an intent at once, a submitted batch when its
+ * poll is due. */
+static const char batch_take[] =
+    "UPDATE batches b"
+    "   SET lock_owner = $1, lock_epoch = b.lock_epoch + 1,"
+    "       lock_expires_at = now() + $2::int8 * interval '1 millisecond'"
+    " WHERE b.batch_id IN ("
+    "        SELECT d.batch_id FROM batches d"
+    "         WHERE d.state IN ('intent', 'submitted')"
+    "           AND d.next_poll_at <= now()"
+    "           AND (d.lock_expires_at IS NULL OR d.lock_expires_at < now())"
+    "         ORDER BY d.next_poll_at"
+    "         LIMIT $3::int4"
+    "           FOR UPDATE SKIP LOCKED)"
+    " RETURNING b.batch_id, b.lock_epoch, b.state, b.endpoint, b.model,"
+    "           b.completion_window, coalesce(b.input_file_id, ''),"
+    "           coalesce(b.provider_batch_id, ''), b.upload_tries,"
+    "           b.create_tries,"
+    "           CASE WHEN b.lookup_since IS NULL THEN -1"
+    "                ELSE (extract(epoch FROM now() - b.lookup_since)"
+    "                      * 1000)::int8 END,"
+    "           b.polls, b.runs";
+
+#define FENCE                                                                  \
+    " WHERE batch_id = $1 AND lock_owner = $2 AND lock_epoch = $3::int8"
+#define RELEASE                                                                \
+    " lock_owner = NULL, lock_expires_at = NULL,"                              \
+    " next_poll_at = now() + $5::int8 * interval '1 millisecond'"
+
+static const char *const batch_steps[] = {
+    [RL_BATCH_STEP_UPLOAD] =
+        "UPDATE batches SET upload_tries = upload_tries + 1,"
+        " lock_expires_at = now() + $5::int8 * interval '1 millisecond',"
+        " detail = $4" FENCE,
+    [RL_BATCH_STEP_UPLOADED] =
+        "UPDATE batches SET input_file_id = $4,"
+        " lock_expires_at = now() + $5::int8 * interval '1 millisecond'" FENCE,
+    [RL_BATCH_STEP_CREATE] =
+        "UPDATE batches SET create_tries = create_tries + 1,"
+        " lookup_since = NULL, detail = $4,"
+        " lock_expires_at = now() + $5::int8 * interval '1 millisecond'" FENCE,
+    [RL_BATCH_STEP_SUBMITTED] =
+        "UPDATE batches SET provider_batch_id = $4, state = 'submitted',"
+        " submitted_at = now(), lookup_since = NULL, detail = NULL," RELEASE
+            FENCE,
+    [RL_BATCH_STEP_LOOKUP] =
+        "UPDATE batches SET lookup_since = coalesce(lookup_since, now()),"
+        " detail = $4," RELEASE FENCE,
+    [RL_BATCH_STEP_POLL] = "UPDATE batches SET polls = polls + 1,"
+                           " provider_status = $4," RELEASE FENCE,
+    [RL_BATCH_STEP_RELEASE] = "UPDATE batches SET detail = $4," RELEASE FENCE,
+};
+
+static const char batch_requests_page[] =
+    "SELECT run_id, attempt_no, body FROM batch_runs"
+    " WHERE batch_id = $1 AND (run_id, attempt_no) > ($2, $3::int4)"
+    " ORDER BY run_id, attempt_no LIMIT 256";
+
+static const char batch_run_of[] =
+    "SELECT b.run_id, b.attempt_no, b.lease_epoch, b.state, b.on_expiry,"
+    "       r.request::text"
+    "  FROM batch_runs b JOIN runs r ON r.run_id = b.run_id"
+    " WHERE b.batch_id = $1 AND b.run_id = $2 AND b.attempt_no = $3::int4";
+
+static const char batch_unanswered[] =
+    "SELECT b.run_id, b.attempt_no, b.lease_epoch, b.state, b.on_expiry,"
+    "       r.request::text"
+    "  FROM batch_runs b JOIN runs r ON r.run_id = b.run_id"
+    " WHERE b.batch_id = $1 AND b.state = 'in_batch'"
+    " ORDER BY b.run_id LIMIT $2::int4";
+
+static const char batch_run_state[] =
+    "UPDATE batch_runs SET state = $4"
+    " WHERE batch_id = $1 AND run_id = $2 AND attempt_no = $3::int4";
+
+static const char batch_live_runs[] =
+    "SELECT count(*) FROM batch_runs b JOIN runs r ON r.run_id = b.run_id"
+    " WHERE b.batch_id = $1 AND b.state = 'in_batch'"
+    "   AND r.status = 'running' AND r.lock_owner = '" RL_BATCH_OWNER "'"
+    "   AND r.lease_epoch = b.lease_epoch";
+
+static const char batch_finish[] =
+    "UPDATE batches SET state = $4, provider_status = $5,"
+    " output_file_id = nullif($6, ''), error_file_id = nullif($7, ''),"
+    " lines_ok = $8::int4, lines_failed = $9::int4,"
+    " lines_ignored = $10::int4, finished_at = now(),"
+    " lock_owner = NULL, lock_expires_at = NULL" FENCE;
+
+int
+rl_db_batch_park(struct rl_db *db, const char *worker,
+                 const struct rl_batch_park_req *reqs, size_t n,
+                 enum rl_batch_park_status *status, char *errstr,
+                 size_t errstr_size)
+{
+    enum { A_RUN, A_EPOCH, A_ATTEMPT, A_ENDPOINT, A_MODEL, A_BODY, A_COUNT };
+    struct rl_buf arrays[A_COUNT];
+    const char *params[1 + A_COUNT];
+    PGresult *res;
+    int err = 0;
+
+    memset(arrays, 0, sizeof(arrays));
+    db_arrays_open(arrays, A_COUNT);
+    for (size_t i = 0; i < n; i++) {
+        db_array_add(&arrays[A_RUN], reqs[i].run_id);
+        db_array_add_int(&arrays[A_EPOCH], reqs[i].lease_epoch, 0);
+        db_array_add_int(&arrays[A_ATTEMPT], reqs[i].attempt_no, 0);
+        db_array_add(&arrays[A_ENDPOINT], reqs[i].endpoint);
+        db_array_add(&arrays[A_MODEL], reqs[i].model);
+        db_array_add(&arrays[A_BODY], reqs[i].body);
+        status[i] = RL_BATCH_LOST;
+    }
+    params[0] = worker;
+    if (db_arrays_close(arrays, A_COUNT, params + 1) != 0) {
+        db_arrays_free(arrays, A_COUNT);
+        rl_set_err(errstr, errstr_size, "could not park runs: out of memory");
+        return RL_ERR_NOMEM;
+    }
+    res = db_exec_simple(db, batch_park, 1 + A_COUNT, params, &err, errstr,
+                         errstr_size, "hand runs to the batcher");
+    db_arrays_free(arrays, A_COUNT);
+    if (!res)
+        return err;
+    for (int row = 0; row < PQntuples(res); row++) {
+        const char *id = PQgetvalue(res, row, 0);
+        const char *st = PQgetvalue(res, row, 1);
+
+        for (size_t i = 0; i < n; i++) {
+            if (strcmp(reqs[i].run_id, id) != 0)
+                continue;
+            status[i] = strcmp(st, "parked") == 0 ? RL_BATCH_PARKED
+                        : strcmp(st, "live") == 0 ? RL_BATCH_LIVE
+                                                  : RL_BATCH_LOST;
+            break;
+        }
+    }
+    PQclear(res);
+    return 0;
+}
+
+int
+rl_db_batch_modes(struct rl_db *db, char **text, char *errstr,
+                  size_t errstr_size)
+{
+    return db_one_text(db, batch_modes, 0, NULL, "read the batch modes", text,
+                       errstr, errstr_size);
+}
+
+int
+rl_db_batch_form(struct rl_db *db, int max, int *formed, char *errstr,
+                 size_t errstr_size)
+{
+    char n[16], *text = NULL;
+    const char *params[1] = {n};
+    int err;
+
+    snprintf(n, sizeof(n), "%d", max);
+    err = db_one_text(db, batch_form, 1, params, "form batches", &text, errstr,
+                      errstr_size);
+    *formed = text ? atoi(text) : 0;
+    free(text);
+    return err;
+}
+
+int
+rl_db_batch_take(struct rl_db *db, const char *owner, int64_t lease_ms,
+                 struct rl_batch *out, size_t max, size_t *n, char *errstr,
+                 size_t errstr_size)
+{
+    char lease[32], limit[16];
+    const char *params[3] = {owner, lease, limit};
+    PGresult *res;
+    int err = 0;
+
+    *n = 0;
+    snprintf(lease, sizeof(lease), "%" PRId64, lease_ms);
+    snprintf(limit, sizeof(limit), "%zu", max);
+    res = db_exec_simple(db, batch_take, 3, params, &err, errstr, errstr_size,
+                         "lease batches");
+    if (!res)
+        return err;
+    for (int row = 0; row < PQntuples(res) && *n < max; row++) {
+        struct rl_batch *b = &out[(*n)++];
+
+        memset(b, 0, sizeof(*b));
+        db_copy_value(res, row, 0, b->batch_id, sizeof(b->batch_id));
+        b->epoch = db_int_value(res, row, 1, 0);
+        db_copy_value(res, row, 2, b->state, sizeof(b->state));
+        db_copy_value(res, row, 3, b->endpoint, sizeof(b->endpoint));
+        db_copy_value(res, row, 4, b->model, sizeof(b->model));
+        db_copy_value(res, row, 5, b->completion_window,
+                      sizeof(b->completion_window));
+        db_copy_value(res, row, 6, b->input_file_id, sizeof(b->input_file_id));
+        db_copy_value(res, row, 7, b->provider_batch_id,
+                      sizeof(b->provider_batch_id));
+        b->upload_tries = (int)db_int_value(res, row, 8, 0);
+        b->create_tries = (int)db_int_value(res, row, 9, 0);
+        b->lookup_ms = db_int_value(res, row, 10, -1);
+        b->polls = (int)db_int_value(res, row, 11, 0);
+        b->runs = (int)db_int_value(res, row, 12, 0);
+    }
+    PQclear(res);
+    return 0;
+}
+
+/* A fenced write of b: RL_ERR_STALE when no row matched. */
+static int
+fenced(struct rl_db *db, const char *sql, const struct rl_batch *b,
+       const char *owner, int nextra, const char *const *extra,
+       const char *what, char *errstr, size_t errstr_size)
+{
+    char epoch[32];
+    const char *params[10] = {b->batch_id, owner, epoch};
+    int rows = 0, err;
+
+    snprintf(epoch, sizeof(epoch), "%" PRId64, b->epoch);
+    for (int i = 0; i < nextra; i++)
+        params[3 + i] = extra[i];
+    err =
+        db_write(db, sql, 3 + nextra, params, what, &rows, errstr, errstr_size);
+    if (err)
+        return err;
+    if (rows == 0) {
+        rl_set_err(errstr, errstr_size,
+                   "could not %s of batch %s: its lease (epoch %" PRId64
+                   ") is gone",
+                   what, b->batch_id, b->epoch);
+        return RL_ERR_STALE;
+    }
+    return 0;
+}
+
+int
+rl_db_batch_step(struct rl_db *db, const struct rl_batch *b, const char *owner,
+                 enum rl_batch_step step, const char *arg, int64_t ms,
+                 char *errstr, size_t errstr_size)
+{
+    char msbuf[32];
+    const char *extra[2] = {arg, msbuf};
+
+    if ((size_t)step >= sizeof(batch_steps) / sizeof(batch_steps[0])) {
+        rl_set_err(errstr, errstr_size, "unknown batch step %d", (int)step);
+        return RL_ERR_INVALID;
+    }
+    snprintf(msbuf, sizeof(msbuf), "%" PRId64, ms);
+    return fenced(db, batch_steps[step], b, owner, 2, extra, "write the step",
+                  errstr, errstr_size);
+}
+
+int
+rl_db_batch_write_requests(struct rl_db *db, const struct rl_batch *b, FILE *f,
+                           int64_t *bytes, char *errstr, size_t errstr_size)
+{
+    char after_run[96] = "", after_attempt[16] = "0";
+    const char *params[3] = {b->batch_id, after_run, after_attempt};
+    int64_t total = 0;
+
+    for (;;) {
+        int err = 0, rows;
+        PGresult *res =
+            db_exec_simple(db, batch_requests_page, 3, params, &err, errstr,
+                           errstr_size, "read the batch's requests");
+
+        if (!res)
+            return err;
+        rows = PQntuples(res);
+        for (int row = 0; row < rows; row++) {
+            int w = fprintf(f,
+                            "{\"custom_id\":\"%s:%s\",\"method\":\"POST\","
+                            "\"url\":\"%s\",\"body\":%s}\n",
+                            PQgetvalue(res, row, 0), PQgetvalue(res, row, 1),
+                            b->endpoint, PQgetvalue(res, row, 2));
+
+            if (w < 0) {
+                PQclear(res);
+                rl_set_err(errstr, errstr_size,
+                           "could not write the batch's request file");
+                return RL_ERR_IO;
+            }
+            total += w;
+        }
+        if (rows > 0) {
+            db_copy_value(res, rows - 1, 0, after_run, sizeof(after_run));
+            db_copy_value(res, rows - 1, 1, after_attempt,
+                          sizeof(after_attempt));
+        }
+        PQclear(res);
+        if (rows < 256)
+            break;
+    }
+    if (fflush(f) != 0) {
+        rl_set_err(errstr, errstr_size,
+                   "could not write the batch's request file");
+        return RL_ERR_IO;
+    }
+    *bytes = total;
+    return 0;
+}
+
+static int
+copy_run(const PGresult *res, int row, struct rl_batch_run *r)
+{
+    int oom = 0;
+
+    memset(r, 0, sizeof(*r));
+    db_copy_value(res, row, 0, r->run_id, sizeof(r->run_id));
+    r->attempt_no = (int)db_int_value(res, row, 1, 0);
+    r->lease_epoch = db_int_value(res, row, 2, 0);
+    db_copy_value(res, row, 3, r->state, sizeof(r->state));
+    db_copy_value(res, row, 4, r->on_expiry, sizeof(r->on_expiry));
+    r->request_json = db_dup_value(res, row, 5, &oom);
+    return oom ? RL_ERR_NOMEM : 0;
+}
+
+int
+rl_db_batch_run(struct rl_db *db, const char *batch_id, const char *run_id,
+                int attempt_no, struct rl_batch_run *r, char *errstr,
+                size_t errstr_size)
+{
+    char attempt[16];
+    const char *params[3] = {batch_id, run_id, attempt};
+    PGresult *res;
+    int err = 0;
+
+    snprintf(attempt, sizeof(attempt), "%d", attempt_no);
+    res = db_exec_simple(db, batch_run_of, 3, params, &err, errstr, errstr_size,
+                         "read a run of the batch");
+    if (!res)
+        return err;
+    if (PQntuples(res) != 1) {
+        PQclear(res);
+        rl_set_err(errstr, errstr_size, "no run %s attempt %d in batch %s",
+                   run_id, attempt_no, batch_id);
+        return RL_ERR_NOTFOUND;
+    }
+    err = copy_run(res, 0, r);
+    PQclear(res);
+    return err;
+}
+
+int
+rl_db_batch_unanswered(struct rl_db *db, const char *batch_id,
+                       struct rl_batch_run *out, size_t max, size_t *n,
+                       char *errstr, size_t errstr_size)
+{
+    char limit[16];
+    const char *params[2] = {batch_id, limit};
+    PGresult *res;
+    int err = 0;
+
+    *n = 0;
+    snprintf(limit, sizeof(limit), "%zu", max);
+    res = db_exec_simple(db, batch_unanswered, 2, params, &err, errstr,
+                         errstr_size, "read the batch's unanswered runs");
+    if (!res)
+        return err;
+    for (int row = 0; row < PQntuples(res) && *n < max; row++) {
+        if (copy_run(res, row, &out[*n]) != 0) {
+            free(out[*n].request_json);
+            err = RL_ERR_NOMEM;
+            break;
+        }
+        (*n)++;
+    }
+    PQclear(res);
+    return err;
+}
+
+int
+rl_db_batch_run_state(struct rl_db *db, const char *batch_id,
+                      const char *run_id, int attempt_no, const char *state,
+                      char *errstr, size_t errstr_size)
+{
+    char attempt[16];
+    const char *params[4] = {batch_id, run_id, attempt, state};
+
+    snprintf(attempt, sizeof(attempt), "%d", attempt_no);
+    return db_write(db, batch_run_state, 4, params,
+                    "set the state of a batch's run", NULL, errstr,
+                    errstr_size);
+}
+
+int
+rl_db_batch_live_runs(struct rl_db *db, const char *batch_id, int *live,
+                      char *errstr, size_t errstr_size)
+{
+    const char *params[1] = {batch_id};
+    char *text = NULL;
+    int err = db_one_text(db, batch_live_runs, 1, params,
+                          "count the batch's runs", &text, errstr, errstr_size);
+
+    *live = text ? atoi(text) : 0;
+    free(text);
+    return err;
+}
+
+int
+rl_db_batch_finish(struct rl_db *db, const struct rl_batch *b,
+                   const char *owner, const char *state,
+                   const char *provider_status, const char *output_file_id,
+                   const char *error_file_id, int ok, int failed, int ignored,
+                   char *errstr, size_t errstr_size)
+{
+    char okb[16], failedb[16], ignoredb[16];
+    const char *extra[7] = {
+        state, provider_status, output_file_id, error_file_id,
+        okb,   failedb,         ignoredb};
+
+    snprintf(okb, sizeof(okb), "%d", ok);
+    snprintf(failedb, sizeof(failedb), "%d", failed);
+    snprintf(ignoredb, sizeof(ignoredb), "%d", ignored);
+    return fenced(db, batch_finish, b, owner, 7, extra, "finish", errstr,
+                  errstr_size);
+}

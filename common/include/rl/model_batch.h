@@ -1,0 +1,96 @@
+#ifndef RL_MODEL_BATCH_H
+#define RL_MODEL_BATCH_H
+
+/* The provider's batch API (OpenAI's /files and /batches, as Azure OpenAI
+ * and the vLLM- and LiteLLM-based gateways serve it), for the batcher
+ * (consumer/ledger/batch.c): synchronous calls on the calling thread, with
+ * the model client's base URL, key, auth header, query and extra headers
+ * (struct rl_model_config). Errors never hold the key nor a header's
+ * value. One client per thread. Return codes: RL_OK; RL_ERR_HTTP when the
+ * provider answered with an error (nothing was made); RL_ERR_IO when no
+ * answer arrived (a create or upload may have been made anyway);
+ * RL_ERR_NOTFOUND where said; RL_ERR_NOMEM. @locality one thread */
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "rl/model.h"
+
+struct rl_model_batches;
+
+/* A client for cfg (copied). Returns it (rl_model_batches_destroy) or
+ * NULL with errstr set. */
+struct rl_model_batches *rl_model_batches_new(const struct rl_model_config *cfg,
+                                              char *errstr, size_t errstr_size);
+
+/* Frees mb (NULL accepted); the key's copy is wiped. */
+void rl_model_batches_destroy(struct rl_model_batches *mb);
+
+/* POST /files (multipart/form-data, purpose "batch") of the JSON lines
+ * in jsonl (read from its current position to its end) named filename;
+ * the provider's file id into file_id. */
+int rl_model_batches_upload(struct rl_model_batches *mb, FILE *jsonl,
+                            const char *filename, char *file_id,
+                            size_t file_id_size, char *errstr,
+                            size_t errstr_size);
+
+/* The newest file of purpose "batch" named filename (GET /files, every
+ * page) into file_id; RL_ERR_NOTFOUND when there is none. */
+int rl_model_batches_find_file(struct rl_model_batches *mb,
+                               const char *filename, char *file_id,
+                               size_t file_id_size, char *errstr,
+                               size_t errstr_size);
+
+/* POST /batches: input_file_id, endpoint (e.g. "/v1/chat/completions"),
+ * completion_window, and metadata {"runledger_batch": local_id}; the
+ * provider's batch id into batch_id. fault (NULL: none) is sent as
+ * X-Stub-Fault, for the fault tests' stub. */
+int rl_model_batches_create(struct rl_model_batches *mb,
+                            const char *input_file_id, const char *endpoint,
+                            const char *completion_window, const char *local_id,
+                            const char *fault, char *batch_id,
+                            size_t batch_id_size, char *errstr,
+                            size_t errstr_size);
+
+/* The batch whose metadata names local_id (GET /batches, every page) into
+ * batch_id; RL_ERR_NOTFOUND when none does. */
+int rl_model_batches_find(struct rl_model_batches *mb, const char *local_id,
+                          char *batch_id, size_t batch_id_size, char *errstr,
+                          size_t errstr_size);
+
+/* What GET /batches/{id} says. */
+struct rl_model_batch_state {
+    char status[32];          /* validating, in_progress, finalizing, completed,
+                                 failed, expired, cancelling, cancelled */
+    char output_file_id[128]; /* "" when none */
+    char error_file_id[128];  /* "" when none */
+};
+
+/* GET /batches/{batch_id} into *st. */
+int rl_model_batches_get(struct rl_model_batches *mb, const char *batch_id,
+                         struct rl_model_batch_state *st, char *errstr,
+                         size_t errstr_size);
+
+/* POST /batches/{batch_id}/cancel. */
+int rl_model_batches_cancel(struct rl_model_batches *mb, const char *batch_id,
+                            char *errstr, size_t errstr_size);
+
+/* GET /files/{file_id}/content, line by line as it arrives: on_line gets
+ * each line (NUL-terminated, without its newline; borrowed for the call)
+ * and returns 0 to go on, anything else to stop (returned as RL_ERR_IO
+ * with errstr "stopped"). At most max_line bytes are held (a longer line
+ * ends the read with RL_ERR_INVALID), whatever the file's size. */
+int rl_model_batches_read(struct rl_model_batches *mb, const char *file_id,
+                          size_t max_line,
+                          int (*on_line)(char *line, size_t len, void *arg),
+                          void *arg, char *errstr, size_t errstr_size);
+
+/* Reads one line's answer (the JSON text of its response "body", as a
+ * live call of api would have got it) into call as a live call's result:
+ * outcome RL_MODEL_OK with text or tool calls, or RL_MODEL_INVALID_OUTPUT;
+ * usage, model and id either way. Release with rl_model_call_clear(). */
+void rl_model_batches_answer(const struct rl_model_batches *mb,
+                             const char *body, size_t len,
+                             enum rl_model_api api, struct rl_model_call *call);
+
+#endif /* RL_MODEL_BATCH_H */

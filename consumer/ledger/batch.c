@@ -1,0 +1,803 @@
+/* Batch mode (docs/batch.md): the hand-off of a batch-mode run's recorded
+ * dispatch to the batcher (on the ledger thread), and the batcher thread:
+ * intents formed in the ledger before any upload, the request file
+ * uploaded, the batch created with its local id in metadata, an
+ * unanswered create looked up at the provider before another, polls with
+ * backoff, and every line of the output and error files turned into the
+ * run's one durable state through the same guarded completion as a live
+ * answer. Every batch step is written under the batch's lease (owner,
+ * epoch); every run write under the run's (RL_BATCH_OWNER, its epoch).
+ * @locality ledger thread (ledger_batch_*), batcher thread (the rest) */
+#include <cjson/cJSON.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ledger_int.h"
+#include "rl/approval.h"
+#include "rl/clock.h"
+#include "rl/db_batch.h"
+#include "rl/db_complete.h"
+#include "rl/db_dispatch.h"
+#include "rl/db_lease.h"
+#include "rl/err.h"
+#include "rl/failpoint.h"
+#include "rl/log.h"
+#include "rl/model.h"
+#include "rl/model_batch.h"
+
+/* How often the ledger rereads which jobs are in batch mode. */
+#define MODES_REFRESH_MS 2000
+/* The batcher's turn: forming intents and taking due batches. */
+#define TICK_MS 250
+/* Batches taken per turn. */
+#define TAKE_MAX 4
+/* The longest wait between two polls of a batch. */
+#define POLL_MAX_MS 600000
+/* A line of an output file held at most. */
+#define LINE_MAX_BYTES ((size_t)16 * 1024 * 1024)
+/* A failed step is tried again after this long. */
+#define RETRY_STEP_MS 2000
+
+struct ledger_batch {
+    const struct rl_config *cfg;
+    char *modes;       /* "job\ttenant" lines; ledger thread */
+    int64_t modes_due; /* next reread (monotonic ms); ledger thread */
+    pthread_t thread;
+    int started;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    int stop;         /* @locks lock */
+    struct rl_db *db; /* batcher thread */
+    struct rl_model_batches *mb;
+};
+
+/* ---- the hand-off (ledger thread) ------------------------------------- */
+
+/* Whether item's job (and tenant) is in batch mode, as last read. */
+static int
+in_batch_mode(struct ledger *lg, const struct rl_item *item)
+{
+    struct ledger_batch *bt = lg->batch;
+    size_t jl, tl;
+    const char *p;
+
+    if (!bt || !item->job || !item->tenant)
+        return 0;
+    if (lg->db && rl_clock_ms() >= bt->modes_due) {
+        char errstr[512], *text = NULL;
+
+        if (rl_db_batch_modes(lg->db, &text, errstr, sizeof(errstr)) == 0) {
+            free(bt->modes);
+            bt->modes = text;
+        }
+        bt->modes_due = rl_clock_ms() + MODES_REFRESH_MS;
+    }
+    if (!bt->modes || !*bt->modes)
+        return 0;
+    jl = strlen(item->job);
+    tl = strlen(item->tenant);
+    for (p = bt->modes; p && *p;) {
+        const char *end = strchr(p, '\n');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+
+        if (len > jl && strncmp(p, item->job, jl) == 0 && p[jl] == '\t' &&
+            (len == jl + 1 || (len == jl + 1 + tl &&
+                               strncmp(p + jl + 1, item->tenant, tl) == 0)))
+            return 1;
+        p = end ? end + 1 : NULL;
+    }
+    return 0;
+}
+
+/* The body of item's request line, its endpoint and model; NULL when it
+ * cannot be built (the live path then fails it as it would). */
+static char *
+line_body(struct ledger *lg, const struct rl_item *item, const char **endpoint,
+          char *model, size_t model_size)
+{
+    char errstr[512];
+    char *chat = rl_model_build_body(item->request_json, item->raw_input,
+                                     errstr, sizeof(errstr));
+    const struct rl_model_body_opts opts = {
+        .api = (enum rl_model_api)lg->cfg->model_api,
+        .api_by_model = lg->cfg->model_api_by_model,
+        .run_id = item->run_id,
+        .attempt_no = item->attempt_no,
+    };
+    enum rl_model_api api = RL_MODEL_API_CHAT;
+    char *body;
+    cJSON *root;
+    const cJSON *m;
+
+    if (!chat)
+        return NULL;
+    body = rl_model_body_prepare(chat, &opts, &api, errstr, sizeof(errstr));
+    free(chat);
+    if (!body)
+        return NULL;
+    root = cJSON_Parse(body);
+    m = cJSON_GetObjectItemCaseSensitive(root, "model");
+    snprintf(model, model_size, "%s", cJSON_IsString(m) ? m->valuestring : "");
+    cJSON_Delete(root);
+    *endpoint = api == RL_MODEL_API_RESPONSES ? "/v1/responses"
+                                              : "/v1/chat/completions";
+    return body;
+}
+
+size_t
+ledger_batch_take_over(struct ledger *lg, struct rl_item **items, size_t n)
+{
+    struct rl_batch_park_req reqs[RL_PIPELINE_BATCH_MAX];
+    enum rl_batch_park_status status[RL_PIPELINE_BATCH_MAX];
+    struct rl_item *mine[RL_PIPELINE_BATCH_MAX];
+    char *bodies[RL_PIPELINE_BATCH_MAX];
+    char models[RL_PIPELINE_BATCH_MAX][256];
+    char errstr[512];
+    size_t live = 0, m = 0;
+    int err;
+
+    for (size_t i = 0; i < n; i++) {
+        const char *endpoint = NULL;
+        char *body = NULL;
+
+        /* Approval-required runs propose their answer: they stay live. */
+        if (m < RL_PIPELINE_BATCH_MAX && in_batch_mode(lg, items[i]) &&
+            rl_approval_required(items[i]->request_json) == 0)
+            body = line_body(lg, items[i], &endpoint, models[m],
+                             sizeof(models[m]));
+        if (!body) {
+            items[live++] = items[i];
+            continue;
+        }
+        mine[m] = items[i];
+        bodies[m] = body;
+        reqs[m] = (struct rl_batch_park_req){
+            .run_id = items[i]->run_id,
+            .lease_epoch = items[i]->lease_epoch,
+            .attempt_no = items[i]->attempt_no,
+            .endpoint = endpoint,
+            .model = models[m],
+            .body = body,
+        };
+        m++;
+    }
+    if (m == 0)
+        return live;
+    err = rl_db_batch_park(lg->db, lg->cfg->worker_id, reqs, m, status, errstr,
+                           sizeof(errstr));
+    for (size_t i = 0; i < m; i++) {
+        struct rl_item *item = mine[i];
+        struct rl_log_ctx ctx;
+
+        free(bodies[i]);
+        ledger_log_ctx(item, &ctx);
+        if (err) {
+            char dberr[512];
+
+            /* Recorded, never sent: say so, or the next claimer would
+             * count it as an ambiguous attempt. */
+            rl_db_record_outcome(lg->db, item->run_id,
+                                 &(struct rl_attempt_outcome){
+                                     .outcome = "not_sent",
+                                     .call = {.attempt_no = item->attempt_no},
+                                     .error = "could not hand to the batcher"},
+                                 dberr, sizeof(dberr));
+            ledger_retry_later(lg, item, 0, "batch", errstr);
+        } else if (status[i] == RL_BATCH_PARKED) {
+            /* The batcher holds its lease now: done for this worker and
+             * for Kafka (the ledger has it). */
+            rl_log_debug(&ctx, "waiting for a batch");
+            item->trace_outcome = "batched";
+            ledger_finish(lg, item);
+        } else if (status[i] == RL_BATCH_LOST) {
+            atomic_fetch_add(&lg->pl->counters.lease_lost, 1);
+            ledger_finish(lg, item);
+        } else {
+            items[live++] = item;
+        }
+    }
+    return live;
+}
+
+/* ---- the batcher thread ----------------------------------------------- */
+
+static void
+blog(const struct rl_batch *b, enum rl_log_level level, const char *prefix,
+     const char *msg)
+{
+    if (level == RL_LOG_WARN)
+        rl_log_warn(NULL, "batch %s (provider %s): %s%s", b->batch_id,
+                    *b->provider_batch_id ? b->provider_batch_id : "-", prefix,
+                    msg);
+    else
+        rl_log_info(NULL, "batch %s (provider %s): %s%s", b->batch_id,
+                    *b->provider_batch_id ? b->provider_batch_id : "-", prefix,
+                    msg);
+}
+
+static int64_t
+lease_ms(const struct ledger_batch *bt)
+{
+    return (int64_t)bt->cfg->batch_lease_seconds * 1000;
+}
+
+/* A step's failure: the batch is released for a later try, unless its
+ * lease is gone already. */
+static void
+step_failed(struct ledger_batch *bt, const struct rl_batch *b, int err,
+            const char *why)
+{
+    char errstr[512];
+
+    if (err == RL_ERR_STALE)
+        return;
+    blog(b, RL_LOG_WARN, "", why);
+    rl_db_batch_step(bt->db, b, bt->cfg->worker_id, RL_BATCH_STEP_RELEASE, why,
+                     RETRY_STEP_MS, errstr, sizeof(errstr));
+}
+
+/* The request file uploaded (or, after an upload that got no answer,
+ * the one the provider holds adopted). Returns 0 when b has its file. */
+static int
+upload(struct ledger_batch *bt, struct rl_batch *b)
+{
+    char errstr[512], filename[96], why[600];
+    int64_t bytes = 0;
+    FILE *f;
+    int err;
+
+    snprintf(filename, sizeof(filename), "%s.jsonl", b->batch_id);
+    if (b->upload_tries > 0 &&
+        rl_model_batches_find_file(bt->mb, filename, b->input_file_id,
+                                   sizeof(b->input_file_id), errstr,
+                                   sizeof(errstr)) == RL_OK) {
+        err = rl_db_batch_step(bt->db, b, bt->cfg->worker_id,
+                               RL_BATCH_STEP_UPLOADED, b->input_file_id,
+                               lease_ms(bt), errstr, sizeof(errstr));
+        if (err)
+            step_failed(bt, b, err, errstr);
+        return err;
+    }
+    err = rl_db_batch_step(bt->db, b, bt->cfg->worker_id, RL_BATCH_STEP_UPLOAD,
+                           "uploading", lease_ms(bt), errstr, sizeof(errstr));
+    if (err) {
+        step_failed(bt, b, err, errstr);
+        return err;
+    }
+    /* On disk, not in memory: a file may be 200 MB. */
+    f = tmpfile();
+    if (!f) {
+        step_failed(bt, b, RL_ERR_IO, "could not create a temporary file");
+        return RL_ERR_IO;
+    }
+    err = rl_db_batch_write_requests(bt->db, b, f, &bytes, errstr,
+                                     sizeof(errstr));
+    if (!err) {
+        rewind(f);
+        err = rl_model_batches_upload(bt->mb, f, filename, b->input_file_id,
+                                      sizeof(b->input_file_id), errstr,
+                                      sizeof(errstr));
+    }
+    fclose(f);
+    if (!err) {
+        rl_failpoint("batch_after_upload");
+        err = rl_db_batch_step(bt->db, b, bt->cfg->worker_id,
+                               RL_BATCH_STEP_UPLOADED, b->input_file_id,
+                               lease_ms(bt), errstr, sizeof(errstr));
+    }
+    if (err) {
+        snprintf(why, sizeof(why), "upload: %s", errstr);
+        step_failed(bt, b, err, why);
+        return err;
+    }
+    snprintf(why, sizeof(why), "uploaded %d runs, %lld bytes, file %s", b->runs,
+             (long long)bytes, b->input_file_id);
+    blog(b, RL_LOG_INFO, "", why);
+    return 0;
+}
+
+/* An intent: uploaded, then created once. A create that may have been
+ * made is looked up by its local id first, for the settle period. */
+static void
+submit(struct ledger_batch *bt, struct rl_batch *b)
+{
+    char errstr[512], why[600];
+    int err;
+
+    if (!*b->input_file_id && upload(bt, b) != 0)
+        return;
+    if (b->create_tries > 0) {
+        err = rl_model_batches_find(bt->mb, b->batch_id, b->provider_batch_id,
+                                    sizeof(b->provider_batch_id), errstr,
+                                    sizeof(errstr));
+        if (err == RL_OK) {
+            blog(b, RL_LOG_INFO, "", "adopted: the provider holds it");
+            err = rl_db_batch_step(bt->db, b, bt->cfg->worker_id,
+                                   RL_BATCH_STEP_SUBMITTED,
+                                   b->provider_batch_id, bt->cfg->batch_poll_ms,
+                                   errstr, sizeof(errstr));
+            if (err)
+                step_failed(bt, b, err, errstr);
+            return;
+        }
+        if (err != RL_ERR_NOTFOUND) {
+            snprintf(why, sizeof(why), "lookup: %s", errstr);
+            step_failed(bt, b, err, why);
+            return;
+        }
+        if (b->lookup_ms < 0 || b->lookup_ms < bt->cfg->batch_settle_ms) {
+            /* The provider's list is eventually consistent: not found yet
+             * is not "not made". */
+            int64_t next = bt->cfg->batch_settle_ms / 5;
+
+            rl_db_batch_step(bt->db, b, bt->cfg->worker_id,
+                             RL_BATCH_STEP_LOOKUP, "not found yet",
+                             next < 100 ? 100 : next, errstr, sizeof(errstr));
+            return;
+        }
+        blog(b, RL_LOG_WARN, "",
+             "not found at the provider after the settle period: created "
+             "again");
+    }
+    err = rl_db_batch_step(bt->db, b, bt->cfg->worker_id, RL_BATCH_STEP_CREATE,
+                           "creating", lease_ms(bt), errstr, sizeof(errstr));
+    if (err) {
+        step_failed(bt, b, err, errstr);
+        return;
+    }
+    err = rl_model_batches_create(
+        bt->mb, b->input_file_id, b->endpoint, b->completion_window,
+        b->batch_id,
+        rl_failpoint("batch_create_drop_reply") ? "drop_reply" : NULL,
+        b->provider_batch_id, sizeof(b->provider_batch_id), errstr,
+        sizeof(errstr));
+    if (err == RL_OK) {
+        rl_failpoint("batch_after_create");
+        err = rl_db_batch_step(bt->db, b, bt->cfg->worker_id,
+                               RL_BATCH_STEP_SUBMITTED, b->provider_batch_id,
+                               bt->cfg->batch_poll_ms, errstr, sizeof(errstr));
+        if (err)
+            step_failed(bt, b, err, errstr);
+        else
+            blog(b, RL_LOG_INFO, "", "created");
+        return;
+    }
+    /* No answer, or refused: the next turn looks it up before any other
+     * create. */
+    snprintf(why, sizeof(why), "create: %s", errstr);
+    blog(b, RL_LOG_WARN, "", why);
+    rl_db_batch_step(bt->db, b, bt->cfg->worker_id, RL_BATCH_STEP_LOOKUP, why,
+                     200, errstr, sizeof(errstr));
+}
+
+/* What the lines of a finished batch came to. */
+struct lines {
+    struct ledger_batch *bt;
+    struct rl_batch *b;
+    int ok, failed, ignored;
+    int db_failed;
+};
+
+/* The channels of a run's effective request {"notify": [...]}. */
+static size_t
+channels_of(const char *request_json, const char **out, size_t max,
+            cJSON **root)
+{
+    const cJSON *notify, *ch;
+    size_t n = 0;
+
+    *root = cJSON_Parse(request_json ? request_json : "");
+    notify = cJSON_GetObjectItemCaseSensitive(*root, "notify");
+    cJSON_ArrayForEach(ch, notify)
+    {
+        if (n < max && cJSON_IsString(ch))
+            out[n++] = ch->valuestring;
+    }
+    return n;
+}
+
+/* A line (or a run no line named) that brought no answer: the attempt's
+ * outcome, then the run's policy: a refusal (4xx) or on_expiry "fail"
+ * fails it; otherwise it is pending again, for the next batch
+ * ("rebatch") or a live call ("live"), one attempt spent. */
+static int
+line_failed(struct lines *ls, struct rl_batch_run *r, const char *outcome,
+            int permanent, const char *error_class, const char *detail)
+{
+    struct ledger_batch *bt = ls->bt;
+    const struct rl_lease lease = {
+        .run_id = r->run_id, .worker = RL_BATCH_OWNER, .epoch = r->lease_epoch};
+    const char *state;
+    char errstr[512];
+    int err;
+
+    err = rl_db_record_outcome(
+        bt->db, r->run_id,
+        &(struct rl_attempt_outcome){.outcome = outcome,
+                                     .call = {.attempt_no = r->attempt_no},
+                                     .error = detail},
+        errstr, sizeof(errstr));
+    if (err == RL_ERR_DB)
+        return err;
+    if (permanent || strcmp(r->on_expiry, "fail") == 0) {
+        err = rl_db_fail(bt->db, &lease, RL_RUN_FAILED, error_class, detail,
+                         errstr, sizeof(errstr));
+        state = "failed";
+    } else {
+        err = rl_db_release(bt->db, &lease, 0, error_class, detail, errstr,
+                            sizeof(errstr));
+        state = strcmp(r->on_expiry, "live") == 0 ? "go_live" : "retried";
+    }
+    if (err == RL_ERR_DB)
+        return err;
+    if (err) {
+        /* Cancelled (or finished) meanwhile: nothing to retry. */
+        state = "ignored";
+        ls->ignored++;
+    } else {
+        ls->failed++;
+    }
+    return rl_db_batch_run_state(bt->db, ls->b->batch_id, r->run_id,
+                                 r->attempt_no, state, errstr, sizeof(errstr));
+}
+
+/* One answered line: completed as a live answer is, under the run's
+ * lease; refused (cancelled, completed before) it is counted ignored. */
+static int
+line_answered(struct lines *ls, struct rl_batch_run *r, const cJSON *body)
+{
+    struct ledger_batch *bt = ls->bt;
+    struct rl_model_call call;
+    struct rl_complete_res res;
+    const char *channels[16];
+    cJSON *req_root = NULL;
+    char *text = cJSON_PrintUnformatted(body), *output = NULL, errstr[512];
+    enum rl_model_api api = strcmp(ls->b->endpoint, "/v1/responses") == 0
+                                ? RL_MODEL_API_RESPONSES
+                                : RL_MODEL_API_CHAT;
+    int err;
+
+    if (!text)
+        return RL_ERR_NOMEM;
+    memset(&call, 0, sizeof(call));
+    rl_model_batches_answer(bt->mb, text, strlen(text), api, &call);
+    cJSON_free(text);
+    if (call.outcome != RL_MODEL_OK) {
+        err = line_failed(ls, r, "invalid_output", 0, "invalid_output",
+                          call.error);
+        rl_model_call_clear(&call);
+        return err;
+    }
+    output = rl_model_output_json(&call);
+    if (!output) {
+        rl_model_call_clear(&call);
+        return RL_ERR_NOMEM;
+    }
+    {
+        struct rl_complete_req req = {
+            .run_id = r->run_id,
+            .lease_epoch = r->lease_epoch,
+            .output_json = output,
+            .oc = {.attempt_no = r->attempt_no,
+                   .http_status = 200,
+                   .upstream_request_id = call.upstream_request_id,
+                   .prompt_tokens = call.prompt_tokens,
+                   .completion_tokens = call.completion_tokens,
+                   .cached_tokens = call.cached_tokens,
+                   .latency_ms = -1},
+        };
+
+        req.n_channels = channels_of(r->request_json, channels, 16, &req_root);
+        req.channels = channels;
+        memset(&res, 0, sizeof(res));
+        err = rl_db_complete_runs(bt->db, &req, 1, RL_BATCH_OWNER, &res, errstr,
+                                  sizeof(errstr));
+    }
+    cJSON_Delete(req_root);
+    free(output);
+    rl_model_call_clear(&call);
+    if (err)
+        return err;
+    if (res.completed)
+        ls->ok++;
+    else
+        ls->ignored++;
+    return rl_db_batch_run_state(
+        bt->db, ls->b->batch_id, r->run_id, r->attempt_no,
+        res.completed ? "completed" : "ignored", errstr, sizeof(errstr));
+}
+
+/* One line of an output or error file. */
+static int
+on_line(char *line, size_t len, void *arg)
+{
+    struct lines *ls = arg;
+    struct rl_batch_run r;
+    cJSON *root = cJSON_ParseWithLength(line, len);
+    const cJSON *cid = cJSON_GetObjectItemCaseSensitive(root, "custom_id");
+    const cJSON *resp = cJSON_GetObjectItemCaseSensitive(root, "response");
+    const cJSON *status = cJSON_GetObjectItemCaseSensitive(resp, "status_code");
+    const cJSON *body = cJSON_GetObjectItemCaseSensitive(resp, "body");
+    const cJSON *error = cJSON_GetObjectItemCaseSensitive(root, "error");
+    char run_id[96], errstr[512], detail[256];
+    const char *colon;
+    int attempt, err = 0;
+
+    if (!cJSON_IsString(cid) || !(colon = strrchr(cid->valuestring, ':')) ||
+        (size_t)(colon - cid->valuestring) >= sizeof(run_id)) {
+        ls->ignored++;
+        goto done;
+    }
+    memcpy(run_id, cid->valuestring, (size_t)(colon - cid->valuestring));
+    run_id[colon - cid->valuestring] = '\0';
+    attempt = atoi(colon + 1);
+    err = rl_db_batch_run(ls->bt->db, ls->b->batch_id, run_id, attempt, &r,
+                          errstr, sizeof(errstr));
+    if (err == RL_ERR_NOTFOUND) {
+        ls->ignored++;
+        err = 0;
+        goto done;
+    }
+    if (err)
+        goto done;
+    if (strcmp(r.state, "in_batch") != 0) {
+        /* Handled by an earlier read of this file. */
+        free(r.request_json);
+        goto done;
+    }
+    if (cJSON_IsNumber(status) && status->valueint == 200 &&
+        cJSON_IsObject(body)) {
+        err = line_answered(ls, &r, body);
+    } else {
+        int code = cJSON_IsNumber(status) ? status->valueint : 0;
+        const cJSON *ecode = cJSON_GetObjectItemCaseSensitive(error, "code");
+        int permanent = code >= 400 && code < 500 && code != 408 && code != 429;
+
+        snprintf(detail, sizeof(detail), "batch line: %s %d",
+                 cJSON_IsString(ecode) ? ecode->valuestring : "status", code);
+        err = line_failed(ls, &r, permanent ? "permanent" : "transient",
+                          permanent,
+                          cJSON_IsString(ecode) && strcmp(ecode->valuestring,
+                                                          "batch_expired") == 0
+                              ? "batch_expired"
+                              : "batch_line",
+                          detail);
+    }
+    free(r.request_json);
+done:
+    cJSON_Delete(root);
+    if (err)
+        ls->db_failed = 1;
+    return err ? 1 : 0;
+}
+
+/* A finished batch: every line read, the runs no line named retried per
+ * their policy, the batch closed. */
+static void
+finish(struct ledger_batch *bt, struct rl_batch *b,
+       const struct rl_model_batch_state *st)
+{
+    struct lines ls = {.bt = bt, .b = b};
+    struct rl_batch_run left[64];
+    char errstr[512], why[600];
+    size_t n;
+    int err = 0;
+
+    if (*st->output_file_id)
+        err = rl_model_batches_read(bt->mb, st->output_file_id, LINE_MAX_BYTES,
+                                    on_line, &ls, errstr, sizeof(errstr));
+    if (!err && *st->error_file_id)
+        err = rl_model_batches_read(bt->mb, st->error_file_id, LINE_MAX_BYTES,
+                                    on_line, &ls, errstr, sizeof(errstr));
+    while (!err) {
+        err = rl_db_batch_unanswered(bt->db, b->batch_id, left, 64, &n, errstr,
+                                     sizeof(errstr));
+        if (err || n == 0)
+            break;
+        for (size_t i = 0; i < n; i++) {
+            if (!err) {
+                snprintf(why, sizeof(why),
+                         "the batch ended %s with no line "
+                         "for this run",
+                         st->status);
+                err = line_failed(&ls, &left[i], "transient", 0,
+                                  strcmp(st->status, "expired") == 0
+                                      ? "batch_expired"
+                                      : "batch_failed",
+                                  why);
+                if (err)
+                    snprintf(errstr, sizeof(errstr),
+                             "could not retry a run of the batch");
+            }
+            free(left[i].request_json);
+        }
+    }
+    if (err) {
+        snprintf(why, sizeof(why), "reading the results: %s", errstr);
+        step_failed(bt, b, err, why);
+        return;
+    }
+    err = rl_db_batch_finish(
+        bt->db, b, bt->cfg->worker_id,
+        strcmp(st->status, "completed") == 0   ? "completed"
+        : strcmp(st->status, "expired") == 0   ? "expired"
+        : strcmp(st->status, "cancelled") == 0 ? "cancelled"
+                                               : "failed",
+        st->status, st->output_file_id, st->error_file_id, ls.ok, ls.failed,
+        ls.ignored, errstr, sizeof(errstr));
+    snprintf(why, sizeof(why),
+             "%s: %d answers stored, %d lines failed, %d "
+             "ignored",
+             st->status, ls.ok, ls.failed, ls.ignored);
+    blog(b, RL_LOG_INFO, "", why);
+}
+
+/* A submitted batch whose poll is due. */
+static void
+poll_batch(struct ledger_batch *bt, struct rl_batch *b)
+{
+    struct rl_model_batch_state st;
+    char errstr[512];
+    int64_t wait = bt->cfg->batch_poll_ms;
+    int live = 1, err;
+
+    for (int i = 0; i < b->polls && i < 12 && wait < POLL_MAX_MS; i++)
+        wait *= 2;
+    if (wait > POLL_MAX_MS)
+        wait = POLL_MAX_MS;
+    err = rl_model_batches_get(bt->mb, b->provider_batch_id, &st, errstr,
+                               sizeof(errstr));
+    if (err) {
+        blog(b, RL_LOG_WARN, "poll: ", errstr);
+        rl_db_batch_step(bt->db, b, bt->cfg->worker_id, RL_BATCH_STEP_POLL,
+                         "poll failed", wait, errstr, sizeof(errstr));
+        return;
+    }
+    if (strcmp(st.status, "completed") == 0 ||
+        strcmp(st.status, "failed") == 0 || strcmp(st.status, "expired") == 0 ||
+        strcmp(st.status, "cancelled") == 0) {
+        finish(bt, b, &st);
+        return;
+    }
+    /* Every run of it cancelled: nobody wants its answers. */
+    if (strcmp(st.status, "cancelling") != 0 &&
+        rl_db_batch_live_runs(bt->db, b->batch_id, &live, errstr,
+                              sizeof(errstr)) == 0 &&
+        live == 0) {
+        if (rl_model_batches_cancel(bt->mb, b->provider_batch_id, errstr,
+                                    sizeof(errstr)) == RL_OK)
+            blog(b, RL_LOG_INFO, "",
+                 "every run cancelled: cancelled at the provider");
+        else
+            blog(b, RL_LOG_WARN, "cancel: ", errstr);
+        wait = bt->cfg->batch_poll_ms;
+    }
+    rl_db_batch_step(bt->db, b, bt->cfg->worker_id, RL_BATCH_STEP_POLL,
+                     st.status, wait, errstr, sizeof(errstr));
+}
+
+/* One turn: intents formed, due batches moved on. Returns 0, or -1 when
+ * the connection is to be dropped. */
+static int
+turn(struct ledger_batch *bt)
+{
+    struct rl_batch bs[TAKE_MAX];
+    char errstr[512];
+    size_t n = 0;
+    int formed = 0;
+
+    if (rl_db_batch_form(bt->db, TAKE_MAX, &formed, errstr, sizeof(errstr)) ||
+        rl_db_batch_take(bt->db, bt->cfg->worker_id, lease_ms(bt), bs, TAKE_MAX,
+                         &n, errstr, sizeof(errstr))) {
+        rl_log_warn(NULL, "batcher: %s", errstr);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(bs[i].state, "intent") == 0)
+            submit(bt, &bs[i]);
+        else
+            poll_batch(bt, &bs[i]);
+    }
+    return 0;
+}
+
+static void *
+batcher_main(void *arg)
+{
+    struct ledger_batch *bt = arg;
+    char errstr[512];
+
+    rl_thread_name("rl-batcher");
+    for (;;) {
+        struct timespec until;
+        int stop;
+
+        if (!bt->db)
+            bt->db = rl_db_connect_role(bt->cfg, RL_DB_ROLE_LEDGER, errstr,
+                                        sizeof(errstr));
+        if (bt->db && turn(bt) != 0) {
+            rl_db_destroy(bt->db);
+            bt->db = NULL;
+        }
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += (long)TICK_MS * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        pthread_mutex_lock(&bt->lock);
+        if (!bt->stop)
+            pthread_cond_timedwait(&bt->wake, &bt->lock, &until);
+        stop = bt->stop;
+        pthread_mutex_unlock(&bt->lock);
+        if (stop)
+            break;
+    }
+    rl_db_destroy(bt->db);
+    bt->db = NULL;
+    return NULL;
+}
+
+void
+ledger_batch_start(struct ledger *lg)
+{
+    struct ledger_batch *bt = calloc(1, sizeof(*bt));
+    struct rl_model_config mcfg;
+    char errstr[512];
+
+    if (!bt) {
+        rl_log_error(NULL, "batcher: out of memory; batch mode is off");
+        return;
+    }
+    bt->cfg = lg->cfg;
+    memset(&mcfg, 0, sizeof(mcfg));
+    mcfg.base_url = lg->cfg->model_base_url;
+    mcfg.api_key = lg->cfg->model_api_key;
+    mcfg.connect_timeout_ms = lg->cfg->model_connect_timeout_ms;
+    mcfg.timeout_ms = lg->cfg->model_timeout_ms;
+    mcfg.max_response_bytes = (size_t)lg->cfg->max_response_bytes;
+    mcfg.auth_header = lg->cfg->model_auth_header;
+    mcfg.query = lg->cfg->model_query;
+    mcfg.headers = lg->cfg->model_headers;
+    bt->mb = rl_model_batches_new(&mcfg, errstr, sizeof(errstr));
+    if (!bt->mb) {
+        rl_log_error(NULL, "batcher: %s; batch mode is off", errstr);
+        free(bt);
+        return;
+    }
+    pthread_mutex_init(&bt->lock, NULL);
+    pthread_cond_init(&bt->wake, NULL);
+    if (pthread_create(&bt->thread, NULL, batcher_main, bt) == 0)
+        bt->started = 1;
+    else
+        rl_log_error(NULL, "batcher: could not start its thread; batches "
+                           "wait for another worker");
+    lg->batch = bt;
+}
+
+void
+ledger_batch_stop(struct ledger *lg)
+{
+    struct ledger_batch *bt = lg->batch;
+
+    if (!bt)
+        return;
+    if (bt->started) {
+        pthread_mutex_lock(&bt->lock);
+        bt->stop = 1;
+        pthread_cond_signal(&bt->wake);
+        pthread_mutex_unlock(&bt->lock);
+        pthread_join(bt->thread, NULL);
+    }
+    pthread_cond_destroy(&bt->wake);
+    pthread_mutex_destroy(&bt->lock);
+    rl_model_batches_destroy(bt->mb);
+    free(bt->modes);
+    free(bt);
+    lg->batch = NULL;
+}

@@ -1,0 +1,22 @@
+#ifndef RL_BATCH_TEST_H
+#define RL_BATCH_TEST_H
+
+/* Shared by the batch-mode tests (tests/batch/): the job put in batch
+ * mode through the CLI, the consumer started with fast batch settings. */
+
+#include "e2e.h"
+
+/* `runledger batch set --job job` with the extra arguments (NULL-
+ * terminated, e.g. "--window", "1s"); fails the test when it fails. */
+void bt_batch_set(struct e2e *t, const char *job, ...);
+
+/* Starts `runledger consume` with the fault tests' fast settings and
+ * batches polled every 200 ms, looked up over a 1 s settle period and
+ * leased for 5 s; extra NAME=value entries (NULL-terminated) win. */
+int bt_spawn(struct e2e *t, ...);
+
+/* A whole-stub figure of the test's stub's /stats, read whole (its
+ * by_key map outgrows e2e_stub_stat's buffer); -1 on error. */
+long bt_stub_stat(struct e2e *t, const char *name);
+
+#endif /* RL_BATCH_TEST_H */
