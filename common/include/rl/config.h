@@ -54,9 +54,9 @@ struct rl_config {
     int reconcile_settle_ms;         /* how long an ambiguous attempt is looked
                                         up before "not found" counts */
     int reconcile_lookup_timeout_ms; /* one lookup call's timeout */
-    int batch_poll_ms;       /* first poll of a submitted batch */
-    int batch_settle_ms;     /* lookup of an unanswered create */
-    int batch_lease_seconds; /* a worker's hold on a batch */
+    int batch_poll_ms;               /* first poll of a submitted batch */
+    int batch_settle_ms;             /* lookup of an unanswered create */
+    int batch_lease_seconds;         /* a worker's hold on a batch */
     int max_in_flight;
     int lease_seconds;
     int max_attempts;
