@@ -163,6 +163,29 @@ http_err(const struct rl_model_batches *mb, char *errstr, size_t errstr_size,
     cJSON_Delete(root);
 }
 
+/* A JSON body handed to libcurl piece by piece. No seek callback on
+ * purpose: libcurl re-sends a request whose reused connection died before
+ * any byte of the answer, and a create the provider had read would then
+ * be made twice; without a way to rewind, libcurl fails the transfer
+ * instead, and the batcher looks the batch up. */
+struct body_src {
+    const char *data;
+    size_t len, sent;
+};
+
+static size_t
+read_body(char *buf, size_t size, size_t nitems, void *arg)
+{
+    struct body_src *b = arg;
+    size_t n = size * nitems;
+
+    if (n > b->len - b->sent)
+        n = b->len - b->sent;
+    memcpy(buf, b->data + b->sent, n);
+    b->sent += n;
+    return n;
+}
+
 /* One request: method "GET" or "POST" (with json body or mime form) to
  * {base}{path}[?query&extra]; the answer's body parsed into *out when it is
  * 2xx. Returns RL_OK, RL_ERR_HTTP (an error status), RL_ERR_IO (no
@@ -176,6 +199,7 @@ request(struct rl_model_batches *mb, const char *method, const char *path,
     struct sink s = {.max = JSON_MAX};
     struct curl_slist *headers = form ? mb->upload_headers : mb->json_headers;
     struct curl_slist *fault_node = NULL;
+    struct body_src src = {json ? json : "{}", strlen(json ? json : "{}"), 0};
     char *url, fault_header[96];
     long status = 0;
     CURLcode rc;
@@ -214,7 +238,10 @@ request(struct rl_model_batches *mb, const char *method, const char *path,
                          mb->timeout_ms / 1000 + 1);
     } else if (strcmp(method, "POST") == 0) {
         curl_easy_setopt(easy, CURLOPT_POST, 1L);
-        curl_easy_setopt(easy, CURLOPT_POSTFIELDS, json ? json : "{}");
+        curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE,
+                         (curl_off_t)src.len);
+        curl_easy_setopt(easy, CURLOPT_READFUNCTION, read_body);
+        curl_easy_setopt(easy, CURLOPT_READDATA, &src);
     }
     rc = curl_easy_perform(easy);
     curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
