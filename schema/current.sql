@@ -35,6 +35,120 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION rl_batch_form(p_max_batches integer) RETURNS TABLE(o_batch_id text, o_runs integer)
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    g record;
+    r record;
+    v_id text;
+    v_runs integer;
+    v_bytes bigint;
+    v_formed integer := 0;
+BEGIN
+    FOR g IN
+        SELECT b.endpoint, b.model, min(b.window_ms) AS window_ms,
+               min(b.max_runs) AS max_runs, min(b.max_bytes) AS max_bytes,
+               min(b.completion_window) AS completion_window,
+               count(*) AS n, sum(b.bytes) AS bytes,
+               min(b.parked_at) AS oldest
+          FROM batch_runs b
+         WHERE b.state = 'waiting'
+         GROUP BY b.endpoint, b.model
+    LOOP
+        EXIT WHEN v_formed >= p_max_batches;
+        CONTINUE WHEN g.n < g.max_runs AND g.bytes < g.max_bytes
+                  AND g.oldest > clock_timestamp()
+                                 - g.window_ms * interval '1 millisecond';
+        v_id := 'rlb_' || replace(gen_random_uuid()::text, '-', '');
+        INSERT INTO batches (batch_id, endpoint, model, completion_window)
+        VALUES (v_id, g.endpoint, g.model, g.completion_window);
+        v_runs := 0;
+        v_bytes := 0;
+        FOR r IN
+            SELECT b.run_id, b.attempt_no, b.bytes
+              FROM batch_runs b
+             WHERE b.state = 'waiting' AND b.endpoint = g.endpoint
+               AND b.model = g.model
+             ORDER BY b.parked_at, b.run_id
+             LIMIT g.max_runs
+               FOR UPDATE SKIP LOCKED
+        LOOP
+            EXIT WHEN v_runs > 0 AND v_bytes + r.bytes > g.max_bytes;
+            UPDATE batch_runs
+               SET batch_id = v_id, state = 'in_batch'
+             WHERE run_id = r.run_id AND attempt_no = r.attempt_no;
+            v_runs := v_runs + 1;
+            v_bytes := v_bytes + r.bytes;
+        END LOOP;
+        IF v_runs = 0 THEN
+            DELETE FROM batches WHERE batch_id = v_id;
+            CONTINUE;
+        END IF;
+        UPDATE batches SET runs = v_runs, bytes = v_bytes
+         WHERE batch_id = v_id;
+        v_formed := v_formed + 1;
+        o_batch_id := v_id;
+        o_runs := v_runs;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+
+CREATE FUNCTION rl_batch_park(p_worker text, p_run_ids text[], p_epochs bigint[], p_attempts integer[], p_endpoints text[], p_models text[], p_bodies text[]) RETURNS TABLE(o_run_id text, o_status text)
+    LANGUAGE sql
+    AS $$
+    WITH p AS (
+        SELECT *
+          FROM unnest(p_run_ids, p_epochs, p_attempts, p_endpoints,
+                      p_models, p_bodies)
+               AS p(run_id, epoch, attempt_no, endpoint, model, body)
+    ), setting AS (
+        SELECT p.run_id, s.*
+          FROM p
+          JOIN runs r ON r.run_id = p.run_id
+          CROSS JOIN LATERAL (
+                SELECT s.window_ms, s.max_runs, s.max_bytes,
+                       s.completion_window, s.on_expiry
+                  FROM batch_settings s
+                 WHERE s.job = r.job AND s.tenant IN (r.tenant, '')
+                 ORDER BY s.tenant DESC
+                 LIMIT 1) s
+         WHERE NOT EXISTS (SELECT 1 FROM batch_runs b
+                            WHERE b.run_id = p.run_id
+                              AND b.state = 'go_live')
+    ), moved AS (
+        UPDATE runs r
+           SET lock_owner = 'runledger-batch', lock_expires_at = 'infinity'
+          FROM p JOIN setting s ON s.run_id = p.run_id
+         WHERE r.run_id = p.run_id AND r.status = 'running'
+           AND r.lock_owner = p_worker AND r.lease_epoch = p.epoch
+        RETURNING r.run_id
+    ), parked AS (
+        INSERT INTO batch_runs (run_id, attempt_no, lease_epoch, endpoint,
+                                model, body, bytes, window_ms, max_runs,
+                                max_bytes, completion_window, on_expiry)
+        SELECT p.run_id, p.attempt_no, p.epoch, p.endpoint, p.model, p.body,
+               octet_length(p.body), s.window_ms, s.max_runs, s.max_bytes,
+               s.completion_window, s.on_expiry
+          FROM moved m
+          JOIN p ON p.run_id = m.run_id
+          JOIN setting s ON s.run_id = m.run_id
+        RETURNING run_id
+    )
+    SELECT p.run_id,
+           CASE WHEN EXISTS (SELECT 1 FROM parked k WHERE k.run_id = p.run_id)
+                THEN 'parked'
+                WHEN EXISTS (SELECT 1 FROM runs r
+                              WHERE r.run_id = p.run_id
+                                AND r.status = 'running'
+                                AND r.lock_owner = p_worker
+                                AND r.lease_epoch = p.epoch)
+                THEN 'live'
+                ELSE 'lost' END
+      FROM p
+$$;
+
 CREATE FUNCTION rl_claim_due(p_worker text, p_lease_secs double precision, p_limit integer) RETURNS TABLE(ord bigint, run_id text, claim text, status text, fingerprint text, lease_epoch bigint, attempts integer, ambiguous_prior boolean, ambiguous_count integer, deadline_passed boolean, job text, tenant text, scheduled_at text, version text, request jsonb, raw_input jsonb, output jsonb, source_topic text, source_partition integer, source_offset bigint, traceparent text)
     LANGUAGE plpgsql
     SET jit TO 'off'
@@ -1653,6 +1767,25 @@ ALTER TABLE audit ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     CACHE 1
 );
 
+CREATE TABLE batch_runs (
+    run_id text NOT NULL,
+    attempt_no integer NOT NULL,
+    lease_epoch bigint NOT NULL,
+    batch_id text,
+    endpoint text NOT NULL,
+    model text NOT NULL,
+    body text NOT NULL,
+    bytes integer NOT NULL,
+    window_ms integer NOT NULL,
+    max_runs integer NOT NULL,
+    max_bytes bigint NOT NULL,
+    completion_window text NOT NULL,
+    on_expiry text NOT NULL,
+    state text DEFAULT 'waiting'::text NOT NULL,
+    parked_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT batch_runs_state CHECK ((state = ANY (ARRAY['waiting'::text, 'in_batch'::text, 'completed'::text, 'ignored'::text, 'failed'::text, 'retried'::text, 'go_live'::text])))
+);
+
 CREATE TABLE batch_settings (
     job text NOT NULL,
     tenant text DEFAULT ''::text NOT NULL,
@@ -1667,6 +1800,37 @@ CREATE TABLE batch_settings (
     CONSTRAINT batch_settings_max_runs_range CHECK (((max_runs >= 1) AND (max_runs <= 50000))),
     CONSTRAINT batch_settings_on_expiry CHECK ((on_expiry = ANY (ARRAY['live'::text, 'rebatch'::text, 'fail'::text]))),
     CONSTRAINT batch_settings_window_min CHECK ((window_ms >= 100))
+);
+
+CREATE TABLE batches (
+    batch_id text NOT NULL,
+    endpoint text NOT NULL,
+    model text NOT NULL,
+    completion_window text DEFAULT '24h'::text NOT NULL,
+    state text DEFAULT 'intent'::text NOT NULL,
+    runs integer DEFAULT 0 NOT NULL,
+    bytes bigint DEFAULT 0 NOT NULL,
+    upload_tries integer DEFAULT 0 NOT NULL,
+    input_file_id text,
+    create_tries integer DEFAULT 0 NOT NULL,
+    lookup_since timestamp with time zone,
+    provider_batch_id text,
+    provider_status text,
+    output_file_id text,
+    error_file_id text,
+    lock_owner text,
+    lock_epoch bigint DEFAULT 0 NOT NULL,
+    lock_expires_at timestamp with time zone,
+    next_poll_at timestamp with time zone DEFAULT now() NOT NULL,
+    polls integer DEFAULT 0 NOT NULL,
+    lines_ok integer DEFAULT 0 NOT NULL,
+    lines_failed integer DEFAULT 0 NOT NULL,
+    lines_ignored integer DEFAULT 0 NOT NULL,
+    detail text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    submitted_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    CONSTRAINT batches_state CHECK ((state = ANY (ARRAY['intent'::text, 'submitted'::text, 'completed'::text, 'failed'::text, 'expired'::text, 'cancelled'::text])))
 );
 
 CREATE TABLE budget_reservations (
@@ -1940,8 +2104,14 @@ ALTER TABLE ONLY attempts
 ALTER TABLE ONLY audit
     ADD CONSTRAINT audit_pkey PRIMARY KEY (id);
 
+ALTER TABLE ONLY batch_runs
+    ADD CONSTRAINT batch_runs_pkey PRIMARY KEY (run_id, attempt_no);
+
 ALTER TABLE ONLY batch_settings
     ADD CONSTRAINT batch_settings_pkey PRIMARY KEY (job, tenant);
+
+ALTER TABLE ONLY batches
+    ADD CONSTRAINT batches_pkey PRIMARY KEY (batch_id);
 
 ALTER TABLE ONLY budget_reservations
     ADD CONSTRAINT budget_reservations_pkey PRIMARY KEY (run_id, attempt_no);
@@ -2016,6 +2186,12 @@ CREATE UNIQUE INDEX approvers_scope_key ON approvers USING btree (tenant, actor,
 
 CREATE INDEX audit_run_idx ON audit USING btree (run_id, id) WHERE (run_id IS NOT NULL);
 
+CREATE INDEX batch_runs_batch_idx ON batch_runs USING btree (batch_id) WHERE (batch_id IS NOT NULL);
+
+CREATE INDEX batch_runs_waiting_idx ON batch_runs USING btree (endpoint, model, parked_at) WHERE (state = 'waiting'::text);
+
+CREATE INDEX batches_open_idx ON batches USING btree (next_poll_at) WHERE (state = ANY (ARRAY['intent'::text, 'submitted'::text]));
+
 CREATE INDEX console_sessions_expires_idx ON console_sessions USING btree (expires_at);
 
 CREATE INDEX console_sessions_user_idx ON console_sessions USING btree (user_name);
@@ -2071,6 +2247,12 @@ ALTER TABLE ONLY approvals
 
 ALTER TABLE ONLY attempts
     ADD CONSTRAINT attempts_run_id_fkey FOREIGN KEY (run_id) REFERENCES runs(run_id);
+
+ALTER TABLE ONLY batch_runs
+    ADD CONSTRAINT batch_runs_batch_id_fkey FOREIGN KEY (batch_id) REFERENCES batches(batch_id);
+
+ALTER TABLE ONLY batch_runs
+    ADD CONSTRAINT batch_runs_run_id_fkey FOREIGN KEY (run_id) REFERENCES runs(run_id) ON DELETE CASCADE;
 
 ALTER TABLE ONLY budget_reservations
     ADD CONSTRAINT budget_reservations_run_id_attempt_no_fkey FOREIGN KEY (run_id, attempt_no) REFERENCES attempts(run_id, attempt_no) DEFERRABLE INITIALLY DEFERRED;
