@@ -1,0 +1,108 @@
+/* Cancels against batches in flight (the stub answers a batch after 8 s):
+ * - one run of five cancelled while its batch runs: its line is ignored
+ *   (counted in lines_ignored), the run stays cancelled with no output and
+ *   no notification; the four others complete once;
+ * - every run of a second batch cancelled: the batcher cancels the batch
+ *   at the provider, which answers none of its lines (no generation), and
+ *   the batch ends cancelled. */
+#include <stdio.h>
+#include <string.h>
+
+#include "batch_test.h"
+#include "faults.h"
+#include "ops.h"
+#include "rltest.h"
+
+#define RUNS 5
+
+static int
+cancel(struct e2e *t, const char *const *args)
+{
+    static char out[8192], err[8192];
+    int rc = ops_run(t, args, NULL, NULL, out, sizeof(out), err, sizeof(err));
+
+    if (rc != 0)
+        fprintf(stderr, "runs cancel: %s", err);
+    return rc;
+}
+
+int
+main(void)
+{
+    struct e2e t;
+    char a[RUNS][RL_HEX_SIZE], b[RUNS][RL_HEX_SIZE];
+    char ja[160], jb[160];
+    const char *const stub_env[] = {"STUB_BATCH_SECONDS=8", NULL};
+
+    e2e_setup(&t, "batchcancel", 1);
+    e2e_stub_start(&t, stub_env);
+    snprintf(ja, sizeof(ja), "a-%s", t.name);
+    snprintf(jb, sizeof(jb), "b-%s", t.name);
+    bt_batch_set(&t, ja, "--window", "300ms", NULL);
+    bt_batch_set(&t, jb, "--window", "300ms", NULL);
+    for (int i = 0; i < RUNS; i++)
+        e2e_produce_event(&t, ja, "tenant-a", i, NULL, a[i]);
+    e2e_flush(&t);
+    bt_spawn(&t, NULL);
+    RL_REQUIRE(e2e_wait_intf(&t, 1, 30000,
+                             "SELECT count(*) FROM batches WHERE state = "
+                             "'submitted' AND runs = %d",
+                             RUNS));
+    {
+        const char *args[] = {"runs", "cancel",   a[0],   "--actor",
+                              "test", "--reason", "gone", NULL};
+        RL_REQUIRE(cancel(&t, args) == 0);
+    }
+    RL_REQUIRE(e2e_wait_intf(&t, 1, 60000,
+                             "SELECT count(*) FROM batches WHERE state = "
+                             "'completed'"));
+    RL_CHECK_STREQ(e2e_text(&t, "SELECT lines_ok || '/' || lines_ignored "
+                                "FROM batches WHERE state = 'completed'"),
+                   "4/1");
+    RL_CHECK_STREQ(e2e_textf(&t,
+                             "SELECT status FROM runs WHERE run_id = '%s' "
+                             "AND output IS NULL",
+                             a[0]),
+                   "cancelled");
+    RL_CHECK_INTEQ(e2e_intf(&t,
+                            "SELECT count(*) FROM outbox_delivered WHERE "
+                            "run_id = '%s'",
+                            a[0]) +
+                       e2e_intf(&t,
+                                "SELECT count(*) FROM outbox WHERE run_id = "
+                                "'%s'",
+                                a[0]),
+                   0);
+    for (int i = 1; i < RUNS; i++)
+        RL_CHECK(e2e_wait_intf(&t, 2, 30000,
+                               "SELECT count(*) FROM outbox_delivered WHERE "
+                               "run_id = '%s'",
+                               a[i]));
+
+    /* Every run of the second batch cancelled. */
+    for (int i = 0; i < 3; i++)
+        e2e_produce_event(&t, jb, "tenant-b", i, NULL, b[i]);
+    e2e_flush(&t);
+    RL_REQUIRE(e2e_wait_intf(&t, 1, 30000,
+                             "SELECT count(*) FROM batches WHERE state = "
+                             "'submitted' AND runs = 3"));
+    {
+        const char *args[] = {"runs",    "cancel", "--tenant", "tenant-b",
+                              "--job",   jb,       "--status", "running",
+                              "--actor", "test",   "--reason", "gone",
+                              NULL};
+        RL_REQUIRE(cancel(&t, args) == 0);
+    }
+    RL_CHECK(e2e_wait_intf(&t, 1, 30000,
+                           "SELECT count(*) FROM batches WHERE state = "
+                           "'cancelled' AND runs = 3 AND lines_ok = 0"));
+    RL_CHECK_INTEQ(e2e_intf(&t,
+                            "SELECT count(*) FROM runs WHERE job = '%s' AND "
+                            "status = 'cancelled'",
+                            jb),
+                   3);
+    /* Five lines of the first batch; none of the cancelled one's. */
+    RL_CHECK_INTEQ(bt_stub_stat(&t, "generations"), RUNS);
+    e2e_teardown(&t);
+    RL_TEST_END();
+}
