@@ -469,6 +469,7 @@ health_main(void *arg)
             rl_metrics_set(h->metrics, "runledger_runs_waiting", NULL,
                            (double)g.waiting_runs);
             rl_http_set_limits(h->metrics, &g, h->cfg->metrics_tenant_labels);
+            rl_http_set_batches(h->metrics, db);
             if (!atomic_exchange(&h->db_ok, 1))
                 rl_log_info(NULL, "health: postgresql reachable");
         } else {

@@ -6,6 +6,7 @@
 
 #include <string.h>
 
+#include "rl/db_batch.h"
 #include "rl/runid.h"
 
 static const double latency_buckets[] = {0.05, 0.1, 0.25, 0.5, 1,  2.5,
@@ -121,6 +122,14 @@ static const struct family_def families[] = {
      "runs in status unknown waiting for an operator (ledger-wide)"},
     {"runledger_runs_awaiting_approval", RL_METRIC_GAUGE,
      "runs whose proposal waits for an approve or reject (ledger-wide)"},
+    {"runledger_batches", RL_METRIC_GAUGE,
+     "batches of batch-mode runs in the ledger by state: intent (not yet "
+     "created at the provider), submitted, completed, failed, expired, "
+     "cancelled"},
+    {"runledger_batch_runs_waiting", RL_METRIC_GAUGE,
+     "runs waiting for a batch or in a batch not yet answered"},
+    {"runledger_batch_oldest_open_seconds", RL_METRIC_GAUGE,
+     "age of the oldest batch not yet finished (0: none)"},
     {"runledger_cancelled_runs", RL_METRIC_GAUGE,
      "runs an operator cancelled, still in the ledger (ledger-wide)"},
     {"runledger_runs_waiting", RL_METRIC_GAUGE,
@@ -230,4 +239,21 @@ rl_http_set_limits(struct rl_metrics *m, const struct rl_db_gauges *g,
         rl_metrics_set(m, "runledger_limit_running", NULL, running);
         rl_metrics_set(m, "runledger_limit_concurrency", NULL, concurrency);
     }
+}
+
+void
+rl_http_set_batches(struct rl_metrics *m, struct rl_db *db)
+{
+    struct rl_db_batch_gauges g;
+    char errstr[512];
+
+    if (rl_db_batch_gauges(db, &g, errstr, sizeof(errstr)) != 0)
+        return;
+    for (size_t i = 0; i < 6; i++)
+        rl_http_set_labelled(m, "runledger_batches", "state",
+                             rl_db_batch_states[i], (double)g.by_state[i]);
+    rl_metrics_set(m, "runledger_batch_runs_waiting", NULL,
+                   (double)g.runs_waiting);
+    rl_metrics_set(m, "runledger_batch_oldest_open_seconds", NULL,
+                   g.oldest_open_seconds);
 }

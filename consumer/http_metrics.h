@@ -19,4 +19,9 @@ void rl_http_set_labelled(struct rl_metrics *m, const char *name,
 void rl_http_set_limits(struct rl_metrics *m, const struct rl_db_gauges *g,
                         const char *mode);
 
+/* The batch gauges (rl/db_batch.h) read on db and set in m; a failed
+ * read leaves them as they were. */
+struct rl_db;
+void rl_http_set_batches(struct rl_metrics *m, struct rl_db *db);
+
 #endif /* RL_HTTP_METRICS_H */

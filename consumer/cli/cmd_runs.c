@@ -16,6 +16,7 @@
 #include "helpers.h"
 #include "rl/approval.h"
 #include "rl/db_approval.h"
+#include "rl/db_batch.h"
 #include "rl/db_conn.h"
 #include "rl/db_purge.h"
 #include "rl/db_runs.h"
@@ -416,6 +417,66 @@ print_tombstone(const struct rl_tombstone *t, int as_json)
     return RL_EXIT_OK;
 }
 
+/* The run's batch (batch mode, docs/batch.md) added to its report as
+ * "batch": null when it never waited for one. */
+static int
+with_batch(struct rl_db *db, const char *run_id, char **json, char *errstr,
+           size_t errstr_size)
+{
+    char *batch = NULL, *merged;
+    cJSON *report, *item;
+    int err = rl_db_batch_of_run(db, run_id, &batch, errstr, errstr_size);
+
+    if (err)
+        return err;
+    report = cJSON_Parse(*json);
+    item = cJSON_Parse(batch);
+    free(batch);
+    if (!report || !item) {
+        cJSON_Delete(report);
+        cJSON_Delete(item);
+        return 0;
+    }
+    cJSON_AddItemToObject(report, "batch", item);
+    merged = cJSON_PrintUnformatted(report);
+    cJSON_Delete(report);
+    if (merged) {
+        free(*json);
+        *json = strdup(merged);
+        cJSON_free(merged);
+    }
+    return 0;
+}
+
+/* One line naming the run's batch, when it waited for one. */
+static void
+print_batch(const cJSON *report)
+{
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(report, "batch");
+    char buf[4][128];
+
+    if (!cJSON_IsObject(b))
+        return;
+    printf(
+        "batch: %s (provider %s, %s%s%s); attempt %s of the run: %s\n",
+        rl_cli_json_text(b, "batch_id", "-", buf[0], sizeof(buf[0])),
+        rl_cli_json_text(b, "provider_batch_id", "not created yet", buf[1],
+                         sizeof(buf[1])),
+        rl_cli_json_text(b, "batch_state", "waiting", buf[2], sizeof(buf[2])),
+        cJSON_IsString(cJSON_GetObjectItemCaseSensitive(b, "provider_status"))
+            ? ", provider says "
+            : "",
+        cJSON_IsString(cJSON_GetObjectItemCaseSensitive(b, "provider_status"))
+            ? cJSON_GetObjectItemCaseSensitive(b, "provider_status")
+                  ->valuestring
+            : "",
+        rl_cli_json_text(b, "attempt_no", "-", buf[3], sizeof(buf[3])),
+        cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(b, "run_state"))
+            ? cJSON_GetStringValue(
+                  cJSON_GetObjectItemCaseSensitive(b, "run_state"))
+            : "-");
+}
+
 static int
 cmd_show(int argc, char **argv)
 {
@@ -460,6 +521,8 @@ cmd_show(int argc, char **argv)
     }
     if (!err)
         err = rl_db_run_proposal(db, run_id, &prop, errstr, sizeof(errstr));
+    if (!err)
+        err = with_batch(db, run_id, &json, errstr, sizeof(errstr));
     rl_db_destroy(db);
     if (err) {
         free(json);
@@ -475,6 +538,7 @@ cmd_show(int argc, char **argv)
     report = cJSON_Parse(json);
     free(json);
     print_run(report);
+    print_batch(report);
     cJSON_Delete(report);
     rc = print_proposal(&prop);
     rl_run_proposal_clear(&prop);

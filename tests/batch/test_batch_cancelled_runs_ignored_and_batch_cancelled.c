@@ -4,9 +4,12 @@
  *   no notification; the four others complete once;
  * - every run of a second batch cancelled: the batcher cancels the batch
  *   at the provider, which answers none of its lines (no generation), and
- *   the batch ends cancelled. */
+ *   the batch ends cancelled.
+ * While the first batch runs, `runs show` names it and its state, and
+ * /metrics counts one submitted batch, its runs waiting and its age. */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "batch_test.h"
 #include "faults.h"
@@ -31,7 +34,9 @@ main(void)
 {
     struct e2e t;
     char a[RUNS][RL_HEX_SIZE], b[RUNS][RL_HEX_SIZE];
-    char ja[160], jb[160];
+    char ja[160], jb[160], http[64];
+    static char out[65536];
+    int port;
     const char *const stub_env[] = {"STUB_BATCH_SECONDS=8", NULL};
 
     e2e_setup(&t, "batchcancel", 1);
@@ -43,11 +48,42 @@ main(void)
     for (int i = 0; i < RUNS; i++)
         e2e_produce_event(&t, ja, "tenant-a", i, NULL, a[i]);
     e2e_flush(&t);
-    bt_spawn(&t, NULL);
+    port = ops_free_port();
+    snprintf(http, sizeof(http), "RUNLEDGER_HTTP_PORT=%d", port);
+    bt_spawn(&t, http, "RUNLEDGER_HEALTH_INTERVAL_SECONDS=1", NULL);
     RL_REQUIRE(e2e_wait_intf(&t, 1, 30000,
                              "SELECT count(*) FROM batches WHERE state = "
                              "'submitted' AND runs = %d",
                              RUNS));
+    {
+        const char *args[] = {"runs", "show", a[1], NULL};
+        const char *json_args[] = {"runs", "show", a[1], "--json", NULL};
+
+        RL_CHECK_INTEQ(ops_run(&t, args, NULL, NULL, out, sizeof(out), NULL, 0),
+                       0);
+        RL_CHECK(strstr(out, "batch: rlb_") != NULL);
+        RL_CHECK(strstr(out, "submitted") != NULL);
+        RL_CHECK(strstr(out, "attempt 1 of the run: in_batch") != NULL);
+        RL_CHECK_INTEQ(
+            ops_run(&t, json_args, NULL, NULL, out, sizeof(out), NULL, 0), 0);
+        RL_CHECK(strstr(out, "\"batch_state\":\"submitted\"") != NULL);
+    }
+    {
+        double submitted = -1, waiting = -1, age = -1;
+
+        for (int i = 0; i < 50 && (submitted != 1 || waiting != RUNS); i++) {
+            struct timespec ts = {0, 100000000L};
+
+            submitted = ops_scrape(port, "runledger_batches{state="
+                                         "\"submitted\"}");
+            waiting = ops_scrape(port, "runledger_batch_runs_waiting");
+            age = ops_scrape(port, "runledger_batch_oldest_open_seconds");
+            nanosleep(&ts, NULL);
+        }
+        RL_CHECK(submitted == 1);
+        RL_CHECK(waiting == RUNS);
+        RL_CHECK(age > 0);
+    }
     {
         const char *args[] = {"runs", "cancel",   a[0],   "--actor",
                               "test", "--reason", "gone", NULL};

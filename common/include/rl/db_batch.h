@@ -179,4 +179,28 @@ int rl_db_batch_finish(struct rl_db *db, const struct rl_batch *b,
                        const char *error_file_id, int ok, int failed,
                        int ignored, char *errstr, size_t errstr_size);
 
+/* ---- what operators read ----------------------------------------------- */
+
+/* The batch of run_id's latest batch attempt as a JSON object (batch_id,
+ * provider_batch_id, batch_state, provider_status, attempt_no,
+ * run_state, parked_at, submitted_at) in *json (malloc'd), or "null"
+ * when the run never waited for a batch. Returns 0 or RL_ERR_DB. */
+int rl_db_batch_of_run(struct rl_db *db, const char *run_id, char **json,
+                       char *errstr, size_t errstr_size);
+
+/* Ledger-wide batch gauges for /metrics. */
+struct rl_db_batch_gauges {
+    int64_t by_state[6];        /* intent, submitted, completed, failed,
+                                   expired, cancelled */
+    int64_t runs_waiting;       /* runs waiting for or in a batch */
+    double oldest_open_seconds; /* age of the oldest batch not finished */
+};
+
+/* The state names of rl_db_batch_gauges.by_state, in its order. */
+extern const char *const rl_db_batch_states[6];
+
+/* Reads g in one statement. Returns 0 or RL_ERR_DB. */
+int rl_db_batch_gauges(struct rl_db *db, struct rl_db_batch_gauges *g,
+                       char *errstr, size_t errstr_size);
+
 #endif /* RL_DB_BATCH_H */

@@ -523,3 +523,71 @@ rl_db_batch_finish(struct rl_db *db, const struct rl_batch *b,
     return fenced(db, batch_finish, b, owner, 7, extra, "finish", errstr,
                   errstr_size);
 }
+
+/* ---- what operators read -------------------------------------------- */
+
+const char *const rl_db_batch_states[6] = {"intent", "submitted", "completed",
+                                           "failed", "expired",   "cancelled"};
+
+static const char batch_of_run[] =
+    "SELECT coalesce((SELECT json_build_object("
+    "    'batch_id', b.batch_id, 'provider_batch_id', b.provider_batch_id,"
+    "    'batch_state', b.state, 'provider_status', b.provider_status,"
+    "    'attempt_no', r.attempt_no, 'run_state', r.state,"
+    "    'parked_at', " DB_TS_S(
+        "r.parked_at") ","
+                       "    'submitted_at', " DB_TS_S(
+                           "b.submitted_at") ")"
+                                             "  FROM batch_runs r LEFT JOIN "
+                                             "batches b ON b.batch_id = "
+                                             "r.batch_id"
+                                             " WHERE r.run_id = $1 ORDER BY "
+                                             "r.attempt_no DESC LIMIT 1), "
+                                             "'null')::text";
+
+/* Batches by state (a row per batch, far fewer than runs), and the open
+ * ones' runs and age through the partial indexes. */
+static const char batch_gauges[] =
+    "SELECT count(*) FILTER (WHERE state = 'intent'),"
+    "       count(*) FILTER (WHERE state = 'submitted'),"
+    "       count(*) FILTER (WHERE state = 'completed'),"
+    "       count(*) FILTER (WHERE state = 'failed'),"
+    "       count(*) FILTER (WHERE state = 'expired'),"
+    "       count(*) FILTER (WHERE state = 'cancelled'),"
+    "       (SELECT count(*) FROM batch_runs"
+    "         WHERE state IN ('waiting', 'in_batch')),"
+    "       coalesce(extract(epoch FROM now() - min(created_at)"
+    "                FILTER (WHERE state IN ('intent', 'submitted'))), 0)"
+    "  FROM batches";
+
+int
+rl_db_batch_of_run(struct rl_db *db, const char *run_id, char **json,
+                   char *errstr, size_t errstr_size)
+{
+    const char *params[1] = {run_id};
+
+    return db_one_text(db, batch_of_run, 1, params, "read the run's batch",
+                       json, errstr, errstr_size);
+}
+
+int
+rl_db_batch_gauges(struct rl_db *db, struct rl_db_batch_gauges *g, char *errstr,
+                   size_t errstr_size)
+{
+    PGresult *res;
+    int err = 0;
+
+    memset(g, 0, sizeof(*g));
+    res = db_exec_simple(db, batch_gauges, 0, NULL, &err, errstr, errstr_size,
+                         "read the batch gauges");
+    if (!res)
+        return err;
+    if (PQntuples(res) == 1) {
+        for (int i = 0; i < 6; i++)
+            g->by_state[i] = db_int_value(res, 0, i, 0);
+        g->runs_waiting = db_int_value(res, 0, 6, 0);
+        g->oldest_open_seconds = strtod(PQgetvalue(res, 0, 7), NULL);
+    }
+    PQclear(res);
+    return 0;
+}
