@@ -3,9 +3,10 @@
 
 /* What the files of consumer/console/ share: the server (server.c), who
  * is signed in and what a form must carry (auth.c), the pages (pages.c),
- * the reports (reports.c) and the HTML they are written in (html.c). The
- * console is a process of its own (`runledger console`) on connections of its
- * own: it adds no load to the workers' hot path. */
+ * the reports (reports.c), the dead letters (deadletters.c) and the HTML they
+ * are written in (html.c). The console is a process of its own (`runledger
+ * console`) on connections of its own: it adds no load to the workers' hot
+ * path. */
 
 #include <microhttpd.h>
 #include <pthread.h>
@@ -15,6 +16,7 @@
 #include "rl/buf.h"
 #include "rl/token.h"
 
+struct rl_config;
 struct rl_db;
 
 /* A body bigger than this is refused: every form of the console is a few
@@ -65,6 +67,7 @@ struct console {
     struct console_cidr proxies[CONSOLE_CIDR_MAX];
     int nproxies;
     const char *database_url;
+    const struct rl_config *cfg; /* Kafka settings (dead letters) */
     struct console_limiter by_address;
     struct console_limiter by_user;
 
@@ -180,6 +183,13 @@ enum MHD_Result console_decide(struct console_req *r, const char *run_id);
 enum MHD_Result console_runs(struct console_req *r);
 enum MHD_Result console_run(struct console_req *r, const char *run_id);
 enum MHD_Result console_run_action(struct console_req *r, const char *run_id);
+
+/* ---- deadletters.c ---------------------------------------------------- */
+
+/* GET /deadletters and POST /deadletters/P-O/replay. */
+enum MHD_Result console_deadletters(struct console_req *r);
+enum MHD_Result console_deadletter_replay(struct console_req *r,
+                                          int32_t partition, int64_t offset);
 
 /* ---- reports.c --------------------------------------------------------- */
 

@@ -67,6 +67,7 @@ html_begin(struct rl_buf *b, const struct console_req *r, const char *title)
                        "<a href=\"/runs\">Runs</a>"
                        "<a href=\"/costs\">Costs</a>"
                        "<a href=\"/limits\">Limits</a>"
+                       "<a href=\"/deadletters\">Dead letters</a>"
                        "<span class=\"who\" id=\"who\">");
         html_esc(b, r->user);
         rl_buf_puts(b, " (");

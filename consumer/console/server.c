@@ -259,6 +259,30 @@ is_run_id(const char *s)
     return n == 64;
 }
 
+/* "/deadletters/P-O/replay" into its partition and offset. */
+static int
+dead_letter_id(const char *url, int32_t *partition, int64_t *offset)
+{
+    static const char prefix[] = "/deadletters/";
+    const char *p = url + sizeof(prefix) - 1;
+    char *end;
+    long long part, off;
+
+    if (strncmp(url, prefix, sizeof(prefix) - 1) != 0 || *p < '0' || *p > '9')
+        return -1;
+    errno = 0;
+    part = strtoll(p, &end, 10);
+    if (errno || *end != '-' || part > INT32_MAX || end[1] < '0' ||
+        end[1] > '9')
+        return -1;
+    off = strtoll(end + 1, &end, 10);
+    if (errno || strcmp(end, "/replay") != 0)
+        return -1;
+    *partition = (int32_t)part;
+    *offset = off;
+    return 0;
+}
+
 static enum MHD_Result
 route(struct console_req *r)
 {
@@ -303,6 +327,8 @@ route(struct console_req *r)
     }
     if (post) {
         char reason[160];
+        int32_t partition;
+        int64_t offset;
 
         if (!console_post_allowed(r, reason, sizeof(reason)))
             return console_send_message(r, MHD_HTTP_FORBIDDEN, "Forbidden", 0,
@@ -311,6 +337,8 @@ route(struct console_req *r)
             return console_signout(r);
         if (strncmp(url, "/approvals/", 11) == 0 && is_run_id(url + 11))
             return console_decide(r, url + 11);
+        if (dead_letter_id(url, &partition, &offset) == 0)
+            return console_deadletter_replay(r, partition, offset);
         if (strncmp(url, "/runs/", 6) == 0 && strlen(url) == 6 + 64 + 7 &&
             strcmp(url + 70, "/action") == 0) {
             char run_id[65];
@@ -336,6 +364,8 @@ route(struct console_req *r)
         return console_costs(r);
     if (strcmp(url, "/limits") == 0)
         return console_limits(r);
+    if (strcmp(url, "/deadletters") == 0)
+        return console_deadletters(r);
     if (strncmp(url, "/runs/", 6) == 0 && is_run_id(url + 6))
         return console_run(r, url + 6);
     return console_send_message(r, MHD_HTTP_NOT_FOUND, "Not found", 0,
@@ -681,6 +711,7 @@ rl_cmd_console(int argc, char **argv)
     level = rl_log_level_parse(cfg->log_level);
     rl_log_set_level(level >= 0 ? level : RL_LOG_INFO);
     c.database_url = cfg->database_url;
+    c.cfg = cfg;
     pthread_mutex_init(&c.pool_lock, NULL);
     pthread_cond_init(&c.pool_free, NULL);
     pthread_mutex_init(&c.by_address.lock, NULL);

@@ -146,6 +146,15 @@ int rl_db_console_tx(struct rl_db *db, const char *verb, char *errstr,
 int rl_db_console_audit_as_console(struct rl_db *db, const char *address,
                                    char *errstr, size_t errstr_size);
 
+/* Appends the console's audit row of an operator action that records no
+ * run decision (a dead letter's replay): actor, action, run_id (NULL or
+ * "": none), the client's address (NULL: unknown) and detail. Returns 0
+ * or RL_ERR_DB. */
+int rl_db_console_audit_add(struct rl_db *db, const char *actor,
+                            const char *action, const char *run_id,
+                            const char *address, const char *detail,
+                            char *errstr, size_t errstr_size);
+
 /* Whether the connection is usable; reconnects when it is not. Returns 0
  * or RL_ERR_DB. */
 int rl_db_console_check(struct rl_db *db, char *errstr, size_t errstr_size);

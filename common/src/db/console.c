@@ -208,6 +208,12 @@ static const char ops_audit_as_console[] =
     "SELECT set_config('runledger.audit_via', 'console', true),"
     "       set_config('runledger.audit_address', coalesce($1, ''), true)";
 
+/* An operator action that is not a decision on a run (a dead letter's
+ * replay): its own audit row, as the console's. */
+static const char ops_audit_add[] =
+    "INSERT INTO audit (actor, action, run_id, address, via, detail)"
+    "     VALUES ($1, $2, nullif($3, ''), nullif($4, ''), 'console', $5)";
+
 static const char ops_decide[] =
     "SELECT d.result, d.status, d.digest, d.outbox_rows, d.decided_by,"
     "       " DB_TS_US("d.decided_at") ", d.decision"
@@ -491,4 +497,16 @@ rl_db_console_audit_as_console(struct rl_db *db, const char *address,
 
     free(ignored);
     return err;
+}
+
+int
+rl_db_console_audit_add(struct rl_db *db, const char *actor, const char *action,
+                        const char *run_id, const char *address,
+                        const char *detail, char *errstr, size_t errstr_size)
+{
+    const char *params[5] = {actor, action, run_id ? run_id : "",
+                             address ? address : "", detail};
+
+    return db_write(db, ops_audit_add, 5, params, "write the audit row", NULL,
+                    errstr, errstr_size);
 }
