@@ -420,8 +420,7 @@ console_deadletter_replay(struct console_req *r, int32_t partition,
         return replay_page(r, MHD_HTTP_CONFLICT, &row, 0, msg, 0);
     }
     if (!confirmed)
-        return replay_page(r, MHD_HTTP_OK, &row, 1,
-                           "confirm the replay of this dead letter", 1);
+        return replay_page(r, MHD_HTTP_OK, &row, 1, NULL, 1);
 
     snprintf(detail, sizeof(detail), "dead letter %d/%" PRId64 " (%s, %s)",
              (int)partition, offset, row.source, row.reason);
