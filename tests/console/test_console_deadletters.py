@@ -15,6 +15,7 @@ model on the shared broker and PostgreSQL; the ledger refuses the event
 at first (a CHECK on the tenant, so it is dead-lettered as
 rejected_by_ledger) and takes it once the CHECK is dropped."""
 
+import datetime
 import json
 import os
 import re
@@ -36,6 +37,25 @@ def event(n):
                 {"role": "user", "content": "<img src=x onerror=alert(1)>"}]}}
 
 
+def outbox_dead_letter(boot, topic, partition, channel):
+    """An outbox dead letter (no event to replay) on the given partition,
+    produced directly, as the relay would."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    at = now.strftime("%Y-%m-%dT%H:%M:%S.") + "%03dZ" % (
+        now.microsecond // 1000)
+    headers = {"reason": "payload_too_large", "detail": "too big",
+               "source": "outbox", "value_kind": "none", "run_id": "",
+               "job": "", "tenant": "", "channel": channel,
+               "dead_lettered_at": at}
+    args = ["kcat", "-b", boot, "-P", "-t", topic, "-p", str(partition)]
+    for k, v in headers.items():
+        args += ["-H", "%s=%s" % (k, v)]
+    out = subprocess.run(args, input="{}", capture_output=True, text=True,
+                         timeout=60)
+    if out.returncode != 0:
+        raise harness.Failed("kcat failed: " + out.stderr)
+
+
 def test(ledger):
     boot = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "")
     harness.require_service("KAFKA_BOOTSTRAP_SERVERS", boot)
@@ -45,8 +65,11 @@ def test(ledger):
     topics = {"RUNLEDGER_TOPIC": name + ".schedules",
               "RUNLEDGER_NOTIFY_TOPIC": name + ".notify",
               "RUNLEDGER_DLQ_TOPIC": name + ".dlq"}
+    # Two partitions of dead letters: the page merges them, newest first.
     out = subprocess.run([TOPICS_BIN, boot, "30000"] +
-                         ["%s:1" % t for t in topics.values()],
+                         ["%s:%d" % (t, 2 if k == "RUNLEDGER_DLQ_TOPIC"
+                                     else 1)
+                          for k, t in topics.items()],
                          capture_output=True, text=True, timeout=60)
     check(out.returncode == 0, "topics created: " + out.stderr.strip())
     env = dict(ledger.env, RUNLEDGER_GROUP_ID=name, **topics)
@@ -54,6 +77,11 @@ def test(ledger):
     ledger.sql("ALTER TABLE runs ADD CONSTRAINT test_poison"
                " CHECK (tenant <> %s)" % harness.lit(TENANT))
 
+    # Outbox dead letters on the other partition, older than every other
+    # dead letter, and (below) newer: the page merges the partitions.
+    for n in range(2):
+        outbox_dead_letter(boot, topics["RUNLEDGER_DLQ_TOPIC"], 1,
+                           "early%d" % n)
     # 53 refused events: more than a page (50) of dead letters.
     out = subprocess.run(
         [BIN, "publish", "--stdin"], env=env, capture_output=True,
@@ -80,9 +108,13 @@ def test(ledger):
             return re.findall(r'<tr class="deadletter" id="dl-(\d+)-(\d+)"',
                               body)
 
-        listed = wait_for(lambda: (lambda p: p if len(rows(p.body)) == 50
-                                   else None)(page("vera")),
-                          "the dead letters to be listed", 90)
+        wait_for(lambda: len(ledger.run("dlq", "list", "--json").stdout
+                             .splitlines()) == 55,
+                 "the 53 events to be dead-lettered", 90)
+        for n in range(2):
+            outbox_dead_letter(boot, topics["RUNLEDGER_DLQ_TOPIC"], 1,
+                               "late%d" % n)
+        listed = page("vera")
         for k, v in HEADERS.items():
             check(listed.header(k) == v, "the page sends %s" % k)
         check(listed.header("cache-control") == "no-store",
@@ -95,11 +127,17 @@ def test(ledger):
               "the job and the tenant are shown escaped")
         check("&lt;img src=x onerror=alert(1)&gt;" in body,
               "the event (the dead letter's value) is shown escaped")
-        check('id="dl-0-52"' in body and
-              body.index('id="dl-0-52"') < body.index('id="dl-0-51"'),
-              "newest first")
+        def when(body):
+            return re.findall(r'<tr class="deadletter" id="dl-\d+-\d+">'
+                              r'<td><code>[^<]*</code></td><td>([^<]*)</td>',
+                              body)
+
+        first = when(body)
+        check(len(first) == 50 and first == sorted(first, reverse=True),
+              "newest first, across the topic's partitions")
         # Which event the newest dead letter holds: its scheduled minute.
-        row = harness.unescape(body.split('id="dl-0-52"')[1].split(
+        top = "%s-%s" % rows(body)[2]
+        row = harness.unescape(body.split('id="dl-%s"' % top)[1].split(
             "</tr>")[0])
         minute = re.search(r'"scheduled_at": "2026-12-04T05:(\d\d):00Z"',
                            row)
@@ -110,16 +148,27 @@ def test(ledger):
         nxt = re.search(r'<a id="next" href="([^"]+)"', body)
         check(nxt is not None, "a next link to older dead letters")
         older = page("vera", nxt.group(1).replace("&amp;", "&")).body
-        check(sorted(rows(body) + rows(older)) ==
-              sorted(("0", str(o)) for o in range(53)) and
-              'id="next"' not in older,
+        check(len(set(rows(body) + rows(older))) == 57 and
+              len(rows(older)) == 7 and 'id="next"' not in older,
               "the two pages list every dead letter once, then end")
+        check(min(first) >= max(when(older)),
+              "the older page holds the older dead letters")
+        def sources(body):
+            return re.findall(r'<td class="reason">[^<]*</td><td>([^<]*)</td>',
+                              body)
+
+        order = sources(body) + sources(older)
+        check(order[:2] == ["outbox"] * 2 and order[-2:] == ["outbox"] * 2
+              and order[2:-2] == ["intake"] * 53,
+              "the late outbox dead letters first, the early ones last")
+        check("an outbox dead letter carries no event" in body,
+              "an outbox dead letter is shown as not replayable")
         check("OFFSET" not in nxt.group(1).upper(), "keyset cursor")
 
         opal_page = page("opal").body
         check('class="replay"' in opal_page, "an operator gets replay forms")
         csrf = csrf_of(opal_page)
-        target = "/deadletters/0-52/replay"
+        target = "/deadletters/%s/replay" % top
 
         def audit_rows():
             return ledger.sql("SELECT count(*) FROM audit WHERE"
