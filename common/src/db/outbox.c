@@ -50,7 +50,9 @@
  * commits on its own, so no transaction stays open while the relay waits
  * for acknowledgements (up to the producer's message timeout when the
  * broker is away), which would hold back vacuum and a pooled server
- * connection. A relay that dies leaves its rows due when the lease ends. */
+ * connection. A relay that dies leaves its rows due when the lease ends.
+ * The lease finds its rows by the ctids just locked (a TID scan of an
+ * array, whatever the statistics say), not by a join on the batch. */
 static const struct db_stmt lock_pending_outbox = {
     DB_STMT_LOCK_PENDING_OUTBOX, "lock_pending_outbox",
     "WITH picked AS MATERIALIZED ("
@@ -89,15 +91,14 @@ static const struct db_stmt lock_pending_outbox = {
     "), leased AS ("
     "  UPDATE outbox ob"
     "     SET due_at = now() + $3::float8 * interval '1 millisecond'"
-    "    FROM picked p"
-    "   WHERE ob.run_id = p.run_id AND ob.channel = p.channel"
-    "     AND ob.ctid = p.ctid"
-    "  RETURNING ob.ctid AS leased_ctid, p.ctid AS picked_ctid"
+    "   WHERE ob.ctid = ANY (ARRAY(SELECT p.ctid FROM picked p))"
+    "  RETURNING ob.ctid AS leased_ctid, ob.run_id, ob.channel"
     ")"
     "SELECT p.run_id, p.channel, p.job, p.tenant, p.payload,"
     "       p.delivery_count, l.leased_ctid, p.traceparent, p.lease_epoch,"
     "       p.upto"
-    "  FROM picked p JOIN leased l ON l.picked_ctid = p.ctid"
+    "  FROM picked p"
+    "  JOIN leased l ON l.run_id = p.run_id AND l.channel = p.channel"
     " ORDER BY p.due_at",
     3};
 
