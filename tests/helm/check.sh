@@ -488,8 +488,8 @@ cpol = one(allon, "NetworkPolicy", "-console")
 if cpol:
     ports = sorted((p["protocol"], p["port"]) for e in cpol["spec"]["egress"]
                    for p in e["ports"])
-    if ports != sorted([("UDP", 53), ("TCP", 53), ("TCP", 5432)]):
-        problems.append("console egress ports %r (DNS and PostgreSQL only)" % ports)
+    if ports != sorted([("UDP", 53), ("TCP", 53), ("TCP", 5432), ("TCP", 9093)]):
+        problems.append("console egress ports %r (DNS, PostgreSQL and Kafka only)" % ports)
     if [p["port"] for i in cpol["spec"]["ingress"] for p in i["ports"]] != ["http-console"]:
         problems.append("console ingress is not only its port")
 main = [d for d in allon if d["kind"] == "NetworkPolicy"
