@@ -32,6 +32,8 @@ static const struct command commands[] = {
      "set, show or remove requests/tokens per minute of a model"},
     {"batch", rl_cmd_batch,
      "set, show or remove a job's batch mode (the provider's batch API)"},
+    {"prices", rl_cmd_prices,
+     "set, show or remove a model's token prices, live and batch"},
     {"report", rl_cmd_report, "runs, generations and tokens of a period"},
     {"dlq", rl_cmd_dlq, "list dead letters; replay their events"},
     {"receive", rl_cmd_receive,

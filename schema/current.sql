@@ -1923,6 +1923,18 @@ CREATE TABLE model_limits (
     CONSTRAINT model_limits_window_ms_min CHECK ((window_ms >= 100))
 );
 
+CREATE TABLE model_prices (
+    model text NOT NULL,
+    input_per_mtok numeric NOT NULL,
+    output_per_mtok numeric NOT NULL,
+    batch_discount numeric DEFAULT 0.5 NOT NULL,
+    updated_by text DEFAULT ''::text NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT model_prices_batch_discount_range CHECK (((batch_discount >= (0)::numeric) AND (batch_discount <= (1)::numeric))),
+    CONSTRAINT model_prices_input_min CHECK ((input_per_mtok >= (0)::numeric)),
+    CONSTRAINT model_prices_output_min CHECK ((output_per_mtok >= (0)::numeric))
+);
+
 CREATE TABLE outbox (
     run_id text NOT NULL,
     channel text NOT NULL,
@@ -2136,6 +2148,9 @@ ALTER TABLE ONLY model_calls
 
 ALTER TABLE ONLY model_limits
     ADD CONSTRAINT model_limits_pkey PRIMARY KEY (model);
+
+ALTER TABLE ONLY model_prices
+    ADD CONSTRAINT model_prices_pkey PRIMARY KEY (model);
 
 ALTER TABLE ONLY outbox_dead
     ADD CONSTRAINT outbox_dead_pkey PRIMARY KEY (run_id, channel);

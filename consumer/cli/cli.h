@@ -34,6 +34,9 @@ int rl_cmd_limits_model(int argc, char **argv);
 /* `batch`: set, show or remove a job's batch mode (cmd_batch.c). */
 int rl_cmd_batch(int argc, char **argv);
 
+/* `prices`: set, show or remove a model's token prices (cmd_prices.c). */
+int rl_cmd_prices(int argc, char **argv);
+
 /* `report`: runs, generations and tokens of a period. */
 int rl_cmd_report(int argc, char **argv);
 

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "http.h"
 #include "ledger_int.h"
 #include "rl/approval.h"
 #include "rl/clock.h"
@@ -45,8 +46,9 @@
 
 struct ledger_batch {
     const struct rl_config *cfg;
-    char *modes;       /* "job\ttenant" lines; ledger thread */
-    int64_t modes_due; /* next reread (monotonic ms); ledger thread */
+    struct rl_http *http; /* /metrics (may be NULL) */
+    char *modes;          /* "job\ttenant" lines; ledger thread */
+    int64_t modes_due;    /* next reread (monotonic ms); ledger thread */
     pthread_t thread;
     int started;
     pthread_mutex_t lock;
@@ -500,9 +502,19 @@ line_answered(struct lines *ls, struct rl_batch_run *r, const cJSON *body)
     }
     cJSON_Delete(req_root);
     free(output);
-    rl_model_call_clear(&call);
-    if (err)
+    if (err) {
+        rl_model_call_clear(&call);
         return err;
+    }
+    /* The line's generation and tokens count as a live answer's do. */
+    rl_http_model_call(
+        bt->http,
+        &(struct rl_model_call){.outcome = RL_MODEL_OK,
+                                .prompt_tokens = call.prompt_tokens,
+                                .completion_tokens = call.completion_tokens,
+                                .cached_tokens = call.cached_tokens,
+                                .latency_ms = -1});
+    rl_model_call_clear(&call);
     if (res.completed)
         ls->ok++;
     else
@@ -755,6 +767,7 @@ ledger_batch_start(struct ledger *lg)
         return;
     }
     bt->cfg = lg->cfg;
+    bt->http = lg->pl->http;
     memset(&mcfg, 0, sizeof(mcfg));
     mcfg.base_url = lg->cfg->model_base_url;
     mcfg.api_key = lg->cfg->model_api_key;

@@ -3,12 +3,14 @@
  * created and 1,000 generations, one per run (custom_id run:1); every run
  * completed once with one attempt (ok, its usage), two notifications
  * delivered, its batch_runs row completed; the batch's row says completed
- * with 1,000 answers stored; no run was called live. */
+ * with 1,000 answers stored; no run was called live; /metrics counts the
+ * 1,000 generations and their tokens as live answers' are. */
 #include <stdio.h>
 #include <string.h>
 
 #include "batch_test.h"
 #include "faults.h"
+#include "ops.h"
 #include "rltest.h"
 
 #define RUNS 1000
@@ -18,7 +20,8 @@ main(void)
 {
     struct e2e t;
     static char ids[RUNS][RL_HEX_SIZE];
-    char job[160], key[RL_HEX_SIZE + 8];
+    char job[160], key[RL_HEX_SIZE + 8], http[64];
+    int port = ops_free_port();
     const char *const stub_env[] = {"STUB_BATCH_SECONDS=0.5", NULL};
 
     e2e_setup(&t, "batchone", 2);
@@ -30,7 +33,8 @@ main(void)
         e2e_produce_event(&t, job, i % 2 ? "tenant-a" : "tenant-b", i, NULL,
                           ids[i]);
     e2e_flush(&t);
-    bt_spawn(&t, NULL);
+    snprintf(http, sizeof(http), "RUNLEDGER_HTTP_PORT=%d", port);
+    bt_spawn(&t, http, NULL);
     RL_REQUIRE(e2e_wait_intf(&t, RUNS, 120000,
                              "SELECT count(*) FROM runs WHERE status = "
                              "'completed' AND job = '%s'",
@@ -56,6 +60,9 @@ main(void)
     RL_CHECK_INTEQ(e2e_int(&t, "SELECT count(*) FROM runs WHERE lock_owner "
                                "IS NOT NULL"),
                    0);
+    RL_CHECK(ops_scrape(port, "runledger_generations_total") == RUNS);
+    RL_CHECK(ops_scrape(port, "runledger_tokens_total{kind=\"completion\"}") >
+             0);
     for (int i = 0; i < RUNS; i += 97) {
         fx_check_completed_once(&t, ids[i]);
         snprintf(key, sizeof(key), "%.64s:1", ids[i]);
