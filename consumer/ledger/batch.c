@@ -43,6 +43,9 @@
 #define LINE_MAX_BYTES ((size_t)16 * 1024 * 1024)
 /* A failed step is tried again after this long. */
 #define RETRY_STEP_MS 2000
+/* Uploads or creates the provider refused (4xx) before the batch's runs
+ * are given back to their policy. */
+#define REFUSALS_MAX 3
 
 struct ledger_batch {
     const struct rl_config *cfg;
@@ -243,6 +246,9 @@ step_failed(struct ledger_batch *bt, const struct rl_batch *b, int err,
                      RETRY_STEP_MS, errstr, sizeof(errstr));
 }
 
+static void refused(struct ledger_batch *bt, struct rl_batch *b,
+                    const char *why);
+
 /* The request file uploaded (or, after an upload that got no answer,
  * the one the provider holds adopted). Returns 0 when b has its file. */
 static int
@@ -294,7 +300,10 @@ upload(struct ledger_batch *bt, struct rl_batch *b)
     }
     if (err) {
         snprintf(why, sizeof(why), "upload: %s", errstr);
-        step_failed(bt, b, err, why);
+        if (err == RL_ERR_INVALID && b->upload_tries + 1 >= REFUSALS_MAX)
+            refused(bt, b, why);
+        else
+            step_failed(bt, b, err, why);
         return err;
     }
     snprintf(why, sizeof(why), "uploaded %d runs, %lld bytes, file %s", b->runs,
@@ -372,6 +381,10 @@ submit(struct ledger_batch *bt, struct rl_batch *b)
     /* No answer, or refused: the next turn looks it up before any other
      * create. */
     snprintf(why, sizeof(why), "create: %s", errstr);
+    if (err == RL_ERR_INVALID && b->create_tries + 1 >= REFUSALS_MAX) {
+        refused(bt, b, why);
+        return;
+    }
     blog(b, RL_LOG_WARN, "", why);
     rl_db_batch_step(bt->db, b, bt->cfg->worker_id, RL_BATCH_STEP_LOOKUP, why,
                      200, errstr, sizeof(errstr));
@@ -617,11 +630,12 @@ finish(struct ledger_batch *bt, struct rl_batch *b,
                          "the batch ended %s with no line "
                          "for this run",
                          st->status);
-                err = line_failed(&ls, &left[i], "transient", 0,
-                                  strcmp(st->status, "expired") == 0
-                                      ? "batch_expired"
-                                      : "batch_failed",
-                                  why);
+                err = line_failed(
+                    &ls, &left[i], "transient", 0,
+                    strcmp(st->status, "expired") == 0   ? "batch_expired"
+                    : strcmp(st->status, "refused") == 0 ? "batch_refused"
+                                                         : "batch_failed",
+                    why);
                 if (err)
                     snprintf(errstr, sizeof(errstr),
                              "could not retry a run of the batch");
@@ -647,6 +661,23 @@ finish(struct ledger_batch *bt, struct rl_batch *b,
              "ignored",
              st->status, ls.ok, ls.failed, ls.ignored);
     blog(b, RL_LOG_INFO, "", why);
+}
+
+/* The provider refused the batch's upload or create REFUSALS_MAX times:
+ * its runs go back to their policy (their attempt spent, as an expired
+ * batch's), and the batch ends failed, never to be created. */
+static void
+refused(struct ledger_batch *bt, struct rl_batch *b, const char *why)
+{
+    struct rl_model_batch_state st;
+
+    memset(&st, 0, sizeof(st));
+    snprintf(st.status, sizeof(st.status), "refused");
+    blog(b, RL_LOG_WARN,
+         "refused by the provider: its runs follow their "
+         "policy: ",
+         why);
+    finish(bt, b, &st);
 }
 
 /* A submitted batch whose poll is due. */

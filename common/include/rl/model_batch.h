@@ -6,8 +6,10 @@
  * (consumer/ledger/batch.c): synchronous calls on the calling thread, with
  * the model client's base URL, key, auth header, query and extra headers
  * (struct rl_model_config). Errors never hold the key nor a header's
- * value. One client per thread. Return codes: RL_OK; RL_ERR_HTTP when the
- * provider answered with an error (nothing was made); RL_ERR_IO when no
+ * value. One client per thread. Return codes: RL_OK; RL_ERR_INVALID when
+ * the provider refused the request (a 4xx other than 408 and 429: the
+ * same request is refused again; nothing was made); RL_ERR_HTTP when it
+ * answered with another error (nothing was made); RL_ERR_IO when no
  * answer arrived (a create or upload may have been made anyway);
  * RL_ERR_NOTFOUND where said; RL_ERR_NOMEM. @locality one thread */
 

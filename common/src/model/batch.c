@@ -163,6 +163,13 @@ http_err(const struct rl_model_batches *mb, char *errstr, size_t errstr_size,
     cJSON_Delete(root);
 }
 
+/* A 4xx other than 408 and 429: the same request is refused again. */
+static int
+refused(long status)
+{
+    return status >= 400 && status < 500 && status != 408 && status != 429;
+}
+
 /* A JSON body handed to libcurl piece by piece. No seek callback on
  * purpose: libcurl re-sends a request whose reused connection died before
  * any byte of the answer, and a create the provider had read would then
@@ -259,7 +266,7 @@ request(struct rl_model_batches *mb, const char *method, const char *path,
         err = RL_ERR_IO;
     } else if (status < 200 || status > 299) {
         http_err(mb, errstr, errstr_size, path, status, s.buf.data);
-        err = RL_ERR_HTTP;
+        err = refused(status) ? RL_ERR_INVALID : RL_ERR_HTTP;
     } else if (s.over) {
         rl_set_err(errstr, errstr_size, "%s %s: answer over %zu bytes", method,
                    path, s.max);
