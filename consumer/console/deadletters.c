@@ -146,11 +146,14 @@ put_row(struct rl_buf *b, const struct console_req *r, const struct dl_row *row,
 {
     char ts[RL_TIME_UTC_SIZE];
 
+    /* data-ts: the broker's timestamp, the order of the page (the time
+     * shown is the dead letter's own, stamped by its producer). */
     rl_buf_printf(b,
-                  "<tr class=\"deadletter\" id=\"dl-%d-%" PRId64 "\">"
+                  "<tr class=\"deadletter\" id=\"dl-%d-%" PRId64
+                  "\" data-ts=\"%" PRId64 "\">"
                   "<td><code>%d/%" PRId64 "</code></td><td>",
-                  (int)row->partition, row->offset, (int)row->partition,
-                  row->offset);
+                  (int)row->partition, row->offset, row->ts,
+                  (int)row->partition, row->offset);
     if (row->at[0]) {
         html_esc(b, row->at);
     } else if (row->ts >= 0) {

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "console_int.h"
+#include "rl/db_batch.h"
 #include "rl/db_budgets.h"
 #include "rl/db_console.h"
 #include "rl/db_limits.h"
@@ -148,6 +149,7 @@ cost_chart(struct rl_buf *b, const cJSON *rows)
                 cJSON_GetObjectItemCaseSensitive(row, "tokens");
             const cJSON *extra =
                 cJSON_GetObjectItemCaseSensitive(row, "extra_generations");
+            const cJSON *cost = cJSON_GetObjectItemCaseSensitive(row, "cost");
             int t = -1;
             double h, x;
 
@@ -169,8 +171,10 @@ cost_chart(struct rl_buf *b, const cJSON *rows)
                           x, 10 + plot_h - h, bar > 1 ? bar - 1 : bar, h,
                           colors[t]);
             html_esc(b, tenant->valuestring);
-            rl_buf_printf(b, " %s: %.0f tokens</title></rect>", days[d],
-                          tokens->valuedouble);
+            rl_buf_printf(b, " %s: %.0f tokens", days[d], tokens->valuedouble);
+            if (cJSON_IsNumber(cost))
+                rl_buf_printf(b, ", cost %.6f", cost->valuedouble);
+            rl_buf_puts(b, "</title></rect>");
             if (cJSON_IsNumber(extra) && extra->valuedouble > 0) {
                 rl_buf_printf(b,
                               "<circle class=\"extra\" cx=\"%.1f\" "
@@ -202,8 +206,8 @@ console_costs(struct console_req *r)
 {
     struct rl_buf b = {0};
     char errstr[512], since[32], *budgets = NULL, *report = NULL;
-    char *daily = NULL;
-    cJSON *jb = NULL, *jr = NULL, *jd = NULL;
+    char *daily = NULL, *costs = NULL, *prices = NULL;
+    cJSON *jb = NULL, *jr = NULL, *jd = NULL, *jc = NULL, *jp = NULL;
     time_t t = time(NULL) - (time_t)(CHART_DAYS - 1) * 86400;
     struct tm tm;
 
@@ -213,17 +217,25 @@ console_costs(struct console_req *r)
         rl_db_report_json(r->db, since, "tenant", &report, errstr,
                           sizeof(errstr)) ||
         rl_db_console_costs_daily_json(r->db, CHART_DAYS, &daily, errstr,
-                                       sizeof(errstr))) {
+                                       sizeof(errstr)) ||
+        rl_db_cost_report_json(r->db, since, &costs, errstr, sizeof(errstr)) ||
+        rl_db_prices_json(r->db, &prices, errstr, sizeof(errstr))) {
         free(budgets);
         free(report);
+        free(daily);
+        free(costs);
         return report_failed(r, errstr);
     }
     jb = cJSON_Parse(budgets);
     jr = cJSON_Parse(report);
     jd = cJSON_Parse(daily);
+    jc = cJSON_Parse(costs);
+    jp = cJSON_Parse(prices);
     free(budgets);
     free(report);
     free(daily);
+    free(costs);
+    free(prices);
     html_begin(&b, r, "Costs");
     rl_buf_printf(&b,
                   "<h1>Costs</h1><h2>Tokens a day per tenant, last %d "
@@ -232,6 +244,16 @@ console_costs(struct console_req *r)
                   "generated).</p>",
                   CHART_DAYS);
     cost_chart(&b, jd);
+    rl_buf_printf(
+        &b,
+        "<h2>Live and batch cost since %s, per model</h2><p>At "
+        "the prices below (per million tokens; <code>runledger prices "
+        "set</code>), a batch's answers at the batch discount; no "
+        "price, no cost.</p>",
+        since);
+    json_table(&b, "cost-by-model", jc);
+    rl_buf_puts(&b, "<h2>Prices</h2>");
+    json_table(&b, "prices", jp);
     rl_buf_printf(&b, "<h2>Report since %s, per tenant</h2>", since);
     json_table(&b, "report", jr);
     rl_buf_puts(&b, "<h2>Budgets</h2>");
@@ -240,6 +262,8 @@ console_costs(struct console_req *r)
     cJSON_Delete(jb);
     cJSON_Delete(jr);
     cJSON_Delete(jd);
+    cJSON_Delete(jc);
+    cJSON_Delete(jp);
     return console_send_page(r, MHD_HTTP_OK, &b);
 }
 

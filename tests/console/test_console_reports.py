@@ -1,6 +1,8 @@
 """Invariant: the costs page draws tokens a day per tenant as a server-side
 SVG chart (no script, no inline style: the CSP allows neither) with extra
-generations marked, beside the cost report and the budgets, and the limits
+generations marked and each bar's cost at the model's price, beside the
+cost per model (live and batch), the prices, the cost report and the
+budgets, and the limits
 page lists tenant and model limits; both read only, with tenant names
 escaped."""
 
@@ -20,7 +22,8 @@ def test(ledger):
     ledger.sql(
         "INSERT INTO runs (run_id, job, tenant, scheduled_at, version,"
         " fingerprint, request, status, output, completed_at, attempts)"
-        " VALUES (%s, 'digest', %s, now(), 'v1', %s, '{}'::jsonb,"
+        " VALUES (%s, 'digest', %s, now(), 'v1', %s,"
+        " '{\"request\": {\"model\": \"m-priced\"}}'::jsonb,"
         " 'completed', '\"ok\"'::jsonb, now(), 2)"
         % (lit(run_id), lit(TENANT), lit(secrets.token_hex(32))))
     for no, outcome, tokens in ((1, "ambiguous", 300), (2, "ok", 700)):
@@ -30,6 +33,9 @@ def test(ledger):
             " finished_at) VALUES (%s, %d, 1, 'w', %s, '%s', %d, 0, now())"
             % (lit(run_id), no, lit("%s:%d" % (run_id, no)), outcome, tokens))
     ledger.run("budgets", "set", "--tenant", TENANT, "--tokens", "50000")
+    # 1,000 prompt tokens at 1.5 per million: 0.0015.
+    ledger.run("prices", "set", "--model", "m-priced", "--input", "1.5",
+               "--output", "8")
     ledger.run("limits", "set", "--tenant", TENANT, "--concurrency", "3")
     console = harness.Console(ledger)
     try:
@@ -43,9 +49,15 @@ def test(ledger):
         check("<script" not in svg and "style=" not in svg,
               "the chart has no script and no inline style")
         check(re.search(r'<rect class="bar"[^>]*><title>acme&lt;img src=x '
-                        r'onerror=alert\(1\)&gt; [0-9-]+: 1000 tokens</title>',
+                        r'onerror=alert\(1\)&gt; [0-9-]+: 1000 tokens, '
+                        r'cost 0\.001500</title>',
                         svg) is not None,
-              "today's bar carries the tenant's 1000 tokens, escaped")
+              "today's bar carries the tenant's 1000 tokens and their "
+              "cost, escaped")
+        check('id="cost-by-model"' in r.body and "m-priced" in r.body and
+              "0.001500" in r.body, "the cost per model is listed")
+        check('id="prices"' in r.body and "1.5" in r.body,
+              "the prices are listed")
         check('<circle class="extra"' in svg and
               "1 extra generations" in svg,
               "the extra generation is marked")
