@@ -539,18 +539,12 @@ enum MHD_Result
 console_run(struct console_req *r, const char *run_id)
 {
     static const char *const attempt_members[] = {
-        "attempt_no",    "outcome",           "http_status",
-        "prompt_tokens", "completion_tokens", "latency_ms",
-        "dispatched_at", "finished_at",       "error"};
-    static const char *const attempt_headings[] = {"#",
-                                                   "Outcome",
-                                                   "HTTP",
-                                                   "Prompt tokens",
-                                                   "Completion tokens",
-                                                   "Latency ms",
-                                                   "Sent",
-                                                   "Finished",
-                                                   "Error"};
+        "attempt_no",        "outcome", "http_status", "prompt_tokens",
+        "completion_tokens", "cost",    "latency_ms",  "dispatched_at",
+        "finished_at",       "error"};
+    static const char *const attempt_headings[] = {
+        "#",    "Outcome",    "HTTP", "Prompt tokens", "Completion tokens",
+        "Cost", "Latency ms", "Sent", "Finished",      "Error"};
     static const char *const note_members[] = {"channel",        "state",
                                                "delivery_count", "created_at",
                                                "delivered_at",   "last_error"};
@@ -630,7 +624,7 @@ console_run(struct console_req *r, const char *run_id)
     }
     rl_buf_puts(&b, "<h2>Attempts</h2>");
     put_table(&b, "attempts", cJSON_GetObjectItemCaseSensitive(run, "attempts"),
-              attempt_members, attempt_headings, 9);
+              attempt_members, attempt_headings, 10);
     rl_buf_puts(&b, "<h2>Notifications</h2>");
     put_table(&b, "notifications",
               cJSON_GetObjectItemCaseSensitive(run, "notifications"),

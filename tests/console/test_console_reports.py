@@ -70,6 +70,11 @@ def test(ledger):
               "the limits page lists the tenant's limit, escaped")
         r = console.request("POST", "/limits", cookie=cookie, form={})
         check(r.status == 403, "a POST to the limits page is refused")
+        run = console.request("GET", "/runs/" + run_id, cookie=cookie)
+        check(run.status == 200 and "<th>Cost</th>" in run.body and
+              "<td>0.000450</td>" in run.body and
+              "<td>0.001050</td>" in run.body,
+              "the run page gives each attempt's cost at the model's price")
     finally:
         console.stop()
 
