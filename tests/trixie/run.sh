@@ -7,17 +7,20 @@
 #      under $RL_CACHE_DIR/trixie/ by package list)
 #   2. the test services on the host (tests/harness/services.sh up; those
 #      already running are kept)
-#   3. in a mount namespace of its own: /proc, /dev, /sys, the repository
-#      (and its git folder), the cache and the host's resolv.conf, hosts,
-#      CA bundle and pip.conf bind-mounted into the root at the same paths;
-#      a fresh /tmp, /var/tmp and /root for this run, so the cached root
-#      stays as it was made
+#   3. in a mount and PID namespace of its own: /proc, /dev, /sys, the
+#      repository (and its git folder), the cache and the host's
+#      resolv.conf, hosts, CA bundle and pip.conf bind-mounted into the
+#      root at the same paths; a fresh /tmp, /var/tmp and /root for this
+#      run, so the cached root stays as it was made
 #   4. chroot: tests/trixie/inside.sh builds in $TRIXIE_BUILD_DIR (default
 #      build-trixie, a plain build), prints the library versions and runs
 #      ctest; the root shares the host's network, so the services'
 #      127.0.0.1 addresses work unchanged
-#   5. stops what this run started: processes still running in the root,
-#      and the services when this run started them
+#   5. stops what this run started: processes still running in its PID
+#      namespace (the kernel ends any left when the namespace does), and
+#      the services when this run started them. Another run sharing the
+#      cached root (a second checkout's `make test-trixie`) has its own
+#      namespace: neither sees nor stops the other's processes
 #
 # Inside the root RL_CACHE_DIR is $RL_CACHE_DIR/trixie/cache (what the tests
 # build or install there, like the OTLP receiver's venv, is Debian 13's and
@@ -50,7 +53,7 @@ export RL_SERVICES_DIR=${RL_SERVICES_DIR:-$build/services}
 export RL_SERVICES_ENV=${RL_SERVICES_ENV:-$build/services.env}
 trixie_build=$(realpath -m -- "${TRIXIE_BUILD_DIR:-$repo/build-trixie}")
 
-# --- 3. and 4.: in the mount namespace (run.sh re-runs itself there) ------
+# --- 3. and 4.: in the namespaces (run.sh re-runs itself there) -----------
 if [ "${RL_TRIXIE_IN_NS:-}" = 1 ]; then
     tree=$1
     run=$2
@@ -104,9 +107,9 @@ if [ "${RL_TRIXIE_IN_NS:-}" = 1 ]; then
         RL_TRIXIE_SKIP_LABELS="${RL_TRIXIE_SKIP_LABELS:-}" \
         KAFKA_VERSION="${KAFKA_VERSION:-}" \
         bash "$repo/tests/trixie/inside.sh" || rc=$?
-    # What a test left running in the root (a private broker or cluster of
-    # a test that failed) was started by this run: it goes before the
-    # namespace and its mounts do.
+    # What a test left running (a private broker or cluster of a test that
+    # failed) stops cleanly before the namespace ends; this /proc is the
+    # PID namespace's, so only this run's processes are listed.
     for sig in TERM KILL; do
         left=()
         for p in /proc/[0-9]*; do
@@ -176,5 +179,6 @@ chmod 0700 "$run/root"
 
 t2=$SECONDS
 RL_TRIXIE_IN_NS=1 TRIXIE_BUILD_DIR=$trixie_build \
-    unshare --mount --propagation private -- "$0" "$tree" "$run" || status=$?
+    unshare --mount --propagation private --pid --fork --mount-proc -- \
+    "$0" "$tree" "$run" || status=$?
 t_inside=$((SECONDS - t2))
