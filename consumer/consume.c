@@ -134,9 +134,12 @@ commit_bounded(struct kstate *ks, int timeout_ms)
     rd_kafka_queue_destroy(q);
 }
 
+static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                         rd_kafka_topic_partition_list_t *parts, void *opaque);
+
 /* Leaves the group, waiting at most timeout_ms: with the group
  * coordinator gone, rd_kafka_consumer_close waits up to the session
- * timeout. The close runs on the library's threads and its callbacks (the
+ * timeout. The close runs on the library's threads and its ops (the
  * last revoke) are served here. Returns 1 when the consumer closed; when
  * it did not, the group sees it leave once its session times out. */
 static int
@@ -155,8 +158,20 @@ close_bounded(struct kstate *ks, int timeout_ms)
                     rd_kafka_error_string(error));
         rd_kafka_error_destroy(error);
     } else {
-        while (!rd_kafka_consumer_closed(ks->rk) && rl_clock_ms() < deadline)
-            rd_kafka_queue_poll_callback(q, 100);
+        /* Served as events, not callbacks: what else the close moves onto
+         * the queue (messages fetched, consumer errors) comes back as an
+         * event and is dropped, where rd_kafka_queue_poll_callback asserts
+         * on it (librdkafka 2.8); the revoke comes back as an event too,
+         * for rebalance_cb. */
+        while (!rd_kafka_consumer_closed(ks->rk) && rl_clock_ms() < deadline) {
+            rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 100);
+
+            if (ev && rd_kafka_event_type(ev) == RD_KAFKA_EVENT_REBALANCE)
+                rebalance_cb(ks->rk, rd_kafka_event_error(ev),
+                             rd_kafka_event_topic_partition_list(ev), ks);
+            if (ev)
+                rd_kafka_event_destroy(ev);
+        }
     }
     closed = rd_kafka_consumer_closed(ks->rk);
     if (!closed)
