@@ -761,7 +761,7 @@ batcher_main(void *arg)
         int stop;
 
         if (!bt->db)
-            bt->db = rl_db_connect_role(bt->cfg, RL_DB_ROLE_LEDGER, errstr,
+            bt->db = rl_db_connect_role(bt->cfg, RL_DB_ROLE_BATCHER, errstr,
                                         sizeof(errstr));
         if (bt->db && turn(bt) != 0) {
             rl_db_destroy(bt->db);

@@ -54,7 +54,8 @@ enum rl_db_role {
     RL_DB_ROLE_COMPLETER, /* completions and their outbox rows */
     RL_DB_ROLE_RELAY,     /* the outbox relay's batches */
     RL_DB_ROLE_VACUUM,    /* the relay's vacuums of the outbox */
-    RL_DB_ROLE_HEALTH     /* /readyz checks and gauges */
+    RL_DB_ROLE_HEALTH,    /* /readyz checks and gauges */
+    RL_DB_ROLE_BATCHER    /* provider batches: intents, uploads, results */
 };
 
 /* Opens a service connection to cfg->database_url (as rl_db_connect) for

@@ -556,6 +556,8 @@ role_name(enum rl_db_role role)
         return "vacuum";
     case RL_DB_ROLE_HEALTH:
         return "health";
+    case RL_DB_ROLE_BATCHER:
+        return "batcher";
     }
     return "unknown";
 }
