@@ -10,8 +10,8 @@
  *   on the dead-letter topic with its reason.
  * Built twice: with the eager range assignor and, as ASSIGNOR, with the
  * cooperative-sticky one, whose incremental assign (the third joining)
- * and revoke (one leaving) must keep the same invariants; the log of the
- * first consumer then shows the incremental assignment. */
+ * and revoke (one leaving) must keep the same invariants; a consumer's
+ * log then shows an incremental assignment. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -348,8 +348,16 @@ main(void)
             RL_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
         }
     }
-    if (strcmp(ASSIGNOR, "cooperative-sticky") == 0)
-        RL_CHECK(log_has(&t, 0, "more partitions"));
+    /* The incremental path was taken: a consumer's log shows an
+     * incremental assignment (which one depends on the assignor: one
+     * that joins when the others hold every partition may get none). */
+    if (strcmp(ASSIGNOR, "cooperative-sticky") == 0) {
+        int incremental = 0;
+
+        for (int i = 0; i < t.nprocs; i++)
+            incremental |= log_has(&t, i, "more partitions");
+        RL_CHECK(incremental);
+    }
     free(notes.keys);
     e2e_teardown(&t);
     RL_TEST_END();
