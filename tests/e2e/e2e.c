@@ -1023,3 +1023,20 @@ e2e_count_with_header(struct e2e *t, const char *topic, const char *name,
     e2e_read_topic(t, topic, count_header, &hc);
     return hc.n;
 }
+
+int
+e2e_log_has(const struct e2e *t, int slot, const char *text)
+{
+    char path[sizeof(t->name) + 32], line[4096];
+    FILE *f;
+    int found = 0;
+
+    snprintf(path, sizeof(path), "%s.%d.log", t->name, slot);
+    f = fopen(path, "r");
+    if (!f)
+        return 0;
+    while (!found && fgets(line, sizeof(line), f))
+        found = strstr(line, text) != NULL;
+    fclose(f);
+    return found;
+}

@@ -80,6 +80,10 @@ void e2e_flush(struct e2e *t);
  * Its stderr goes to <name>.<slot>.log in the current directory. */
 int e2e_spawn(struct e2e *t, const char *cmd, const char *const *extra_env);
 
+/* 1 when the log of the process in slot (<name>.<slot>.log) has a line
+ * holding text, else 0. */
+int e2e_log_has(const struct e2e *t, int slot, const char *text);
+
 /* Sends sig to the process in slot; with wait, reaps it and returns its
  * exit status as from waitpid (else 0). */
 int e2e_signal(struct e2e *t, int slot, int sig, int wait);

@@ -189,24 +189,6 @@ produce_malformed(struct e2e *t)
     e2e_produce(t, NULL, bad_utf8);
 }
 
-/* 1 when the log of the process in slot holds text. */
-static int
-log_has(const struct e2e *t, int slot, const char *text)
-{
-    char path[256], line[4096];
-    FILE *f;
-    int found = 0;
-
-    snprintf(path, sizeof(path), "%s.%d.log", t->name, slot);
-    f = fopen(path, "r");
-    if (!f)
-        return 0;
-    while (!found && fgets(line, sizeof(line), f))
-        found = strstr(line, text) != NULL;
-    fclose(f);
-    return found;
-}
-
 int
 main(void)
 {
@@ -355,7 +337,7 @@ main(void)
         int incremental = 0;
 
         for (int i = 0; i < t.nprocs; i++)
-            incremental |= log_has(&t, i, "more partitions");
+            incremental |= e2e_log_has(&t, i, "more partitions");
         RL_CHECK(incremental);
     }
     free(notes.keys);

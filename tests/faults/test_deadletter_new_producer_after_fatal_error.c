@@ -16,26 +16,11 @@
 #define BAD 30
 #define GOOD 20
 
-static int
-log_mentions(const char *file, const char *text)
-{
-    FILE *f = fopen(file, "r");
-    char line[4096];
-    int found = 0;
-
-    if (!f)
-        return 0;
-    while (!found && fgets(line, sizeof(line), f))
-        found = strstr(line, text) != NULL;
-    fclose(f);
-    return found;
-}
-
 int
 main(void)
 {
     struct e2e t;
-    char job[160], logname[200], value[64];
+    char job[160], value[64];
     long dead;
     int slot;
 
@@ -60,8 +45,7 @@ main(void)
     RL_CHECK_INTEQ(e2e_int(&t, "SELECT count(*) FROM runs WHERE "
                                "status='completed'"),
                    GOOD);
-    snprintf(logname, sizeof(logname), "%s.%d.log", t.name, slot);
-    RL_CHECK(log_mentions(logname, "starting a new producer"));
+    RL_CHECK(e2e_log_has(&t, slot, "starting a new producer"));
     RL_CHECK(e2e_alive(&t, slot));
     fprintf(stderr,
             "dead letters after a fatal producer error: %d malformed, %ld "

@@ -40,26 +40,11 @@ on_note(const rd_kafka_message_t *rkm, void *opaque)
     n->total++;
 }
 
-static int
-log_mentions(const char *file, const char *text)
-{
-    FILE *f = fopen(file, "r");
-    char line[4096];
-    int found = 0;
-
-    if (!f)
-        return 0;
-    while (!found && fgets(line, sizeof(line), f))
-        found = strstr(line, text) != NULL;
-    fclose(f);
-    return found;
-}
-
 int
 main(void)
 {
     struct e2e t;
-    char job[160], logname[200];
+    char job[160];
     struct notes notes = {0, 0, NULL};
     int slot;
 
@@ -91,8 +76,7 @@ main(void)
             notes.distinct++;
     }
     RL_CHECK_INTEQ(notes.distinct, RUNS * 2);
-    snprintf(logname, sizeof(logname), "%s.%d.log", t.name, slot);
-    RL_CHECK(log_mentions(logname, "starting a new producer"));
+    RL_CHECK(e2e_log_has(&t, slot, "starting a new producer"));
     RL_CHECK(e2e_alive(&t, slot));
     fprintf(stderr,
             "relay after a fatal producer error: outbox rows %d, "
