@@ -13,6 +13,7 @@
 
 #include "ledger_int.h"
 #include "rl/db_positions.h"
+#include "rl/err.h"
 #include "rl/log.h"
 
 static struct ledger_position *
@@ -58,14 +59,34 @@ position_for(struct ledger *lg, const struct rl_item *it)
     return p;
 }
 
-/* Asks for a seek back where the ledger's position is before what was
- * read or handled: expected[i] is the offset the ledger should be at
- * least at. */
-static void
-compare(struct ledger *lg, const int32_t *parts, const uint64_t *epochs,
-        const int64_t *expected, const int64_t *ledger, size_t n,
-        const char *when)
+/* Reads the ledger's positions of parts[0..n) and asks for a seek back
+ * where one is before what was read or handled: expected[i] is the offset
+ * the ledger should be at least at. Returns 0, RL_ERR_NOMEM, or the read's
+ * error (logged). */
+static int
+compare_with_ledger(struct ledger *lg, const int32_t *parts,
+                    const uint64_t *epochs, const int64_t *expected, size_t n,
+                    const char *when)
 {
+    int64_t *ledger;
+    char errstr[512];
+    int err;
+
+    if (n == 0)
+        return 0;
+    ledger = calloc(n, sizeof(*ledger));
+    if (!ledger) {
+        rl_log_warn(NULL, "ledger: out of memory comparing positions; will "
+                          "retry");
+        return RL_ERR_NOMEM;
+    }
+    err = rl_db_read_positions(lg->db, lg->cfg->topic, parts, n, ledger, errstr,
+                               sizeof(errstr));
+    if (err) {
+        rl_log_warn(NULL, "ledger: %s; will retry", errstr);
+        free(ledger);
+        return err;
+    }
     for (size_t i = 0; i < n; i++) {
         if (ledger[i] < 0 || ledger[i] >= expected[i])
             continue;
@@ -77,6 +98,8 @@ compare(struct ledger *lg, const int32_t *parts, const uint64_t *epochs,
                     when, (long long)ledger[i]);
         rl_pipeline_seek_back(lg->pl, parts[i], epochs[i], ledger[i]);
     }
+    free(ledger);
+    return 0;
 }
 
 /* Before the first events of a partition in an epoch are handled: the
@@ -88,9 +111,8 @@ ledger_positions_check(struct ledger *lg, const struct rl_item *batch)
 {
     int32_t *parts = NULL;
     uint64_t *epochs = NULL;
-    int64_t *first = NULL, *ledger = NULL;
+    int64_t *first = NULL;
     size_t n = 0, count = 0;
-    char errstr[512];
     int rc = 0;
 
     for (const struct rl_item *it = batch; it; it = it->next) {
@@ -103,8 +125,7 @@ ledger_positions_check(struct ledger *lg, const struct rl_item *batch)
     parts = calloc(count, sizeof(*parts));
     epochs = calloc(count, sizeof(*epochs));
     first = calloc(count, sizeof(*first));
-    ledger = calloc(count, sizeof(*ledger));
-    if (!parts || !epochs || !first || !ledger) {
+    if (!parts || !epochs || !first) {
         rl_log_warn(NULL, "ledger: out of memory comparing positions; will "
                           "retry");
         rc = -1;
@@ -128,14 +149,11 @@ ledger_positions_check(struct ledger *lg, const struct rl_item *batch)
             first[i] = it->src.offset;
         }
     }
-    if (rl_db_read_positions(lg->db, lg->cfg->topic, parts, n, ledger, errstr,
-                             sizeof(errstr)) != 0) {
-        rl_log_warn(NULL, "ledger: %s; will retry", errstr);
+    if (compare_with_ledger(lg, parts, epochs, first, n,
+                            "read from the group's offset") != 0) {
         rc = -1;
         goto out;
     }
-    compare(lg, parts, epochs, first, ledger, n,
-            "read from the group's offset");
     for (size_t i = 0; i < n; i++) {
         struct ledger_position *p = position_of(lg, parts[i]);
 
@@ -146,7 +164,6 @@ out:
     free(parts);
     free(epochs);
     free(first);
-    free(ledger);
     return rc;
 }
 
@@ -167,9 +184,9 @@ ledger_positions_recheck(struct ledger *lg)
 {
     int32_t *parts;
     uint64_t *epochs;
-    int64_t *expected, *ledger;
+    int64_t *expected;
     size_t n = 0;
-    char errstr[512];
+    int err;
 
     lg->recheck_positions = 0;
     if (lg->npositions == 0)
@@ -177,8 +194,7 @@ ledger_positions_recheck(struct ledger *lg)
     parts = calloc(lg->npositions, sizeof(*parts));
     epochs = calloc(lg->npositions, sizeof(*epochs));
     expected = calloc(lg->npositions, sizeof(*expected));
-    ledger = calloc(lg->npositions, sizeof(*ledger));
-    if (parts && epochs && expected && ledger) {
+    if (parts && epochs && expected) {
         for (size_t i = 0; i < lg->npositions; i++) {
             const struct ledger_position *p = &lg->positions[i];
 
@@ -189,23 +205,18 @@ ledger_positions_recheck(struct ledger *lg)
             expected[n] = p->handled_next;
             n++;
         }
-        if (n > 0 &&
-            rl_db_read_positions(lg->db, lg->cfg->topic, parts, n, ledger,
-                                 errstr, sizeof(errstr)) != 0) {
-            rl_log_warn(NULL, "ledger: %s; will retry", errstr);
+        err = compare_with_ledger(lg, parts, epochs, expected, n,
+                                  "registered on an earlier connection");
+        if (err != 0 && err != RL_ERR_NOMEM)
             ledger_drop_db(lg);
+        if (err != 0)
             lg->recheck_positions = 1;
-        } else if (n > 0) {
-            compare(lg, parts, epochs, expected, ledger, n,
-                    "registered on an earlier connection");
-        }
     } else {
         lg->recheck_positions = 1;
     }
     free(parts);
     free(epochs);
     free(expected);
-    free(ledger);
 }
 
 /* Takes the events the intake refused (no parsed event) out of batch:
