@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# prev_release.sh OUTDIR [TAG] — builds the `runledger` of a tagged release
-# (default: the newest v* tag reachable from HEAD) into OUTDIR/TAG and
-# prints the binary's path. A binary already built there is reused, so a
-# rerun costs nothing. The source comes from `git archive` of the tag: no
+# prev_release.sh OUTDIR [REV] — builds the `runledger` of a release (default:
+# the last one, named with its commit in tests/harness/last_release) into
+# OUTDIR/NAME and prints the binary's path. A binary already built there is reused, so a
+# rerun costs nothing. The source comes from `git archive` of the commit: no
 # worktree is registered and the checkout is not touched.
 set -euo pipefail
 
@@ -18,11 +18,13 @@ die() {
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 out=$(realpath -m -- "$1")
 tag=${2:-}
+rev=$tag
 if [ -z "$tag" ]; then
-    tag=$(git -C "$src" describe --tags --abbrev=0 --match 'v*' HEAD 2>/dev/null) ||
-        die "no v* tag reachable from HEAD (a shallow clone without tags?)"
+    # The commit, not the tag: a clone of main need not carry tags.
+    read -r tag rev < <(grep -v '^#' "$src/tests/harness/last_release")
 fi
-git -C "$src" rev-parse -q --verify "refs/tags/$tag" >/dev/null || die "no tag $tag"
+git -C "$src" rev-parse -q --verify "$rev^{commit}" >/dev/null ||
+    die "$rev ($tag) is not in this repository's history (a shallow clone?)"
 
 dest=$out/$tag
 bin=$dest/build/consumer/runledger
@@ -32,7 +34,7 @@ if [ -x "$bin" ]; then
 fi
 rm -rf "$dest"
 mkdir -p "$dest/src"
-git -C "$src" archive --format=tar "$tag" | tar -x -C "$dest/src"
+git -C "$src" archive --format=tar "$rev" | tar -x -C "$dest/src"
 # The release's own build, warnings as errors as it shipped; only the
 # binary, at a low priority (the machine's cores are shared).
 cmake -S "$dest/src" -B "$dest/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \

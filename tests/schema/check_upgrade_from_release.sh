@@ -5,14 +5,15 @@
 # release's own: the released binary must still accept every file it knows
 # during a rolling upgrade and after a rollback.
 #
-# RL_RELEASE_REV names the release (default the commit tagged v0.1.0). It needs the
+# RL_RELEASE_REV names the release (default the last release's commit,
+# tests/harness/last_release). It needs the
 # repository's history (git), and the harness's PostgreSQL (DATABASE_URL):
 # without it the test skips (77) on a partial local run and fails when
 # RL_REQUIRE_SERVICES is set.
 set -euo pipefail
 
 root=${RL_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
-rev=${RL_RELEASE_REV:-862760acb33b1cd02e875c43615162fd3072f19d}
+rev=${RL_RELEASE_REV:-$(grep -v '^#' "$root/tests/harness/last_release" | cut -d' ' -f2)}
 bin=${RUNLEDGER_BIN:?RUNLEDGER_BIN is not set}
 
 # shellcheck source=require_db.sh

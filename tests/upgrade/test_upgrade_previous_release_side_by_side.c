@@ -1,5 +1,5 @@
 /* A rolling upgrade as `helm upgrade` runs it: the previous release's
- * consumers (the newest v* tag, built by tests/harness/prev_release.sh and
+ * consumers (the last release, built by tests/harness/prev_release.sh and
  * cached under the build folder) work on a ledger migrated by that
  * release; this build's migrations are applied while they have runs in
  * flight (expand); this build's consumers join the group beside them;
@@ -81,8 +81,14 @@ previous_release(char *bin, size_t size)
     if (!fgets(bin, (int)size, p))
         bin[0] = '\0';
     if (pclose(p) != 0 || !bin[0]) {
-        fprintf(stderr, "could not build the previous release: see "
-                        "prev-release.log\n");
+        FILE *log = fopen("prev-release.log", "r");
+        char line[512];
+
+        fprintf(stderr, "could not build the previous release:\n");
+        while (log && fgets(line, sizeof(line), log))
+            fputs(line, stderr);
+        if (log)
+            fclose(log);
         RL_REQUIRE(0);
     }
     bin[strcspn(bin, "\r\n")] = '\0';
