@@ -7,20 +7,22 @@
 #      under $RL_CACHE_DIR/trixie/ by package list)
 #   2. the test services on the host (tests/harness/services.sh up; those
 #      already running are kept)
-#   3. in a mount and PID namespace of its own: /proc, /dev, /sys, the
-#      repository (and its git folder), the cache and the host's
-#      resolv.conf, hosts, CA bundle and pip.conf bind-mounted into the
-#      root at the same paths; a fresh /tmp, /var/tmp and /root for this
-#      run, so the cached root stays as it was made
+#   3. in a mount namespace of its own, the cached root bind-mounted at a
+#      folder of this run: /proc, /dev, /sys, the repository (and its git
+#      folder), the cache and the host's resolv.conf, hosts, CA bundle and
+#      pip.conf bind-mounted into it at the same paths; a fresh /tmp,
+#      /var/tmp and /root for this run, so the cached root stays as it was
+#      made. The host's PID namespace: a test signals the services'
+#      processes (a PostgreSQL backend it stops), which run on the host
 #   4. chroot: tests/trixie/inside.sh builds in $TRIXIE_BUILD_DIR (default
 #      build-trixie, a plain build), prints the library versions and runs
 #      ctest; the root shares the host's network, so the services'
 #      127.0.0.1 addresses work unchanged
-#   5. stops what this run started: processes still running in its PID
-#      namespace (the kernel ends any left when the namespace does), and
-#      the services when this run started them. Another run sharing the
-#      cached root (a second checkout's `make test-trixie`) has its own
-#      namespace: neither sees nor stops the other's processes
+#   5. stops what this run started: processes still running whose root
+#      is this run's mount of the tree, and the services when this run
+#      started them. Another run sharing the cached root (a second
+#      checkout's `make test-trixie`) has a mount of its own: neither
+#      stops the other's processes
 #
 # Inside the root RL_CACHE_DIR is $RL_CACHE_DIR/trixie/cache (what the tests
 # build or install there, like the OTLP receiver's venv, is Debian 13's and
@@ -55,8 +57,12 @@ trixie_build=$(realpath -m -- "${TRIXIE_BUILD_DIR:-$repo/build-trixie}")
 
 # --- 3. and 4.: in the namespaces (run.sh re-runs itself there) -----------
 if [ "${RL_TRIXIE_IN_NS:-}" = 1 ]; then
-    tree=$1
     run=$2
+    # This run's view of the cached root: the processes whose root it is
+    # are this run's, whoever else uses the cache.
+    mkdir -p "$run/tree"
+    mount --bind "$1" "$run/tree"
+    tree=$run/tree
     mount -t proc proc "$tree/proc"
     mount --rbind /dev "$tree/dev"
     mount --make-rslave "$tree/dev"
@@ -108,8 +114,7 @@ if [ "${RL_TRIXIE_IN_NS:-}" = 1 ]; then
         KAFKA_VERSION="${KAFKA_VERSION:-}" \
         bash "$repo/tests/trixie/inside.sh" || rc=$?
     # What a test left running (a private broker or cluster of a test that
-    # failed) stops cleanly before the namespace ends; this /proc is the
-    # PID namespace's, so only this run's processes are listed.
+    # failed) stops cleanly: the processes whose root is this run's mount.
     for sig in TERM KILL; do
         left=()
         for p in /proc/[0-9]*; do
@@ -179,6 +184,6 @@ chmod 0700 "$run/root"
 
 t2=$SECONDS
 RL_TRIXIE_IN_NS=1 TRIXIE_BUILD_DIR=$trixie_build \
-    unshare --mount --propagation private --pid --fork --mount-proc -- \
+    unshare --mount --propagation private -- \
     "$0" "$tree" "$run" || status=$?
 t_inside=$((SECONDS - t2))
