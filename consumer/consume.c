@@ -856,14 +856,23 @@ done:
         rl_shutdown_phase(sd, "closing the consumer");
         ks.closing = 1;
         closed = close_bounded(&ks, RL_SHUTDOWN_CLOSE_MS);
-        /* librdkafka before 2.6.1 can wait in rd_kafka_destroy forever
-         * once its broker came back as another cluster: the watchdog ends
-         * that wait. */
+        /* librdkafka can wait in rd_kafka_destroy long after the offsets
+         * are committed and the leases released: before 2.6.1 forever
+         * once its broker came back as another cluster, and 2.8 until
+         * the session times out when its close met a rebalance (members
+         * leaving together under cooperative-sticky). Nothing is left to
+         * lose by then: the process goes on without it. */
         rl_shutdown_phase(sd, "destroying the consumer");
-        if (closed)
-            rd_kafka_destroy(ks.rk);
-        else
-            rd_kafka_destroy_flags(ks.rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
+        if (!rl_shutdown_destroy_kafka(
+                ks.rk, closed ? 0 : RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE,
+                RL_SHUTDOWN_DESTROY_MS))
+            rl_log_warn(NULL,
+                        "librdkafka did not destroy the consumer within %d "
+                        "ms; exiting without it (the leases are released "
+                        "and the offsets committed as far as the broker took "
+                        "them; the group takes the partitions back when the "
+                        "session times out)",
+                        RL_SHUTDOWN_DESTROY_MS);
         ks.rk = NULL;
     }
     if (relay_started) {

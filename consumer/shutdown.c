@@ -176,6 +176,92 @@ rl_shutdown_start(const struct rl_config *cfg, void (*wake)(void *),
     return sd;
 }
 
+/* A destroy given up on: the waiter and the thread share it, and the
+ * last of the two to let go frees it. */
+struct destroyer {
+    rd_kafka_t *rk;
+    int flags;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int done;
+    int users;
+};
+
+static void
+destroyer_release(struct destroyer *d)
+{
+    int last;
+
+    pthread_mutex_lock(&d->lock);
+    last = --d->users == 0;
+    pthread_mutex_unlock(&d->lock);
+    if (last) {
+        pthread_cond_destroy(&d->cond);
+        pthread_mutex_destroy(&d->lock);
+        free(d);
+    }
+}
+
+static void *
+destroyer_main(void *arg)
+{
+    struct destroyer *d = arg;
+
+    rl_thread_name("rl-kdestroy");
+    rd_kafka_destroy_flags(d->rk, d->flags);
+    pthread_mutex_lock(&d->lock);
+    d->done = 1;
+    pthread_cond_signal(&d->cond);
+    pthread_mutex_unlock(&d->lock);
+    destroyer_release(d);
+    return NULL;
+}
+
+int
+rl_shutdown_destroy_kafka(rd_kafka_t *rk, int flags, int timeout_ms)
+{
+    struct destroyer *d = calloc(1, sizeof(*d));
+    pthread_condattr_t attr;
+    struct timespec until;
+    pthread_t tid;
+    int done;
+
+    if (!d) {
+        rd_kafka_destroy_flags(rk, flags);
+        return 1;
+    }
+    d->rk = rk;
+    d->flags = flags;
+    d->users = 2;
+    pthread_mutex_init(&d->lock, NULL);
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&d->cond, &attr);
+    pthread_condattr_destroy(&attr);
+    if (pthread_create(&tid, NULL, destroyer_main, d) != 0) {
+        d->users = 1;
+        destroyer_release(d);
+        rd_kafka_destroy_flags(rk, flags);
+        return 1;
+    }
+    pthread_detach(tid);
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += timeout_ms / 1000;
+    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&d->lock);
+    while (!d->done &&
+           pthread_cond_timedwait(&d->cond, &d->lock, &until) != ETIMEDOUT)
+        ;
+    done = d->done;
+    pthread_mutex_unlock(&d->lock);
+    destroyer_release(d);
+    return done;
+}
+
 int
 rl_shutdown_signal(const struct rl_shutdown *sd)
 {

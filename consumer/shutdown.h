@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <librdkafka/rdkafka.h>
+
 #include "rl/config.h"
 
 /* Past the grace period: the room for the bounded steps after it (the
@@ -19,6 +21,7 @@
 #define RL_SHUTDOWN_COMMIT_MS 3000
 #define RL_SHUTDOWN_CLOSE_MS 3000
 #define RL_SHUTDOWN_FLUSH_MS 2000
+#define RL_SHUTDOWN_DESTROY_MS 3000
 
 /* The exit status when the watchdog or a second signal ends the process. */
 #define RL_EXIT_SHUTDOWN_FORCED 1
@@ -46,6 +49,12 @@ void rl_shutdown_phase(struct rl_shutdown *sd, const char *phase);
 /* Milliseconds left before the watchdog fires (a large number before
  * the first signal), never below 0. @locality any thread */
 int64_t rl_shutdown_left_ms(const struct rl_shutdown *sd);
+
+/* rd_kafka_destroy_flags(rk, flags) on a thread of its own, waited for at
+ * most timeout_ms: returns 1 when it returned in time, 0 when the process
+ * goes on without it (the thread and the handle end with the process).
+ * What the process must keep, it committed and flushed before. */
+int rl_shutdown_destroy_kafka(rd_kafka_t *rk, int flags, int timeout_ms);
 
 /* Stops the signal thread from touching cfg and the wake's opaque, which
  * the caller is about to free. The threads themselves end with the
