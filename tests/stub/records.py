@@ -10,7 +10,9 @@ with half its body, then the connection closes. Standard library
 only. Each record is kept in memory for the stub's life; a batch advances
 when it is read (no background task): validating -> in_progress after
 STUB_BATCH_START_MS, completed after STUB_BATCH_SECONDS, expired after
-STUB_BATCH_EXPIRE_SECONDS when that is set and shorter. A stored
+STUB_BATCH_EXPIRE_SECONDS when that is set and shorter. A line whose
+url is not its batch's endpoint, or whose body is not that endpoint's
+request, comes back in the error file with a 400. A stored
 completion becomes visible to list calls STUB_STORE_LAG_MS after it was
 made (eventual consistency, as the provider's is).
 """
@@ -85,6 +87,10 @@ class Records:
         self.completions = []   # stored chat completions, oldest first
         self.responses = {}     # id -> response object
         self.batches_created = 0
+        # Lines of finished batches answered, by the endpoint they named,
+        # and lines refused for their url or body.
+        self.batch_lines = {"/v1/chat/completions": 0, "/v1/responses": 0}
+        self.batch_lines_refused = 0
 
     def _id(self, prefix):
         self.seq += 1
@@ -244,6 +250,20 @@ class Records:
                                            "request was processed"}})
                 continue
             body = req.get("body") or {}
+            why = self._line_refusal(batch, req)
+            if why is not None:
+                self.batch_lines_refused += 1
+                batch["request_counts"]["failed"] += 1
+                err.append({"id": self._id("batch_req"), "custom_id": cid,
+                            "response": {"status_code": 400,
+                                         "request_id": self._id("req"),
+                                         "body": {"error": {
+                                             "message": why,
+                                             "type": "invalid_request_error"
+                                         }}},
+                            "error": None})
+                continue
+            self.batch_lines[batch["endpoint"]] += 1
             text = json.dumps(body)
             m = DIRECTIVE_RE.search(text)
             if m and m.group(1).isdigit():
@@ -272,6 +292,25 @@ class Records:
             batch["error_file_id"] = self.add_file(
                 "batch_output", "errors.jsonl",
                 b"".join(json.dumps(e).encode() + b"\n" for e in err))["id"]
+
+    @staticmethod
+    def _line_refusal(batch, req):
+        """Why the provider refuses a line, or None: a line names the
+        batch's endpoint as its url and carries that endpoint's request
+        (a Responses body takes input, a chat body messages)."""
+        url, body = req.get("url"), req.get("body")
+        if url != batch["endpoint"]:
+            return "line url %s is not the batch's endpoint %s" % (
+                url, batch["endpoint"])
+        if not isinstance(body, dict) or not isinstance(body.get("model"),
+                                                        str):
+            return "line body is not an object with a model"
+        if url == "/v1/responses":
+            if "input" not in body or "messages" in body:
+                return "a /v1/responses body takes input, not messages"
+        elif not isinstance(body.get("messages"), list):
+            return "a /v1/chat/completions body takes messages"
+        return None
 
     # ---- stored completions and responses --------------------------------
 

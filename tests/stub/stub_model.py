@@ -1089,6 +1089,11 @@ class Stub:
             "max_connections": self.max_connections,
             "stored": len(self.store),
             "batches_created": self.records.batches_created,
+            "batch_lines_chat":
+                self.records.batch_lines["/v1/chat/completions"],
+            "batch_lines_responses":
+                self.records.batch_lines["/v1/responses"],
+            "batch_lines_refused": self.records.batch_lines_refused,
             "files": len(self.records.files),
             "stored_completions": len(self.records.completions),
             "dedupe": self.dedupe,

@@ -926,6 +926,49 @@ class RecordsTest(unittest.TestCase):
         self.assertEqual(codes, {"batch_expired"})
         self.assertEqual(stats(stub.port)["generations"], 0)
 
+    def test_responses_batch_answers_lines_with_responses_bodies(self):
+        stub = self.start(STUB_BATCH_SECONDS="0.2")
+        lines = [json.dumps({
+            "custom_id": "r-%d:1" % i, "method": "POST",
+            "url": "/v1/responses",
+            "body": {"model": "stub-1", "input": [{
+                "role": "user", "content": "responses line %d" % i}]}})
+            for i in range(3)]
+        # A chat line in a Responses batch, and a chat body under the
+        # Responses url: each refused with a 400, never generated.
+        lines.append(json.dumps({
+            "custom_id": "r-3:1", "method": "POST",
+            "url": "/v1/chat/completions", "body": chat("wrong url")}))
+        lines.append(json.dumps({
+            "custom_id": "r-4:1", "method": "POST", "url": "/v1/responses",
+            "body": chat("wrong body")}))
+        f = upload(stub.port, "\n".join(lines).encode() + b"\n")
+        _, _, data = request(stub.port, "POST", "/v1/batches", {
+            "input_file_id": f["id"], "endpoint": "/v1/responses",
+            "completion_window": "24h"})
+        doc = self.wait_batch(stub.port, json.loads(data)["id"], "completed")
+        self.assertEqual(doc["request_counts"],
+                         {"total": 5, "completed": 3, "failed": 2})
+        _, _, out = request(stub.port, "GET",
+                            "/v1/files/%s/content" % doc["output_file_id"])
+        for x in out.splitlines():
+            body = json.loads(x)["response"]["body"]
+            self.assertEqual(body["object"], "response")
+            self.assertEqual(body["output"][0]["content"][0]["type"],
+                             "output_text")
+            self.assertGreater(body["usage"]["input_tokens"], 0)
+            self.assertGreater(body["usage"]["output_tokens"], 0)
+        _, _, err = request(stub.port, "GET",
+                            "/v1/files/%s/content" % doc["error_file_id"])
+        refused = {json.loads(x)["custom_id"]:
+                   json.loads(x)["response"]["status_code"]
+                   for x in err.splitlines()}
+        self.assertEqual(refused, {"r-3:1": 400, "r-4:1": 400})
+        doc = stats(stub.port)
+        self.assertEqual((doc["generations"], doc["batch_lines_responses"],
+                          doc["batch_lines_chat"],
+                          doc["batch_lines_refused"]), (3, 3, 0, 2))
+
     def test_stored_completion_listed_by_metadata_after_its_lag(self):
         stub = self.start(STUB_STORE_LAG_MS="300")
         key = new_key()
