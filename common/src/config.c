@@ -219,8 +219,7 @@ static const struct cfg_row rows[] = {
     {"RUNLEDGER_PG_IDLE_IN_TX_TIMEOUT_MS", CFG_INT, S(pg_idle_in_tx_timeout_ms),
      "60000", 0, 86400000, 0,
      "idle_in_transaction_session_timeout of the service's PostgreSQL "
-     "sessions (0: none); not set on the relay, whose transaction waits for "
-     "the broker"},
+     "sessions (0: none)"},
     {"RUNLEDGER_PG_TCP_USER_TIMEOUT_MS", CFG_INT, S(pg_tcp_user_timeout_ms),
      "30000", 0, 86400000, 0,
      "libpq tcp_user_timeout of the service's sessions (0: the system's); "

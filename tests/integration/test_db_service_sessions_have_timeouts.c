@@ -1,10 +1,10 @@
 /* Invariant: every service session has statement, lock and
  * idle-in-transaction timeouts, TCP keepalives and an application_name
  * naming its role; the renewal session's timeouts fit in the lease, the
- * vacuum session has no statement timeout, the relay's no idle timeout;
- * and what DATABASE_URL sets itself wins. (The keepalives and
- * tcp_user_timeout are options of the client socket, which the server
- * does not show.) */
+ * vacuum session has no statement timeout, the relay's has them all (it
+ * holds no transaction while the broker acknowledges); and what
+ * DATABASE_URL sets itself wins. (The keepalives and tcp_user_timeout are
+ * options of the client socket, which the server does not show.) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,7 +74,10 @@ main(void)
 
     db = rl_db_connect_role(cfg, RL_DB_ROLE_RELAY, errstr, sizeof(errstr));
     RL_REQUIRE(db);
-    RL_CHECK_INTEQ(setting_ms(db, "idle_in_transaction_session_timeout"), 0);
+    /* The relay leases its rows and holds no transaction while the
+     * broker acknowledges them: no exemption. */
+    RL_CHECK_INTEQ(setting_ms(db, "idle_in_transaction_session_timeout"),
+                   60000);
     RL_CHECK_INTEQ(setting_ms(db, "statement_timeout"), 30000);
     rl_db_destroy(db);
 

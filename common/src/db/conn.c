@@ -597,11 +597,6 @@ rl_db_connect_role(const struct rl_config *cfg, enum rl_db_role role,
         /* VACUUM of a large outbox takes what it takes. */
         ss.statement_timeout_ms = 0;
         break;
-    case RL_DB_ROLE_RELAY:
-        /* The batch's transaction stays open while the broker
-         * acknowledges its records. */
-        ss.idle_in_tx_timeout_ms = 0;
-        break;
     default:
         break;
     }
