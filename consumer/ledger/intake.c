@@ -2,13 +2,13 @@
  * claimed while a model slot is free; the rest stay pending in the ledger
  * for a sweeper. */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ledger_int.h"
 #include "rl/clock.h"
 #include "rl/db_claim.h"
 #include "rl/db_conn.h"
-#include "rl/db_positions.h"
 #include "rl/err.h"
 #include "rl/failpoint.h"
 #include "rl/log.h"
@@ -91,17 +91,15 @@ claim_chunk(struct ledger *lg, struct rl_item *batch, long *room)
     if (err == RL_ERR_INVALID) {
         /* Retrying cannot help: the event is dead-lettered with the
          * database's reason, and its offset is committed after that. */
-        int32_t part = items[0]->src.partition;
-        int64_t next = items[0]->src.offset + 1;
-        char note_err[512];
+        struct rl_item *it = items[0];
 
         atomic_fetch_add(&lg->pl->counters.invalid, 1);
-        if (items[0]->src.from_kafka &&
-            rl_db_note_positions(lg->db, lg->cfg->topic, &part, &next, 1,
-                                 note_err, sizeof(note_err)) == 0)
-            ledger_positions_handled(lg, items[0]);
-        rl_pipeline_dead_letter(lg->pl, items[0], RL_DEADLETTER_INTAKE,
-                                "rejected_by_ledger", errstr);
+        it->next = NULL;
+        free(it->refusal_reason);
+        free(it->refusal_detail);
+        it->refusal_reason = strdup("rejected_by_ledger");
+        it->refusal_detail = strdup(errstr);
+        ledger_dead_letter_refused(lg, it);
         return rest;
     }
     if (err) {

@@ -190,6 +190,7 @@ int ledger_positions_check(struct ledger *lg, const struct rl_item *batch);
 void ledger_positions_handled(struct ledger *lg, const struct rl_item *it);
 void ledger_positions_recheck(struct ledger *lg);
 struct rl_item *ledger_refuse_intake(struct ledger *lg, struct rl_item *batch);
+void ledger_dead_letter_refused(struct ledger *lg, struct rl_item *refused);
 void ledger_positions_free(struct ledger *lg);
 
 /* intake.c */

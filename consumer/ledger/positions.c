@@ -219,34 +219,19 @@ ledger_positions_recheck(struct ledger *lg)
     free(expected);
 }
 
-/* Takes the events the intake refused (no parsed event) out of batch:
- * their positions are noted in the ledger, so that reading them again
- * after a rebalance is not taken for lost registrations, and each is
- * dead-lettered. Returns the rest of batch, in order. */
-struct rl_item *
-ledger_refuse_intake(struct ledger *lg, struct rl_item *batch)
+/* Dead-letters the refused events of the list (each with its refusal
+ * reason and detail), noting their positions in the ledger first, so
+ * that reading them again after a rebalance is not taken for lost
+ * registrations. */
+void
+ledger_dead_letter_refused(struct ledger *lg, struct rl_item *refused)
 {
-    struct rl_item *rest = NULL, **rest_tail = &rest;
-    struct rl_item *refused = NULL, **refused_tail = &refused;
     int32_t parts[64];
     int64_t next[64];
     size_t n = 0;
     int noted = 1;
     char errstr[512];
 
-    while (batch) {
-        struct rl_item *it = batch;
-
-        batch = it->next;
-        it->next = NULL;
-        if (it->ev) {
-            *rest_tail = it;
-            rest_tail = &it->next;
-        } else {
-            *refused_tail = it;
-            refused_tail = &it->next;
-        }
-    }
     for (struct rl_item *it = refused; it; it = it->next) {
         size_t i = 0;
 
@@ -284,6 +269,31 @@ ledger_refuse_intake(struct ledger *lg, struct rl_item *batch)
                                                    : "invalid_event",
                                 it->refusal_detail ? it->refusal_detail : "");
     }
+}
+
+/* Takes the events the intake refused (no parsed event) out of batch and
+ * dead-letters them. Returns the rest of batch, in order. */
+struct rl_item *
+ledger_refuse_intake(struct ledger *lg, struct rl_item *batch)
+{
+    struct rl_item *rest = NULL, **rest_tail = &rest;
+    struct rl_item *refused = NULL, **refused_tail = &refused;
+
+    while (batch) {
+        struct rl_item *it = batch;
+
+        batch = it->next;
+        it->next = NULL;
+        if (it->ev) {
+            *rest_tail = it;
+            rest_tail = &it->next;
+        } else {
+            *refused_tail = it;
+            refused_tail = &it->next;
+        }
+    }
+    if (refused)
+        ledger_dead_letter_refused(lg, refused);
     return rest;
 }
 
