@@ -62,21 +62,10 @@ heap=${KAFKA_HEAP_OPTS:--Xmx512m -Xms256m}
 start_timeout=${KAFKA_START_TIMEOUT:-90}
 port_base=${KAFKA_PORT_BASE:-29092}
 marker=$dir/.runledger-kafka
-pidfile=$dir/broker.pid
+# shellcheck source=kafka_node.sh
+. "$root/tests/harness/kafka_node.sh"
 # The topics every Runledger test and the demo expect (name:partitions).
 default_topics=(runledger.schedules:4 runledger.notifications:4 runledger.dlq:1)
-
-port_is_free() {
-    python3 - "$1" <<'EOF'
-import socket, sys
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-try:
-    s.bind(("127.0.0.1", int(sys.argv[1])))
-except OSError:
-    sys.exit(1)
-EOF
-}
 
 # Prints the first free port at or above $1 that is not $2.
 pick_port() {
@@ -91,23 +80,7 @@ pick_port() {
     die "no free port in $1..$(($1 + 199))"
 }
 
-# The pid file's process, if it is alive and is this DIR's broker (a pid
-# can be reused after a crash; never signal a stranger).
-broker_pid() {
-    local pid
-    [ -f "$pidfile" ] || return 1
-    pid=$(cat "$pidfile")
-    [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] || return 1
-    tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$dir/server.properties" || return 1
-    echo "$pid"
-}
-
-java_cp() {
-    [ -f "$libs/.complete" ] ||
-        die "kafka $kafka_version jars missing in $libs: run KAFKA_VERSION=$kafka_version tests/harness/deps.sh"
-    command -v java >/dev/null 2>&1 || die "java not found: run tests/harness/deps.sh"
-    echo "$libs/*"
-}
+broker_pid() { node_dir_pid "$dir"; }
 
 write_config() {
     local port=$1 cport=$2
@@ -140,112 +113,13 @@ broker.session.timeout.ms=4000
 num.network.threads=2
 num.io.threads=4
 EOF
-    write_log_config
+    write_log_config "$dir"
     printf '%s %s\n' "$port" "$cport" >"$dir/ports"
 }
 
-# Up to 3.x the broker logs through log4j 1 (reload4j), from 4.0 on through
-# log4j2, which without a configuration of its own prints an error on every
-# start. Either way: everything to broker.log, nothing on the console.
-log_jvm_opt() {
-    case "$kafka_version" in
-    [0-3].*) echo "-Dlog4j.configuration=file:$dir/log4j.properties" ;;
-    *) echo "-Dlog4j2.configurationFile=$dir/log4j2.xml" ;;
-    esac
-}
+format_storage() { format_node "$dir" "$(cluster_id)"; }
 
-xml_escape() {
-    sed -e 's/&/\&amp;/g' -e 's/</\&lt;/g' -e 's/>/\&gt;/g' -e 's/"/\&quot;/g' <<<"$1"
-}
-
-write_log_config() {
-    case "$kafka_version" in
-    [0-3].*)
-        cat >"$dir/log4j.properties" <<EOF
-# Written by tests/harness/kafka.sh: everything to broker.log, nothing on
-# the console.
-log4j.rootLogger=INFO, file
-log4j.appender.file=org.apache.log4j.FileAppender
-log4j.appender.file.File=$dir/broker.log
-log4j.appender.file.Append=true
-log4j.appender.file.layout=org.apache.log4j.PatternLayout
-log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
-log4j.logger.kafka.request.logger=WARN
-log4j.logger.state.change.logger=WARN
-log4j.logger.org.apache.kafka.clients=WARN
-log4j.logger.kafka.log.LogCleaner=WARN
-EOF
-        ;;
-    *)
-        cat >"$dir/log4j2.xml" <<EOF
-<?xml version="1.0" encoding="UTF-8"?>
-<!-- Written by tests/harness/kafka.sh: everything to broker.log, nothing
-     on the console; log4j2's own warnings go to stdout.log. -->
-<Configuration status="warn">
-  <Appenders>
-    <File name="file" fileName="$(xml_escape "$dir/broker.log")" append="true">
-      <PatternLayout pattern="[%d] %p %m (%c)%n"/>
-    </File>
-  </Appenders>
-  <Loggers>
-    <Root level="info"><AppenderRef ref="file"/></Root>
-    <Logger name="kafka.request.logger" level="warn"/>
-    <Logger name="state.change.logger" level="warn"/>
-    <Logger name="org.apache.kafka.clients" level="warn"/>
-    <Logger name="kafka.log.LogCleaner" level="warn"/>
-  </Loggers>
-</Configuration>
-EOF
-        ;;
-    esac
-}
-
-# Kafka's Uuid text form: 16 random bytes, URL-safe base64 without padding,
-# never starting with '-' (Uuid.randomUuid() rejects those too).
-cluster_id() {
-    python3 -c '
-import base64, uuid
-while True:
-    s = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-    if not s.startswith("-"):
-        print(s)
-        break'
-}
-
-format_storage() {
-    local cp
-    cp=$(java_cp)
-    java -Xmx256m "$(log_jvm_opt)" \
-        -cp "$cp" kafka.tools.StorageTool format -t "$(cluster_id)" \
-        -c "$dir/server.properties" >"$dir/format.log" 2>&1 || {
-        cat "$dir/format.log" >&2
-        die "could not format kafka storage in $dir/data"
-    }
-}
-
-# Starts the JVM in a session of its own (a Ctrl-C to make or ctest does not
-# reach it) and records its pid before anything can fail. The shell writes
-# its own pid and execs java, so the pid is the JVM's even if setsid forks.
-launch() {
-    local cp deadline
-    cp=$(java_cp)
-    rm -f "$pidfile"
-    # shellcheck disable=SC2016,SC2086 # $$ is for the inner shell; heap
-    # holds several options
-    setsid bash -c 'echo $$ >"$0.tmp" && mv "$0.tmp" "$0" && exec "$@"' \
-        "$pidfile" java $heap -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
-        -Djava.awt.headless=true "$(log_jvm_opt)" \
-        -Dkafka.logs.dir="$dir" \
-        -cp "$cp" kafka.Kafka "$dir/server.properties" \
-        >>"$dir/stdout.log" 2>&1 </dev/null &
-    # Not a job of this shell: a later `kill` needs no "Killed" notice.
-    disown
-    deadline=$((SECONDS + 10))
-    until [ -s "$pidfile" ]; do
-        ((SECONDS < deadline)) || die "the broker process did not start"
-        sleep 0.05
-    done
-}
+launch() { launch_node "$dir"; }
 
 # Compiled once per source version into the repository's cache (every
 # fresh start wipes DIR; fault tests start many brokers).
@@ -319,19 +193,7 @@ write_env() {
 }
 
 # Sends $1 to the broker and waits up to $2 seconds for it to exit.
-signal_and_wait() {
-    local sig=$1 wait_s=$2 pid deadline
-    pid=$(broker_pid) || return 0
-    kill "-$sig" "$pid" 2>/dev/null || true
-    deadline=$((SECONDS + wait_s))
-    while [ -e "/proc/$pid" ]; do
-        # A zombie has exited; only its parent can reap it.
-        [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ] || break
-        ((SECONDS < deadline)) || return 1
-        sleep 0.2
-    done
-    rm -f "$pidfile"
-}
+signal_and_wait() { signal_node "$dir" "$1" "$2"; }
 
 stop_broker() {
     if ! broker_pid >/dev/null; then

@@ -72,18 +72,10 @@ heap=${KAFKA_HEAP_OPTS:--Xmx384m -Xms192m}
 start_timeout=${KAFKA_START_TIMEOUT:-120}
 port_base=${KAFKA_PORT_BASE:-21092}
 marker=$dir/.runledger-kafka-cluster
-
-port_is_free() {
-    python3 - "$1" <<'EOF'
-import socket, sys
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-try:
-    s.bind(("127.0.0.1", int(sys.argv[1])))
-except OSError:
-    sys.exit(1)
-EOF
-}
+# Three JVMs on two cores: the C1 compiler only, for a quicker start.
+jvm_extra=-XX:TieredStopAtLevel=1
+# shellcheck source=kafka_node.sh
+. "$root/tests/harness/kafka_node.sh"
 
 # Prints six free ports at or above $1 (a listener and a controller port
 # per node).
@@ -100,75 +92,7 @@ pick_ports() {
 
 node_dir() { echo "$dir/node$1"; }
 
-# The pid file's process, if it is alive and is this node's JVM (a pid can
-# be reused after a crash; never signal a stranger).
-node_pid() {
-    local nd pid
-    nd=$(node_dir "$1")
-    [ -f "$nd/broker.pid" ] || return 1
-    pid=$(cat "$nd/broker.pid")
-    [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] || return 1
-    tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$nd/server.properties" || return 1
-    echo "$pid"
-}
-
-java_cp() {
-    [ -f "$libs/.complete" ] ||
-        die "kafka $kafka_version jars missing in $libs: run KAFKA_VERSION=$kafka_version tests/harness/deps.sh"
-    command -v java >/dev/null 2>&1 || die "java not found: run tests/harness/deps.sh"
-    echo "$libs/*"
-}
-
-log_jvm_opt() {
-    case "$kafka_version" in
-    [0-3].*) echo "-Dlog4j.configuration=file:$1/log4j.properties" ;;
-    *) echo "-Dlog4j2.configurationFile=$1/log4j2.xml" ;;
-    esac
-}
-
-xml_escape() {
-    sed -e 's/&/\&amp;/g' -e 's/</\&lt;/g' -e 's/>/\&gt;/g' -e 's/"/\&quot;/g' <<<"$1"
-}
-
-# As kafka.sh: everything to broker.log, nothing on the console.
-write_log_config() {
-    local nd=$1
-    case "$kafka_version" in
-    [0-3].*)
-        cat >"$nd/log4j.properties" <<EOF
-log4j.rootLogger=INFO, file
-log4j.appender.file=org.apache.log4j.FileAppender
-log4j.appender.file.File=$nd/broker.log
-log4j.appender.file.Append=true
-log4j.appender.file.layout=org.apache.log4j.PatternLayout
-log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
-log4j.logger.kafka.request.logger=WARN
-log4j.logger.state.change.logger=WARN
-log4j.logger.org.apache.kafka.clients=WARN
-log4j.logger.kafka.log.LogCleaner=WARN
-EOF
-        ;;
-    *)
-        cat >"$nd/log4j2.xml" <<EOF
-<?xml version="1.0" encoding="UTF-8"?>
-<Configuration status="warn">
-  <Appenders>
-    <File name="file" fileName="$(xml_escape "$nd/broker.log")" append="true">
-      <PatternLayout pattern="[%d] %p %m (%c)%n"/>
-    </File>
-  </Appenders>
-  <Loggers>
-    <Root level="info"><AppenderRef ref="file"/></Root>
-    <Logger name="kafka.request.logger" level="warn"/>
-    <Logger name="state.change.logger" level="warn"/>
-    <Logger name="org.apache.kafka.clients" level="warn"/>
-    <Logger name="kafka.log.LogCleaner" level="warn"/>
-  </Loggers>
-</Configuration>
-EOF
-        ;;
-    esac
-}
+node_pid() { node_dir_pid "$(node_dir "$1")"; }
 
 # Writes node $1's configuration; $2.. are the six ports (p1 c1 p2 c2 p3 c3).
 write_config() {
@@ -218,53 +142,10 @@ EOF
     printf '%s %s\n' "$port" "$cport" >"$nd/ports"
 }
 
-# Kafka's Uuid text form, as kafka.sh makes it.
-cluster_id() {
-    python3 -c '
-import base64, uuid
-while True:
-    s = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-    if not s.startswith("-"):
-        print(s)
-        break'
-}
-
 # Formats node $1's storage with cluster id $2.
-format_storage() {
-    local nd cp
-    nd=$(node_dir "$1")
-    cp=$(java_cp)
-    java -Xmx256m "$(log_jvm_opt "$nd")" \
-        -cp "$cp" kafka.tools.StorageTool format -t "$2" \
-        -c "$nd/server.properties" >"$nd/format.log" 2>&1 || {
-        cat "$nd/format.log" >&2
-        die "could not format kafka storage in $nd/data"
-    }
-}
+format_storage() { format_node "$(node_dir "$1")" "$2"; }
 
-# Starts node $1's JVM in a session of its own and records its pid before
-# anything can fail (see kafka.sh's launch).
-launch() {
-    local nd cp deadline pidfile
-    nd=$(node_dir "$1")
-    pidfile=$nd/broker.pid
-    cp=$(java_cp)
-    rm -f "$pidfile"
-    # shellcheck disable=SC2016,SC2086 # $$ is for the inner shell; heap
-    # holds several options
-    setsid bash -c 'echo $$ >"$0.tmp" && mv "$0.tmp" "$0" && exec "$@"' \
-        "$pidfile" java $heap -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
-        -XX:TieredStopAtLevel=1 -Djava.awt.headless=true \
-        "$(log_jvm_opt "$nd")" -Dkafka.logs.dir="$nd" \
-        -cp "$cp" kafka.Kafka "$nd/server.properties" \
-        >>"$nd/stdout.log" 2>&1 </dev/null &
-    disown
-    deadline=$((SECONDS + 10))
-    until [ -s "$pidfile" ]; do
-        ((SECONDS < deadline)) || die "node $1 did not start"
-        sleep 0.05
-    done
-}
+launch() { launch_node "$(node_dir "$1")"; }
 
 # 1 when node $1 answers metadata and lists all three brokers.
 node_sees_all() {
@@ -326,18 +207,7 @@ write_env() {
 }
 
 # Sends $2 to node $1 and waits up to $3 seconds for it to exit.
-signal_and_wait() {
-    local id=$1 sig=$2 wait_s=$3 pid deadline
-    pid=$(node_pid "$id") || return 0
-    kill "-$sig" "$pid" 2>/dev/null || true
-    deadline=$((SECONDS + wait_s))
-    while [ -e "/proc/$pid" ]; do
-        [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ] || break
-        ((SECONDS < deadline)) || return 1
-        sleep 0.2
-    done
-    rm -f "$(node_dir "$id")/broker.pid"
-}
+signal_and_wait() { signal_node "$(node_dir "$1")" "$2" "$3"; }
 
 kill_all() {
     local n
