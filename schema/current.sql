@@ -149,6 +149,59 @@ CREATE FUNCTION rl_batch_park(p_worker text, p_run_ids text[], p_epochs bigint[]
       FROM p
 $$;
 
+CREATE FUNCTION rl_batch_take_poll(p_owner text, p_lease_ms bigint, p_provider text, p_spacing_ms bigint) RETURNS TABLE(o_batch_id text, o_epoch bigint, o_state text, o_endpoint text, o_model text, o_completion_window text, o_input_file_id text, o_provider_batch_id text, o_upload_tries integer, o_create_tries integer, o_lookup_ms bigint, o_polls integer, o_runs integer)
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_id text;
+BEGIN
+    SELECT d.batch_id INTO v_id
+      FROM batches d
+     WHERE d.state = 'submitted'
+       AND d.next_poll_at <= now()
+       AND (d.lock_expires_at IS NULL OR d.lock_expires_at < now())
+     ORDER BY d.next_poll_at
+     LIMIT 1
+       FOR UPDATE SKIP LOCKED;
+    IF v_id IS NULL THEN
+        RETURN;
+    END IF;
+    -- clock_timestamp(), not now(): the slot is spaced from when it is
+    -- taken, which is when the poll follows, not from when the
+    -- transaction began.
+    UPDATE batch_poll_slots s
+       SET next_at = clock_timestamp()
+                     + p_spacing_ms * interval '1 millisecond',
+           polls = s.polls + 1
+     WHERE s.provider = p_provider AND s.next_at <= clock_timestamp();
+    IF NOT FOUND THEN
+        -- The provider's first poll, or a slot not due yet (the insert
+        -- then meets the row and does nothing).
+        INSERT INTO batch_poll_slots (provider, next_at, polls)
+        VALUES (p_provider,
+                clock_timestamp() + p_spacing_ms * interval '1 millisecond',
+                1)
+            ON CONFLICT (provider) DO NOTHING;
+        IF NOT FOUND THEN
+            RETURN;
+        END IF;
+    END IF;
+    RETURN QUERY
+    UPDATE batches b
+       SET lock_owner = p_owner, lock_epoch = b.lock_epoch + 1,
+           lock_expires_at = now() + p_lease_ms * interval '1 millisecond'
+     WHERE b.batch_id = v_id
+    RETURNING b.batch_id, b.lock_epoch, b.state, b.endpoint, b.model,
+              b.completion_window, coalesce(b.input_file_id, ''),
+              coalesce(b.provider_batch_id, ''), b.upload_tries,
+              b.create_tries,
+              CASE WHEN b.lookup_since IS NULL THEN -1::int8
+                   ELSE (extract(epoch FROM now() - b.lookup_since)
+                         * 1000)::int8 END,
+              b.polls, b.runs;
+END
+$$;
+
 CREATE FUNCTION rl_claim_due(p_worker text, p_lease_secs double precision, p_limit integer) RETURNS TABLE(ord bigint, run_id text, claim text, status text, fingerprint text, lease_epoch bigint, attempts integer, ambiguous_prior boolean, ambiguous_count integer, deadline_passed boolean, job text, tenant text, scheduled_at text, version text, request jsonb, raw_input jsonb, output jsonb, source_topic text, source_partition integer, source_offset bigint, traceparent text)
     LANGUAGE plpgsql
     SET jit TO 'off'
@@ -1767,6 +1820,12 @@ ALTER TABLE audit ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     CACHE 1
 );
 
+CREATE TABLE batch_poll_slots (
+    provider text NOT NULL,
+    next_at timestamp with time zone NOT NULL,
+    polls bigint DEFAULT 0 NOT NULL
+);
+
 CREATE TABLE batch_runs (
     run_id text NOT NULL,
     attempt_no integer NOT NULL,
@@ -2115,6 +2174,9 @@ ALTER TABLE ONLY attempts
 
 ALTER TABLE ONLY audit
     ADD CONSTRAINT audit_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY batch_poll_slots
+    ADD CONSTRAINT batch_poll_slots_pkey PRIMARY KEY (provider);
 
 ALTER TABLE ONLY batch_runs
     ADD CONSTRAINT batch_runs_pkey PRIMARY KEY (run_id, attempt_no);

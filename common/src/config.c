@@ -99,6 +99,12 @@ static const struct cfg_row rows[] = {
      3600, 0,
      "batch mode: how long a worker holds a batch while it uploads, creates "
      "or reads it; another worker takes over a batch whose lease expired"},
+    {"RUNLEDGER_BATCH_MAX_POLLS_PER_MINUTE", CFG_INT,
+     S(batch_max_polls_per_minute), "60", 1, 60000, 0,
+     "batch mode: the most batch polls the whole consumer group sends the "
+     "provider in any minute, spaced evenly (60 s / this) whatever the "
+     "number of workers and open batches; a due batch waits for the next "
+     "slot"},
     {"RUNLEDGER_MODEL_API", CFG_STR, S(model_api_name), "chat", 0, 0, 0,
      "the API the endpoint speaks: chat (POST {base}/chat/completions) or "
      "responses (POST {base}/responses)"},

@@ -59,6 +59,8 @@ struct ledger_batch {
     int stop;         /* @locks lock */
     struct rl_db *db; /* batcher thread */
     struct rl_model_batches *mb;
+    char provider[512]; /* the poll slots' key: the base URL, bare */
+    int64_t poll_spacing_ms;
 };
 
 /* ---- the hand-off (ledger thread) ------------------------------------- */
@@ -724,8 +726,33 @@ poll_batch(struct ledger_batch *bt, struct rl_batch *b)
                      st.status, wait, errstr, sizeof(errstr));
 }
 
-/* One turn: intents formed, due batches moved on. Returns 0, or -1 when
- * the connection is to be dropped. */
+/* The due polls of this turn, each with a slot of the group's bound
+ * (RUNLEDGER_BATCH_MAX_POLLS_PER_MINUTE): a worker polls only what the
+ * whole group may, however many workers and open batches there are.
+ * Returns 0, or -1 when the connection is to be dropped. */
+static int
+polls(struct ledger_batch *bt)
+{
+    for (int i = 0; i < TAKE_MAX; i++) {
+        struct rl_batch b;
+        char errstr[512];
+        int taken = 0;
+
+        if (rl_db_batch_take_poll(bt->db, bt->cfg->worker_id, lease_ms(bt),
+                                  bt->provider, bt->poll_spacing_ms, &b, &taken,
+                                  errstr, sizeof(errstr)) != 0) {
+            rl_log_warn(NULL, "batcher: %s", errstr);
+            return -1;
+        }
+        if (!taken)
+            break;
+        poll_batch(bt, &b);
+    }
+    return 0;
+}
+
+/* One turn: intents formed and moved on, due batches polled. Returns 0,
+ * or -1 when the connection is to be dropped. */
 static int
 turn(struct ledger_batch *bt)
 {
@@ -740,13 +767,30 @@ turn(struct ledger_batch *bt)
         rl_log_warn(NULL, "batcher: %s", errstr);
         return -1;
     }
-    for (size_t i = 0; i < n; i++) {
-        if (strcmp(bs[i].state, "intent") == 0)
-            submit(bt, &bs[i]);
-        else
-            poll_batch(bt, &bs[i]);
-    }
-    return 0;
+    for (size_t i = 0; i < n; i++)
+        submit(bt, &bs[i]);
+    return polls(bt);
+}
+
+/* The key of the provider's poll slots: its base URL without what may
+ * hold a secret or varies between workers of one provider (user
+ * information, query, fragment), so the ledger never stores a key. */
+static void
+provider_key(const char *base_url, char *out, size_t size)
+{
+    const char *scheme = strstr(base_url, "://");
+    const char *host = scheme ? scheme + 3 : base_url;
+    const char *at = strchr(host, '@');
+    const char *slash = strchr(host, '/');
+    size_t len;
+
+    if (at && (!slash || at < slash))
+        host = at + 1;
+    len = strcspn(host, "?#");
+    while (len > 0 && host[len - 1] == '/')
+        len--;
+    snprintf(out, size, "%.*s%.*s", scheme ? (int)(scheme + 3 - base_url) : 0,
+             base_url, (int)len, host);
 }
 
 static void *
@@ -799,6 +843,14 @@ ledger_batch_start(struct ledger *lg)
     }
     bt->cfg = lg->cfg;
     bt->http = lg->pl->http;
+    provider_key(lg->cfg->model_base_url ? lg->cfg->model_base_url : "",
+                 bt->provider, sizeof(bt->provider));
+    /* Rounded up: never more than the bound in a minute. */
+    bt->poll_spacing_ms =
+        lg->cfg->batch_max_polls_per_minute > 0
+            ? (60000 + lg->cfg->batch_max_polls_per_minute - 1) /
+                  lg->cfg->batch_max_polls_per_minute
+            : 1000;
     memset(&mcfg, 0, sizeof(mcfg));
     mcfg.base_url = lg->cfg->model_base_url;
     mcfg.api_key = lg->cfg->model_api_key;

@@ -34,32 +34,24 @@ bt_batch_set(struct e2e *t, const char *job, ...)
 int
 bt_spawn(struct e2e *t, ...)
 {
-    const char *env[40];
+    const char *env[12] = {NULL};
     size_t n = 0;
     const char *e;
     va_list ap;
 
     va_start(ap, t);
-    while ((e = va_arg(ap, const char *)) != NULL && n < 32)
+    while ((e = va_arg(ap, const char *)) != NULL && n < 7)
         env[n++] = e;
     va_end(ap);
     env[n++] = "RUNLEDGER_BATCH_POLL_MS=200";
     env[n++] = "RUNLEDGER_BATCH_SETTLE_MS=1000";
     env[n++] = "RUNLEDGER_BATCH_LEASE_SECONDS=5";
-    env[n] = NULL;
-    /* fx_spawn takes its entries as arguments: the first given wins. */
-    switch (n) {
-    case 3:
-        return fx_spawn(t, "consume", env[0], env[1], env[2], NULL);
-    case 4:
-        return fx_spawn(t, "consume", env[0], env[1], env[2], env[3], NULL);
-    case 5:
-        return fx_spawn(t, "consume", env[0], env[1], env[2], env[3], env[4],
-                        NULL);
-    default:
-        return fx_spawn(t, "consume", env[0], env[1], env[2], env[3], env[4],
-                        env[5], NULL);
-    }
+    /* Polls as fast as the 200 ms backoff asks, unless a test bounds them. */
+    env[n++] = "RUNLEDGER_BATCH_MAX_POLLS_PER_MINUTE=600";
+    /* fx_spawn takes its entries as arguments, up to the first NULL: the
+     * first given wins. */
+    return fx_spawn(t, "consume", env[0], env[1], env[2], env[3], env[4],
+                    env[5], env[6], env[7], env[8], env[9], env[10], NULL);
 }
 
 struct grow {
@@ -83,8 +75,8 @@ grow_write(char *p, size_t size, size_t nmemb, void *arg)
     return n;
 }
 
-long
-bt_stub_stat(struct e2e *t, const char *name)
+cJSON *
+bt_stub_stats(struct e2e *t)
 {
     char url[512];
     const char *v1 = strstr(t->model_base_url, "/v1");
@@ -92,22 +84,27 @@ bt_stub_stat(struct e2e *t, const char *name)
         v1 ? (int)(v1 - t->model_base_url) : (int)strlen(t->model_base_url);
     CURL *curl = curl_easy_init();
     struct grow g = {NULL, 0};
-    long n = -1;
+    cJSON *root = NULL;
 
     snprintf(url, sizeof(url), "%.*s/stats", base_len, t->model_base_url);
     curl_easy_setopt(curl, CURLOPT_URL, url);
     curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, grow_write);
     curl_easy_setopt(curl, CURLOPT_WRITEDATA, &g);
     curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 10000L);
-    if (curl_easy_perform(curl) == CURLE_OK && g.data) {
-        cJSON *root = cJSON_Parse(g.data);
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, name);
-
-        if (cJSON_IsNumber(v))
-            n = (long)v->valuedouble;
-        cJSON_Delete(root);
-    }
+    if (curl_easy_perform(curl) == CURLE_OK && g.data)
+        root = cJSON_Parse(g.data);
     free(g.data);
     curl_easy_cleanup(curl);
+    return root;
+}
+
+long
+bt_stub_stat(struct e2e *t, const char *name)
+{
+    cJSON *root = bt_stub_stats(t);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, name);
+    long n = cJSON_IsNumber(v) ? (long)v->valuedouble : -1;
+
+    cJSON_Delete(root);
     return n;
 }

@@ -4,6 +4,8 @@
 /* Shared by the batch-mode tests (tests/batch/): the job put in batch
  * mode through the CLI, the consumer started with fast batch settings. */
 
+#include <cjson/cJSON.h>
+
 #include "e2e.h"
 
 /* `runledger batch set --job job` with the extra arguments (NULL-
@@ -11,9 +13,13 @@
 void bt_batch_set(struct e2e *t, const char *job, ...);
 
 /* Starts `runledger consume` with the fault tests' fast settings and
- * batches polled every 200 ms, looked up over a 1 s settle period and
- * leased for 5 s; extra NAME=value entries (NULL-terminated) win. */
+ * batches polled every 200 ms (the group's bound 600 polls a minute),
+ * looked up over a 1 s settle period and leased for 5 s; up to 7 extra
+ * NAME=value entries (NULL-terminated) win. */
 int bt_spawn(struct e2e *t, ...);
+
+/* The test's stub's /stats, parsed (cJSON_Delete it); NULL on error. */
+cJSON *bt_stub_stats(struct e2e *t);
 
 /* A whole-stub figure of the test's stub's /stats, read whole (its
  * by_key map outgrows e2e_stub_stat's buffer); -1 on error. */

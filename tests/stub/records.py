@@ -23,6 +23,8 @@ import re
 import time
 from urllib.parse import parse_qs
 
+POLL_TIMES_MAX = 10000
+
 DIRECTIVE_RE = re.compile(r"\[\[fault:\s*([A-Za-z0-9_]+)([^\]]*)\]\]")
 
 
@@ -33,14 +35,16 @@ def _env_float(name, default):
         return default
 
 
-def _page(items, query):
-    """OpenAI's list page: after=ID (exclusive), limit (default 20)."""
+def _page(items, query, page_max=100):
+    """OpenAI's list page: after=ID (exclusive), limit (default 20, at most
+    page_max)."""
     q = parse_qs(query)
     limit = 20
     try:
         limit = max(1, min(100, int(q.get("limit", ["20"])[0])))
     except ValueError:
         pass
+    limit = min(limit, page_max)
     after = q.get("after", [None])[0]
     if after is not None:
         ids = [i["id"] for i in items]
@@ -81,6 +85,15 @@ class Records:
         self.batch_seconds = _env_float("STUB_BATCH_SECONDS", 0.5)
         self.batch_expire = _env_float("STUB_BATCH_EXPIRE_SECONDS", 0)
         self.store_lag_ms = _env_float("STUB_STORE_LAG_MS", 0)
+        # The most objects a list page holds, whatever `limit` asks: a
+        # small value puts a caller's object past the first page.
+        self.page_max = max(1, int(_env_float("STUB_LIST_PAGE_MAX", 100)))
+        self.uploads = 0
+        self.list_pages = {"files": 0, "batches": 0}
+        # GET /v1/batches/ID: how many, and when (time.monotonic(), the
+        # last POLL_TIMES_MAX), so a test can check how they were spaced.
+        self.batch_polls = 0
+        self.batch_poll_times = []
         self.seq = 0
         self.files = {}         # id -> (meta dict, bytes)
         self.batches = {}       # id -> dict (the batch object)
@@ -131,6 +144,7 @@ class Records:
             if "file" not in fields or "purpose" not in fields:
                 return 400, {"error": {"message": "file and purpose needed"}}
             purpose = fields["purpose"][1].decode()
+            self.uploads += 1
             if purpose == "batch":
                 for n, line in enumerate(fields["file"][1].splitlines(), 1):
                     if not line.strip():
@@ -146,7 +160,9 @@ class Records:
             q = parse_qs(query)
             items = [m for m, _ in self.files.values()
                      if "purpose" not in q or m["purpose"] == q["purpose"][0]]
-            return 200, _page(items, query)
+            items.reverse()     # newest first, as the provider lists them
+            self.list_pages["files"] += 1
+            return 200, _page(items, query, self.page_max)
         if len(rest) >= 1 and rest[0] in self.files:
             meta, data = self.files[rest[0]]
             if len(rest) == 1 and method == "GET":
@@ -193,10 +209,14 @@ class Records:
             items = [self._public(self._advance(b))
                      for b in self.batches.values()]
             items.reverse()     # newest first, as the provider lists them
-            return 200, _page(items, query)
+            self.list_pages["batches"] += 1
+            return 200, _page(items, query, self.page_max)
         if rest and rest[0] in self.batches:
             batch = self._advance(self.batches[rest[0]])
             if len(rest) == 1 and method == "GET":
+                self.batch_polls += 1
+                self.batch_poll_times.append(time.monotonic())
+                del self.batch_poll_times[:-POLL_TIMES_MAX]
                 return 200, self._public(batch)
             if len(rest) == 2 and rest[1] == "cancel" and method == "POST":
                 if batch["status"] in ("validating", "in_progress"):
@@ -277,7 +297,14 @@ class Records:
                                                         % status}}},
                             "error": None})
                 continue
-            answer = self.stub.batch_generate(cid, body, batch["endpoint"])
+            kind, params = "", {}
+            if m and m.group(1) == "oversize":
+                # A long answer (bytes=N), as a live call gets it.
+                kind = "oversize"
+                params = dict(p.split("=", 1) for p in m.group(2).split()
+                              if "=" in p)
+            answer = self.stub.batch_generate(cid, body, batch["endpoint"],
+                                              kind, params)
             batch["request_counts"]["completed"] += 1
             out.append({"id": self._id("batch_req"), "custom_id": cid,
                         "response": {"status_code": 200,

@@ -623,10 +623,11 @@ class Stub:
         except (ValueError, AttributeError):
             pass
 
-    def batch_generate(self, key, body, endpoint):
+    def batch_generate(self, key, body, endpoint, kind="", params=None):
         """One generation outside a chat completion request: a line of a
         batch file, or POST /v1/responses. Counted per key like any
-        other. Returns the answer as a dict in the endpoint's shape."""
+        other. Returns the answer as a dict in the endpoint's shape; kind
+        "oversize" (params {"bytes": N}) makes a chat answer N bytes long."""
         self.seq += 1
         n = self.seq
         self.generations += 1
@@ -660,8 +661,8 @@ class Stub:
                 chars += len(t)
                 if m.get("role") == "user":
                     last_user = t
-        return json.loads(self.generate(n, model, key, chars, last_user, "",
-                                        {}).body)
+        return json.loads(self.generate(n, model, key, chars, last_user,
+                                        kind, params or {}).body)
 
     def concurrency_key(self, body):
         """The STUB_CONCURRENCY_KEY of a request body, or None."""
@@ -1096,6 +1097,10 @@ class Stub:
             "batch_lines_refused": self.records.batch_lines_refused,
             "files": len(self.records.files),
             "stored_completions": len(self.records.completions),
+            "uploads": self.records.uploads,
+            "list_pages": self.records.list_pages,
+            "batch_polls": self.records.batch_polls,
+            "batch_poll_times": self.records.batch_poll_times,
             "dedupe": self.dedupe,
             "rate_limit": {
                 "rpm": self.rpm, "tpm": self.tpm,

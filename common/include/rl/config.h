@@ -57,6 +57,7 @@ struct rl_config {
     int batch_poll_ms;               /* first poll of a submitted batch */
     int batch_settle_ms;             /* lookup of an unanswered create */
     int batch_lease_seconds;         /* a worker's hold on a batch */
+    int batch_max_polls_per_minute;  /* the group's polls of the provider */
     int max_in_flight;
     int lease_seconds;
     int max_attempts;

@@ -100,12 +100,22 @@ struct rl_batch {
     int runs;
 };
 
-/* Leases up to max batches due (an intent, or a submitted batch whose
- * poll is due) whose lease is free or expired, for lease_ms, the epoch
- * bumped. Returns 0 with *n set, or RL_ERR_DB. */
+/* Leases up to max intents whose lease is free or expired, for lease_ms,
+ * the epoch bumped. Returns 0 with *n set, or RL_ERR_DB. */
 int rl_db_batch_take(struct rl_db *db, const char *owner, int64_t lease_ms,
                      struct rl_batch *out, size_t max, size_t *n, char *errstr,
                      size_t errstr_size);
+
+/* rl_batch_take_poll: leases the submitted batch whose poll is most
+ * overdue, as rl_db_batch_take does, only together with a poll slot of
+ * provider (the group's polls of it spaced at least spacing_ms apart,
+ * schema/063_batch_poll_slots.sql). *taken gets 1 with *out filled, or 0
+ * (no batch due, or no slot free: nothing changed). Returns 0 or
+ * RL_ERR_DB. */
+int rl_db_batch_take_poll(struct rl_db *db, const char *owner, int64_t lease_ms,
+                          const char *provider, int64_t spacing_ms,
+                          struct rl_batch *out, int *taken, char *errstr,
+                          size_t errstr_size);
 
 /* The steps of a leased batch, each written under (owner, b->epoch). */
 enum rl_batch_step {

@@ -110,15 +110,15 @@ static const char batch_modes[] =
 
 static const char batch_form[] = "SELECT count(*) FROM rl_batch_form($1::int4)";
 
-/* A free or expired lease; an intent at once, a submitted batch when its
- * poll is due. */
+/* An intent whose lease is free or expired. Submitted batches are taken
+ * with a poll slot (batch_take_poll). */
 static const char batch_take[] =
     "UPDATE batches b"
     "   SET lock_owner = $1, lock_epoch = b.lock_epoch + 1,"
     "       lock_expires_at = now() + $2::int8 * interval '1 millisecond'"
     " WHERE b.batch_id IN ("
     "        SELECT d.batch_id FROM batches d"
-    "         WHERE d.state IN ('intent', 'submitted')"
+    "         WHERE d.state = 'intent'"
     "           AND d.next_poll_at <= now()"
     "           AND (d.lock_expires_at IS NULL OR d.lock_expires_at < now())"
     "         ORDER BY d.next_poll_at"
@@ -132,6 +132,9 @@ static const char batch_take[] =
     "                ELSE (extract(epoch FROM now() - b.lookup_since)"
     "                      * 1000)::int8 END,"
     "           b.polls, b.runs";
+
+static const char batch_take_poll[] =
+    "SELECT * FROM rl_batch_take_poll($1, $2::int8, $3, $4::int8)";
 
 #define FENCE                                                                  \
     " WHERE batch_id = $1 AND lock_owner = $2 AND lock_epoch = $3::int8"
@@ -273,6 +276,28 @@ rl_db_batch_form(struct rl_db *db, int max, int *formed, char *errstr,
     return err;
 }
 
+/* A row of batch_take or rl_batch_take_poll into *b. */
+static void
+copy_batch(const PGresult *res, int row, struct rl_batch *b)
+{
+    memset(b, 0, sizeof(*b));
+    db_copy_value(res, row, 0, b->batch_id, sizeof(b->batch_id));
+    b->epoch = db_int_value(res, row, 1, 0);
+    db_copy_value(res, row, 2, b->state, sizeof(b->state));
+    db_copy_value(res, row, 3, b->endpoint, sizeof(b->endpoint));
+    db_copy_value(res, row, 4, b->model, sizeof(b->model));
+    db_copy_value(res, row, 5, b->completion_window,
+                  sizeof(b->completion_window));
+    db_copy_value(res, row, 6, b->input_file_id, sizeof(b->input_file_id));
+    db_copy_value(res, row, 7, b->provider_batch_id,
+                  sizeof(b->provider_batch_id));
+    b->upload_tries = (int)db_int_value(res, row, 8, 0);
+    b->create_tries = (int)db_int_value(res, row, 9, 0);
+    b->lookup_ms = db_int_value(res, row, 10, -1);
+    b->polls = (int)db_int_value(res, row, 11, 0);
+    b->runs = (int)db_int_value(res, row, 12, 0);
+}
+
 int
 rl_db_batch_take(struct rl_db *db, const char *owner, int64_t lease_ms,
                  struct rl_batch *out, size_t max, size_t *n, char *errstr,
@@ -290,25 +315,33 @@ rl_db_batch_take(struct rl_db *db, const char *owner, int64_t lease_ms,
                          "lease batches");
     if (!res)
         return err;
-    for (int row = 0; row < PQntuples(res) && *n < max; row++) {
-        struct rl_batch *b = &out[(*n)++];
+    for (int row = 0; row < PQntuples(res) && *n < max; row++)
+        copy_batch(res, row, &out[(*n)++]);
+    PQclear(res);
+    return 0;
+}
 
-        memset(b, 0, sizeof(*b));
-        db_copy_value(res, row, 0, b->batch_id, sizeof(b->batch_id));
-        b->epoch = db_int_value(res, row, 1, 0);
-        db_copy_value(res, row, 2, b->state, sizeof(b->state));
-        db_copy_value(res, row, 3, b->endpoint, sizeof(b->endpoint));
-        db_copy_value(res, row, 4, b->model, sizeof(b->model));
-        db_copy_value(res, row, 5, b->completion_window,
-                      sizeof(b->completion_window));
-        db_copy_value(res, row, 6, b->input_file_id, sizeof(b->input_file_id));
-        db_copy_value(res, row, 7, b->provider_batch_id,
-                      sizeof(b->provider_batch_id));
-        b->upload_tries = (int)db_int_value(res, row, 8, 0);
-        b->create_tries = (int)db_int_value(res, row, 9, 0);
-        b->lookup_ms = db_int_value(res, row, 10, -1);
-        b->polls = (int)db_int_value(res, row, 11, 0);
-        b->runs = (int)db_int_value(res, row, 12, 0);
+int
+rl_db_batch_take_poll(struct rl_db *db, const char *owner, int64_t lease_ms,
+                      const char *provider, int64_t spacing_ms,
+                      struct rl_batch *out, int *taken, char *errstr,
+                      size_t errstr_size)
+{
+    char lease[32], spacing[32];
+    const char *params[4] = {owner, lease, provider, spacing};
+    PGresult *res;
+    int err = 0;
+
+    *taken = 0;
+    snprintf(lease, sizeof(lease), "%" PRId64, lease_ms);
+    snprintf(spacing, sizeof(spacing), "%" PRId64, spacing_ms);
+    res = db_exec_simple(db, batch_take_poll, 4, params, &err, errstr,
+                         errstr_size, "take a batch to poll");
+    if (!res)
+        return err;
+    if (PQntuples(res) == 1) {
+        copy_batch(res, 0, out);
+        *taken = 1;
     }
     PQclear(res);
     return 0;
