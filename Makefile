@@ -33,9 +33,10 @@ HARNESS := tests/harness
 # The nested make that cmake runs need not announce every directory.
 MAKEFLAGS += --no-print-directory
 
-# Downloaded and built tools (Kafka jars, helm, kubeconform, schemas) are
-# cached per user, like ~/.m2, so a fresh clone on the same machine does not
-# fetch and build them again; a fresh machine fills the cache on first use.
+# Downloaded and built tools (Kafka jars, helm, kubeconform, schemas,
+# oauth2-proxy) are cached per user, like ~/.m2, so a fresh clone on the
+# same machine does not fetch and build them again; a fresh machine fills
+# the cache on first use.
 RL_CACHE_DIR   ?= $(HOME)/.cache/runledger
 
 # The Kafka broker the services run; empty means kafka.version in
@@ -64,6 +65,7 @@ all: build
 deps:
 	$(HARNESS)/deps.sh
 	tests/helm/check.sh --tools-only
+	$(HARNESS)/oauth2_proxy.sh install
 
 build:
 	$(CMAKE) -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_ARGS)

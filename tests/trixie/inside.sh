@@ -18,6 +18,9 @@
 #   browser  drives Debian's chromium over WebDriver, which would more than
 #          double the root; the console server it talks to is tested here
 #          by the other console tests (label console)
+#   oauth2proxy  puts the cached oauth2-proxy, a static Go binary built on
+#          the host, in front of the console: the console's proxy mode is
+#          tested here by console_proxy_header_only_from_trusted_proxy
 #
 # Exit status: ctest's (non-zero when a test failed), or 1 when the build
 # or the library check failed.
@@ -35,7 +38,7 @@ build_dir=$(realpath -m -- "${BUILD_DIR:-build-trixie}")
 jobs=${JOBS:-2}
 # shellcheck disable=SC2206 # word splitting is the point
 ctest_args=(${CTEST_ARGS:-})
-skip_labels=${RL_TRIXIE_SKIP_LABELS:-image|helm|fuzz|browser}
+skip_labels=${RL_TRIXIE_SKIP_LABELS:-image|helm|fuzz|browser|oauth2proxy}
 
 [ -f /etc/debian_version ] || die "not in a Debian root"
 case "$(cat /etc/debian_version)" in
