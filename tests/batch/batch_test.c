@@ -108,3 +108,80 @@ bt_stub_stat(struct e2e *t, const char *name)
     cJSON_Delete(root);
     return n;
 }
+
+/* The answer's "id" of a POST the curl handle is set up for, into id.
+ * Returns 0 when the stub answered 200 with an id. */
+static int
+post_for_id(CURL *curl, const char *url, char *id, size_t id_size)
+{
+    struct grow g = {NULL, 0};
+    long status = 0;
+    int rc = -1;
+
+    curl_easy_setopt(curl, CURLOPT_URL, url);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, grow_write);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &g);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 10000L);
+    if (curl_easy_perform(curl) == CURLE_OK &&
+        curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status) == CURLE_OK &&
+        status == 200 && g.data) {
+        cJSON *root = cJSON_Parse(g.data);
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "id");
+
+        if (cJSON_IsString(v)) {
+            snprintf(id, id_size, "%s", v->valuestring);
+            rc = 0;
+        }
+        cJSON_Delete(root);
+    }
+    free(g.data);
+    return rc;
+}
+
+int
+bt_stub_upload(struct e2e *t, const char *filename, const char *jsonl,
+               char *file_id, size_t file_id_size)
+{
+    char url[512];
+    CURL *curl = curl_easy_init();
+    curl_mime *form = curl_mime_init(curl);
+    curl_mimepart *part = curl_mime_addpart(form);
+    int rc;
+
+    curl_mime_name(part, "purpose");
+    curl_mime_data(part, "batch", CURL_ZERO_TERMINATED);
+    part = curl_mime_addpart(form);
+    curl_mime_name(part, "file");
+    curl_mime_filename(part, filename);
+    curl_mime_data(part, jsonl, CURL_ZERO_TERMINATED);
+    curl_easy_setopt(curl, CURLOPT_MIMEPOST, form);
+    snprintf(url, sizeof(url), "%s/files", t->model_base_url);
+    rc = post_for_id(curl, url, file_id, file_id_size);
+    curl_mime_free(form);
+    curl_easy_cleanup(curl);
+    return rc;
+}
+
+int
+bt_stub_create_batch(struct e2e *t, const char *file_id, const char *local_id,
+                     char *batch_id, size_t batch_id_size)
+{
+    char url[512], body[512];
+    CURL *curl = curl_easy_init();
+    struct curl_slist *headers =
+        curl_slist_append(NULL, "Content-Type: application/json");
+    int rc;
+
+    snprintf(body, sizeof(body),
+             "{\"input_file_id\":\"%s\",\"endpoint\":"
+             "\"/v1/chat/completions\",\"completion_window\":\"24h\","
+             "\"metadata\":{\"runledger_batch\":\"%s\"}}",
+             file_id, local_id);
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body);
+    snprintf(url, sizeof(url), "%s/batches", t->model_base_url);
+    rc = post_for_id(curl, url, batch_id, batch_id_size);
+    curl_slist_free_all(headers);
+    curl_easy_cleanup(curl);
+    return rc;
+}

@@ -25,4 +25,16 @@ cJSON *bt_stub_stats(struct e2e *t);
  * by_key map outgrows e2e_stub_stat's buffer); -1 on error. */
 long bt_stub_stat(struct e2e *t, const char *name);
 
+/* POST /v1/files of the test's stub: jsonl (purpose "batch") named
+ * filename, as another client of the provider would; its id into
+ * file_id. Returns 0, or -1 when the stub did not take it. */
+int bt_stub_upload(struct e2e *t, const char *filename, const char *jsonl,
+                   char *file_id, size_t file_id_size);
+
+/* POST /v1/batches of the test's stub: file_id's lines as a chat batch
+ * whose metadata names local_id; its id into batch_id. Returns 0 or -1. */
+int bt_stub_create_batch(struct e2e *t, const char *file_id,
+                         const char *local_id, char *batch_id,
+                         size_t batch_id_size);
+
 #endif /* RL_BATCH_TEST_H */
