@@ -49,9 +49,10 @@
 
 struct ledger_batch {
     const struct rl_config *cfg;
-    struct rl_http *http; /* /metrics (may be NULL) */
-    char *modes;          /* "job\ttenant" lines; ledger thread */
-    int64_t modes_due;    /* next reread (monotonic ms); ledger thread */
+    struct rl_http *http;   /* /metrics (may be NULL) */
+    struct rl_pipeline *pl; /* dead letters of the runs it fails */
+    char *modes;            /* "job\ttenant" lines; ledger thread */
+    int64_t modes_due;      /* next reread (monotonic ms); ledger thread */
     pthread_t thread;
     int started;
     pthread_mutex_t lock;
@@ -418,13 +419,60 @@ channels_of(const char *request_json, const char **out, size_t max,
     return n;
 }
 
+/* A run the batcher failed for good is dead-lettered as a live run that
+ * fails for good is (ledger_give_up): source "run", its reason the error
+ * class, its event rebuilt from the ledger row (the batcher never holds
+ * the Kafka value), through the process's dead-letter producer. The item
+ * built here is the dead letter's: freed once the broker has it. */
+static void
+dead_letter(struct ledger_batch *bt, const struct rl_batch_run *r,
+            struct rl_batch_failed_run *f, const char *error_class,
+            const char *detail)
+{
+    struct rl_item *item = bt->pl ? calloc(1, sizeof(*item)) : NULL;
+    struct rl_log_ctx ctx;
+
+    if (!item) {
+        rl_log_error(NULL, "run %s failed (%s) but could not be dead-lettered",
+                     r->run_id, error_class);
+        rl_batch_failed_run_clear(f);
+        return;
+    }
+    memcpy(item->run_id, r->run_id,
+           strnlen(r->run_id, sizeof(item->run_id) - 1));
+    item->job = f->job;
+    item->tenant = f->tenant;
+    item->version = f->version;
+    item->request_json = f->request_json;
+    item->raw_input = f->raw_input;
+    item->origin_topic = f->source_topic;
+    f->job = f->tenant = f->version = f->request_json = f->raw_input =
+        f->source_topic = NULL;
+    memcpy(item->scheduled_at, f->scheduled_at, sizeof(item->scheduled_at));
+    item->origin_partition = f->source_partition;
+    item->origin_offset = f->source_offset;
+    item->lease_epoch = r->lease_epoch;
+    item->attempt_no = r->attempt_no;
+    rl_batch_failed_run_clear(f);
+    /* Counted as every item the process holds until its dead letter is
+     * acknowledged (rl_pipeline_finish takes it off). */
+    atomic_fetch_add(&bt->pl->in_flight, 1);
+    atomic_fetch_add(&bt->pl->counters.failed, 1);
+    ledger_log_ctx(item, &ctx);
+    rl_log_warn(&ctx, "run failed: %s: %s", error_class, detail);
+    rl_pipeline_dead_letter(bt->pl, item, RL_DEADLETTER_RUN, error_class,
+                            detail);
+}
+
 /* A line (or a run no line named) that brought no answer: the attempt's
- * outcome, then the run's policy: a refusal (4xx) or on_expiry "fail"
- * fails it; otherwise it is pending again, for the next batch
+ * outcome (with the line's status, 0 when none), then the run's policy: a
+ * refusal (4xx) or on_expiry "fail" fails it and dead-letters it, as a
+ * live failure; otherwise it is pending again, for the next batch
  * ("rebatch") or a live call ("live"), one attempt spent. */
 static int
 line_failed(struct lines *ls, struct rl_batch_run *r, const char *outcome,
-            int permanent, const char *error_class, const char *detail)
+            int permanent, const char *error_class, int http_status,
+            const char *detail)
 {
     struct ledger_batch *bt = ls->bt;
     const struct rl_lease lease = {
@@ -435,15 +483,25 @@ line_failed(struct lines *ls, struct rl_batch_run *r, const char *outcome,
 
     err = rl_db_record_outcome(
         bt->db, r->run_id,
-        &(struct rl_attempt_outcome){.outcome = outcome,
-                                     .call = {.attempt_no = r->attempt_no},
-                                     .error = detail},
+        &(struct rl_attempt_outcome){
+            .outcome = outcome,
+            .call = {.attempt_no = r->attempt_no, .http_status = http_status},
+            .error = detail},
         errstr, sizeof(errstr));
     if (err == RL_ERR_DB)
         return err;
     if (permanent || strcmp(r->on_expiry, "fail") == 0) {
-        err = rl_db_fail(bt->db, &lease, RL_RUN_FAILED, error_class, detail,
-                         errstr, sizeof(errstr));
+        struct rl_batch_failed_run f;
+
+        err =
+            rl_db_batch_fail_run(bt->db, r->run_id, r->lease_epoch, error_class,
+                                 detail, &f, errstr, sizeof(errstr));
+        /* Out of memory after the update: read again later, the run is
+         * found failed and its dead letter produced then. */
+        if (err == RL_ERR_NOMEM)
+            return err;
+        if (err == 0)
+            dead_letter(bt, r, &f, error_class, detail);
         state = "failed";
     } else {
         err = rl_db_release(bt->db, &lease, 0, error_class, detail, errstr,
@@ -485,7 +543,7 @@ line_answered(struct lines *ls, struct rl_batch_run *r, const cJSON *body)
     rl_model_batches_answer(bt->mb, text, strlen(text), api, &call);
     cJSON_free(text);
     if (call.outcome != RL_MODEL_OK) {
-        err = line_failed(ls, r, "invalid_output", 0, "invalid_output",
+        err = line_failed(ls, r, "invalid_output", 0, "invalid_output", 200,
                           call.error);
         rl_model_call_clear(&call);
         return err;
@@ -539,6 +597,44 @@ line_answered(struct lines *ls, struct rl_batch_run *r, const cJSON *body)
         res.completed ? "completed" : "ignored", errstr, sizeof(errstr));
 }
 
+/* A line that came back with an error. A line with a status is read as a
+ * live reply with that status and body is (the same outcome, the same
+ * redacted error), and a refusal (a 4xx other than 408 and 429) fails
+ * the run as a live refusal does (model_rejected); a line without one
+ * (the batch expired or failed before it) is transient. */
+static int
+line_error(struct lines *ls, struct rl_batch_run *r, const cJSON *status,
+           const cJSON *body, const cJSON *error)
+{
+    const cJSON *ecode = cJSON_GetObjectItemCaseSensitive(error, "code");
+    int code = cJSON_IsNumber(status) ? status->valueint : 0;
+    struct rl_model_call call;
+    char detail[256], *text;
+    int permanent, err;
+
+    if (code < 300) {
+        snprintf(detail, sizeof(detail), "batch line: %s %d",
+                 cJSON_IsString(ecode) ? ecode->valuestring : "status", code);
+        return line_failed(ls, r, "transient", 0,
+                           cJSON_IsString(ecode) && strcmp(ecode->valuestring,
+                                                           "batch_expired") == 0
+                               ? "batch_expired"
+                               : "batch_line",
+                           code, detail);
+    }
+    text = body ? cJSON_PrintUnformatted(body) : NULL;
+    memset(&call, 0, sizeof(call));
+    rl_model_batches_line_error(ls->bt->mb, code, text, text ? strlen(text) : 0,
+                                &call);
+    cJSON_free(text);
+    permanent = call.outcome == RL_MODEL_PERMANENT;
+    err = line_failed(ls, r, permanent ? "permanent" : "transient", permanent,
+                      permanent ? "model_rejected" : "batch_line", code,
+                      call.error[0] ? call.error : "batch line failed");
+    rl_model_call_clear(&call);
+    return err;
+}
+
 /* One line of an output or error file. */
 static int
 on_line(char *line, size_t len, void *arg)
@@ -551,7 +647,7 @@ on_line(char *line, size_t len, void *arg)
     const cJSON *status = cJSON_GetObjectItemCaseSensitive(resp, "status_code");
     const cJSON *body = cJSON_GetObjectItemCaseSensitive(resp, "body");
     const cJSON *error = cJSON_GetObjectItemCaseSensitive(root, "error");
-    char run_id[96], errstr[512], detail[256];
+    char run_id[96], errstr[512];
     const char *colon;
     int attempt, err = 0;
 
@@ -581,19 +677,7 @@ on_line(char *line, size_t len, void *arg)
         cJSON_IsObject(body)) {
         err = line_answered(ls, &r, body);
     } else {
-        int code = cJSON_IsNumber(status) ? status->valueint : 0;
-        const cJSON *ecode = cJSON_GetObjectItemCaseSensitive(error, "code");
-        int permanent = code >= 400 && code < 500 && code != 408 && code != 429;
-
-        snprintf(detail, sizeof(detail), "batch line: %s %d",
-                 cJSON_IsString(ecode) ? ecode->valuestring : "status", code);
-        err = line_failed(ls, &r, permanent ? "permanent" : "transient",
-                          permanent,
-                          cJSON_IsString(ecode) && strcmp(ecode->valuestring,
-                                                          "batch_expired") == 0
-                              ? "batch_expired"
-                              : "batch_line",
-                          detail);
+        err = line_error(ls, &r, status, body, error);
     }
     free(r.request_json);
 done:
@@ -637,7 +721,7 @@ finish(struct ledger_batch *bt, struct rl_batch *b,
                     strcmp(st->status, "expired") == 0   ? "batch_expired"
                     : strcmp(st->status, "refused") == 0 ? "batch_refused"
                                                          : "batch_failed",
-                    why);
+                    0, why);
                 if (err)
                     snprintf(errstr, sizeof(errstr),
                              "could not retry a run of the batch");
@@ -843,6 +927,7 @@ ledger_batch_start(struct ledger *lg)
     }
     bt->cfg = lg->cfg;
     bt->http = lg->pl->http;
+    bt->pl = lg->pl;
     provider_key(lg->cfg->model_base_url ? lg->cfg->model_base_url : "",
                  bt->provider, sizeof(bt->provider));
     /* Rounded up: never more than the bound in a minute. */

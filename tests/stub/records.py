@@ -12,7 +12,9 @@ when it is read (no background task): validating -> in_progress after
 STUB_BATCH_START_MS, completed after STUB_BATCH_SECONDS, expired after
 STUB_BATCH_EXPIRE_SECONDS when that is set and shorter. A line whose
 url is not its batch's endpoint, or whose body is not that endpoint's
-request, comes back in the error file with a 400. A stored
+request, comes back in the error file with a 400; a line whose body
+holds `[[fault:NNN]]` comes back with status NNN; a batch with a line
+holding `[[fault:batch_expire]]` expires instead of completing. A stored
 completion becomes visible to list calls STUB_STORE_LAG_MS after it was
 made (eventual consistency, as the provider's is).
 """
@@ -197,6 +199,9 @@ class Records:
                 "cancelled_at": None,
                 "request_counts": {"total": 0, "completed": 0, "failed": 0},
                 "metadata": req.get("metadata") or {}, "_t0": now,
+                # A line asking for it makes the whole batch expire (at
+                # STUB_BATCH_SECONDS), whatever the stub's expiry.
+                "_expire": b"[[fault:batch_expire]]" in self.files[fid][1],
             }
             self.batches[bid] = batch
             self.batches_created += 1
@@ -233,9 +238,10 @@ class Records:
         if batch["status"] not in ("validating", "in_progress"):
             return batch
         age = time.time() - batch["_t0"]
-        if self.batch_expire and age >= self.batch_expire and \
+        if (self.batch_expire and age >= self.batch_expire and
                 (not self.batch_seconds or
-                 self.batch_expire < self.batch_seconds):
+                 self.batch_expire < self.batch_seconds)) or \
+                (batch["_expire"] and age >= self.batch_seconds):
             batch["status"] = "expired"
             batch["expired_at"] = int(time.time())
             self._finish(batch, expired=True)

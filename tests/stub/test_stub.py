@@ -969,6 +969,22 @@ class RecordsTest(unittest.TestCase):
                           doc["batch_lines_chat"],
                           doc["batch_lines_refused"]), (3, 3, 0, 2))
 
+    def test_batch_with_an_expire_line_expires_whole(self):
+        stub = self.start(STUB_BATCH_SECONDS="0.2")
+        data = batch_lines(2, "b5") + json.dumps({
+            "custom_id": "b5-2:1", "method": "POST",
+            "url": "/v1/chat/completions",
+            "body": chat("b5 line 2 [[fault:batch_expire]]")}).encode()
+        f = upload(stub.port, data)
+        _, _, made = request(stub.port, "POST", "/v1/batches", {
+            "input_file_id": f["id"], "endpoint": "/v1/chat/completions"})
+        doc = self.wait_batch(stub.port, json.loads(made)["id"], "expired")
+        self.assertEqual(doc["status"], "expired")
+        _, _, err = request(stub.port, "GET",
+                            "/v1/files/%s/content" % doc["error_file_id"])
+        self.assertEqual(len(err.splitlines()), 3)
+        self.assertEqual(stats(stub.port)["generations"], 0)
+
     def test_stored_completion_listed_by_metadata_after_its_lag(self):
         stub = self.start(STUB_STORE_LAG_MS="300")
         key = new_key()

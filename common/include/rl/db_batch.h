@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "rl/timefmt.h"
+
 struct rl_db;
 
 /* One job's batch mode (tenant NULL or "": every tenant of the job). */
@@ -175,6 +177,33 @@ int rl_db_batch_unanswered(struct rl_db *db, const char *batch_id,
 int rl_db_batch_run_state(struct rl_db *db, const char *batch_id,
                           const char *run_id, int attempt_no, const char *state,
                           char *errstr, size_t errstr_size);
+
+/* A run the batcher failed: what its dead letter needs to rebuild its
+ * event and name where it was read (as the sweeper's claim returns it). */
+struct rl_batch_failed_run {
+    char *job, *tenant, *version;        /* malloc'd */
+    char scheduled_at[RL_TIME_UTC_SIZE]; /* UTC, floored */
+    char *request_json;                  /* the effective request */
+    char *raw_input;                     /* NULL when none */
+    char *source_topic;                  /* NULL when not read from Kafka */
+    int32_t source_partition;            /* -1: unknown */
+    int64_t source_offset;               /* -1: unknown */
+};
+
+/* Frees what f holds (NULL accepted) and zeroes it. */
+void rl_batch_failed_run_clear(struct rl_batch_failed_run *f);
+
+/* Fails run_id for good under the batch's lease (RL_BATCH_OWNER,
+ * lease_epoch), as rl_db_fail does, and fills *f (release with
+ * rl_batch_failed_run_clear). A run already failed at that epoch with
+ * error_class (by an earlier read of the same files) fills *f too, so its
+ * dead letter is produced at least once. Returns 0, RL_ERR_STALE
+ * (cancelled, completed, or no longer the batch's), RL_ERR_NOMEM or
+ * RL_ERR_DB. */
+int rl_db_batch_fail_run(struct rl_db *db, const char *run_id,
+                         int64_t lease_epoch, const char *error_class,
+                         const char *error, struct rl_batch_failed_run *f,
+                         char *errstr, size_t errstr_size);
 
 /* *live gets the runs of batch_id neither cancelled nor finished. */
 int rl_db_batch_live_runs(struct rl_db *db, const char *batch_id, int *live,

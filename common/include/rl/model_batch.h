@@ -95,4 +95,13 @@ void rl_model_batches_answer(const struct rl_model_batches *mb,
                              const char *body, size_t len,
                              enum rl_model_api api, struct rl_model_call *call);
 
+/* Reads one line's error answer (its response "status_code", not 2xx,
+ * and the JSON text of its "body", NULL when none) into call as a live
+ * call that got that reply: outcome RL_MODEL_TRANSIENT (408, 429, 5xx)
+ * or RL_MODEL_PERMANENT, http_status, and the error a live call would
+ * carry, redacted. Release with rl_model_call_clear(). */
+void rl_model_batches_line_error(const struct rl_model_batches *mb, long status,
+                                 const char *body, size_t len,
+                                 struct rl_model_call *call);
+
 #endif /* RL_MODEL_BATCH_H */

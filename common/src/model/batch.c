@@ -647,3 +647,21 @@ rl_model_batches_answer(const struct rl_model_batches *mb, const char *body,
     call->request_sent = 1;
     model_parse_completion(&mb->m, &x, call);
 }
+
+void
+rl_model_batches_line_error(const struct rl_model_batches *mb, long status,
+                            const char *body, size_t len,
+                            struct rl_model_call *call)
+{
+    struct xfer x;
+
+    memset(&x, 0, sizeof(x));
+    x.resp = (char *)(body ? body : "");
+    x.resp_len = body ? len : 0;
+    call->http_status = status;
+    call->retry_after_ms = -1;
+    call->request_sent = 1;
+    /* A line's status is the endpoint's verdict, as a live reply's is:
+     * the same classification and the same redacted message. */
+    model_classify(&mb->m, &x, CURLE_OK, call);
+}
