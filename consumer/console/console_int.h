@@ -16,6 +16,7 @@
 #include "rl/buf.h"
 #include "rl/token.h"
 
+struct cJSON;
 struct rl_config;
 struct rl_db;
 
@@ -183,6 +184,13 @@ enum MHD_Result console_decide(struct console_req *r, const char *run_id);
 enum MHD_Result console_runs(struct console_req *r);
 enum MHD_Result console_run(struct console_req *r, const char *run_id);
 enum MHD_Result console_run_action(struct console_req *r, const char *run_id);
+
+/* ---- timeline.c -------------------------------------------------------- */
+
+/* A run's timeline section: its events (the run page's "timeline" array,
+ * in time order) on one time axis as SVG, then as an ordered list
+ * <ol id="timeline"> of <li> with a <time datetime> each. */
+void console_put_timeline(struct rl_buf *b, const struct cJSON *events);
 
 /* ---- deadletters.c ---------------------------------------------------- */
 

@@ -600,6 +600,7 @@ console_run(struct console_req *r, const char *run_id)
     decision = cJSON_GetObjectItemCaseSensitive(run, "decision");
     if (cJSON_IsObject(decision))
         put_decision(&b, decision);
+    console_put_timeline(&b, cJSON_GetObjectItemCaseSensitive(run, "timeline"));
     if (str_of(run, "output")) {
         rl_buf_puts(&b, "<h2>Output</h2><pre id=\"output\">");
         put_member(&b, run, "output");

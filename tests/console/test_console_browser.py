@@ -10,7 +10,9 @@ that approval page (RUNLEDGER_CONSOLE_BASE_URL).
 The run is real: `runledger publish`, `runledger consume` (with its relay)
 and the stub model on the shared broker and PostgreSQL. A screenshot of
 each page is kept in artifacts/ beside the test (the approval page's is
-docs/console-approval.png)."""
+docs/console-approval.png, the run page's timeline docs/console-timeline.png).
+The run page's timeline lists the run's events in order and draws one
+marker per event."""
 
 import json
 import os
@@ -159,6 +161,22 @@ def test(ledger):
         browser.screenshot(os.path.join(ARTIFACTS, "run.png"))
         check("approver1" in browser.text(browser.one("#audit")),
               "the run page shows the decision in its audit")
+        whats = browser.script(
+            "return Array.from(document.querySelectorAll("
+            "'#timeline .what')).map(e => e.textContent)")
+        want = ["registered", "attempt 1 dispatched", "attempt 1 ended: ok",
+                "approval requested", "approval decided: approve",
+                "completed", "notification delivered: slack"]
+        check([w for w in whats if w in want] == want,
+              "the run's timeline lists its events in order: %s" % whats)
+        check(len(browser.find("#timeline-axis .mark")) == len(whats),
+              "the time axis draws one marker per event")
+        browser.script("document.getElementById('timeline-heading')"
+                       ".scrollIntoView()")
+        browser.screenshot(os.path.join(ARTIFACTS, "run-timeline.png"))
+        docs = os.environ.get("RL_CONSOLE_DOCS_TIMELINE_SCREENSHOT")
+        if docs:
+            browser.screenshot(docs)
         browser.go(console.origin + "/runs")
         browser.screenshot(os.path.join(ARTIFACTS, "runs.png"))
         check(len(browser.find("tr.run")) == 1, "the runs page lists it")

@@ -73,8 +73,11 @@ int rl_db_console_approvals_json(struct rl_db *db, int limit, char **json,
  * jsonb as PostgreSQL prints it, or null), proposal_digest, may_decide
  * (whether actor may decide it: rl_may_approve), decision {actor,
  * decision, reason, decided_at, digest} or null, attempts [...],
- * notifications [...], audit [...]}. Returns 0, RL_ERR_NOTFOUND or
- * RL_ERR_DB. */
+ * notifications [...], audit [...], timeline [{at, ms, lane, what,
+ * detail, tone, span}] (every event of the run in time order: its
+ * registration, leases, attempts, batch, approval, completion,
+ * notifications and operators' actions)}, in one statement. Returns 0,
+ * RL_ERR_NOTFOUND or RL_ERR_DB. */
 int rl_db_console_run_json(struct rl_db *db, const char *run_id,
                            const char *actor, char **json, char *errstr,
                            size_t errstr_size);

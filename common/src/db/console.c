@@ -90,6 +90,10 @@ static const char ops_approvals_queue[] =
     "         WHERE r.status = 'awaiting_approval'"
     "         ORDER BY r.created_at LIMIT $1::int) x";
 
+/* At most this many events of a run's timeline (rl_run_timeline): the
+ * page's bound on memory. */
+#define TIMELINE_MAX "1000"
+
 static const char ops_run_page[] =
     "SELECT json_build_object("
     "  'run_id', r.run_id, 'job', r.job, 'tenant', r.tenant,"
@@ -149,7 +153,11 @@ static const char ops_run_page[] =
     "              FROM outbox_delivered d WHERE d.run_id = r.run_id) n),"
     "  'audit', (SELECT coalesce(json_agg(" AUDIT_ROW("a") " ORDER BY a.id),"
     "                            '[]')"
-    "              FROM audit a WHERE a.run_id = r.run_id)"
+    "              FROM audit a WHERE a.run_id = r.run_id),"
+    "  'timeline', (SELECT coalesce(json_agg(e ORDER BY e.at,"
+    " e.seq, e.what), '[]')"
+    "                 FROM (SELECT * FROM rl_run_timeline(r.run_id)"
+    "                        LIMIT " TIMELINE_MAX ") e)"
     ")::text"
     "  FROM runs r WHERE r.run_id = $1";
 
