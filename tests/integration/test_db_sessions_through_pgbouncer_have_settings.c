@@ -82,7 +82,8 @@ check_roles(const char *url, const char *pool_mode)
 
     db = rl_db_connect_role(cfg, RL_DB_ROLE_RELAY, errstr, sizeof(errstr));
     RL_REQUIRE(db);
-    RL_CHECK_INTEQ(setting_ms(db, "idle_in_transaction_session_timeout"), 0);
+    RL_CHECK_INTEQ(setting_ms(db, "idle_in_transaction_session_timeout"),
+                   60000);
     RL_CHECK_INTEQ(setting_ms(db, "statement_timeout"), 30000);
     rl_db_destroy(db);
 
