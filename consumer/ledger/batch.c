@@ -41,6 +41,11 @@
 #define POLL_MAX_MS 600000
 /* A line of an output file held at most. */
 #define LINE_MAX_BYTES ((size_t)16 * 1024 * 1024)
+/* Answered lines stored by one statement at most, and their outputs'
+ * bytes (a longer output goes alone): the batcher holds no more of a
+ * file's answers than this, whatever the file's size. */
+#define STORE_LINES_MAX 256
+#define STORE_BYTES_MAX ((size_t)4 * 1024 * 1024)
 /* A failed step is tried again after this long. */
 #define RETRY_STEP_MS 2000
 /* Uploads or creates the provider refused (4xx) before the batch's runs
@@ -399,25 +404,14 @@ struct lines {
     struct rl_batch *b;
     int ok, failed, ignored;
     int db_failed;
+    /* Answered lines waiting for one statement (store_pending): at most
+     * STORE_LINES_MAX of them and STORE_BYTES_MAX of outputs (one longer
+     * output goes alone). */
+    struct pending_answer *pending;
+    size_t npending;
+    size_t pending_bytes;
+    size_t held_max; /* the most output bytes pending at once */
 };
-
-/* The channels of a run's effective request {"notify": [...]}. */
-static size_t
-channels_of(const char *request_json, const char **out, size_t max,
-            cJSON **root)
-{
-    const cJSON *notify, *ch;
-    size_t n = 0;
-
-    *root = cJSON_Parse(request_json ? request_json : "");
-    notify = cJSON_GetObjectItemCaseSensitive(*root, "notify");
-    cJSON_ArrayForEach(ch, notify)
-    {
-        if (n < max && cJSON_IsString(ch))
-            out[n++] = ch->valuestring;
-    }
-    return n;
-}
 
 /* A run the batcher failed for good is dead-lettered as a live run that
  * fails for good is (ledger_give_up): source "run", its reason the error
@@ -521,21 +515,140 @@ line_failed(struct lines *ls, struct rl_batch_run *r, const char *outcome,
                                  r->attempt_no, state, errstr, sizeof(errstr));
 }
 
-/* One answered line: completed as a live answer is, under the run's
- * lease; refused (cancelled, completed before) it is counted ignored. */
+/* An answered line whose answer is not stored as it came: the parser of
+ * live answers refused it (or the database refused its output), and the
+ * run follows its policy as for an invalid live answer, unless the line
+ * was handled before or names no run of the batch. */
 static int
-line_answered(struct lines *ls, struct rl_batch_run *r, const cJSON *body)
+line_invalid(struct lines *ls, const char *run_id, int attempt, const char *why)
+{
+    struct rl_batch_run r;
+    char errstr[512];
+    int err = rl_db_batch_run(ls->bt->db, ls->b->batch_id, run_id, attempt, &r,
+                              errstr, sizeof(errstr));
+
+    if (err == RL_ERR_NOTFOUND) {
+        ls->ignored++;
+        return 0;
+    }
+    if (err)
+        return err;
+    if (strcmp(r.state, "in_batch") == 0)
+        err = line_failed(ls, &r, "invalid_output", 0, "invalid_output", 200,
+                          why);
+    free(r.request_json);
+    return err;
+}
+
+/* One answered line waiting to be stored. */
+struct pending_answer {
+    char run_id[96];
+    int attempt_no;
+    char *output_json;
+    char upstream_request_id[128];
+    int64_t prompt_tokens, completion_tokens, cached_tokens;
+};
+
+static void
+pending_clear(struct lines *ls)
+{
+    for (size_t i = 0; i < ls->npending; i++)
+        free(ls->pending[i].output_json);
+    ls->npending = 0;
+    ls->pending_bytes = 0;
+}
+
+/* Stores pending answers [from, from + n) in one statement; counts what
+ * became of each. A statement the database refuses for a value is
+ * split down to the line it refuses, which is then an invalid answer. */
+static int
+store_some(struct lines *ls, size_t from, size_t n)
+{
+    struct rl_batch_answer answers[STORE_LINES_MAX];
+    enum rl_batch_answer_result results[STORE_LINES_MAX];
+    char errstr[512];
+    int err;
+
+    if (n == 0 || n > STORE_LINES_MAX)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct pending_answer *p = &ls->pending[from + i];
+
+        answers[i] = (struct rl_batch_answer){
+            .run_id = p->run_id,
+            .attempt_no = p->attempt_no,
+            .output_json = p->output_json,
+            .upstream_request_id = p->upstream_request_id,
+            .prompt_tokens = p->prompt_tokens,
+            .completion_tokens = p->completion_tokens,
+            .cached_tokens = p->cached_tokens,
+        };
+    }
+    err = rl_db_batch_store_answers(ls->bt->db, ls->b->batch_id, answers, n,
+                                    results, errstr, sizeof(errstr));
+    if (err == RL_ERR_INVALID && n > 1) {
+        err = store_some(ls, from, n / 2);
+        return err ? err : store_some(ls, from + n / 2, n - n / 2);
+    }
+    if (err == RL_ERR_INVALID)
+        return line_invalid(ls, answers[0].run_id, answers[0].attempt_no,
+                            errstr);
+    if (err) {
+        blog(ls->b, RL_LOG_WARN, "storing answers: ", errstr);
+        return err;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (results[i] == RL_BATCH_ANSWER_HANDLED)
+            continue;
+        if (results[i] == RL_BATCH_ANSWER_NOT_FOUND) {
+            ls->ignored++;
+            continue;
+        }
+        /* The line's generation and tokens count as a live answer's do,
+         * whether or not the run took it. */
+        rl_http_model_call(
+            ls->bt->http, &(struct rl_model_call){
+                              .outcome = RL_MODEL_OK,
+                              .prompt_tokens = answers[i].prompt_tokens,
+                              .completion_tokens = answers[i].completion_tokens,
+                              .cached_tokens = answers[i].cached_tokens,
+                              .latency_ms = -1});
+        if (results[i] == RL_BATCH_ANSWER_COMPLETED)
+            ls->ok++;
+        else
+            ls->ignored++;
+    }
+    return 0;
+}
+
+/* Every pending answer stored: many lines a statement, as live answers
+ * are completed, instead of one. */
+static int
+store_pending(struct lines *ls)
+{
+    int err = ls->npending ? store_some(ls, 0, ls->npending) : 0;
+
+    pending_clear(ls);
+    return err;
+}
+
+/* One answered line: read by the parser of live answers and queued for
+ * store_pending, which completes its run as a live answer is, under the
+ * run's lease; refused (cancelled, completed before) it is counted
+ * ignored. */
+static int
+line_answered(struct lines *ls, const char *run_id, int attempt,
+              const cJSON *body)
 {
     struct ledger_batch *bt = ls->bt;
     struct rl_model_call call;
-    struct rl_complete_res res;
-    const char *channels[16];
-    cJSON *req_root = NULL;
-    char *text = cJSON_PrintUnformatted(body), *output = NULL, errstr[512];
+    struct pending_answer *p;
+    char *text = cJSON_PrintUnformatted(body), *output;
     enum rl_model_api api = strcmp(ls->b->endpoint, "/v1/responses") == 0
                                 ? RL_MODEL_API_RESPONSES
                                 : RL_MODEL_API_CHAT;
-    int err;
+    size_t len;
+    int err = 0;
 
     if (!text)
         return RL_ERR_NOMEM;
@@ -543,8 +656,10 @@ line_answered(struct lines *ls, struct rl_batch_run *r, const cJSON *body)
     rl_model_batches_answer(bt->mb, text, strlen(text), api, &call);
     cJSON_free(text);
     if (call.outcome != RL_MODEL_OK) {
-        err = line_failed(ls, r, "invalid_output", 0, "invalid_output", 200,
-                          call.error);
+        /* In line order: what is pending is stored first. */
+        err = store_pending(ls);
+        if (!err)
+            err = line_invalid(ls, run_id, attempt, call.error);
         rl_model_call_clear(&call);
         return err;
     }
@@ -553,48 +668,37 @@ line_answered(struct lines *ls, struct rl_batch_run *r, const cJSON *body)
         rl_model_call_clear(&call);
         return RL_ERR_NOMEM;
     }
-    {
-        struct rl_complete_req req = {
-            .run_id = r->run_id,
-            .lease_epoch = r->lease_epoch,
-            .output_json = output,
-            .oc = {.attempt_no = r->attempt_no,
-                   .http_status = 200,
-                   .upstream_request_id = call.upstream_request_id,
-                   .prompt_tokens = call.prompt_tokens,
-                   .completion_tokens = call.completion_tokens,
-                   .cached_tokens = call.cached_tokens,
-                   .latency_ms = -1},
-        };
-
-        req.n_channels = channels_of(r->request_json, channels, 16, &req_root);
-        req.channels = channels;
-        memset(&res, 0, sizeof(res));
-        err = rl_db_complete_runs(bt->db, &req, 1, RL_BATCH_OWNER, &res, errstr,
-                                  sizeof(errstr));
+    len = strlen(output);
+    /* One statement names a run once; the bounds hold before it is
+     * added, so a longer output goes alone. */
+    for (size_t i = 0; i < ls->npending && !err; i++) {
+        if (strcmp(ls->pending[i].run_id, run_id) == 0)
+            err = store_pending(ls);
     }
-    cJSON_Delete(req_root);
-    free(output);
+    if (!err && ls->npending > 0 &&
+        (ls->npending >= STORE_LINES_MAX ||
+         ls->pending_bytes + len > STORE_BYTES_MAX))
+        err = store_pending(ls);
     if (err) {
+        free(output);
         rl_model_call_clear(&call);
         return err;
     }
-    /* The line's generation and tokens count as a live answer's do. */
-    rl_http_model_call(
-        bt->http,
-        &(struct rl_model_call){.outcome = RL_MODEL_OK,
-                                .prompt_tokens = call.prompt_tokens,
-                                .completion_tokens = call.completion_tokens,
-                                .cached_tokens = call.cached_tokens,
-                                .latency_ms = -1});
+    p = &ls->pending[ls->npending++];
+    memset(p, 0, sizeof(*p));
+    snprintf(p->run_id, sizeof(p->run_id), "%s", run_id);
+    p->attempt_no = attempt;
+    p->output_json = output;
+    snprintf(p->upstream_request_id, sizeof(p->upstream_request_id), "%s",
+             call.upstream_request_id);
+    p->prompt_tokens = call.prompt_tokens;
+    p->completion_tokens = call.completion_tokens;
+    p->cached_tokens = call.cached_tokens;
+    ls->pending_bytes += len;
+    if (ls->pending_bytes > ls->held_max)
+        ls->held_max = ls->pending_bytes;
     rl_model_call_clear(&call);
-    if (res.completed)
-        ls->ok++;
-    else
-        ls->ignored++;
-    return rl_db_batch_run_state(
-        bt->db, ls->b->batch_id, r->run_id, r->attempt_no,
-        res.completed ? "completed" : "ignored", errstr, sizeof(errstr));
+    return 0;
 }
 
 /* A line that came back with an error. A line with a status is read as a
@@ -635,19 +739,42 @@ line_error(struct lines *ls, struct rl_batch_run *r, const cJSON *status,
     return err;
 }
 
+/* A line with an error (or no answer) whose run still waits in the
+ * batch: line_error, its run's policy. */
+static int
+line_not_answered(struct lines *ls, const char *run_id, int attempt,
+                  const cJSON *status, const cJSON *body, const cJSON *error)
+{
+    struct rl_batch_run r;
+    char errstr[512];
+    int err = rl_db_batch_run(ls->bt->db, ls->b->batch_id, run_id, attempt, &r,
+                              errstr, sizeof(errstr));
+
+    if (err == RL_ERR_NOTFOUND) {
+        ls->ignored++;
+        return 0;
+    }
+    if (err)
+        return err;
+    /* Not in_batch: handled by an earlier read of this file. */
+    if (strcmp(r.state, "in_batch") == 0)
+        err = line_error(ls, &r, status, body, error);
+    free(r.request_json);
+    return err;
+}
+
 /* One line of an output or error file. */
 static int
 on_line(char *line, size_t len, void *arg)
 {
     struct lines *ls = arg;
-    struct rl_batch_run r;
     cJSON *root = cJSON_ParseWithLength(line, len);
     const cJSON *cid = cJSON_GetObjectItemCaseSensitive(root, "custom_id");
     const cJSON *resp = cJSON_GetObjectItemCaseSensitive(root, "response");
     const cJSON *status = cJSON_GetObjectItemCaseSensitive(resp, "status_code");
     const cJSON *body = cJSON_GetObjectItemCaseSensitive(resp, "body");
     const cJSON *error = cJSON_GetObjectItemCaseSensitive(root, "error");
-    char run_id[96], errstr[512];
+    char run_id[96];
     const char *colon;
     int attempt, err = 0;
 
@@ -659,32 +786,41 @@ on_line(char *line, size_t len, void *arg)
     memcpy(run_id, cid->valuestring, (size_t)(colon - cid->valuestring));
     run_id[colon - cid->valuestring] = '\0';
     attempt = atoi(colon + 1);
-    err = rl_db_batch_run(ls->bt->db, ls->b->batch_id, run_id, attempt, &r,
-                          errstr, sizeof(errstr));
-    if (err == RL_ERR_NOTFOUND) {
-        ls->ignored++;
-        err = 0;
-        goto done;
-    }
-    if (err)
-        goto done;
-    if (strcmp(r.state, "in_batch") != 0) {
-        /* Handled by an earlier read of this file. */
-        free(r.request_json);
-        goto done;
-    }
     if (cJSON_IsNumber(status) && status->valueint == 200 &&
         cJSON_IsObject(body)) {
-        err = line_answered(ls, &r, body);
+        err = line_answered(ls, run_id, attempt, body);
     } else {
-        err = line_error(ls, &r, status, body, error);
+        /* In line order: what is pending is stored first. */
+        err = store_pending(ls);
+        if (!err)
+            err = line_not_answered(ls, run_id, attempt, status, body, error);
     }
-    free(r.request_json);
 done:
     cJSON_Delete(root);
     if (err)
         ls->db_failed = 1;
     return err ? 1 : 0;
+}
+
+/* One output or error file read line by line, its answers stored as
+ * they come, many to a statement, and the last of them when it ends
+ * (also after a read that broke off: they are answers all the same). */
+static int
+read_file(struct lines *ls, const char *file_id, char *errstr,
+          size_t errstr_size)
+{
+    int err = rl_model_batches_read(ls->bt->mb, file_id, LINE_MAX_BYTES,
+                                    on_line, ls, errstr, errstr_size);
+    int stored = ls->db_failed ? 0 : store_pending(ls);
+
+    pending_clear(ls);
+    if (!err && stored) {
+        ls->db_failed = 1;
+        rl_set_err(errstr, errstr_size, "could not store the answers of %s",
+                   file_id);
+        err = stored;
+    }
+    return err;
 }
 
 /* A finished batch: every line read, the runs no line named retried per
@@ -699,12 +835,17 @@ finish(struct ledger_batch *bt, struct rl_batch *b,
     size_t n;
     int err = 0;
 
+    ls.pending = calloc(STORE_LINES_MAX, sizeof(*ls.pending));
+    if (!ls.pending) {
+        step_failed(bt, b, RL_ERR_NOMEM, "reading the results: out of memory");
+        return;
+    }
     if (*st->output_file_id)
-        err = rl_model_batches_read(bt->mb, st->output_file_id, LINE_MAX_BYTES,
-                                    on_line, &ls, errstr, sizeof(errstr));
+        err = read_file(&ls, st->output_file_id, errstr, sizeof(errstr));
     if (!err && *st->error_file_id)
-        err = rl_model_batches_read(bt->mb, st->error_file_id, LINE_MAX_BYTES,
-                                    on_line, &ls, errstr, sizeof(errstr));
+        err = read_file(&ls, st->error_file_id, errstr, sizeof(errstr));
+    free(ls.pending);
+    ls.pending = NULL;
     while (!err) {
         err = rl_db_batch_unanswered(bt->db, b->batch_id, left, 64, &n, errstr,
                                      sizeof(errstr));
@@ -744,8 +885,8 @@ finish(struct ledger_batch *bt, struct rl_batch *b,
         ls.ignored, errstr, sizeof(errstr));
     snprintf(why, sizeof(why),
              "%s: %d answers stored, %d lines failed, %d "
-             "ignored",
-             st->status, ls.ok, ls.failed, ls.ignored);
+             "ignored; at most %zu bytes of answers held",
+             st->status, ls.ok, ls.failed, ls.ignored, ls.held_max);
     blog(b, RL_LOG_INFO, "", why);
 }
 

@@ -172,6 +172,39 @@ int rl_db_batch_unanswered(struct rl_db *db, const char *batch_id,
                            struct rl_batch_run *out, size_t max, size_t *n,
                            char *errstr, size_t errstr_size);
 
+/* One answered line of a batch's output file. */
+struct rl_batch_answer {
+    const char *run_id;
+    int attempt_no;
+    const char *output_json; /* the run's output (JSON), as a live one's */
+    const char *upstream_request_id; /* NULL or "": none */
+    int64_t prompt_tokens;           /* negative: unknown */
+    int64_t completion_tokens;
+    int64_t cached_tokens;
+};
+
+/* What storing one answered line did. */
+enum rl_batch_answer_result {
+    RL_BATCH_ANSWER_COMPLETED, /* the run completed with it */
+    RL_BATCH_ANSWER_IGNORED,   /* refused: the run was cancelled, completed
+                                  before, or its lease is gone */
+    RL_BATCH_ANSWER_HANDLED,   /* stored by an earlier read of the file */
+    RL_BATCH_ANSWER_NOT_FOUND  /* no such run in the batch */
+};
+
+/* rl_batch_store_answers: n answered lines of batch_id in one statement
+ * and one transaction, each run completed under the batcher's lease as a
+ * live answer is (output, outbox rows, the attempt's usage) and its
+ * batch_runs row set with it; out[k] says what became of answers[k]. No
+ * two answers may name the same run. Returns 0, RL_ERR_INVALID (the
+ * database refused a value of some line, e.g. an output jsonb rejects:
+ * nothing was written; store the lines one by one to find it),
+ * RL_ERR_NOMEM or RL_ERR_DB (nothing known; safe to redo). */
+int rl_db_batch_store_answers(struct rl_db *db, const char *batch_id,
+                              const struct rl_batch_answer *answers, size_t n,
+                              enum rl_batch_answer_result *out, char *errstr,
+                              size_t errstr_size);
+
 /* Sets the state of one run of batch_id (completed, ignored, failed,
  * retried, go_live). Returns 0 or RL_ERR_DB. */
 int rl_db_batch_run_state(struct rl_db *db, const char *batch_id,

@@ -510,6 +510,76 @@ rl_db_batch_unanswered(struct rl_db *db, const char *batch_id,
     return err;
 }
 
+static const char batch_store_answers[] =
+    "SELECT ord, result FROM rl_batch_store_answers($1, $2::text[],"
+    " $3::int4[], $4::jsonb[], $5::text[], $6::int8[], $7::int8[],"
+    " $8::int8[])";
+
+int
+rl_db_batch_store_answers(struct rl_db *db, const char *batch_id,
+                          const struct rl_batch_answer *answers, size_t n,
+                          enum rl_batch_answer_result *out, char *errstr,
+                          size_t errstr_size)
+{
+    enum {
+        A_RUN,
+        A_ATTEMPT,
+        A_OUTPUT,
+        A_UPSTREAM,
+        A_PROMPT,
+        A_COMPLETION,
+        A_CACHED,
+        A_COUNT
+    };
+    struct rl_buf arrays[A_COUNT];
+    const char *params[1 + A_COUNT];
+    PGresult *res;
+    int err = 0;
+
+    memset(arrays, 0, sizeof(arrays));
+    db_arrays_open(arrays, A_COUNT);
+    for (size_t i = 0; i < n; i++) {
+        const struct rl_batch_answer *a = &answers[i];
+
+        db_array_add(&arrays[A_RUN], a->run_id);
+        db_array_add_int(&arrays[A_ATTEMPT], a->attempt_no, 0);
+        db_array_add(&arrays[A_OUTPUT], a->output_json);
+        db_array_add(&arrays[A_UPSTREAM],
+                     a->upstream_request_id && *a->upstream_request_id
+                         ? a->upstream_request_id
+                         : NULL);
+        db_array_add_int(&arrays[A_PROMPT], a->prompt_tokens, 1);
+        db_array_add_int(&arrays[A_COMPLETION], a->completion_tokens, 1);
+        db_array_add_int(&arrays[A_CACHED], a->cached_tokens, 1);
+        out[i] = RL_BATCH_ANSWER_NOT_FOUND;
+    }
+    params[0] = batch_id;
+    if (db_arrays_close(arrays, A_COUNT, params + 1) != 0) {
+        db_arrays_free(arrays, A_COUNT);
+        rl_set_err(errstr, errstr_size,
+                   "could not store the batch's answers: out of memory");
+        return RL_ERR_NOMEM;
+    }
+    res = db_exec_simple(db, batch_store_answers, 1 + A_COUNT, params, &err,
+                         errstr, errstr_size, "store the batch's answers");
+    db_arrays_free(arrays, A_COUNT);
+    if (!res)
+        return err;
+    for (int row = 0; row < PQntuples(res); row++) {
+        int64_t ord = db_int_value(res, row, 0, 0);
+        const char *r = PQgetvalue(res, row, 1);
+
+        if (ord < 1 || (size_t)ord > n)
+            continue;
+        out[ord - 1] = strcmp(r, "completed") == 0 ? RL_BATCH_ANSWER_COMPLETED
+                       : strcmp(r, "ignored") == 0 ? RL_BATCH_ANSWER_IGNORED
+                       : strcmp(r, "handled") == 0 ? RL_BATCH_ANSWER_HANDLED
+                                                   : RL_BATCH_ANSWER_NOT_FOUND;
+    }
+    PQclear(res);
+    return 0;
+}
+
 int
 rl_db_batch_run_state(struct rl_db *db, const char *batch_id,
                       const char *run_id, int attempt_no, const char *state,
