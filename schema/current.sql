@@ -151,6 +151,9 @@ $$;
 
 CREATE FUNCTION rl_batch_store_answers(p_batch_id text, p_run_ids text[], p_attempts integer[], p_outputs jsonb[], p_upstream text[], p_prompt bigint[], p_completion bigint[], p_cached bigint[]) RETURNS TABLE(ord bigint, result text)
     LANGUAGE plpgsql
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET enable_seqscan TO 'off'
+    SET jit TO 'off'
     AS $$
 #variable_conflict use_column
 DECLARE

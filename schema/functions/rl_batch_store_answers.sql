@@ -21,6 +21,11 @@ CREATE OR REPLACE FUNCTION rl_batch_store_answers(p_batch_id text,
                                                   p_cached bigint[])
 RETURNS TABLE (ord bigint, result text)
 LANGUAGE plpgsql
+-- As rl_complete_runs: one plan a session, and through the indexes however
+-- the ledger grows (batch_runs keeps the rows of every batch).
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+SET jit = off
 AS $fn$
 #variable_conflict use_column
 DECLARE
