@@ -7,8 +7,9 @@
  * for six); the stub must see at most 10 in any 5 s (plus one: a poll is
  * sent a moment after its slot is taken, so two may arrive a little
  * closer than 500 ms). Every poll took a slot (the ledger's count equals
- * the stub's), and every batch still completes: every run completed
- * once, one generation each. */
+ * the stub's; its key, the base URL, holds no user information), and
+ * every batch still completes: every run completed once, one generation
+ * each. */
 #include <stdio.h>
 #include <string.h>
 
@@ -27,7 +28,7 @@ main(void)
 {
     struct e2e t;
     static char ids[RUNS][RL_HEX_SIZE];
-    char job[160], bound[64];
+    char job[160], bound[64], base[320];
     const char *const stub_env[] = {"STUB_BATCH_SECONDS=4", NULL};
     double times[4096];
     int n = 0, worst = 0;
@@ -44,8 +45,13 @@ main(void)
     e2e_flush(&t);
     snprintf(bound, sizeof(bound), "RUNLEDGER_BATCH_MAX_POLLS_PER_MINUTE=%d",
              PER_MINUTE);
+    /* User information in the base URL (a secret, for all the ledger
+     * knows) must not reach the slots' key. */
+    RL_REQUIRE(strncmp(t.model_base_url, "http://", 7) == 0);
+    snprintf(base, sizeof(base), "MODEL_BASE_URL=http://rl:pollsecret@%s",
+             t.model_base_url + 7);
     for (int w = 0; w < 3; w++)
-        bt_spawn(&t, bound, NULL);
+        bt_spawn(&t, bound, base, NULL);
     RL_REQUIRE(e2e_wait_intf(&t, RUNS, 120000,
                              "SELECT count(*) FROM runs WHERE status = "
                              "'completed' AND job = '%s'",
@@ -76,6 +82,11 @@ main(void)
     RL_CHECK_INTEQ(e2e_int(&t, "SELECT coalesce(sum(polls), 0) FROM "
                                "batch_poll_slots"),
                    n);
+    /* The slots are keyed by the provider's base URL without its user
+     * information. */
+    RL_CHECK_STREQ(e2e_text(&t, "SELECT string_agg(provider, ',') FROM "
+                                "batch_poll_slots"),
+                   t.model_base_url);
     for (int i = 0; i < n; i++) {
         int in = 0;
 
