@@ -2548,7 +2548,7 @@ CREATE INDEX runs_awaiting_approval_idx ON runs USING btree (created_at) WHERE (
 
 CREATE INDEX runs_cancelled_idx ON runs USING btree (created_at) WHERE (status = 'cancelled'::text);
 
-CREATE INDEX runs_created_idx ON runs USING btree (created_at, run_id);
+CREATE INDEX runs_created_brin ON runs USING brin (created_at timestamptz_minmax_multi_ops) WITH (pages_per_range='32', autosummarize='on');
 
 CREATE INDEX runs_due_retries_idx ON runs USING btree (next_attempt_at) WHERE (status = 'pending'::text);
 
@@ -2557,8 +2557,6 @@ CREATE INDEX runs_expiring_leases_idx ON runs USING btree (lock_expires_at) WHER
 CREATE INDEX runs_pending_by_tenant_idx ON runs USING btree (tenant, job, next_attempt_at) WHERE (status = 'pending'::text);
 
 CREATE INDEX runs_running_by_tenant_idx ON runs USING btree (tenant, job) WHERE (status = 'running'::text);
-
-CREATE INDEX runs_tenant_created_idx ON runs USING btree (tenant, created_at, run_id);
 
 CREATE INDEX runs_unknown_idx ON runs USING btree (created_at) WHERE (status = 'unknown'::text);
 

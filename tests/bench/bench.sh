@@ -1004,7 +1004,8 @@ has grown && grown
 # console: BENCH_CONSOLE_RUNS runs (1,000,000) written straight into a
 # ledger of its own, then `runledger console` answering its pages to one
 # signed-in viewer, 200 requests each in turn: the p95 of the runs page
-# (first, by cursor, of a tenant, of a tenant and job), a run's page, the
+# (first, by cursor, of a tenant, of a tenant and job, of a status, in a
+# time window), a run's page, the
 # approvals queue and an approval page, against 50 ms
 # (tests/console/bench_console_pages.py).
 console_scenario() {

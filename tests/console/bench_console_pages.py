@@ -83,8 +83,8 @@ def timed(console, cookie, path, n):
             times[-1], r.body)
 
 
-KEYS = ["runs", "runs_next", "tenant", "tenant_job", "run", "approvals",
-        "approval"]
+KEYS = ["runs", "runs_next", "tenant", "tenant_job", "status", "window",
+        "run", "approvals", "approval"]
 
 
 def main():
@@ -108,6 +108,12 @@ def main():
             deep = harness.unescape(cursor.group(1)) if cursor else "/runs"
             some = ledger.sql("SELECT run_id FROM runs ORDER BY created_at"
                               " LIMIT 1 OFFSET %d" % (runs // 2))
+            # A day's window a week back: its newest runs.
+            day_ago = ledger.sql(
+                "SELECT to_char((now() - interval '7 days') AT TIME ZONE"
+                " 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') || ' ' ||"
+                " to_char((now() - interval '6 days') AT TIME ZONE 'UTC',"
+                " 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')").split(" ")
             waiting = ledger.sql("SELECT run_id FROM runs WHERE status ="
                                  " 'awaiting_approval' LIMIT 1")
             pages = [("runs page", "/runs"),
@@ -115,6 +121,9 @@ def main():
                      ("runs of a tenant", "/runs?tenant=t7"),
                      ("runs of a tenant and job",
                       "/runs?tenant=t7&job=job27"),
+                     ("runs of a status", "/runs?status=pending"),
+                     ("runs in a time window", "/runs?from=" + day_ago[0]
+                      + "&to=" + day_ago[1]),
                      ("run page", "/runs/" + some),
                      ("approvals queue", "/approvals"),
                      ("approval page", "/approvals/" + waiting)]

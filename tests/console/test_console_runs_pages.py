@@ -1,6 +1,8 @@
 """Invariant: the runs page walks the ledger newest first by keyset: the
 "next" links visit every run exactly once, in (created_at, run_id) order,
-runs created in the same microsecond included; the tenant, job, status and
+runs created in the same microsecond included, and runs decades older
+than the rest (beyond every window of creation time the page reads by)
+too; the tenant, job, status and
 time-window filters hold on every page; a cursor the console did not write
 is refused (400)."""
 
@@ -12,6 +14,7 @@ import harness
 from harness import check
 
 RUNS = 130
+OLD = 3
 
 
 def walk(console, cookie, path):
@@ -44,19 +47,36 @@ def test(ledger):
         "        timestamptz '2026-12-01 00:00:00+00'"
         "          + make_interval(secs => i / 10)"
         "   FROM generate_series(1, %d) i" % RUNS)
+    ledger.sql(
+        "INSERT INTO runs (run_id, job, tenant, scheduled_at, version,"
+        " fingerprint, request, status, output, completed_at, created_at)"
+        " SELECT encode(sha256(('old' || i)::bytea), 'hex'), 'job2', 't1',"
+        "        now() - make_interval(days => i), 'v1',"
+        "        encode(sha256(('fold' || i)::bytea), 'hex'),"
+        "        '{}'::jsonb, 'completed', '\"x\"'::jsonb, now(),"
+        "        timestamptz '1996-01-01 00:00:00+00'"
+        "          + make_interval(secs => i)"
+        "   FROM generate_series(1, %d) i" % OLD)
     want = ledger.sql("SELECT string_agg(run_id, ',' ORDER BY created_at"
                       " DESC, run_id DESC) FROM runs").split(",")
     console = harness.Console(ledger)
     try:
         cookie = console.sign_in(token)
         seen, pages = walk(console, cookie, "/runs")
-        check(pages == 3, "130 runs are 3 pages of 50")
+        check(pages == 3, "133 runs are 3 pages of 50")
         check(seen == want, "the pages visit every run once, newest first")
         t1 = ledger.sql("SELECT string_agg(run_id, ',' ORDER BY created_at"
                         " DESC, run_id DESC) FROM runs WHERE tenant = 't1'"
                         " AND job = 'job2'").split(",")
         seen, _ = walk(console, cookie, "/runs?tenant=t1&job=job2")
         check(seen == t1, "the tenant and job filters hold on every page")
+        t0 = ledger.sql("SELECT string_agg(run_id, ',' ORDER BY created_at"
+                        " DESC, run_id DESC) FROM runs WHERE tenant = 't0'"
+                        ).split(",")
+        seen, _ = walk(console, cookie, "/runs?tenant=t0")
+        check(seen == t0, "the tenant filter alone holds on every page")
+        seen, _ = walk(console, cookie, "/runs?tenant=nobody")
+        check(seen == [], "a tenant with no runs lists none")
         window = ledger.sql(
             "SELECT string_agg(run_id, ',' ORDER BY created_at DESC,"
             " run_id DESC) FROM runs WHERE created_at >= '2026-12-01"

@@ -95,8 +95,10 @@ struct rl_console_runs_filter {
 };
 
 /* The runs page, newest first, keyset-paginated: {"runs": [...], "next":
- * cursor or null}. Returns 0, RL_ERR_INVALID (a filter PostgreSQL cannot
- * read) or RL_ERR_DB. */
+ * cursor or null}, read in widening windows of creation time through the
+ * BRIN index runs_created_brin (at most 9 statements), a small tenant's
+ * by its jobs (2 statements). Returns 0, RL_ERR_INVALID (a filter PostgreSQL
+ * cannot read) or RL_ERR_DB. */
 int rl_db_console_runs_json(struct rl_db *db,
                             const struct rl_console_runs_filter *f, char **json,
                             char *errstr, size_t errstr_size);

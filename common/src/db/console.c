@@ -163,11 +163,20 @@ static const char ops_run_page[] =
 
 /* Newest first on (created_at, run_id); the cursor is the last row's
  * pair, so a page costs the same however deep it is (never OFFSET). One
- * row more than the page says whether there is a next one. With a tenant,
- * the job is compared as an expression: otherwise the planner takes the
- * (job, tenant) prefix of runs_one_row_per_logical_run, fetches every run
- * of the pair and sorts them (150 ms for 10,000), where the tenant's
- * keyset index reads its newest runs in order and skips the other jobs'. */
+ * row more than the page says whether there is a next one. The rows are
+ * read in a window of creation time ending at the cursor (or at `to`, or
+ * now): the last $9 seconds ($9 NULL: no window), found by the BRIN index
+ * runs_created_brin, so the workers maintain no index for this page; the
+ * caller widens the window until it holds a page (rl_db_console_runs_json).
+ * $10, for a tenant with few runs, is the list of its jobs: the page then
+ * reads the tenant's runs through runs_one_row_per_logical_run with no
+ * window. Returns the page, the rows found (up to $8 + 1) and whether the
+ * window covered the whole filtered range (no window, or one reaching
+ * `from`). */
+#define RUNS_SINCE                                                             \
+    "(coalesce(least($6::timestamptz, $5::timestamptz), now())"                \
+    " - make_interval(secs => $9::float8))"
+
 static const char ops_runs_page[] =
     "WITH page AS ("
     "  SELECT r.run_id, r.job, r.tenant, r.status, r.attempts,"
@@ -176,14 +185,14 @@ static const char ops_runs_page[] =
     "         " DB_TS_US("r.created_at") " AS created"
     "    FROM runs r"
     "   WHERE ($1::text IS NULL OR r.tenant = $1)"
-    "     AND ($2::text IS NULL OR CASE WHEN $1::text IS NULL"
-    "                                   THEN r.job = $2"
-    "                                   ELSE (r.job || '') = $2 END)"
+    "     AND ($2::text IS NULL OR r.job = $2)"
     "     AND ($3::text IS NULL OR r.status = $3)"
     "     AND ($4::timestamptz IS NULL OR r.created_at >= $4)"
     "     AND ($5::timestamptz IS NULL OR r.created_at < $5)"
     "     AND ($6::timestamptz IS NULL"
     "          OR (r.created_at, r.run_id) < ($6::timestamptz, $7::text))"
+    "     AND ($9::float8 IS NULL OR r.created_at >= " RUNS_SINCE ")"
+    "     AND ($10::text[] IS NULL OR r.job = ANY ($10::text[]))"
     "   ORDER BY r.created_at DESC, r.run_id DESC"
     "   LIMIT $8::int + 1)"
     "SELECT json_build_object("
@@ -196,7 +205,11 @@ static const char ops_runs_page[] =
     "            (SELECT q.created || '|' || q.run_id"
     "               FROM (SELECT * FROM page"
     "                      ORDER BY created_at DESC, run_id DESC"
-    "                      OFFSET $8::int - 1 LIMIT 1) q) END)::text";
+    "                      OFFSET $8::int - 1 LIMIT 1) q) END)::text,"
+    "       (SELECT count(*) FROM page),"
+    "       $9::float8 IS NULL"
+    "       OR ($4::timestamptz IS NOT NULL"
+    "           AND " RUNS_SINCE " <= $4::timestamptz)";
 
 /* Tokens and extra generations a day per tenant, counted as `runledger
  * report` counts them (by the runs' scheduled day, UTC; an extra
@@ -254,6 +267,22 @@ static const char ops_decide[] =
     "SELECT d.result, d.status, d.digest, d.outbox_rows, d.decided_by,"
     "       " DB_TS_US("d.decided_at") ", d.decision"
     "  FROM rl_decide_proposal($1, $2, $3, $4, $5, 'console', $6) d";
+
+/* A tenant's jobs and runs, counted up to $2, through the (job, tenant)
+ * prefix of runs_one_row_per_logical_run: the distinct jobs are walked by
+ * one index descent each (a loose index scan), then the tenant's runs of
+ * each job read, until $2 of them. Fewer than $2: the tenant is small,
+ * and the array holds every job it has a run of. */
+static const char ops_runs_tenant_probe[] =
+    "WITH RECURSIVE j AS ("
+    "  SELECT min(job) AS job FROM runs"
+    "  UNION ALL"
+    "  SELECT (SELECT min(r.job) FROM runs r WHERE r.job > j.job)"
+    "    FROM j WHERE j.job IS NOT NULL)"
+    "SELECT count(*), coalesce(array_agg(DISTINCT y.job), '{}')::text"
+    "  FROM (SELECT j.job FROM j, LATERAL (SELECT 1 FROM runs r"
+    "         WHERE r.job = j.job AND r.tenant = $1 LIMIT $2::int) x"
+    "         WHERE j.job IS NOT NULL LIMIT $2::int) y";
 /* clang-format on */
 
 int
@@ -418,15 +447,33 @@ or_null(const char *s)
     return s && *s ? s : NULL;
 }
 
+/* The runs page's windows: the first is RUNS_WINDOW_FIRST seconds; each
+ * next one is wider by how far the last fell short of a page (at least
+ * RUNS_WINDOW_GROWTH_MIN times, at most RUNS_WINDOW_GROWTH_MAX), and after
+ * RUNS_WINDOWS of them the page is read with no window. A page thus costs
+ * at most RUNS_WINDOWS + 1 statements, and a window reads about the rows
+ * of one to RUNS_WINDOW_GROWTH_MAX pages: at 3,000 runs a second the
+ * first window holds 3,000 runs, at one run a second the second or third
+ * holds a page. */
+#define RUNS_WINDOW_FIRST 1.0
+#define RUNS_WINDOW_GROWTH_MIN 2.0
+#define RUNS_WINDOW_GROWTH_MAX 32.0
+#define RUNS_WINDOWS 8
+/* A tenant with fewer runs than this is read by its jobs, windowless. */
+#define RUNS_TENANT_SMALL "2000"
+
 int
 rl_db_console_runs_json(struct rl_db *db,
                         const struct rl_console_runs_filter *f, char **json,
                         char *errstr, size_t errstr_size)
 {
-    char lim[16], after_ts[64] = "", *bar;
-    const char *params[8];
+    char lim[16], after_ts[64] = "", window[32], *bar, *jobs = NULL;
+    const char *params[10];
     const char *after_id = NULL;
+    double seconds = RUNS_WINDOW_FIRST;
+    int err = RL_ERR_DB, oom = 0;
 
+    *json = NULL;
     if (f->after && *f->after) {
         bar = strchr(f->after, '|');
         if (!bar || (size_t)(bar - f->after) >= sizeof(after_ts)) {
@@ -448,8 +495,72 @@ rl_db_console_runs_json(struct rl_db *db,
     params[5] = after_id ? after_ts : NULL;
     params[6] = after_id;
     params[7] = lim;
-    return db_one_text(db, ops_runs_page, 8, params, "list runs", json, errstr,
-                       errstr_size);
+    params[9] = NULL;
+    if (db_apply_schema(db, errstr, errstr_size) != 0)
+        return RL_ERR_DB;
+    /* No index leads with tenant: a tenant whose runs are few (or none)
+     * would have every window read the whole table. Such a tenant's page
+     * reads its runs by job instead, in one statement. */
+    if (params[0]) {
+        const char *probe[2] = {params[0], RUNS_TENANT_SMALL};
+        PGresult *res;
+
+        res = db_exec_simple(db, ops_runs_tenant_probe, 2, probe, &err, errstr,
+                             errstr_size, "list runs");
+        if (!res)
+            return err;
+        if (strtol(PQgetvalue(res, 0, 0), NULL, 10) <
+            strtol(RUNS_TENANT_SMALL, NULL, 10)) {
+            jobs = db_dup_value(res, 0, 1, &oom);
+            if (oom || !jobs) {
+                PQclear(res);
+                free(jobs);
+                rl_set_err(errstr, errstr_size,
+                           "could not list runs: out of memory");
+                return RL_ERR_NOMEM;
+            }
+        }
+        PQclear(res);
+        params[9] = jobs;
+    }
+    for (int i = jobs ? RUNS_WINDOWS : 0; i <= RUNS_WINDOWS; i++) {
+        PGresult *res;
+        double growth;
+        long found;
+        int covered;
+
+        snprintf(window, sizeof(window), "%.0f", seconds);
+        params[8] = i < RUNS_WINDOWS ? window : NULL;
+        res = db_exec_simple(db, ops_runs_page, 10, params, &err, errstr,
+                             errstr_size, "list runs");
+        if (!res)
+            break;
+        found = strtol(PQgetvalue(res, 0, 1), NULL, 10);
+        covered = strcmp(PQgetvalue(res, 0, 2), "t") == 0;
+        if (found > f->limit || covered || i == RUNS_WINDOWS) {
+            *json = db_dup_value(res, 0, 0, &oom);
+            PQclear(res);
+            err = 0;
+            if (oom || !*json) {
+                free(*json);
+                *json = NULL;
+                rl_set_err(errstr, errstr_size,
+                           "could not list runs: out of memory");
+                err = RL_ERR_NOMEM;
+            }
+            break;
+        }
+        PQclear(res);
+        growth = found > 0 ? 2.0 * (f->limit + 1) / (double)found
+                           : RUNS_WINDOW_GROWTH_MAX;
+        if (growth < RUNS_WINDOW_GROWTH_MIN)
+            growth = RUNS_WINDOW_GROWTH_MIN;
+        if (growth > RUNS_WINDOW_GROWTH_MAX)
+            growth = RUNS_WINDOW_GROWTH_MAX;
+        seconds *= growth;
+    }
+    free(jobs);
+    return err;
 }
 
 int
