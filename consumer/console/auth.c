@@ -244,6 +244,7 @@ identify_by_proxy(struct console_req *r, const char *name)
                     "console: the proxy named %s, who is no console "
                     "user; refused",
                     name);
+        snprintf(r->refused_name, sizeof(r->refused_name), "%s", name);
         return 0;
     }
     if (err)

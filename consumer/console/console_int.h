@@ -97,7 +97,9 @@ struct console_req {
     char session[RL_TOKEN_HEX_SIZE];
     char csrf[65];
     char set_cookie[256]; /* "" none: a Set-Cookie to send */
-    char *body;           /* the POST body, NUL-terminated */
+    /* The name the trusted proxy passed when it is no console user. */
+    char refused_name[CONSOLE_NAME_MAX];
+    char *body; /* the POST body, NUL-terminated */
     size_t body_len;
     int body_too_big;
 };

@@ -318,6 +318,22 @@ route(struct console_req *r)
         return console_send_message(r, MHD_HTTP_SERVICE_UNAVAILABLE,
                                     "Unavailable", 0,
                                     "the ledger cannot be reached; try again");
+    if (!r->user[0] && r->c->trusted_header[0]) {
+        /* Behind the proxy the token sign-in cannot help: say why. */
+        char text[CONSOLE_NAME_MAX + 160];
+
+        if (r->refused_name[0])
+            snprintf(text, sizeof(text),
+                     "signed in at the proxy as %s, who is no console user "
+                     "(an operator adds the name with runledger users add)",
+                     r->refused_name);
+        else
+            snprintf(text, sizeof(text),
+                     "this console signs people in through its "
+                     "authenticating proxy: open it through the proxy");
+        return console_send_message(r, MHD_HTTP_FORBIDDEN, "Forbidden", 0,
+                                    text);
+    }
     if (!r->user[0]) {
         if (post)
             return console_send_message(r, MHD_HTTP_FORBIDDEN, "Forbidden", 0,

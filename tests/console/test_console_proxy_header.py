@@ -24,8 +24,9 @@ def test(ledger):
         "RUNLEDGER_CONSOLE_TRUSTED_PROXY": "10.0.0.0/8,::1/128"})
     try:
         r = untrusted.request("GET", "/approvals", headers={hdr: "ivy"})
-        check(r.status == 303 and r.header("location") == "/signin",
-              "the header from a non-trusted address signs nobody in")
+        check(r.status == 403 and "open it through the proxy" in r.body,
+              "the header from a non-trusted address signs nobody in, and"
+              " the page says to come through the proxy")
         r = untrusted.request("POST", "/approvals/" + run_id,
                               headers={hdr: "ivy"},
                               form={"digest": digest, "decision": "approve"})
@@ -33,10 +34,12 @@ def test(ledger):
               " address is refused")
         cookie = untrusted.sign_in(token)
         r = untrusted.request("GET", "/approvals", cookie=cookie)
-        check(r.status == 303, "in proxy mode (from the settings) a session"
+        check(r.status == 403, "in proxy mode (from the settings) a session"
               " cookie without the proxy's header signs nobody in")
         r = trusted.request("GET", "/approvals", headers={hdr: "nobody"})
-        check(r.status == 303, "a name with no console user is refused")
+        check(r.status == 403 and "signed in at the proxy as nobody, who is"
+              " no console user" in r.body,
+              "a name with no console user is refused, and told so")
         r = trusted.request("GET", "/approvals/" + run_id,
                             headers={hdr: "ivy"})
         check(r.status == 200 and 'id="approve"' in r.body,
@@ -48,7 +51,7 @@ def test(ledger):
                             headers={hdr: "ivy"}, cookie=cookie, form=form)
         check(r.status == 403, "without the CSRF token the POST is refused")
         r = trusted.request("GET", "/approvals", cookie=cookie)
-        check(r.status == 303, "the cookie without the header signs nobody"
+        check(r.status == 403, "the cookie without the header signs nobody"
               " in")
         r = trusted.request("POST", "/approvals/" + run_id,
                             headers={hdr: "ivy", "X-Forwarded-For":
