@@ -25,27 +25,6 @@
 #define HWM_MAX_KB (64L * 1024)
 #define HELD_MAX ((long)4 * 1024 * 1024 + 2 * ANSWER_BYTES)
 
-/* Field of /proc/pid/status (e.g. "VmHWM:") in kB, or -1. */
-static long
-status_kb(pid_t pid, const char *field)
-{
-    char path[64], line[256];
-    size_t len = strlen(field);
-    long kb = -1;
-    FILE *f;
-
-    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-    f = fopen(path, "r");
-    if (!f)
-        return -1;
-    while (fgets(line, sizeof(line), f)) {
-        if (strncmp(line, field, len) == 0)
-            kb = strtol(line + len, NULL, 10);
-    }
-    fclose(f);
-    return kb;
-}
-
 /* The most "at most N bytes of answers held" the consumer of slot logged,
  * or -1 when it logged none. */
 static long
@@ -105,7 +84,7 @@ main(void)
                              "SELECT count(*) FROM runs WHERE status = "
                              "'completed' AND job = '%s'",
                              job));
-    hwm = status_kb(t.procs[slot], "VmHWM:");
+    hwm = e2e_status_kb(t.procs[slot], "VmHWM:");
     RL_REQUIRE(fx_settled(&t, 60000));
 
     RL_CHECK_INTEQ(bt_stub_stat(&t, "batches_created"), 1);

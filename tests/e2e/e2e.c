@@ -1024,6 +1024,26 @@ e2e_count_with_header(struct e2e *t, const char *topic, const char *name,
     return hc.n;
 }
 
+long
+e2e_status_kb(pid_t pid, const char *field)
+{
+    char path[64], line[256];
+    size_t len = strlen(field);
+    long kb = -1;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    f = fopen(path, "r");
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof(line), f)) {
+        if (strncmp(line, field, len) == 0)
+            kb = strtol(line + len, NULL, 10);
+    }
+    fclose(f);
+    return kb;
+}
+
 int
 e2e_log_has(const struct e2e *t, int slot, const char *text)
 {

@@ -84,6 +84,9 @@ int e2e_spawn(struct e2e *t, const char *cmd, const char *const *extra_env);
  * holding text, else 0. */
 int e2e_log_has(const struct e2e *t, int slot, const char *text);
 
+/* A field of /proc/pid/status (e.g. "VmHWM:", "VmRSS:") in kB, or -1. */
+long e2e_status_kb(pid_t pid, const char *field);
+
 /* Sends sig to the process in slot; with wait, reaps it and returns its
  * exit status as from waitpid (else 0). */
 int e2e_signal(struct e2e *t, int slot, int sig, int wait);

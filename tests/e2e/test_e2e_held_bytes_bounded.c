@@ -35,27 +35,6 @@
 #define INPUT_BYTES 900000
 #define LIMIT (8L * 1024 * 1024)
 
-/* Field of /proc/pid/status (e.g. "VmRSS:") in kB, or -1. */
-static long
-status_kb(pid_t pid, const char *field)
-{
-    char path[64], line[256];
-    size_t len = strlen(field);
-    long kb = -1;
-    FILE *f;
-
-    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-    f = fopen(path, "r");
-    if (!f)
-        return -1;
-    while (fgets(line, sizeof(line), f)) {
-        if (strncmp(line, field, len) == 0)
-            kb = strtol(line + len, NULL, 10);
-    }
-    fclose(f);
-    return kb;
-}
-
 static void
 sleep_ms(long ms)
 {
@@ -132,7 +111,7 @@ main(void)
                 max_held = held;
             samples++;
         }
-        rss = status_kb(pid, "VmRSS:");
+        rss = e2e_status_kb(pid, "VmRSS:");
         if (rss > max_rss)
             max_rss = rss;
         if (turn % 10 == 0)
@@ -142,7 +121,7 @@ main(void)
                                  job);
         sleep_ms(50);
     }
-    hwm = status_kb(pid, "VmHWM:");
+    hwm = e2e_status_kb(pid, "VmHWM:");
     printf("samples %ld: max runledger_held_bytes %.0f (bound %ld), "
            "max VmRSS %ld kB, VmHWM %ld kB\n",
            samples, max_held, bound, max_rss, hwm);
