@@ -636,9 +636,11 @@ read_env_file(const char *file, char *out, size_t size)
     return 0;
 }
 
-/* A private service restarted on the same port must find it free: away
- * from the default bases (which every other start scans from) and spread
- * by pid, so a service another test starts meanwhile does not take it. */
+/* A private service restarted on the same port must find it free: below
+ * the ephemeral range (32768 up on Linux: a client connection could take
+ * it between the stop and the restart), away from the default bases
+ * (which every other start scans from) and spread by pid, so a service
+ * another test starts meanwhile does not take it. */
 static void
 private_port_base(const char *name, int base)
 {
@@ -658,7 +660,7 @@ e2e_private_pg(const char *dir, char *url, size_t size)
     rltest_service_env("DATABASE_URL"); /* skip when services are absent */
     snprintf(private_pg, sizeof(private_pg), "%s", dir);
     track(NULL);
-    private_port_base("PG_PORT_BASE", 33000);
+    private_port_base("PG_PORT_BASE", 12000);
     RL_REQUIRE(e2e_harness("pg.sh", "start", dir) == 0);
     snprintf(file, sizeof(file), "%s/env", dir);
     RL_REQUIRE(read_env_file(file, url, size) == 0);
@@ -672,7 +674,7 @@ e2e_private_kafka(const char *dir, char *servers, size_t size)
     rltest_service_env("KAFKA_BOOTSTRAP_SERVERS");
     snprintf(private_kafka, sizeof(private_kafka), "%s", dir);
     track(NULL);
-    private_port_base("KAFKA_PORT_BASE", 35000);
+    private_port_base("KAFKA_PORT_BASE", 14000);
     RL_REQUIRE(e2e_harness("kafka.sh", "start", dir) == 0);
     snprintf(file, sizeof(file), "%s/env", dir);
     RL_REQUIRE(read_env_file(file, servers, size) == 0);

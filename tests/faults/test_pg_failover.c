@@ -108,8 +108,10 @@ main(void)
     RL_REQUIRE(getcwd(cwd, sizeof(cwd)));
     snprintf(pair, sizeof(pair), "%s/failover-%s-%d", cwd, MODE, (int)getpid());
     setenv("PG_REPLICA_MODE", MODE, 1);
-    /* Away from the ports other tests scan from, spread by pid. */
-    snprintf(base, sizeof(base), "%d", 36000 + (int)(getpid() % 350) * 5);
+    /* The standby restarts on its own port at the failover: below the
+     * ephemeral range (no client connection takes it meanwhile), away from
+     * the ports other tests scan from, spread by pid. */
+    snprintf(base, sizeof(base), "%d", 16000 + (int)(getpid() % 350) * 5);
     setenv("PG_PORT_BASE", base, 0);
     atexit(destroy_pair);
     RL_REQUIRE(e2e_harness("pg_replica.sh", "start", pair) == 0);
