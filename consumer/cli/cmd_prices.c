@@ -158,14 +158,8 @@ rl_cmd_prices(int argc, char **argv)
         snprintf(what, sizeof(what), "prices %s", action);
         return rl_cli_error(what, err, errstr);
     }
-    if (json && as_json) {
-        printf("%s\n", json);
-    } else if (json) {
-        cJSON *rows = cJSON_Parse(json);
-
-        rl_cli_table_print(&price_table, rows);
-        cJSON_Delete(rows);
-    }
+    if (json)
+        rl_cli_table_print_json(&price_table, json, as_json);
     free(json);
     return RL_EXIT_OK;
 }
