@@ -106,6 +106,7 @@ parse_bytes(const char *text)
 int
 rl_cmd_batch(int argc, char **argv)
 {
+    static const char *const actions[] = {"set", "show", "remove", NULL};
     enum {
         OPT_JOB = 1,
         OPT_TENANT,
@@ -147,15 +148,9 @@ rl_cmd_batch(int argc, char **argv)
     int as_json = 0, opt, err, rc;
     long long v;
 
-    if (argc < 2 || strcmp(argv[1], "--help") == 0 ||
-        strcmp(argv[1], "-h") == 0) {
-        fputs(usage_text, argc < 2 ? stderr : stdout);
-        return argc < 2 ? RL_EXIT_USAGE : RL_EXIT_OK;
-    }
-    action = argv[1];
-    if (strcmp(action, "set") && strcmp(action, "show") &&
-        strcmp(action, "remove"))
-        return rl_cli_usage_error("batch", "unknown action \"%s\"", action);
+    rc = rl_cli_action("batch", usage_text, argc, argv, actions, &action);
+    if (rc >= 0)
+        return rc;
     rl_cli_opts_begin();
     while ((opt = rl_cli_next_opt(&opts, argc - 1, argv + 1, &rc)) > 0) {
         switch (opt) {

@@ -58,6 +58,8 @@ static const struct rl_cli_table budget_table = {
 int
 rl_cmd_budgets(int argc, char **argv)
 {
+    static const char *const actions[] = {"set", "show", "remove", "wake",
+                                          NULL};
     enum {
         OPT_TENANT = 1,
         OPT_JOB,
@@ -89,15 +91,9 @@ rl_cmd_budgets(int argc, char **argv)
     struct rl_db *db;
     int as_json = 0, opt, err, rc;
 
-    if (argc < 2 || strcmp(argv[1], "--help") == 0 ||
-        strcmp(argv[1], "-h") == 0) {
-        fputs(usage_text, argc < 2 ? stderr : stdout);
-        return argc < 2 ? RL_EXIT_USAGE : RL_EXIT_OK;
-    }
-    action = argv[1];
-    if (strcmp(action, "set") && strcmp(action, "show") &&
-        strcmp(action, "remove") && strcmp(action, "wake"))
-        return rl_cli_usage_error("budgets", "unknown action \"%s\"", action);
+    rc = rl_cli_action("budgets", usage_text, argc, argv, actions, &action);
+    if (rc >= 0)
+        return rc;
     rl_cli_opts_begin();
     while ((opt = rl_cli_next_opt(&opts, argc - 1, argv + 1, &rc)) > 0) {
         switch (opt) {

@@ -76,6 +76,7 @@ parse_count(const char *text, int min, int *out)
 int
 rl_cmd_limits(int argc, char **argv)
 {
+    static const char *const actions[] = {"set", "show", "remove", NULL};
     enum { OPT_TENANT = 1, OPT_JOB, OPT_CONCURRENCY, OPT_WEIGHT, OPT_JSON };
     static const struct option options[] = {
         {"tenant", required_argument, NULL, OPT_TENANT},
@@ -99,15 +100,9 @@ rl_cmd_limits(int argc, char **argv)
 
     if (wants_model(argc, argv))
         return rl_cmd_limits_model(argc, argv);
-    if (argc < 2 || strcmp(argv[1], "--help") == 0 ||
-        strcmp(argv[1], "-h") == 0) {
-        fputs(usage_text, argc < 2 ? stderr : stdout);
-        return argc < 2 ? RL_EXIT_USAGE : RL_EXIT_OK;
-    }
-    action = argv[1];
-    if (strcmp(action, "set") && strcmp(action, "show") &&
-        strcmp(action, "remove"))
-        return rl_cli_usage_error("limits", "unknown action \"%s\"", action);
+    rc = rl_cli_action("limits", usage_text, argc, argv, actions, &action);
+    if (rc >= 0)
+        return rc;
     rl_cli_opts_begin();
     while ((opt = rl_cli_next_opt(&opts, argc - 1, argv + 1, &rc)) > 0) {
         switch (opt) {

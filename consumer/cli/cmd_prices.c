@@ -58,6 +58,7 @@ check_number(const char *text, double min, double max)
 int
 rl_cmd_prices(int argc, char **argv)
 {
+    static const char *const actions[] = {"set", "show", "remove", NULL};
     enum {
         OPT_MODEL = 1,
         OPT_INPUT,
@@ -88,15 +89,9 @@ rl_cmd_prices(int argc, char **argv)
     struct rl_db *db;
     int as_json = 0, opt, err, rc;
 
-    if (argc < 2 || strcmp(argv[1], "--help") == 0 ||
-        strcmp(argv[1], "-h") == 0) {
-        fputs(usage_text, argc < 2 ? stderr : stdout);
-        return argc < 2 ? RL_EXIT_USAGE : RL_EXIT_OK;
-    }
-    action = argv[1];
-    if (strcmp(action, "set") && strcmp(action, "show") &&
-        strcmp(action, "remove"))
-        return rl_cli_usage_error("prices", "unknown action \"%s\"", action);
+    rc = rl_cli_action("prices", usage_text, argc, argv, actions, &action);
+    if (rc >= 0)
+        return rc;
     rl_cli_opts_begin();
     while ((opt = rl_cli_next_opt(&opts, argc - 1, argv + 1, &rc)) > 0) {
         switch (opt) {

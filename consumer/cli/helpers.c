@@ -2,6 +2,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "commands.h"
 #include "rl/config.h"
@@ -20,6 +21,24 @@ rl_cli_usage_error(const char *command, const char *fmt, ...)
     va_end(ap);
     fprintf(stderr, " (see runledger %s --help)\n", command);
     return RL_EXIT_USAGE;
+}
+
+int
+rl_cli_action(const char *command, const char *usage, int argc, char **argv,
+              const char *const *actions, const char **action)
+{
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 ||
+        strcmp(argv[1], "-h") == 0) {
+        fputs(usage, argc < 2 ? stderr : stdout);
+        return argc < 2 ? RL_EXIT_USAGE : RL_EXIT_OK;
+    }
+    for (; *actions; actions++) {
+        if (strcmp(argv[1], *actions) == 0) {
+            *action = *actions;
+            return -1;
+        }
+    }
+    return rl_cli_usage_error(command, "unknown action \"%s\"", argv[1]);
 }
 
 int

@@ -27,6 +27,14 @@ int rl_cli_exit_code(int err);
  * code of err (rl_cli_exit_code). */
 int rl_cli_error(const char *command, int err, const char *errstr);
 
+/* The action of a `COMMAND ACTION [options]` command: argv[1], one of
+ * actions (NULL-terminated), into *action. Returns -1 to go on, or the
+ * exit code the command ends with: RL_EXIT_OK after printing usage on
+ * stdout for -h or --help, RL_EXIT_USAGE after printing it on stderr for
+ * a missing action or reporting an unknown one. */
+int rl_cli_action(const char *command, const char *usage, int argc, char **argv,
+                  const char *const *actions, const char **action);
+
 /* How a command's options are parsed: the name its messages carry, the
  * text -h and --help print on stdout, and getopt_long's table (with
  * {"help", no_argument, NULL, 'h'}). A missing value or an unknown option
