@@ -23,26 +23,6 @@
 #define PLACEHOLDERS 20000
 #define INPUT_BYTES 200000
 
-/* VmHWM of pid in kB, or -1. */
-static long
-peak_rss_kb(pid_t pid)
-{
-    char path[64], line[256];
-    long kb = -1;
-    FILE *f;
-
-    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-    f = fopen(path, "r");
-    if (!f)
-        return -1;
-    while (fgets(line, sizeof(line), f)) {
-        if (strncmp(line, "VmHWM:", 6) == 0)
-            kb = strtol(line + 6, NULL, 10);
-    }
-    fclose(f);
-    return kb;
-}
-
 /* Lines of path that contain needle. */
 static long
 count_lines(const char *path, const char *needle)
@@ -124,7 +104,7 @@ main(void)
                            "'request_too_large'",
                            bomb_job));
     RL_CHECK(e2e_wait_completed(&t, job, OTHERS, 60000));
-    hwm = peak_rss_kb(t.procs[slot]);
+    hwm = e2e_status_kb(t.procs[slot], "VmHWM:");
     printf("consumer peak RSS (VmHWM): %ld kB\n", hwm);
     RL_CHECK(hwm > 0 && hwm < 256L * 1024);
 
