@@ -38,6 +38,8 @@
 # escalation or capabilities, under RuntimeDefault seccomp, with /tmp as an
 # emptyDir; grace periods exceed RUNLEDGER_SHUTDOWN_GRACE_SECONDS; the
 # default image is runledger:<project VERSION> (what `make image` builds);
+# the helm test pods run the chart's own image with its security context
+# (`runledger version`, `runledger check`), nothing else;
 # the dashboard ConfigMap, PrometheusRule, receiver, console and
 # NetworkPolicy render as their values say (sidecar label, alerts scoped to the release's
 # metrics Service, egress ports);
@@ -328,7 +330,9 @@ for doc in docs:
             problems.append(cw + ": capabilities are not dropped")
         image = c["image"]
         if not image.rsplit("/", 1)[-1].startswith("runledger"):
-            continue  # the helm test's wget pod
+            # A cluster without internet access pulls nothing else.
+            problems.append("%s: image %s is not Runledger's" % (cw, image))
+            continue
         pods += 1
         uid = sc.get("runAsUser", psc.get("runAsUser"))
         if uid != 10001:
@@ -509,6 +513,77 @@ EOF
     fi
 }
 
+# The helm test pods run the chart's own image (no busybox: a cluster
+# without internet access cannot pull it) with the chart's security
+# context: `runledger version`, and `runledger check` of /readyz and of
+# runledger_ready 1 on /metrics through the metrics Service, the metrics
+# token (when /metrics needs one) given to the /metrics check only.
+validate_case helm-tests-token -f "$chart/ci/default-values.yaml" \
+    --set metrics.token.existingSecret=rl-metrics-token
+helm_tests_case() {
+    local last=${K8S_VERSIONS[-1]}
+    if python3 - "$work/default-$last.yaml" "$work/helm-tests-token-$last.yaml" \
+        "$chart/values.yaml" >"$work/helm-tests.out" 2>&1 <<'EOF'; then
+import sys
+import yaml
+
+problems = []
+values = yaml.safe_load(open(sys.argv[3]))
+base = "http://rl-runledger-metrics.runledger.svc:9464"
+want_args = {
+    "rl-runledger-test-version": ["version"],
+    "rl-runledger-test-readyz": ["check", "--url", base + "/readyz",
+                                 "--timeout", "10"],
+    "rl-runledger-test-metrics": ["check", "--url", base + "/metrics",
+                                  "--expect-line", "runledger_ready 1",
+                                  "--timeout", "10"],
+}
+token_args = ["--bearer-file", "/etc/runledger/metrics-token/token"]
+for path, token in ((sys.argv[1], False), (sys.argv[2], True)):
+    docs = [d for d in yaml.safe_load_all(open(path)) if d]
+    consumer = next(d for d in docs if d["kind"] == "Deployment"
+                    and d["metadata"]["name"].endswith("-consumer"))
+    image = consumer["spec"]["template"]["spec"]["containers"][0]["image"]
+    tests = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Pod"
+             and d["metadata"].get("annotations", {}).get("helm.sh/hook") == "test"}
+    if sorted(tests) != sorted(want_args):
+        problems.append("test pods %s, wanted %s" % (sorted(tests), sorted(want_args)))
+    for name, pod in tests.items():
+        spec = pod["spec"]
+        if spec.get("securityContext") != values["podSecurityContext"]:
+            problems.append("%s: pod securityContext is not podSecurityContext" % name)
+        if len(spec["containers"]) != 1:
+            problems.append("%s: %d containers, not 1 (helm test --logs)"
+                            % (name, len(spec["containers"])))
+        c = spec["containers"][0]
+        if c["image"] != image:
+            problems.append("%s: image %s, not the chart's %s" % (name, c["image"], image))
+        if "command" in c:
+            problems.append("%s: has a command (the image has no shell)" % name)
+        if c.get("securityContext") != values["containerSecurityContext"]:
+            problems.append("%s: container securityContext is not containerSecurityContext" % name)
+        want = list(want_args.get(name, []))
+        if token and name.endswith("-metrics"):
+            want += token_args
+            vols = spec.get("volumes", [])
+            if [v.get("secret", {}).get("secretName") for v in vols] != ["rl-metrics-token"]:
+                problems.append("%s: metrics token volume %r" % (name, vols))
+        elif spec.get("volumes"):
+            problems.append("%s: volumes %r (nothing to mount)" % (name, spec["volumes"]))
+        if c.get("args") != want:
+            problems.append("%s%s: args %r, wanted %r"
+                            % (name, " (token)" if token else "", c.get("args"), want))
+for p in problems:
+    print(p)
+print("helm test pods: the chart's image, runledger version and runledger check")
+sys.exit(1 if problems else 0)
+EOF
+        ok "$(tail -n 1 "$work/helm-tests.out")"
+    else
+        not_ok "helm test pods" "$work/helm-tests.out"
+    fi
+}
+
 # Inline secrets and the other halves of the existingSecret choices.
 validate_case inline-secrets -f "$chart/ci/default-values.yaml" \
     --set database.existingSecret= --set database.url=postgresql://rl@db/rl \
@@ -520,6 +595,7 @@ validate_case inline-secrets -f "$chart/ci/default-values.yaml" \
 
 kubeconform_all
 monitoring_case
+helm_tests_case
 
 base=(-f "$chart/ci/default-values.yaml")
 reject_case "a relay Deployment next to in-process relays" \

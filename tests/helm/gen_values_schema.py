@@ -219,8 +219,6 @@ OVERRIDES = {
     "networkPolicy.metricsFrom": objects(),
     "networkPolicy.extraEgress": objects(),
     "networkPolicy.extraIngress": objects(),
-    "tests.readyz.image": {"type": "string", "minLength": 1},
-    "tests.readyz.imagePullPolicy": PULL,
     "schedules": {
         "type": "array",
         "items": {
