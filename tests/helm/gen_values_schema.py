@@ -147,6 +147,8 @@ OVERRIDES = {
     "relay.topologySpreadConstraints": objects(),
     "migration.backoffLimit": rng(0, 100),
     "migration.activeDeadlineSeconds": rng(1, 86400),
+    # runledger migrate --wait takes 0 to 3600.
+    "migration.waitSeconds": rng(0, 3600),
     "migration.ttlSecondsAfterFinished": rng(0, 31536000),
     "migration.extraArgs": {"type": "array", "items": {"type": "string"}},
     "scheduleDefaults.concurrencyPolicy": {

@@ -38,7 +38,7 @@ if [ "$(id -u)" -ne 0 ]; then
         echo "$prog: needs root (buildah's rootful vfs storage)" >&2
         exit 1
     }
-    exec sudo --preserve-env=RL_IMAGE_STORAGE,RL_IMAGE_RUNROOT,RL_IMAGE_NAME,RL_IMAGE_TAG,RL_DEBIAN_MIRROR,RL_DEBIAN_SECURITY_MIRROR,RL_SERVICES_ENV,RL_SMOKE_TIMEOUT \
+    exec sudo --preserve-env=RL_IMAGE_STORAGE,RL_IMAGE_RUNROOT,RL_IMAGE_REGISTRY,RL_IMAGE_NAME,RL_IMAGE_TAG,RL_DEBIAN_MIRROR,RL_DEBIAN_SECURITY_MIRROR,RL_SERVICES_ENV,RL_SMOKE_TIMEOUT \
         "$0" "$@"
 fi
 
