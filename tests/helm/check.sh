@@ -44,6 +44,11 @@
 # the dashboard ConfigMap, PrometheusRule, receiver, console and
 # NetworkPolicy render as their values say (sidecar label, alerts scoped to the release's
 # metrics Service, egress ports);
+# the README's quick start block runs as written, with fake kubectl and
+# helm (fakebin/) against a stub API server (stub_apiserver.py) so helm's
+# lookups see the Secrets it created, and the install is refused, naming
+# the Secret, without one; the migrate hook mounts those Secrets optional
+# and names them in --require-secret;
 # README.md documents every value; values.schema.json is current
 # (gen_values_schema.py --check).
 #

@@ -151,7 +151,7 @@ main(void)
         took = rltest_now_ms() - start;
         fprintf(stderr, "silent server: %s(after %lld ms)\n", err,
                 (long long)took);
-        RL_CHECK(strstr(err, "imeout") != NULL);
+        RL_CHECK(strstr(err, "timed out") != NULL);
         RL_CHECK(took >= 900 && took < 10000);
     }
     close(silent_fd);
