@@ -4,10 +4,10 @@
  * 1) only on one that may heal. Against the test PostgreSQL: a wrong
  * password (the role rl_password_required must give its password, see
  * tests/harness/pg.sh), a database and a role that do not exist, and
- * sslmode=require against this server without TLS each end within a
- * second of a 30 s wait; the right password migrates; a refused port is
- * tried again and again until --wait 3 runs out. No message shows the
- * password. */
+ * sslmode=require against this server without TLS each end after one
+ * attempt, within seconds of a 30 s wait; the right password migrates; a
+ * refused port is tried again and again until --wait 3 runs out. No message
+ * shows the password. */
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,8 +77,9 @@ migrate(const char *url, const char *wait, const char *schema, int64_t *took)
     return rc;
 }
 
-/* A refusal for good: exit 4 within a second although --wait is 30,
- * one attempt, the message holding want. */
+/* A refusal for good: exit 4 after one attempt (no "retrying in" line),
+ * within seconds although --wait is 30 (a busy machine may take more than
+ * the tens of milliseconds it takes here), the message holding want. */
 static void
 fails_fast(const char *what, const char *url, const char *want)
 {
@@ -86,7 +87,7 @@ fails_fast(const char *what, const char *url, const char *want)
 
     fprintf(stderr, "-- %s\n", what);
     RL_CHECK_INTEQ(migrate(url, "30", NULL, &took), 4);
-    RL_CHECK(took >= 0 && took < 1000);
+    RL_CHECK(took >= 0 && took < 5000);
     RL_CHECK(strstr(out, want) != NULL);
     RL_CHECK(strstr(out, "not retried") != NULL);
     RL_CHECK(strstr(out, "retrying in") == NULL);
