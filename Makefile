@@ -135,7 +135,8 @@ interop: deps build
 # --- container image (tests/image/) --------------------------------------
 # `make image`: builds the top-level Dockerfile with buildah (no Docker
 # daemon, no container registry: the Debian 13 base images are made locally
-# with debootstrap), writes build/runledger-<version>.oci.tar and runs the
+# with debootstrap), names the image localhost/runledger:<version> (the
+# chart's default image), writes build/runledger-<version>.oci.tar and runs the
 # smoke test against the image. `make image-smoke` re-runs only the smoke
 # test. Both start the test services when build/services.env is missing and
 # never stop them. `ctest -L image` (part of `make test` when buildah is

@@ -573,17 +573,19 @@ rl_http_start(const struct rl_config *cfg, const char *role,
         goto fail;
     /* Per address: a client that opens many connections and sends
      * nothing cannot take the slots kubelet and Prometheus need; one that
-     * sends slowly is dropped after the timeout. */
+     * sends slowly is dropped after the timeout. The logger is the first
+     * option: libmicrohttpd reports what the options before it do through
+     * its own logger, a plain-text line on stderr. */
     h->daemon = MHD_start_daemon(
         MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG |
             (family == AF_INET6 ? MHD_USE_IPv6 : 0),
-        (uint16_t)cfg->http_port, NULL, NULL, handle, h, MHD_OPTION_SOCK_ADDR,
+        (uint16_t)cfg->http_port, NULL, NULL, handle, h,
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_SOCK_ADDR,
         family == AF_INET6 ? (struct sockaddr *)&v6 : (struct sockaddr *)&v4,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONNECTION_LIMIT,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT,
         (unsigned)cfg->http_per_address_conns, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)cfg->http_client_timeout_seconds, MHD_OPTION_EXTERNAL_LOGGER,
-        mhd_log, NULL, MHD_OPTION_END);
+        (unsigned)cfg->http_client_timeout_seconds, MHD_OPTION_END);
     if (!h->daemon) {
         snprintf(errstr, errstr_size,
                  "could not serve health and metrics on %s port %d (taken?)",

@@ -42,6 +42,7 @@ static const struct command commands[] = {
     {"id", rl_cmd_id, "print the run ID of one logical run"},
     {"migrate", rl_cmd_migrate, "apply pending ledger migrations"},
     {"purge", rl_cmd_purge, "remove finished runs past their retention"},
+    {"check", rl_cmd_check, "GET an HTTP endpoint, e.g. /readyz (helm test)"},
     {"version", cmd_version, "print the version"},
 };
 

@@ -59,6 +59,10 @@ int rl_cmd_id(int argc, char **argv);
 /* `purge`: remove finished runs older than a retention period. */
 int rl_cmd_purge(int argc, char **argv);
 
+/* `check`: one GET of an HTTP endpoint against an expected status and
+ * body line (consumer/cli/cmd_check.c); the chart's helm tests. */
+int rl_cmd_check(int argc, char **argv);
+
 /* `migrate`: apply the pending ledger migrations. */
 int rl_cmd_migrate(int argc, char **argv);
 

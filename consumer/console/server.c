@@ -771,14 +771,14 @@ rl_cmd_console(int argc, char **argv)
     c.daemon = MHD_start_daemon(
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
             (family == AF_INET6 ? MHD_USE_IPv6 : 0),
-        (uint16_t)c.port, NULL, NULL, handle, &c, MHD_OPTION_SOCK_ADDR,
+        (uint16_t)c.port, NULL, NULL, handle, &c, MHD_OPTION_EXTERNAL_LOGGER,
+        mhd_log, NULL, MHD_OPTION_SOCK_ADDR,
         family == AF_INET6 ? (struct sockaddr *)&v6 : (struct sockaddr *)&v4,
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)CONSOLE_DB_POOL,
         MHD_OPTION_CONNECTION_LIMIT, 1024u, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
         64u, MHD_OPTION_CONNECTION_TIMEOUT, 30u,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
-        MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,
-        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
+        MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_END);
     if (!c.daemon) {
         fprintf(stderr,
                 "runledger console: could not serve on %s port %d "

@@ -14,7 +14,9 @@
 #   env      print DATABASE_URL=...
 #
 # Durability is production-like (fsync and synchronous_commit on), so timing
-# seen in tests is honest. Trust authentication, loopback only.
+# seen in tests is honest. Trust authentication, loopback only, except for
+# the role rl_password_required (which tests create), which must give its
+# password (scram-sha-256), so a test can see a wrong password refused.
 #
 # As root the server runs as the postgres user, which may not enter DIR (a
 # clone in a 0700 home or in a mktemp folder). So every file the server
@@ -169,7 +171,9 @@ log_line_prefix = '%m [%p] %q%u@%d '
 log_min_messages = warning
 EOF
     cat >"$data/pg_hba.conf" <<'EOF'
-# Written by tests/harness/pg.sh: trust on loopback only.
+# Written by tests/harness/pg.sh: trust on loopback only, but for one role
+# that must give its password.
+host    all          rl_password_required  127.0.0.1/32  scram-sha-256
 local   all          all                  trust
 host    all          all    127.0.0.1/32  trust
 host    all          all    ::1/128       trust

@@ -37,10 +37,18 @@
 # Runledger container runs non-root, read-only, without privilege
 # escalation or capabilities, under RuntimeDefault seccomp, with /tmp as an
 # emptyDir; grace periods exceed RUNLEDGER_SHUTDOWN_GRACE_SECONDS; the
-# default image is runledger:<project VERSION> (what `make image` builds);
+# default image is localhost/runledger:<project VERSION>, the name `make
+# image` gives it (tests/image/lib.sh);
+# the helm test pods run the chart's own image with its security context
+# (`runledger version`, `runledger check`), nothing else;
 # the dashboard ConfigMap, PrometheusRule, receiver, console and
 # NetworkPolicy render as their values say (sidecar label, alerts scoped to the release's
 # metrics Service, egress ports);
+# the README's quick start block runs as written, with fake kubectl and
+# helm (fakebin/) against a stub API server (stub_apiserver.py) so helm's
+# lookups see the Secrets it created, and the install is refused, naming
+# the Secret, without one; the migrate hook mounts those Secrets optional
+# and names them in --require-secret;
 # README.md documents every value; values.schema.json is current
 # (gen_values_schema.py --check).
 #
@@ -279,16 +287,20 @@ reject_case() { # <title> <text> [helm args...]
     fi
 }
 
+# The image `make image` builds, by the name tests/image/lib.sh gives it
+# (localhost/runledger:<project VERSION>), the defaults of its environment.
+made_image=$(env -u RL_IMAGE_REGISTRY -u RL_IMAGE_NAME -u RL_IMAGE_TAG \
+    bash -c '. "$1/tests/image/lib.sh" && echo "$rl_image"' _ "$root") ||
+    die "could not read the image name from tests/image/lib.sh"
+
 # Pod-level rules on a rendered file (PyYAML; present on these machines).
 policy_case() { # <name> <file> [default: the image must be the default one]
-    if python3 - "$2" "$root" "${3:-}" >"$work/policy-$1.out" 2>&1 <<'EOF'; then
-import re, sys
+    if python3 - "$2" "$made_image" "${3:-}" >"$work/policy-$1.out" 2>&1 <<'EOF'; then
+import sys
 import yaml
 
-path, root, default_image = sys.argv[1], sys.argv[2], sys.argv[3] == "default"
+path, made_image, default_image = sys.argv[1], sys.argv[2], sys.argv[3] == "default"
 docs = [d for d in yaml.safe_load_all(open(path)) if d]
-version = re.search(r'project\(runledger VERSION ([0-9.]+)',
-                    open(root + "/CMakeLists.txt").read()).group(1)
 problems = []
 config = next(d for d in docs if d["kind"] == "ConfigMap"
               and d["metadata"]["name"].endswith("-config"))
@@ -328,7 +340,9 @@ for doc in docs:
             problems.append(cw + ": capabilities are not dropped")
         image = c["image"]
         if not image.rsplit("/", 1)[-1].startswith("runledger"):
-            continue  # the helm test's wget pod
+            # A cluster without internet access pulls nothing else.
+            problems.append("%s: image %s is not Runledger's" % (cw, image))
+            continue
         pods += 1
         uid = sc.get("runAsUser", psc.get("runAsUser"))
         if uid != 10001:
@@ -349,9 +363,9 @@ for doc in docs:
                 got = c.get(probe, {}).get("httpGet", {})
                 if got.get("path") != url or got.get("port") not in names:
                     problems.append("%s: %s is not GET %s on the metrics port" % (cw, probe, url))
-        if default_image and image != "runledger:" + version:
-            problems.append("%s: default image %s is not runledger:%s (make image)"
-                            % (cw, image, version))
+        if default_image and image != made_image:
+            problems.append("%s: default image %s is not %s, the one make image builds"
+                            % (cw, image, made_image))
 if pods == 0:
     problems.append("no Runledger container found")
 for p in problems:
@@ -509,6 +523,77 @@ EOF
     fi
 }
 
+# The helm test pods run the chart's own image (no busybox: a cluster
+# without internet access cannot pull it) with the chart's security
+# context: `runledger version`, and `runledger check` of /readyz and of
+# runledger_ready 1 on /metrics through the metrics Service, the metrics
+# token (when /metrics needs one) given to the /metrics check only.
+validate_case helm-tests-token -f "$chart/ci/default-values.yaml" \
+    --set metrics.token.existingSecret=rl-metrics-token
+helm_tests_case() {
+    local last=${K8S_VERSIONS[-1]}
+    if python3 - "$work/default-$last.yaml" "$work/helm-tests-token-$last.yaml" \
+        "$chart/values.yaml" >"$work/helm-tests.out" 2>&1 <<'EOF'; then
+import sys
+import yaml
+
+problems = []
+values = yaml.safe_load(open(sys.argv[3]))
+base = "http://rl-runledger-metrics.runledger.svc:9464"
+want_args = {
+    "rl-runledger-test-version": ["version"],
+    "rl-runledger-test-readyz": ["check", "--url", base + "/readyz",
+                                 "--timeout", "10"],
+    "rl-runledger-test-metrics": ["check", "--url", base + "/metrics",
+                                  "--expect-line", "runledger_ready 1",
+                                  "--timeout", "10"],
+}
+token_args = ["--bearer-file", "/etc/runledger/metrics-token/token"]
+for path, token in ((sys.argv[1], False), (sys.argv[2], True)):
+    docs = [d for d in yaml.safe_load_all(open(path)) if d]
+    consumer = next(d for d in docs if d["kind"] == "Deployment"
+                    and d["metadata"]["name"].endswith("-consumer"))
+    image = consumer["spec"]["template"]["spec"]["containers"][0]["image"]
+    tests = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Pod"
+             and d["metadata"].get("annotations", {}).get("helm.sh/hook") == "test"}
+    if sorted(tests) != sorted(want_args):
+        problems.append("test pods %s, wanted %s" % (sorted(tests), sorted(want_args)))
+    for name, pod in tests.items():
+        spec = pod["spec"]
+        if spec.get("securityContext") != values["podSecurityContext"]:
+            problems.append("%s: pod securityContext is not podSecurityContext" % name)
+        if len(spec["containers"]) != 1:
+            problems.append("%s: %d containers, not 1 (helm test --logs)"
+                            % (name, len(spec["containers"])))
+        c = spec["containers"][0]
+        if c["image"] != image:
+            problems.append("%s: image %s, not the chart's %s" % (name, c["image"], image))
+        if "command" in c:
+            problems.append("%s: has a command (the image has no shell)" % name)
+        if c.get("securityContext") != values["containerSecurityContext"]:
+            problems.append("%s: container securityContext is not containerSecurityContext" % name)
+        want = list(want_args.get(name, []))
+        if token and name.endswith("-metrics"):
+            want += token_args
+            vols = spec.get("volumes", [])
+            if [v.get("secret", {}).get("secretName") for v in vols] != ["rl-metrics-token"]:
+                problems.append("%s: metrics token volume %r" % (name, vols))
+        elif spec.get("volumes"):
+            problems.append("%s: volumes %r (nothing to mount)" % (name, spec["volumes"]))
+        if c.get("args") != want:
+            problems.append("%s%s: args %r, wanted %r"
+                            % (name, " (token)" if token else "", c.get("args"), want))
+for p in problems:
+    print(p)
+print("helm test pods: the chart's image, runledger version and runledger check")
+sys.exit(1 if problems else 0)
+EOF
+        ok "$(tail -n 1 "$work/helm-tests.out")"
+    else
+        not_ok "helm test pods" "$work/helm-tests.out"
+    fi
+}
+
 # Inline secrets and the other halves of the existingSecret choices.
 validate_case inline-secrets -f "$chart/ci/default-values.yaml" \
     --set database.existingSecret= --set database.url=postgresql://rl@db/rl \
@@ -518,8 +603,183 @@ validate_case inline-secrets -f "$chart/ci/default-values.yaml" \
     --set keda.enabled=true --set relay.enabled=true \
     --set consumer.relayInProcess=false
 
+# ---- the README's quick start and the Secrets it names ---------------------
+# The block between <!-- quickstart:begin --> and <!-- quickstart:end --> of
+# the chart's README runs as it is (sh -eu, from the repository's root,
+# with its placeholder values), kubectl and helm replaced by
+# tests/helm/fakebin: kubectl adds the namespace and the Secrets to the
+# object list of a stub API server (stub_apiserver.py), and helm install
+# renders with --dry-run=server against it, so the chart's lookups see
+# what the quick start created. It must create every Secret it names and
+# install with --wait; the same block without the model Secret must fail
+# naming it; a Secret without the key the values name must fail naming
+# the key. The render is validated with the others.
+stub_pid=
+trap 'rm -rf "$work"; [ -z "$stub_pid" ] || kill "$stub_pid" 2>/dev/null' EXIT
+echo '[]' >"$work/cluster.json"
+coproc STUB { exec python3 "$here/stub_apiserver.py" "$work/cluster.json" 2>"$work/stub.log"; }
+stub_pid=$STUB_PID
+read -r -t 30 stub_port <&"${STUB[0]}" || die "the stub API server did not start: $(cat "$work/stub.log")"
+cat >"$work/kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters: [{name: stub, cluster: {server: "http://127.0.0.1:$stub_port"}}]
+users: [{name: stub, user: {}}]
+contexts: [{name: stub, context: {cluster: stub, user: stub}}]
+current-context: stub
+EOF
+awk '/<!-- quickstart:begin -->/{on=1; next} /<!-- quickstart:end -->/{on=0} on' \
+    "$chart/README.md" >"$work/quickstart.md"
+# One ```sh block and nothing else between the markers.
+if [ "$(head -n 1 "$work/quickstart.md")" = '```sh' ] &&
+    [ "$(tail -n 1 "$work/quickstart.md")" = '```' ] &&
+    [ "$(grep -c '^```' "$work/quickstart.md")" -eq 2 ]; then
+    sed '1d;$d' "$work/quickstart.md" >"$work/quickstart.sh"
+    ok "README quick start: one sh block between the quickstart markers"
+else
+    not_ok "README quick start: one sh block between the quickstart markers" "$work/quickstart.md"
+    printf 'false\n' >"$work/quickstart.sh"
+fi
+
+# Runs a quick start script against an empty stub cluster; its output in
+# $work/<name>.out, the render in $work/<name>.yaml.
+run_quickstart() { # <name> <script>
+    echo '[]' >"$work/cluster.json"
+    : >"$work/$1.calls"
+    (cd "$root" && env -u DATABASE_URL -u KAFKA_BOOTSTRAP_SERVERS \
+        -u MODEL_BASE_URL -u MODEL_API_KEY -u IMAGE_REGISTRY \
+        PATH="$here/fakebin:$PATH" KUBECONFIG="$work/kubeconfig" \
+        RL_FAKE_CLUSTER="$work/cluster.json" RL_FAKE_LOG="$work/$1.calls" \
+        RL_FAKE_RENDER="$work/$1.yaml" RL_REAL_HELM="$helm" \
+        RL_FAKE_KUBE_VERSION="${K8S_VERSIONS[-1]}" \
+        sh -eu "$2") >"$work/$1.out" 2>&1
+}
+
+if run_quickstart quickstart "$work/quickstart.sh" &&
+    grep -q '^helm install .* --wait' "$work/quickstart.calls" &&
+    grep -q '^helm test ' "$work/quickstart.calls"; then
+    ok "README quick start runs as written: creates the Secrets it names, helm install --wait, helm test"
+    rendered[${K8S_VERSIONS[-1]}]="${rendered[${K8S_VERSIONS[-1]}]:-} $work/quickstart.yaml"
+    policy_case quickstart "$work/quickstart.yaml" default
+else
+    cat "$work/quickstart.calls" >>"$work/quickstart.out"
+    not_ok "README quick start runs as written: creates the Secrets it names, helm install --wait, helm test" "$work/quickstart.out"
+fi
+
+# Without the command that creates the model Secret: helm install refuses.
+awk '/create secret generic runledger-model/{skip=1} skip && !/\\$/{skip=0; next} !skip' \
+    "$work/quickstart.sh" >"$work/quickstart-nomodel.sh"
+if grep -q runledger-model "$work/quickstart-nomodel.sh" &&
+    ! grep -q 'create secret generic runledger-model' "$work/quickstart-nomodel.sh" &&
+    ! run_quickstart quickstart-nomodel "$work/quickstart-nomodel.sh" &&
+    grep -qF 'Secret "runledger-model" (named by model.existingSecret) does not exist in namespace' \
+        "$work/quickstart-nomodel.out" &&
+    ! grep -qF 'Secret "runledger-database"' "$work/quickstart-nomodel.out"; then
+    ok "helm install refuses a Secret the values name that the cluster lacks, naming it"
+else
+    not_ok "helm install refuses a Secret the values name that the cluster lacks, naming it" "$work/quickstart-nomodel.out"
+fi
+
+# The model Secret with another key than model.existingSecretKey.
+sed 's/--from-literal=api-key=/--from-literal=token=/' "$work/quickstart.sh" >"$work/quickstart-key.sh"
+if ! run_quickstart quickstart-key "$work/quickstart-key.sh" &&
+    grep -qF 'Secret "runledger-model" in namespace "runledger" has no key "api-key"' \
+        "$work/quickstart-key.out"; then
+    ok "helm install refuses a Secret without the key the values name, naming it"
+else
+    not_ok "helm install refuses a Secret without the key the values name, naming it" "$work/quickstart-key.out"
+fi
+
+# The migrate hook (quick start, all-on): it mounts every Secret the
+# values name optional (a missing one cannot hold the pod), checks each with
+# --require-secret where the pod has it, waits migration.waitSeconds for a
+# connection that may heal, and its Job fails at once on exit 4.
+migrate_hook_case() {
+    local last=${K8S_VERSIONS[-1]}
+    if python3 - "$work/quickstart.yaml" "$work/all-on-$last.yaml" \
+        >"$work/migrate-hook.out" 2>&1 <<'EOF'; then
+import sys
+import yaml
+
+problems = []
+want_required = {
+    sys.argv[1]: {"runledger-database/database-url", "runledger-model/api-key"},
+    # all-on: the URL is inline (the hook's own Secret); the CA of
+    # PostgreSQL and of Kafka, the SASL user and the metrics token are not.
+    sys.argv[2]: {"postgresql-ca/ca.crt", "runledger-kafka-user/password",
+                  "runledger-kafka-user/username", "kafka-cluster-ca/ca.crt",
+                  "runledger-metrics-token/token"},
+}
+for path, want in want_required.items():
+    name = path.rsplit("/", 1)[-1]
+    docs = [d for d in yaml.safe_load_all(open(path)) if d]
+    job = next(d for d in docs if d["kind"] == "Job"
+               and d["metadata"]["name"].endswith("-migrate"))
+    spec = job["spec"]["template"]["spec"]
+    c = spec["containers"][0]
+    args = c["args"]
+    if args[:3] != ["migrate", "--wait", "120"]:
+        problems.append("%s: args start %r" % (name, args[:3]))
+    if c.get("terminationMessagePolicy") != "FallbackToLogsOnError":
+        problems.append("%s: no FallbackToLogsOnError" % name)
+    rules = job["spec"].get("podFailurePolicy", {}).get("rules", [])
+    if not any(r["action"] == "FailJob" and 4 in r["onExitCodes"]["values"]
+               for r in rules if "onExitCodes" in r):
+        problems.append("%s: exit 4 does not fail the Job at once" % name)
+    # Where each file of a Secret appears in the container.
+    mounts = {m["name"]: m["mountPath"] for m in c.get("volumeMounts", [])}
+    files = {}
+    for v in spec.get("volumes", []):
+        sources = ([{"secret": dict(v["secret"], name=v["secret"]["secretName"])}]
+                   if "secret" in v else v.get("projected", {}).get("sources", []))
+        for s in sources:
+            sec = s.get("secret")
+            if not sec:
+                continue
+            if sec.get("optional") is not True:
+                problems.append("%s: volume %s mounts Secret %s, not optional"
+                                % (name, v["name"], sec["name"]))
+            for item in sec.get("items", []):
+                if v["name"] in mounts:
+                    files[mounts[v["name"]] + "/" + item["path"]] = "%s/%s" % (sec["name"], item["key"])
+    envs = {}
+    for e in c.get("env", []):
+        ref = e.get("valueFrom", {}).get("secretKeyRef")
+        if ref:
+            envs[e["name"]] = "%s/%s" % (ref["name"], ref["key"])
+            if ref["name"].endswith("-migrate"):
+                continue  # the hook's own Secret, made before the Job
+            if ref.get("optional") is not True:
+                problems.append("%s: env %s from Secret %s, not optional"
+                                % (name, e["name"], ref["name"]))
+    required = set()
+    for i, a in enumerate(args):
+        if a != "--require-secret":
+            continue
+        spec_, where = args[i + 1].split("=", 1)
+        required.add(spec_)
+        kind, target = where.split(":", 1)
+        got = envs.get(target) if kind == "env" else files.get(target)
+        if got != spec_:
+            problems.append("%s: --require-secret %s: %s %s holds %r"
+                            % (name, args[i + 1], kind, target, got))
+    if required != want:
+        problems.append("%s: requires %s, wanted %s" % (name, sorted(required), sorted(want)))
+for p in problems:
+    print(p)
+print("migrate hook: Secrets mounted optional and required by name, --wait, exit 4 fails the Job")
+sys.exit(1 if problems else 0)
+EOF
+        ok "$(tail -n 1 "$work/migrate-hook.out")"
+    else
+        not_ok "migrate hook checks the Secrets" "$work/migrate-hook.out"
+    fi
+}
+
 kubeconform_all
 monitoring_case
+helm_tests_case
+migrate_hook_case
 
 base=(-f "$chart/ci/default-values.yaml")
 reject_case "a relay Deployment next to in-process relays" \

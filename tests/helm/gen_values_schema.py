@@ -147,6 +147,8 @@ OVERRIDES = {
     "relay.topologySpreadConstraints": objects(),
     "migration.backoffLimit": rng(0, 100),
     "migration.activeDeadlineSeconds": rng(1, 86400),
+    # runledger migrate --wait takes 0 to 3600.
+    "migration.waitSeconds": rng(0, 3600),
     "migration.ttlSecondsAfterFinished": rng(0, 31536000),
     "migration.extraArgs": {"type": "array", "items": {"type": "string"}},
     "scheduleDefaults.concurrencyPolicy": {
@@ -219,8 +221,6 @@ OVERRIDES = {
     "networkPolicy.metricsFrom": objects(),
     "networkPolicy.extraEgress": objects(),
     "networkPolicy.extraIngress": objects(),
-    "tests.readyz.image": {"type": "string", "minLength": 1},
-    "tests.readyz.imagePullPolicy": PULL,
     "schedules": {
         "type": "array",
         "items": {

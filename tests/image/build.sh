@@ -29,7 +29,7 @@ die() {
 
 if [ "$(id -u)" -ne 0 ]; then
     command -v sudo >/dev/null 2>&1 || die "needs root (debootstrap, buildah storage)"
-    exec sudo --preserve-env=RL_IMAGE_STORAGE,RL_IMAGE_RUNROOT,RL_IMAGE_NAME,RL_IMAGE_TAG,RL_DEBIAN_MIRROR,RL_DEBIAN_SECURITY_MIRROR,SOURCE_URL,LICENSES,RL_SERVICES_ENV \
+    exec sudo --preserve-env=RL_IMAGE_STORAGE,RL_IMAGE_RUNROOT,RL_IMAGE_REGISTRY,RL_IMAGE_NAME,RL_IMAGE_TAG,RL_DEBIAN_MIRROR,RL_DEBIAN_SECURITY_MIRROR,SOURCE_URL,LICENSES,RL_SERVICES_ENV \
         "$0" "$@"
 fi
 

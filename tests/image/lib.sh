@@ -14,9 +14,19 @@
 #                      RL_CACHE_DIR defaulting to <repo>/.cache; make sets
 #                      it to ~/.cache/runledger)
 #   RL_IMAGE_RUNROOT   storage state (default $RL_CACHE_DIR/containers/run)
+#   RL_IMAGE_REGISTRY  registry part of the image's name (default
+#                      localhost, as buildah names a local image)
 #   RL_IMAGE_NAME      image name (default runledger)
 #   RL_IMAGE_TAG       image tag (default: the project() VERSION in
 #                      CMakeLists.txt, e.g. 0.1.0)
+#
+# The image is localhost/runledger:<VERSION>, in buildah's storage and in
+# the OCI archive, which `ctr images import` (k3s, kind) and `podman load`
+# take under that name. The chart's default image (image.registry
+# localhost) is the same name, so an archive imported into a node's
+# containerd is found as is; tests/helm/check.sh checks that they agree. A
+# bare `runledger:0.1.0` would be imported as exactly that, while the
+# kubelet looks for docker.io/library/runledger:0.1.0.
 
 # shellcheck shell=bash disable=SC2034 # the variables are for the scripts sourcing this
 rl_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -27,9 +37,10 @@ rl_storage=$(realpath -m -- "${RL_IMAGE_STORAGE:-$rl_cache/containers/storage}")
 rl_runroot=$(realpath -m -- "${RL_IMAGE_RUNROOT:-$rl_cache/containers/run}")
 rl_version=$(sed -n 's/^project(runledger VERSION \([0-9][0-9.]*\).*/\1/p' \
     "$rl_root/CMakeLists.txt")
+rl_image_registry=${RL_IMAGE_REGISTRY-localhost}
 rl_image_name=${RL_IMAGE_NAME:-runledger}
 rl_image_tag=${RL_IMAGE_TAG:-$rl_version}
-rl_image=$rl_image_name:$rl_image_tag
+rl_image=${rl_image_registry:+$rl_image_registry/}$rl_image_name:$rl_image_tag
 rl_oci_archive=$rl_root/build/$rl_image_name-$rl_image_tag.oci.tar
 
 # The names the Dockerfile's FROM lines use, as buildah normalises them,

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# smoke.sh [--build] — proves the image `make image` built (runledger:<version>
-# in buildah's storage, see lib.sh) works, by running it with buildah
-# (chroot isolation: the host's network, no daemon):
+# smoke.sh [--build] — proves the image `make image` built
+# (localhost/runledger:<version> in buildah's storage, see lib.sh) works, by
+# running it with buildah (chroot isolation: the host's network, no daemon):
 #
+#   0. the OCI archive names the image localhost/runledger:<version>, the
+#      chart's default image, which `ctr images import` keeps as is
 #   1. the image config: User 10001:10001, entrypoint
 #      /usr/local/bin/runledger, cmd consume, port 9464, OCI labels (version
 #      = the CMake project version); no shell in the image
@@ -38,7 +40,7 @@ if [ "$(id -u)" -ne 0 ]; then
         echo "$prog: needs root (buildah's rootful vfs storage)" >&2
         exit 1
     }
-    exec sudo --preserve-env=RL_IMAGE_STORAGE,RL_IMAGE_RUNROOT,RL_IMAGE_NAME,RL_IMAGE_TAG,RL_DEBIAN_MIRROR,RL_DEBIAN_SECURITY_MIRROR,RL_SERVICES_ENV,RL_SMOKE_TIMEOUT \
+    exec sudo --preserve-env=RL_IMAGE_STORAGE,RL_IMAGE_RUNROOT,RL_IMAGE_REGISTRY,RL_IMAGE_NAME,RL_IMAGE_TAG,RL_DEBIAN_MIRROR,RL_DEBIAN_SECURITY_MIRROR,RL_SERVICES_ENV,RL_SMOKE_TIMEOUT \
         "$0" "$@"
 fi
 
@@ -104,6 +106,14 @@ cleanup() {
     exit "$rc"
 }
 trap cleanup EXIT
+
+# --- 0. the archive's name ---------------------------------------------------
+[ -f "$rl_oci_archive" ] || die "no $rl_oci_archive: run make image"
+archive_names=$(tar -xOf "$rl_oci_archive" index.json | python3 -c '
+import json, sys
+print(" ".join(m.get("annotations", {}).get("org.opencontainers.image.ref.name", "")
+               for m in json.load(sys.stdin)["manifests"]))')
+check_eq "OCI archive image name" "$archive_names" "$rl_image"
 
 # --- 1. the image's configuration -------------------------------------------
 fmt() { bh inspect --type image --format "$1" "$rl_image"; }

@@ -1,8 +1,12 @@
 #include "test_db_fixture.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "rl/db_claim.h"
 #include "rl/db_migrate.h"
@@ -201,4 +205,64 @@ fixture_wait_lease_expired(struct rl_db *db, const char *run_id)
         RL_REQUIRE(rltest_now_ms() < deadline);
         nanosleep(&nap, NULL);
     }
+}
+
+int
+fixture_run_cli(const char *const *args, const char *const *env, char *out,
+                size_t size, int64_t *took_ms)
+{
+    const char *bin = getenv("RUNLEDGER_BIN");
+    const char *argv[32];
+    int64_t start = rltest_now_ms();
+    int fds[2], n = 0, status = 0;
+    size_t len = 0;
+    pid_t pid;
+
+    RL_REQUIRE(bin && access(bin, X_OK) == 0 && size > 0);
+    argv[n++] = bin;
+    for (int i = 0; args[i] && n < 31; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    RL_REQUIRE(pipe(fds) == 0);
+    pid = fork();
+    RL_REQUIRE(pid >= 0);
+    if (pid == 0) {
+        for (int i = 0; env && env[i]; i++) {
+            const char *eq = strchr(env[i], '=');
+
+            if (eq) {
+                char name[128];
+
+                snprintf(name, sizeof(name), "%.*s", (int)(eq - env[i]),
+                         env[i]);
+                setenv(name, eq + 1, 1);
+            } else {
+                unsetenv(env[i]);
+            }
+        }
+        dup2(fds[1], 1);
+        dup2(fds[1], 2);
+        close(fds[0]);
+        close(fds[1]);
+        execv(bin, (char *const *)argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    for (;;) {
+        char buf[4096];
+        ssize_t got = read(fds[0], buf, sizeof(buf));
+
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            break;
+        for (ssize_t i = 0; i < got && len + 1 < size; i++)
+            out[len++] = buf[i];
+    }
+    out[len] = '\0';
+    close(fds[0]);
+    /* Its output ended: it exited (ctest's timeout guards a hang). */
+    RL_REQUIRE(waitpid(pid, &status, 0) == pid);
+    *took_ms = rltest_now_ms() - start;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }

@@ -82,4 +82,13 @@ int64_t fixture_runs_stat(struct rl_db *db, const char *column);
  * fails the test after 15 s). */
 void fixture_wait_lease_expired(struct rl_db *db, const char *run_id);
 
+/* Runs `$RUNLEDGER_BIN <args...>` (args NULL-terminated) with the
+ * environment plus env (NAME=value entries, NULL-terminated, may be NULL;
+ * an entry "NAME" without '=' unsets NAME), its stdout and stderr into out
+ * (cut to size, NUL-terminated) and the milliseconds it took into
+ * *took_ms. Returns its exit status, or -1 when it did not exit normally.
+ * Fails the test when RUNLEDGER_BIN is not runnable. */
+int fixture_run_cli(const char *const *args, const char *const *env, char *out,
+                    size_t size, int64_t *took_ms);
+
 #endif /* RL_TEST_DB_FIXTURE_H */

@@ -44,6 +44,19 @@ struct rl_db *rl_db_connect(const char *conninfo, char *errstr,
 struct rl_db *rl_db_connect_schema(const char *conninfo, const char *schema,
                                    char *errstr, size_t errstr_size);
 
+/* As rl_db_connect_schema, and says whether another attempt can succeed
+ * (`runledger migrate --wait` retries only those that can). Returns 0 with
+ * *out set (free with rl_db_destroy), or with *out NULL and errstr set:
+ * RL_ERR_INVALID when retrying the same string cannot help until the
+ * string, the server's users, databases or TLS change (authentication
+ * failed or no pg_hba.conf entry, the role or database does not exist,
+ * TLS required and not offered or the server's certificate not trusted,
+ * a malformed string or bad parameter); RL_ERR_NOMEM; RL_ERR_DB when it
+ * may (refused, timed out, host not found, the server starting up or
+ * full, or a server message in a language other than English). */
+int rl_db_connect_try(struct rl_db **out, const char *conninfo,
+                      const char *schema, char *errstr, size_t errstr_size);
+
 struct rl_config;
 
 /* What a connection of the service is for: its application_name

@@ -180,6 +180,64 @@ struct session {
     int pool_session; /* RUNLEDGER_PG_POOL_MODE=session */
 };
 
+/* What libpq and the server say (in English: the image's C locale, a
+ * server's default lc_messages) when they refuse a connection for a
+ * reason another attempt with the same string meets again: the
+ * authentication (28P01, 28000), a missing role or database (3D000), TLS
+ * required and refused or the server's certificate not trusted, a bad
+ * parameter. The server sends no SQLSTATE libpq would keep for a failed
+ * connection, so the words are all there is. A message not listed,
+ * including one in another language, counts as one that may heal
+ * (refused, timed out, host not found, the server starting up or full):
+ * the caller retries until its deadline. */
+static const char *const refused_for_good[] = {
+    "authentication failed",
+    "no pg_hba.conf entry",
+    "pg_hba.conf rejects connection",
+    "does not exist",
+    "is not permitted to log in",
+    "permission denied for database",
+    "server does not support SSL",
+    "certificate verify failed",
+    "does not match host name",
+    "no password supplied",
+    "channel binding",
+    "invalid connection option",
+    "invalid sslmode value",
+    "invalid port number",
+    "invalid value for parameter",
+    "unrecognized configuration parameter",
+};
+
+/* Fills errstr for the failed connection of db and returns
+ * RL_ERR_INVALID when it cannot succeed as it is, else RL_ERR_DB. */
+static int
+connect_failed(struct rl_db *db, char *errstr, size_t errstr_size)
+{
+    const char *msg = PQerrorMessage(db->conn);
+    int err = RL_ERR_DB;
+
+    db_fail_msg(db, NULL, errstr, errstr_size, "connect to postgresql");
+    if (PQconnectionNeedsPassword(db->conn))
+        err = RL_ERR_INVALID;
+    for (size_t i = 0;
+         i < sizeof(refused_for_good) / sizeof(refused_for_good[0]); i++) {
+        if (strstr(msg, refused_for_good[i]))
+            err = RL_ERR_INVALID;
+    }
+    /* libpq's words do not say which part of the string asked for TLS. */
+    if (errstr && errstr_size > 0 &&
+        strstr(msg, "server does not support SSL")) {
+        size_t len = strlen(errstr);
+
+        snprintf(errstr + len, errstr_size - len, "%s",
+                 " (the connection string's sslmode requires TLS, which this "
+                 "server does not offer: enable TLS on the server, or use "
+                 "sslmode=prefer or disable on a network you trust)");
+    }
+    return err;
+}
+
 /* PgBouncer's answer to a startup packet with `options` when its
  * ignore_startup_parameters does not list it. */
 static const char options_refused[] = "unsupported startup parameter: options";
@@ -315,9 +373,14 @@ startup_options_in_force(struct rl_db *db)
     return ok;
 }
 
+/* Opens a connection for ss (NULL: an operator's or a test's). On failure
+ * returns NULL with errstr and *err_out (when not NULL) set: RL_ERR_INVALID
+ * when retrying the same string cannot help, RL_ERR_NOMEM, else
+ * RL_ERR_DB. */
 static struct rl_db *
 connect_session(const char *conninfo, const char *schema,
-                const struct session *ss, char *errstr, size_t errstr_size)
+                const struct session *ss, int *err_out, char *errstr,
+                size_t errstr_size)
 {
     /* Entries before dbname are defaults the connection string may
      * override; options comes after it, with the string's own options
@@ -344,6 +407,7 @@ connect_session(const char *conninfo, const char *schema,
     char *parse_err = NULL;
     int k = 0, nbase, pooled = ss && ss->pool_session;
     int opts_err = 0;
+    int err = RL_ERR_DB;
     size_t o, nopts = 0;
 
     if (schema && !valid_schema_name(schema)) {
@@ -351,6 +415,8 @@ connect_session(const char *conninfo, const char *schema,
                    "could not connect to postgresql: schema name must be 1 to "
                    "%d of [a-z0-9_], not starting with a digit",
                    RL_DB_SCHEMA_MAX);
+        if (err_out)
+            *err_out = RL_ERR_INVALID;
         return NULL;
     }
     if (!conninfo) {
@@ -367,6 +433,8 @@ connect_session(const char *conninfo, const char *schema,
             rl_set_err(errstr, errstr_size,
                        "could not connect to postgresql: the connection string "
                        "is malformed (not shown: it may hold a password)");
+            if (err_out)
+                *err_out = RL_ERR_INVALID;
             return NULL;
         }
         for (PQconninfoOption *opt = opts; opt->keyword; opt++) {
@@ -457,8 +525,7 @@ connect_session(const char *conninfo, const char *schema,
             goto oom;
         if (PQstatus(db->conn) != CONNECTION_OK) {
             if (!strstr(PQerrorMessage(db->conn), options_refused)) {
-                db_fail_msg(db, NULL, errstr, errstr_size,
-                            "connect to postgresql");
+                err = connect_failed(db, errstr, errstr_size);
                 goto fail;
             }
             rl_log_warn(NULL, "postgresql: the server (a pooler) refused "
@@ -498,7 +565,7 @@ connect_session(const char *conninfo, const char *schema,
         if (!db->conn)
             goto oom;
         if (PQstatus(db->conn) != CONNECTION_OK) {
-            db_fail_msg(db, NULL, errstr, errstr_size, "connect to postgresql");
+            err = connect_failed(db, errstr, errstr_size);
             goto fail;
         }
         db->set_after_connect = 1;
@@ -510,11 +577,14 @@ connect_session(const char *conninfo, const char *schema,
                    "options hold more than %d settings or something other "
                    "than -c name=value, which cannot be applied with SET",
                    DB_SETTINGS_MAX - 4);
+        err = RL_ERR_INVALID;
         goto fail;
     }
     PQsetNoticeProcessor(db->conn, notice_to_log, NULL);
-    if (db_apply_settings(db, errstr, errstr_size) != 0 ||
-        db_apply_schema(db, errstr, errstr_size) != 0)
+    err = db_apply_settings(db, errstr, errstr_size);
+    if (err == 0)
+        err = db_apply_schema(db, errstr, errstr_size);
+    if (err != 0)
         goto fail;
     PQconninfoFree(opts);
     free(pkeys);
@@ -524,7 +594,10 @@ connect_session(const char *conninfo, const char *schema,
 oom:
     rl_set_err(errstr, errstr_size,
                "could not connect to postgresql: out of memory");
+    err = RL_ERR_NOMEM;
 fail:
+    if (err_out)
+        *err_out = err;
     PQconninfoFree(opts);
     free(pkeys);
     free(pvalues);
@@ -536,7 +609,17 @@ struct rl_db *
 rl_db_connect_schema(const char *conninfo, const char *schema, char *errstr,
                      size_t errstr_size)
 {
-    return connect_session(conninfo, schema, NULL, errstr, errstr_size);
+    return connect_session(conninfo, schema, NULL, NULL, errstr, errstr_size);
+}
+
+int
+rl_db_connect_try(struct rl_db **out, const char *conninfo, const char *schema,
+                  char *errstr, size_t errstr_size)
+{
+    int err = RL_ERR_DB;
+
+    *out = connect_session(conninfo, schema, NULL, &err, errstr, errstr_size);
+    return *out ? 0 : err;
 }
 
 /* "ledger", "renew", ...: the role in application_name. */
@@ -600,7 +683,8 @@ rl_db_connect_role(const struct rl_config *cfg, enum rl_db_role role,
     default:
         break;
     }
-    return connect_session(cfg->database_url, NULL, &ss, errstr, errstr_size);
+    return connect_session(cfg->database_url, NULL, &ss, NULL, errstr,
+                           errstr_size);
 }
 
 struct rl_db *

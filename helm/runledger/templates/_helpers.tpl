@@ -234,7 +234,9 @@ name, when it comes from a Secret). Non-secret settings are in the ConfigMap.
 {{/*
 Volumes of a process that needs the database (db=true), the model key
 (model=true) and/or Kafka (kafka=true): the /tmp emptyDir and the files from
-Secrets. Called as (dict "ctx" $ "db" true "model" true "kafka" true).
+Secrets. Called as (dict "ctx" $ "db" true "model" true "kafka" true);
+"optional" true marks the Secret volumes optional (the migrate hook, which
+checks them itself: see _secrets.tpl).
 */}}
 {{- define "runledger.volumes" -}}
 {{- $ctx := .ctx -}}
@@ -264,6 +266,9 @@ Secrets. Called as (dict "ctx" $ "db" true "model" true "kafka" true).
   secret:
     secretName: {{ $ctx.Values.database.tls.existingSecret }}
     defaultMode: 0444
+    {{- if .optional }}
+    optional: true
+    {{- end }}
     items:
       - key: {{ $ctx.Values.database.tls.existingSecretKey }}
         path: ca.crt
@@ -273,6 +278,9 @@ Secrets. Called as (dict "ctx" $ "db" true "model" true "kafka" true).
   secret:
     secretName: {{ $ctx.Values.metrics.token.existingSecret }}
     defaultMode: 0440
+    {{- if .optional }}
+    optional: true
+    {{- end }}
     items:
       - key: {{ $ctx.Values.metrics.token.existingSecretKey }}
         path: token
@@ -347,6 +355,7 @@ Each runledger.validateValues.* helper returns one message or nothing.
 {{- $messages = append $messages (include "runledger.validateValues.storedCompletions" .) -}}
 {{- $messages = append $messages (include "runledger.validateValues.keda" .) -}}
 {{- $messages = append $messages (include "runledger.validateValues.schedules" .) -}}
+{{- $messages = append $messages (include "runledger.validateValues.existingSecrets" . | trim) -}}
 {{- $messages = without $messages "" -}}
 {{- $message := join "\n" $messages -}}
 {{- if $message -}}
