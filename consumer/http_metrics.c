@@ -249,9 +249,10 @@ rl_http_set_batches(struct rl_metrics *m, struct rl_db *db)
 
     if (rl_db_batch_gauges(db, &g, errstr, sizeof(errstr)) != 0)
         return;
-    for (size_t i = 0; i < 6; i++)
+    for (int i = 0; i < RL_BATCH_STATE_COUNT; i++)
         rl_http_set_labelled(m, "runledger_batches", "state",
-                             rl_db_batch_states[i], (double)g.by_state[i]);
+                             rl_batch_state_name((enum rl_batch_state)i),
+                             (double)g.by_state[i]);
     rl_metrics_set(m, "runledger_batch_runs_waiting", NULL,
                    (double)g.runs_waiting);
     rl_metrics_set(m, "runledger_batch_oldest_open_seconds", NULL,

@@ -9,8 +9,8 @@
 #include "cli.h"
 #include "commands.h"
 #include "helpers.h"
-#include "rl/db_batch.h"
 #include "rl/db_conn.h"
+#include "rl/db_prices.h"
 #include "table.h"
 
 /* As printed, one literal per line: clang-format would rewrap it. */

@@ -9,9 +9,9 @@
 #include "cli.h"
 #include "commands.h"
 #include "helpers.h"
-#include "rl/db_batch.h"
 #include "rl/db_budgets.h"
 #include "rl/db_conn.h"
+#include "rl/db_prices.h"
 #include "rl/timefmt.h"
 #include "table.h"
 

@@ -9,11 +9,11 @@
 #include <time.h>
 
 #include "console_int.h"
-#include "rl/db_batch.h"
 #include "rl/db_budgets.h"
 #include "rl/db_console.h"
 #include "rl/db_limits.h"
 #include "rl/db_model_limits.h"
+#include "rl/db_prices.h"
 #include "rl/log.h"
 
 #define CHART_DAYS 14

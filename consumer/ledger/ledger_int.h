@@ -75,7 +75,7 @@ struct ledger {
     struct ledger_position *positions;
     size_t npositions, positions_cap;
     int recheck_positions;
-    struct ledger_batch *batch; /* batch mode (batch.c) */
+    struct rl_batcher *batch; /* batch mode (batch.c, consumer/batch/) */
 };
 
 /* One partition as the ledger has handled it, in the newest epoch seen. */

@@ -8,44 +8,13 @@
 #include "rl/err.h"
 #include "rl/run_status.h"
 #include "rltest.h"
-
-/* The statuses runs_status_known allows, as schema/current.sql prints the
- * constraint: ARRAY['pending'::text, ...]. */
-static size_t
-schema_statuses(char names[][32], size_t max)
-{
-    const char *src = getenv("RL_SOURCE_DIR");
-    char path[1024], line[4096];
-    const char *p;
-    size_t n = 0;
-    FILE *f;
-
-    snprintf(path, sizeof(path), "%s/schema/current.sql", src ? src : ".");
-    f = fopen(path, "r");
-    RL_REQUIRE(f);
-    while (fgets(line, sizeof(line), f))
-        if (strstr(line, "CONSTRAINT runs_status_known"))
-            break;
-    fclose(f);
-    p = strstr(line, "ARRAY[");
-    RL_REQUIRE(p);
-    while (n < max && (p = strchr(p, '\'')) != NULL) {
-        const char *end = strchr(p + 1, '\'');
-
-        RL_REQUIRE(end && (size_t)(end - p - 1) < sizeof(names[0]));
-        memcpy(names[n], p + 1, (size_t)(end - p - 1));
-        names[n][end - p - 1] = '\0';
-        n++;
-        p = end + 1;
-    }
-    return n;
-}
+#include "rltest_schema.h"
 
 static void
 test_table_is_the_schemas_statuses(void)
 {
     char names[16][32];
-    size_t n = schema_statuses(names, 16);
+    size_t n = rltest_schema_values("runs_status_known", names, 16);
     enum rl_run_status st;
 
     RL_CHECK(n > 0);

@@ -171,6 +171,16 @@ const char *db_int_or_null(int64_t value, char *buf, size_t size);
 void db_stale_msg(char *errstr, size_t errstr_size, const char *what,
                   const char *run_id, int64_t epoch);
 
+/* ---- batches (batch_lease.c) -------------------------------------------- */
+
+struct rl_batch;
+
+/* A row of a take of batches (batch_take, rl_batch_take_poll: batch_id,
+ * lock_epoch, state, endpoint, model, completion_window, input_file_id,
+ * provider_batch_id, upload_tries, create_tries, lookup ms, polls, runs)
+ * into *b. */
+void db_batch_row(const PGresult *res, int row, struct rl_batch *b);
+
 /* ---- operator statements (ops.c) ---------------------------------------- */
 
 /* The text of the first column of a one-row result, malloc'd into *out.

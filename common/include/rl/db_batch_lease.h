@@ -1,0 +1,69 @@
+#ifndef RL_DB_BATCH_LEASE_H
+#define RL_DB_BATCH_LEASE_H
+
+/* A batch moved on by one worker at a time (common/src/db/batch_lease.c,
+ * schema/061_batches.sql): the batches row leased with its epoch bumped,
+ * every step of it written under (owner, epoch), and its end. A worker
+ * whose lease is gone is refused (RL_ERR_STALE) at its next write. The
+ * batcher's stages take batches through db_batch_submit.h (intents) and
+ * db_batch_poll.h (due polls). Conventions: rl/db_conn.h. */
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rl/batch_state.h"
+
+struct rl_db;
+
+/* The lease owner of every run waiting in or for a batch. */
+#define RL_BATCH_OWNER "runledger-batch"
+
+/* One batch as the batcher leases it. */
+struct rl_batch {
+    char batch_id[64];
+    int64_t epoch; /* lock_epoch of this lease */
+    char endpoint[64];
+    char model[256];
+    char completion_window[16];
+    char input_file_id[128];
+    char provider_batch_id[128];
+    int upload_tries;
+    int create_tries;
+    int64_t lookup_ms; /* since the first lookup found nothing; -1: none */
+    int polls;
+    int runs;
+};
+
+/* The steps of a leased batch, each written under (owner, b->epoch). */
+enum rl_batch_step {
+    RL_BATCH_STEP_UPLOAD,    /* an upload begins: upload_tries + 1, the
+                                lease extended by ms */
+    RL_BATCH_STEP_UPLOADED,  /* arg: the provider's file id */
+    RL_BATCH_STEP_CREATE,    /* a create begins: create_tries + 1 */
+    RL_BATCH_STEP_SUBMITTED, /* arg: the provider's batch id; the first
+                                poll in ms; the lease released */
+    RL_BATCH_STEP_LOOKUP,    /* not found at the provider (yet): looked
+                                up again in ms; the lease released */
+    RL_BATCH_STEP_POLL,      /* arg: the provider's status; polled again
+                                in ms; the lease released */
+    RL_BATCH_STEP_RELEASE    /* arg: why; the step redone in ms; the
+                                lease released */
+};
+
+/* Writes step of b under its lease. Returns 0, RL_ERR_STALE (another
+ * worker leases it now: stop) or RL_ERR_DB. */
+int rl_db_batch_step(struct rl_db *db, const struct rl_batch *b,
+                     const char *owner, enum rl_batch_step step,
+                     const char *arg, int64_t ms, char *errstr,
+                     size_t errstr_size);
+
+/* Ends b under its lease: state (completed, failed, expired or
+ * cancelled), the provider's status and files, and the lines counted.
+ * Returns 0, RL_ERR_STALE or RL_ERR_DB. */
+int rl_db_batch_finish(struct rl_db *db, const struct rl_batch *b,
+                       const char *owner, enum rl_batch_state state,
+                       const char *provider_status, const char *output_file_id,
+                       const char *error_file_id, int ok, int failed,
+                       int ignored, char *errstr, size_t errstr_size);
+
+#endif /* RL_DB_BATCH_LEASE_H */

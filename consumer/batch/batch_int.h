@@ -1,0 +1,75 @@
+#ifndef RL_BATCH_INT_H
+#define RL_BATCH_INT_H
+
+/* The batcher's stages (docs/batch.md), private to consumer/batch/: the
+ * state they share (struct rl_batcher) and the functions of each file,
+ * prefixed batch_. The thread (thread.c) runs a turn: submit.c moves
+ * intents on to the provider, poll.c polls the batches that are due, and
+ * both end a batch through output.c, which turns its lines into each
+ * run's one durable state. Every stage writes its steps through step.c.
+ * Calls go one way, down that list: no stage calls back into the one
+ * that called it. handoff.c runs on the ledger thread and shares only the
+ * configuration and the modes it reads.
+ *
+ * Every batch step is written under the batch's lease (owner, epoch);
+ * every run write under the run's (RL_BATCH_OWNER, its epoch). */
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "batcher.h"
+#include "pipeline.h"
+#include "rl/db_batch_lease.h"
+#include "rl/log.h"
+#include "rl/model_batch.h"
+
+/* Batches taken per turn: intents (submit.c), and due polls (poll.c). */
+#define BATCH_TAKE_MAX 4
+
+struct rl_batcher {
+    const struct rl_config *cfg;
+    struct rl_http *http;   /* /metrics (may be NULL) */
+    struct rl_pipeline *pl; /* dead letters of the runs it fails */
+    char *modes;            /* "job\ttenant" lines; ledger thread */
+    int64_t modes_due;      /* next reread (monotonic ms); ledger thread */
+    pthread_t thread;
+    int started;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    int stop;         /* @locks lock */
+    struct rl_db *db; /* batcher thread */
+    struct rl_model_batches *mb;
+    char provider[512]; /* the poll slots' key: the base URL, bare */
+    int64_t poll_spacing_ms;
+};
+
+/* step.c: what every stage writes of a batch. */
+/* Logs msg about b (its local and provider ids), after prefix. */
+void batch_log(const struct rl_batch *b, enum rl_log_level level,
+               const char *prefix, const char *msg);
+/* The lease a step of a batch asks for (RUNLEDGER_BATCH_LEASE_SECONDS). */
+int64_t batch_lease_ms(const struct rl_batcher *bt);
+/* A step's failure: b is released for a later try, unless its lease is
+ * gone already (err RL_ERR_STALE). */
+void batch_step_failed(struct rl_batcher *bt, const struct rl_batch *b, int err,
+                       const char *why);
+
+/* submit.c: intents formed, taken, uploaded and created. Returns 0, or
+ * -1 when the connection is to be dropped. */
+int batch_submit_due(struct rl_batcher *bt);
+
+/* poll.c: the due polls of this turn. Returns 0, or -1 when the
+ * connection is to be dropped. */
+int batch_poll_due(struct rl_batcher *bt);
+
+/* output.c: the end of a batch. */
+/* A finished batch (st: the provider's status and files): every line
+ * read, the runs no line named retried per their policy, the batch
+ * closed. */
+void batch_finish(struct rl_batcher *bt, struct rl_batch *b,
+                  const struct rl_model_batch_state *st);
+/* The provider refused b's upload or create too often: its runs go back
+ * to their policy and b ends failed, never to be created. */
+void batch_refused(struct rl_batcher *bt, struct rl_batch *b, const char *why);
+
+#endif /* RL_BATCH_INT_H */

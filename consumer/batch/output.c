@@ -1,0 +1,547 @@
+/* The output stage: a batch the provider ended, its output and error
+ * files read line by line as they arrive, and every line turned into its
+ * run's one durable state through the same guarded completion as a live
+ * answer: answers stored many to a statement, error lines and the runs no
+ * line named following their run's policy (retried, sent live, or failed
+ * and dead-lettered as a live failure is), and the batch closed with its
+ * counts. It holds at most STORE_LINES_MAX answers and one line of a
+ * file, whatever the file's size. @locality batcher thread */
+#include <cjson/cJSON.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "batch_int.h"
+#include "http.h"
+#include "rl/batch_state.h"
+#include "rl/db_batch_lease.h"
+#include "rl/db_batch_output.h"
+#include "rl/db_complete.h"
+#include "rl/db_dispatch.h"
+#include "rl/db_lease.h"
+#include "rl/err.h"
+#include "rl/log.h"
+#include "rl/model.h"
+#include "rl/model_batch.h"
+
+/* A line of an output file held at most. */
+#define LINE_MAX_BYTES ((size_t)16 * 1024 * 1024)
+/* Answered lines stored by one statement at most, and their outputs'
+ * bytes (a longer output goes alone): the batcher holds no more of a
+ * file's answers than this, whatever the file's size. */
+#define STORE_LINES_MAX 256
+#define STORE_BYTES_MAX ((size_t)4 * 1024 * 1024)
+
+/* What the lines of a finished batch came to. */
+struct lines {
+    struct rl_batcher *bt;
+    struct rl_batch *b;
+    int ok, failed, ignored;
+    int db_failed;
+    /* Answered lines waiting for one statement (store_pending): at most
+     * STORE_LINES_MAX of them and STORE_BYTES_MAX of outputs (one longer
+     * output goes alone). */
+    struct pending_answer *pending;
+    size_t npending;
+    size_t pending_bytes;
+    size_t held_max; /* the most output bytes pending at once */
+};
+
+/* A run the batcher failed for good is dead-lettered as a live run that
+ * fails for good is (ledger_give_up): source "run", its reason the error
+ * class, its event rebuilt from the ledger row (the batcher never holds
+ * the Kafka value), through the process's dead-letter producer. The item
+ * built here is the dead letter's: freed once the broker has it. */
+static void
+dead_letter(struct rl_batcher *bt, const struct rl_batch_run *r,
+            struct rl_batch_failed_run *f, const char *error_class,
+            const char *detail)
+{
+    struct rl_item *item = bt->pl ? calloc(1, sizeof(*item)) : NULL;
+    struct rl_log_ctx ctx = RL_LOG_CTX_INIT;
+
+    if (!item) {
+        rl_log_error(NULL, "run %s failed (%s) but could not be dead-lettered",
+                     r->run_id, error_class);
+        rl_batch_failed_run_clear(f);
+        return;
+    }
+    memcpy(item->run_id, r->run_id,
+           strnlen(r->run_id, sizeof(item->run_id) - 1));
+    item->job = f->job;
+    item->tenant = f->tenant;
+    item->version = f->version;
+    item->request_json = f->request_json;
+    item->raw_input = f->raw_input;
+    item->origin_topic = f->source_topic;
+    f->job = f->tenant = f->version = f->request_json = f->raw_input =
+        f->source_topic = NULL;
+    memcpy(item->scheduled_at, f->scheduled_at, sizeof(item->scheduled_at));
+    item->origin_partition = f->source_partition;
+    item->origin_offset = f->source_offset;
+    item->lease_epoch = r->lease_epoch;
+    item->attempt_no = r->attempt_no;
+    rl_batch_failed_run_clear(f);
+    /* Counted as every item the process holds until its dead letter is
+     * acknowledged (rl_pipeline_finish takes it off). */
+    atomic_fetch_add(&bt->pl->in_flight, 1);
+    atomic_fetch_add(&bt->pl->counters.failed, 1);
+    /* The ledger's context of a run, as far as the batcher knows it: the
+     * item comes from no Kafka record and carries no trace. */
+    ctx.run_id = item->run_id;
+    ctx.job = item->job;
+    ctx.tenant = item->tenant;
+    ctx.attempt = item->attempt_no > 0 ? item->attempt_no : -1;
+    ctx.lease_epoch = item->lease_epoch > 0 ? item->lease_epoch : -1;
+    rl_log_warn(&ctx, "run failed: %s: %s", error_class, detail);
+    rl_pipeline_dead_letter(bt->pl, item, RL_DEADLETTER_RUN, error_class,
+                            detail);
+}
+
+/* A line (or a run no line named) that brought no answer: the attempt's
+ * outcome (with the line's status, 0 when none), then the run's policy: a
+ * refusal (4xx) or on_expiry "fail" fails it and dead-letters it, as a
+ * live failure; otherwise it is pending again, for the next batch
+ * ("rebatch") or a live call ("live"), one attempt spent. */
+static int
+line_failed(struct lines *ls, struct rl_batch_run *r, const char *outcome,
+            int permanent, const char *error_class, int http_status,
+            const char *detail)
+{
+    struct rl_batcher *bt = ls->bt;
+    const struct rl_lease lease = {
+        .run_id = r->run_id, .worker = RL_BATCH_OWNER, .epoch = r->lease_epoch};
+    enum rl_batch_run_state state;
+    char errstr[512];
+    int err;
+
+    err = rl_db_record_outcome(
+        bt->db, r->run_id,
+        &(struct rl_attempt_outcome){
+            .outcome = outcome,
+            .call = {.attempt_no = r->attempt_no, .http_status = http_status},
+            .error = detail},
+        errstr, sizeof(errstr));
+    if (err == RL_ERR_DB)
+        return err;
+    if (permanent || strcmp(r->on_expiry, "fail") == 0) {
+        struct rl_batch_failed_run f;
+
+        err =
+            rl_db_batch_fail_run(bt->db, r->run_id, r->lease_epoch, error_class,
+                                 detail, &f, errstr, sizeof(errstr));
+        /* Out of memory after the update: read again later, the run is
+         * found failed and its dead letter produced then. */
+        if (err == RL_ERR_NOMEM)
+            return err;
+        if (err == 0)
+            dead_letter(bt, r, &f, error_class, detail);
+        state = RL_BATCH_RUN_FAILED;
+    } else {
+        err = rl_db_release(bt->db, &lease, 0, error_class, detail, errstr,
+                            sizeof(errstr));
+        state = strcmp(r->on_expiry, "live") == 0 ? RL_BATCH_RUN_GO_LIVE
+                                                  : RL_BATCH_RUN_RETRIED;
+    }
+    if (err == RL_ERR_DB)
+        return err;
+    if (err) {
+        /* Cancelled (or finished) meanwhile: nothing to retry. */
+        state = RL_BATCH_RUN_IGNORED;
+        ls->ignored++;
+    } else {
+        ls->failed++;
+    }
+    return rl_db_batch_run_state(bt->db, ls->b->batch_id, r->run_id,
+                                 r->attempt_no, state, errstr, sizeof(errstr));
+}
+
+/* An answered line whose answer is not stored as it came: the parser of
+ * live answers refused it (or the database refused its output), and the
+ * run follows its policy as for an invalid live answer, unless the line
+ * was handled before or names no run of the batch. */
+static int
+line_invalid(struct lines *ls, const char *run_id, int attempt, const char *why)
+{
+    struct rl_batch_run r;
+    char errstr[512];
+    int err = rl_db_batch_run(ls->bt->db, ls->b->batch_id, run_id, attempt, &r,
+                              errstr, sizeof(errstr));
+
+    if (err == RL_ERR_NOTFOUND) {
+        ls->ignored++;
+        return 0;
+    }
+    if (err)
+        return err;
+    if (r.state == RL_BATCH_RUN_IN_BATCH)
+        err = line_failed(ls, &r, "invalid_output", 0, "invalid_output", 200,
+                          why);
+    free(r.request_json);
+    return err;
+}
+
+/* One answered line waiting to be stored. */
+struct pending_answer {
+    char run_id[96];
+    int attempt_no;
+    char *output_json;
+    char upstream_request_id[128];
+    int64_t prompt_tokens, completion_tokens, cached_tokens;
+};
+
+static void
+pending_clear(struct lines *ls)
+{
+    for (size_t i = 0; i < ls->npending; i++)
+        free(ls->pending[i].output_json);
+    ls->npending = 0;
+    ls->pending_bytes = 0;
+}
+
+/* Stores pending answers [from, from + n) in one statement; counts what
+ * became of each. A statement the database refuses for a value is
+ * split down to the line it refuses, which is then an invalid answer. */
+static int
+store_some(struct lines *ls, size_t from, size_t n)
+{
+    struct rl_batch_answer answers[STORE_LINES_MAX];
+    enum rl_batch_answer_result results[STORE_LINES_MAX];
+    char errstr[512];
+    int err;
+
+    if (n == 0 || n > STORE_LINES_MAX)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct pending_answer *p = &ls->pending[from + i];
+
+        answers[i] = (struct rl_batch_answer){
+            .run_id = p->run_id,
+            .attempt_no = p->attempt_no,
+            .output_json = p->output_json,
+            .upstream_request_id = p->upstream_request_id,
+            .prompt_tokens = p->prompt_tokens,
+            .completion_tokens = p->completion_tokens,
+            .cached_tokens = p->cached_tokens,
+        };
+    }
+    err = rl_db_batch_store_answers(ls->bt->db, ls->b->batch_id, answers, n,
+                                    results, errstr, sizeof(errstr));
+    if (err == RL_ERR_INVALID && n > 1) {
+        err = store_some(ls, from, n / 2);
+        return err ? err : store_some(ls, from + n / 2, n - n / 2);
+    }
+    if (err == RL_ERR_INVALID)
+        return line_invalid(ls, answers[0].run_id, answers[0].attempt_no,
+                            errstr);
+    if (err) {
+        batch_log(ls->b, RL_LOG_WARN, "storing answers: ", errstr);
+        return err;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (results[i] == RL_BATCH_ANSWER_HANDLED)
+            continue;
+        if (results[i] == RL_BATCH_ANSWER_NOT_FOUND) {
+            ls->ignored++;
+            continue;
+        }
+        /* The line's generation and tokens count as a live answer's do,
+         * whether or not the run took it. */
+        rl_http_model_call(
+            ls->bt->http, &(struct rl_model_call){
+                              .outcome = RL_MODEL_OK,
+                              .prompt_tokens = answers[i].prompt_tokens,
+                              .completion_tokens = answers[i].completion_tokens,
+                              .cached_tokens = answers[i].cached_tokens,
+                              .latency_ms = -1});
+        if (results[i] == RL_BATCH_ANSWER_COMPLETED)
+            ls->ok++;
+        else
+            ls->ignored++;
+    }
+    return 0;
+}
+
+/* Every pending answer stored: many lines a statement, as live answers
+ * are completed, instead of one. */
+static int
+store_pending(struct lines *ls)
+{
+    int err = ls->npending ? store_some(ls, 0, ls->npending) : 0;
+
+    pending_clear(ls);
+    return err;
+}
+
+/* One answered line: read by the parser of live answers and queued for
+ * store_pending, which completes its run as a live answer is, under the
+ * run's lease; refused (cancelled, completed before) it is counted
+ * ignored. */
+static int
+line_answered(struct lines *ls, const char *run_id, int attempt,
+              const cJSON *body)
+{
+    struct rl_batcher *bt = ls->bt;
+    struct rl_model_call call;
+    struct pending_answer *p;
+    char *text = cJSON_PrintUnformatted(body), *output;
+    enum rl_model_api api = strcmp(ls->b->endpoint, "/v1/responses") == 0
+                                ? RL_MODEL_API_RESPONSES
+                                : RL_MODEL_API_CHAT;
+    size_t len;
+    int err = 0;
+
+    if (!text)
+        return RL_ERR_NOMEM;
+    memset(&call, 0, sizeof(call));
+    rl_model_batches_answer(bt->mb, text, strlen(text), api, &call);
+    cJSON_free(text);
+    if (call.outcome != RL_MODEL_OK) {
+        /* In line order: what is pending is stored first. */
+        err = store_pending(ls);
+        if (!err)
+            err = line_invalid(ls, run_id, attempt, call.error);
+        rl_model_call_clear(&call);
+        return err;
+    }
+    output = rl_model_output_json(&call);
+    if (!output) {
+        rl_model_call_clear(&call);
+        return RL_ERR_NOMEM;
+    }
+    len = strlen(output);
+    /* One statement names a run once; the bounds hold before it is
+     * added, so a longer output goes alone. */
+    for (size_t i = 0; i < ls->npending && !err; i++) {
+        if (strcmp(ls->pending[i].run_id, run_id) == 0)
+            err = store_pending(ls);
+    }
+    if (!err && ls->npending > 0 &&
+        (ls->npending >= STORE_LINES_MAX ||
+         ls->pending_bytes + len > STORE_BYTES_MAX))
+        err = store_pending(ls);
+    if (err) {
+        free(output);
+        rl_model_call_clear(&call);
+        return err;
+    }
+    p = &ls->pending[ls->npending++];
+    memset(p, 0, sizeof(*p));
+    snprintf(p->run_id, sizeof(p->run_id), "%s", run_id);
+    p->attempt_no = attempt;
+    p->output_json = output;
+    snprintf(p->upstream_request_id, sizeof(p->upstream_request_id), "%s",
+             call.upstream_request_id);
+    p->prompt_tokens = call.prompt_tokens;
+    p->completion_tokens = call.completion_tokens;
+    p->cached_tokens = call.cached_tokens;
+    ls->pending_bytes += len;
+    if (ls->pending_bytes > ls->held_max)
+        ls->held_max = ls->pending_bytes;
+    rl_model_call_clear(&call);
+    return 0;
+}
+
+/* A line that came back with an error. A line with a status is read as a
+ * live reply with that status and body is (the same outcome, the same
+ * redacted error), and a refusal (a 4xx other than 408 and 429) fails
+ * the run as a live refusal does (model_rejected); a line without one
+ * (the batch expired or failed before it) is transient. */
+static int
+line_error(struct lines *ls, struct rl_batch_run *r, const cJSON *status,
+           const cJSON *body, const cJSON *error)
+{
+    const cJSON *ecode = cJSON_GetObjectItemCaseSensitive(error, "code");
+    int code = cJSON_IsNumber(status) ? status->valueint : 0;
+    struct rl_model_call call;
+    char detail[256], *text;
+    int permanent, err;
+
+    if (code < 300) {
+        snprintf(detail, sizeof(detail), "batch line: %s %d",
+                 cJSON_IsString(ecode) ? ecode->valuestring : "status", code);
+        return line_failed(ls, r, "transient", 0,
+                           cJSON_IsString(ecode) && strcmp(ecode->valuestring,
+                                                           "batch_expired") == 0
+                               ? "batch_expired"
+                               : "batch_line",
+                           code, detail);
+    }
+    text = body ? cJSON_PrintUnformatted(body) : NULL;
+    memset(&call, 0, sizeof(call));
+    rl_model_batches_line_error(ls->bt->mb, code, text, text ? strlen(text) : 0,
+                                &call);
+    cJSON_free(text);
+    permanent = call.outcome == RL_MODEL_PERMANENT;
+    err = line_failed(ls, r, permanent ? "permanent" : "transient", permanent,
+                      permanent ? "model_rejected" : "batch_line", code,
+                      call.error[0] ? call.error : "batch line failed");
+    rl_model_call_clear(&call);
+    return err;
+}
+
+/* A line with an error (or no answer) whose run still waits in the
+ * batch: line_error, its run's policy. */
+static int
+line_not_answered(struct lines *ls, const char *run_id, int attempt,
+                  const cJSON *status, const cJSON *body, const cJSON *error)
+{
+    struct rl_batch_run r;
+    char errstr[512];
+    int err = rl_db_batch_run(ls->bt->db, ls->b->batch_id, run_id, attempt, &r,
+                              errstr, sizeof(errstr));
+
+    if (err == RL_ERR_NOTFOUND) {
+        ls->ignored++;
+        return 0;
+    }
+    if (err)
+        return err;
+    /* Not in_batch: handled by an earlier read of this file. */
+    if (r.state == RL_BATCH_RUN_IN_BATCH)
+        err = line_error(ls, &r, status, body, error);
+    free(r.request_json);
+    return err;
+}
+
+/* One line of an output or error file. */
+static int
+on_line(char *line, size_t len, void *arg)
+{
+    struct lines *ls = arg;
+    cJSON *root = cJSON_ParseWithLength(line, len);
+    const cJSON *cid = cJSON_GetObjectItemCaseSensitive(root, "custom_id");
+    const cJSON *resp = cJSON_GetObjectItemCaseSensitive(root, "response");
+    const cJSON *status = cJSON_GetObjectItemCaseSensitive(resp, "status_code");
+    const cJSON *body = cJSON_GetObjectItemCaseSensitive(resp, "body");
+    const cJSON *error = cJSON_GetObjectItemCaseSensitive(root, "error");
+    char run_id[96];
+    const char *colon;
+    int attempt, err = 0;
+
+    if (!cJSON_IsString(cid) || !(colon = strrchr(cid->valuestring, ':')) ||
+        (size_t)(colon - cid->valuestring) >= sizeof(run_id)) {
+        ls->ignored++;
+        goto done;
+    }
+    memcpy(run_id, cid->valuestring, (size_t)(colon - cid->valuestring));
+    run_id[colon - cid->valuestring] = '\0';
+    attempt = atoi(colon + 1);
+    if (cJSON_IsNumber(status) && status->valueint == 200 &&
+        cJSON_IsObject(body)) {
+        err = line_answered(ls, run_id, attempt, body);
+    } else {
+        /* In line order: what is pending is stored first. */
+        err = store_pending(ls);
+        if (!err)
+            err = line_not_answered(ls, run_id, attempt, status, body, error);
+    }
+done:
+    cJSON_Delete(root);
+    if (err)
+        ls->db_failed = 1;
+    return err ? 1 : 0;
+}
+
+/* One output or error file read line by line, its answers stored as
+ * they come, many to a statement, and the last of them when it ends
+ * (also after a read that broke off: they are answers all the same). */
+static int
+read_file(struct lines *ls, const char *file_id, char *errstr,
+          size_t errstr_size)
+{
+    int err = rl_model_batches_read(ls->bt->mb, file_id, LINE_MAX_BYTES,
+                                    on_line, ls, errstr, errstr_size);
+    int stored = ls->db_failed ? 0 : store_pending(ls);
+
+    pending_clear(ls);
+    if (!err && stored) {
+        ls->db_failed = 1;
+        rl_set_err(errstr, errstr_size, "could not store the answers of %s",
+                   file_id);
+        err = stored;
+    }
+    return err;
+}
+
+void
+batch_finish(struct rl_batcher *bt, struct rl_batch *b,
+             const struct rl_model_batch_state *st)
+{
+    struct lines ls = {.bt = bt, .b = b};
+    struct rl_batch_run left[64];
+    char errstr[512], why[600];
+    size_t n;
+    int err = 0;
+
+    ls.pending = calloc(STORE_LINES_MAX, sizeof(*ls.pending));
+    if (!ls.pending) {
+        batch_step_failed(bt, b, RL_ERR_NOMEM,
+                          "reading the results: out of memory");
+        return;
+    }
+    if (*st->output_file_id)
+        err = read_file(&ls, st->output_file_id, errstr, sizeof(errstr));
+    if (!err && *st->error_file_id)
+        err = read_file(&ls, st->error_file_id, errstr, sizeof(errstr));
+    free(ls.pending);
+    ls.pending = NULL;
+    while (!err) {
+        err = rl_db_batch_unanswered(bt->db, b->batch_id, left, 64, &n, errstr,
+                                     sizeof(errstr));
+        if (err || n == 0)
+            break;
+        for (size_t i = 0; i < n; i++) {
+            if (!err) {
+                snprintf(why, sizeof(why),
+                         "the batch ended %s with no line "
+                         "for this run",
+                         st->status);
+                err = line_failed(
+                    &ls, &left[i], "transient", 0,
+                    strcmp(st->status, "expired") == 0   ? "batch_expired"
+                    : strcmp(st->status, "refused") == 0 ? "batch_refused"
+                                                         : "batch_failed",
+                    0, why);
+                if (err)
+                    snprintf(errstr, sizeof(errstr),
+                             "could not retry a run of the batch");
+            }
+            free(left[i].request_json);
+        }
+    }
+    if (err) {
+        snprintf(why, sizeof(why), "reading the results: %s", errstr);
+        batch_step_failed(bt, b, err, why);
+        return;
+    }
+    err = rl_db_batch_finish(
+        bt->db, b, bt->cfg->worker_id,
+        strcmp(st->status, "completed") == 0   ? RL_BATCH_COMPLETED
+        : strcmp(st->status, "expired") == 0   ? RL_BATCH_EXPIRED
+        : strcmp(st->status, "cancelled") == 0 ? RL_BATCH_CANCELLED
+                                               : RL_BATCH_FAILED,
+        st->status, st->output_file_id, st->error_file_id, ls.ok, ls.failed,
+        ls.ignored, errstr, sizeof(errstr));
+    snprintf(why, sizeof(why),
+             "%s: %d answers stored, %d lines failed, %d "
+             "ignored; at most %zu bytes of answers held",
+             st->status, ls.ok, ls.failed, ls.ignored, ls.held_max);
+    batch_log(b, RL_LOG_INFO, "", why);
+}
+
+void
+batch_refused(struct rl_batcher *bt, struct rl_batch *b, const char *why)
+{
+    struct rl_model_batch_state st;
+
+    memset(&st, 0, sizeof(st));
+    snprintf(st.status, sizeof(st.status), "refused");
+    batch_log(b, RL_LOG_WARN,
+              "refused by the provider: its runs follow their "
+              "policy: ",
+              why);
+    batch_finish(bt, b, &st);
+}
