@@ -906,8 +906,9 @@ BEGIN
                completed_at = now(),
                updated_at = now()
           FROM u
-         WHERE r.run_id = u.run_id
-           AND r.lock_owner = p_worker AND r.lease_epoch = u.epoch
+         WHERE r.run_id = u.run_id AND r.lease_epoch = u.epoch
+           AND (r.lock_owner = p_worker
+                OR (r.lock_owner IS NULL AND r.status = 'pending'))
         RETURNING r.run_id
     ), ob AS (
         INSERT INTO outbox (run_id, channel)
@@ -1567,8 +1568,9 @@ BEGIN
         RETURN QUERY SELECT 'already_proposed'::text, v_digest;
         RETURN;
     END IF;
-    IF v_status <> 'running' OR v_owner IS DISTINCT FROM p_worker
-       OR v_epoch <> p_epoch THEN
+    IF v_epoch <> p_epoch
+       OR NOT ((v_status = 'running' AND v_owner = p_worker)
+               OR (v_status = 'pending' AND v_owner IS NULL)) THEN
         RETURN QUERY SELECT 'stale'::text, NULL::text;
         RETURN;
     END IF;
