@@ -498,8 +498,8 @@ line_failed(struct lines *ls, struct rl_batch_run *r, const char *outcome,
             dead_letter(bt, r, &f, error_class, detail);
         state = "failed";
     } else {
-        err = rl_db_release(bt->db, &lease, 0, error_class, detail, errstr,
-                            sizeof(errstr));
+        err = rl_db_release_after_batch(bt->db, &lease, error_class, detail,
+                                        errstr, sizeof(errstr));
         state = strcmp(r->on_expiry, "live") == 0 ? "go_live" : "retried";
     }
     if (err == RL_ERR_DB)
