@@ -276,17 +276,6 @@ rl_shutdown_phase(struct rl_shutdown *sd, const char *phase)
     rl_log_debug(NULL, "shutdown: %s", phase);
 }
 
-int64_t
-rl_shutdown_left_ms(const struct rl_shutdown *sd)
-{
-    int64_t left;
-
-    if (!sd)
-        return INT64_MAX;
-    left = atomic_load(&sd->deadline_ms) - rl_clock_ms();
-    return left > 0 ? left : 0;
-}
-
 void
 rl_shutdown_finish(struct rl_shutdown *sd)
 {

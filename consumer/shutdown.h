@@ -46,10 +46,6 @@ int rl_shutdown_signal(const struct rl_shutdown *sd);
  * string literal). @locality any thread */
 void rl_shutdown_phase(struct rl_shutdown *sd, const char *phase);
 
-/* Milliseconds left before the watchdog fires (a large number before
- * the first signal), never below 0. @locality any thread */
-int64_t rl_shutdown_left_ms(const struct rl_shutdown *sd);
-
 /* rd_kafka_destroy_flags(rk, flags) on a thread of its own, waited for at
  * most timeout_ms: returns 1 when it returned in time, 0 when the process
  * goes on without it (the thread and the handle end with the process).

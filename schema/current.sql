@@ -46,6 +46,14 @@ DECLARE
     v_bytes bigint;
     v_formed integer := 0;
 BEGIN
+    UPDATE batch_runs u
+       SET state = 'ignored'
+      FROM (SELECT b.run_id, b.attempt_no
+              FROM batch_runs b
+              JOIN runs x ON x.run_id = b.run_id
+             WHERE b.state = 'waiting' AND x.status = 'cancelled'
+               FOR UPDATE OF b SKIP LOCKED) c
+     WHERE u.run_id = c.run_id AND u.attempt_no = c.attempt_no;
     FOR g IN
         SELECT b.endpoint, b.model, min(b.window_ms) AS window_ms,
                min(b.max_runs) AS max_runs, min(b.max_bytes) AS max_bytes,
@@ -129,7 +137,13 @@ CREATE FUNCTION rl_batch_park(p_worker text, p_run_ids text[], p_epochs bigint[]
                                 model, body, bytes, window_ms, max_runs,
                                 max_bytes, completion_window, on_expiry)
         SELECT p.run_id, p.attempt_no, p.epoch, p.endpoint, p.model, p.body,
-               octet_length(p.body), s.window_ms, s.max_runs, s.max_bytes,
+               -- the whole line rl_db_batch_write_requests writes, so
+               -- max_bytes bounds the file the provider receives
+               octet_length('{"custom_id":"' || p.run_id || ':'
+                            || p.attempt_no || '","method":"POST","url":"'
+                            || p.endpoint || '","body":' || p.body || '}'
+                            || E'\n'),
+               s.window_ms, s.max_runs, s.max_bytes,
                s.completion_window, s.on_expiry
           FROM moved m
           JOIN p ON p.run_id = m.run_id
@@ -906,8 +920,9 @@ BEGIN
                completed_at = now(),
                updated_at = now()
           FROM u
-         WHERE r.run_id = u.run_id
-           AND r.lock_owner = p_worker AND r.lease_epoch = u.epoch
+         WHERE r.run_id = u.run_id AND r.lease_epoch = u.epoch
+           AND (r.lock_owner = p_worker
+                OR (r.lock_owner IS NULL AND r.status = 'pending'))
         RETURNING r.run_id
     ), ob AS (
         INSERT INTO outbox (run_id, channel)
@@ -1567,8 +1582,9 @@ BEGIN
         RETURN QUERY SELECT 'already_proposed'::text, v_digest;
         RETURN;
     END IF;
-    IF v_status <> 'running' OR v_owner IS DISTINCT FROM p_worker
-       OR v_epoch <> p_epoch THEN
+    IF v_epoch <> p_epoch
+       OR NOT ((v_status = 'running' AND v_owner = p_worker)
+               OR (v_status = 'pending' AND v_owner IS NULL)) THEN
         RETURN QUERY SELECT 'stale'::text, NULL::text;
         RETURN;
     END IF;

@@ -310,28 +310,6 @@ rl_metrics_clear(struct rl_metrics *m, const char *name)
     pthread_mutex_unlock(&m->lock);
 }
 
-double
-rl_metrics_get(struct rl_metrics *m, const char *name, const char *labels)
-{
-    struct family *f;
-    double v = 0;
-
-    if (!m)
-        return 0;
-    pthread_mutex_lock(&m->lock);
-    f = find_family(m, name);
-    if (f) {
-        for (struct series *s = f->head; s; s = s->next) {
-            if (strcmp(s->labels, labels ? labels : "") == 0) {
-                v = f->type == RL_METRIC_HISTOGRAM ? s->count : s->value;
-                break;
-            }
-        }
-    }
-    pthread_mutex_unlock(&m->lock);
-    return v;
-}
-
 /* Prometheus floats: integers without a fraction (counters read best
  * that way), others with enough digits to round-trip, and the special
  * values spelled as the format wants them. */

@@ -140,8 +140,8 @@ line_failed(struct lines *ls, struct rl_batch_run *r, const char *outcome,
             dead_letter(bt, r, &f, error_class, detail);
         state = RL_BATCH_RUN_FAILED;
     } else {
-        err = rl_db_release(bt->db, &lease, 0, error_class, detail, errstr,
-                            sizeof(errstr));
+        err = rl_db_release_after_batch(bt->db, &lease, error_class, detail,
+                                        errstr, sizeof(errstr));
         state = strcmp(r->on_expiry, "live") == 0 ? RL_BATCH_RUN_GO_LIVE
                                                   : RL_BATCH_RUN_RETRIED;
     }

@@ -5,7 +5,9 @@
 -- another worker is forming a batch of are skipped (SKIP LOCKED), so a run
 -- goes into one batch. The intent is committed with this statement,
 -- before anything is uploaded; the batcher then leases it
--- (docs/batch.md). Returns the batches formed.
+-- (docs/batch.md). A waiting run cancelled meanwhile is set 'ignored'
+-- first, never uploaded: its line would be generated and paid for
+-- nothing. Returns the batches formed.
 CREATE OR REPLACE FUNCTION rl_batch_form(p_max_batches integer)
 RETURNS TABLE (o_batch_id text, o_runs integer)
 LANGUAGE plpgsql
@@ -18,6 +20,14 @@ DECLARE
     v_bytes bigint;
     v_formed integer := 0;
 BEGIN
+    UPDATE batch_runs u
+       SET state = 'ignored'
+      FROM (SELECT b.run_id, b.attempt_no
+              FROM batch_runs b
+              JOIN runs x ON x.run_id = b.run_id
+             WHERE b.state = 'waiting' AND x.status = 'cancelled'
+               FOR UPDATE OF b SKIP LOCKED) c
+     WHERE u.run_id = c.run_id AND u.attempt_no = c.attempt_no;
     FOR g IN
         SELECT b.endpoint, b.model, min(b.window_ms) AS window_ms,
                min(b.max_runs) AS max_runs, min(b.max_bytes) AS max_bytes,

@@ -1,7 +1,8 @@
 -- Batch mode's hand-off: the runs whose dispatch a worker just recorded
 -- pass, in this one statement, from the worker's lease to the batcher's
 -- (lock_owner 'runledger-batch', never expiring, lease_epoch unchanged)
--- and wait in batch_runs with their request line and their job's settings
+-- and wait in batch_runs with their request line (bytes: the whole line as
+-- uploaded, envelope included) and their job's settings
 -- (schema/061_batches.sql). Only runs whose job (or job and tenant) is in
 -- batch mode now, and not sent live by an expired batch's policy, are
 -- parked; for the others the worker makes the live call. Returns per run
@@ -46,7 +47,13 @@ AS $fn$
                                 model, body, bytes, window_ms, max_runs,
                                 max_bytes, completion_window, on_expiry)
         SELECT p.run_id, p.attempt_no, p.epoch, p.endpoint, p.model, p.body,
-               octet_length(p.body), s.window_ms, s.max_runs, s.max_bytes,
+               -- the whole line rl_db_batch_write_requests writes, so
+               -- max_bytes bounds the file the provider receives
+               octet_length('{"custom_id":"' || p.run_id || ':'
+                            || p.attempt_no || '","method":"POST","url":"'
+                            || p.endpoint || '","body":' || p.body || '}'
+                            || E'\n'),
+               s.window_ms, s.max_runs, s.max_bytes,
                s.completion_window, s.on_expiry
           FROM moved m
           JOIN p ON p.run_id = m.run_id

@@ -6,7 +6,14 @@
 -- the call returned (the p_http .. p_latency arrays; NULL elements stored
 -- as NULL), once: an attempt that already has an outcome keeps it, and the
 -- outcome is recorded even when the lease is stale (it is a fact about
--- what was sent). Returns one row per input element, in input order (ord):
+-- what was sent). A run its owner released (pending, no owner) that nobody
+-- claimed since (the lease epoch is still the one named) completes too: a
+-- second signal or the end of a shutdown's grace gives back leases whose
+-- answers may still be on their way, and an answer refused there would be
+-- a paid generation lost and made again by the next claimer, which sees an
+-- attempt with outcome 'ok' and nothing ambiguous. No other worker can
+-- have dispatched since: a dispatch needs a claim, and a claim moves the
+-- epoch. Returns one row per input element, in input order (ord):
 -- result 'completed' (outbox_rows queued), 'already_completed', 'stale' or
 -- 'not_found', and whether the outcome was recorded by this call.
 CREATE OR REPLACE FUNCTION rl_complete_runs(p_run_ids text[], p_epochs bigint[], p_worker text, p_outputs jsonb[], p_channel_runs text[], p_channel_names text[], p_attempt_nos integer[], p_http integer[], p_upstream text[], p_prompt bigint[], p_completion bigint[], p_cached bigint[], p_latency bigint[])
@@ -81,8 +88,9 @@ BEGIN
                completed_at = now(),
                updated_at = now()
           FROM u
-         WHERE r.run_id = u.run_id
-           AND r.lock_owner = p_worker AND r.lease_epoch = u.epoch
+         WHERE r.run_id = u.run_id AND r.lease_epoch = u.epoch
+           AND (r.lock_owner = p_worker
+                OR (r.lock_owner IS NULL AND r.status = 'pending'))
         RETURNING r.run_id
     ), ob AS (
         INSERT INTO outbox (run_id, channel)

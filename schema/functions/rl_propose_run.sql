@@ -1,6 +1,8 @@
 -- Store the answer of an approval-required run as its proposal, in place of
 -- rl_complete_run. Only the current owner (p_worker, p_epoch) of a running
--- run may do so. Returns one row, result:
+-- run may do so, or the owner that released it when nobody claimed it
+-- since (pending, no owner, the epoch unchanged), as rl_complete_runs
+-- allows and for the same reason. Returns one row, result:
 --   proposed          the run now waits in awaiting_approval
 --   already_proposed  it already did (a redo after a lost COMMIT): nothing
 --                     changed
@@ -46,8 +48,9 @@ BEGIN
         RETURN QUERY SELECT 'already_proposed'::text, v_digest;
         RETURN;
     END IF;
-    IF v_status <> 'running' OR v_owner IS DISTINCT FROM p_worker
-       OR v_epoch <> p_epoch THEN
+    IF v_epoch <> p_epoch
+       OR NOT ((v_status = 'running' AND v_owner = p_worker)
+               OR (v_status = 'pending' AND v_owner IS NULL)) THEN
         RETURN QUERY SELECT 'stale'::text, NULL::text;
         RETURN;
     END IF;

@@ -33,9 +33,12 @@ struct rl_attempt_ok {
  * completes the run, so a run never has two rows for one channel. In the
  * same transaction, outcome "ok" for attempt oc.attempt_no, once (an
  * attempt that already has an outcome keeps it), even when the lease is
- * stale: it is the call's truth. A worker that dies before this commits
- * leaves the attempt without an outcome, which the next claimer treats as
- * ambiguous; it never leaves an "ok" attempt whose answer nobody stored. */
+ * stale: it is the call's truth. A run the worker released (pending, no
+ * owner) with lease_epoch unchanged completes as if still leased: nobody
+ * can have dispatched it since, and refusing the answer would leave an
+ * "ok" attempt whose answer nobody stored. A worker that dies before this
+ * commits leaves the attempt without an outcome, which the next claimer treats
+ * as ambiguous; it never leaves an "ok" attempt whose answer nobody stored. */
 struct rl_complete_req {
     const char *run_id;
     int64_t lease_epoch;

@@ -75,6 +75,14 @@ int rl_db_release_leases_of_owner(struct rl_db *db, const char *worker,
                                   const char *error_class, const char *error,
                                   char *errstr, size_t errstr_size);
 
+/* rl_db_release of a run whose batch (under the batch's lease) brought
+ * no answer, due again at once: the run's deadline moves by the time it
+ * spent handed to the batch, a wait the provider's completion window
+ * imposed. Returns as rl_db_release. */
+int rl_db_release_after_batch(struct rl_db *db, const struct rl_lease *lease,
+                              const char *error_class, const char *error,
+                              char *errstr, size_t errstr_size);
+
 /* rl_db_release for a wait the provider imposed (Retry-After): the run's
  * deadline moves by delay_ms as well. */
 int rl_db_release_for_provider_wait(struct rl_db *db,

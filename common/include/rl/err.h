@@ -20,9 +20,6 @@ enum rl_err {
     RL_ERR_CHECKSUM = -10 /* an applied migration was changed */
 };
 
-/* Short stable name of an rl_err value ("invalid", "stale", ...). */
-const char *rl_err_name(int err);
-
 /* Writes a printf-formatted message into the caller's errstr (of
  * errstr_size bytes), truncating; does nothing when errstr is NULL or
  * errstr_size is 0. */

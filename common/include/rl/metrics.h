@@ -64,11 +64,6 @@ void rl_metrics_observe(struct rl_metrics *m, const char *name,
  * process no longer owns), keeping the definition. */
 void rl_metrics_clear(struct rl_metrics *m, const char *name);
 
-/* Value of one counter or gauge series, or of a histogram's count; 0 when
- * absent. For tests and the shutdown summary. */
-double rl_metrics_get(struct rl_metrics *m, const char *name,
-                      const char *labels);
-
 /* The whole registry in text format 0.0.4, families in definition order.
  * Returns a malloc'd NUL-terminated string (free with free()) and its
  * length in *len (may be NULL), or NULL when out of memory. */

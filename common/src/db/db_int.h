@@ -55,6 +55,7 @@ enum db_stmt_id {
     DB_STMT_CHECK_LEASES_OF_OWNER,             /* lease.c */
     DB_STMT_RELEASE_RUN_UNDER_LEASE,           /* lease.c */
     DB_STMT_RELEASE_RUN_FOR_PROVIDER_WAIT,     /* lease.c */
+    DB_STMT_RELEASE_RUN_AFTER_BATCH,           /* lease.c */
     DB_STMT_PARK_RUN_UNDER_LEASE,              /* lease.c */
     DB_STMT_RELEASE_LEASES_OF_OWNER,           /* lease.c */
     DB_STMT_DISPATCH_RUNS,                     /* dispatch.c */

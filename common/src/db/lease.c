@@ -82,6 +82,27 @@ static const struct db_stmt release_run_for_provider_wait = {
     "   AND status = 'running'",
     6};
 
+/* As release_run_under_lease, for a run whose batch brought no answer
+ * (expired, failed, refused): the deadline moves by the time the run spent
+ * handed to the batch (batch_runs.parked_at of the attempt under this
+ * lease), since a completion window of hours at the provider is a wait
+ * the provider imposed, and a run sent on live or to the next batch with
+ * its deadline already past would fail "deadline" at its next claim. */
+static const struct db_stmt release_run_after_batch = {
+    DB_STMT_RELEASE_RUN_AFTER_BATCH, "release_run_after_batch",
+    "UPDATE runs"
+    "   SET status = 'pending', lock_owner = NULL, lock_expires_at = NULL,"
+    "       next_attempt_at = now() + $4::int8 * interval '1 millisecond',"
+    "       deadline_at = deadline_at + coalesce("
+    "           (SELECT greatest(now() - b.parked_at, interval '0')"
+    "              FROM batch_runs b"
+    "             WHERE b.run_id = $1 AND b.lease_epoch = $3::int8"
+    "             ORDER BY b.attempt_no DESC LIMIT 1), interval '0'),"
+    "       error_class = $5, last_error = $6, updated_at = now()"
+    " WHERE run_id = $1 AND lock_owner = $2 AND lease_epoch = $3::int8"
+    "   AND status = 'running'",
+    6};
+
 /* Every run owner still leases, given back at once: a process that stops
  * without finishing them lets another worker's sweeper take them now
  * rather than when the leases expire. */
@@ -311,6 +332,15 @@ rl_db_release_for_provider_wait(struct rl_db *db, const struct rl_lease *lease,
 {
     return release(db, &release_run_for_provider_wait, lease, delay_ms,
                    error_class, error, errstr, errstr_size);
+}
+
+int
+rl_db_release_after_batch(struct rl_db *db, const struct rl_lease *lease,
+                          const char *error_class, const char *error,
+                          char *errstr, size_t errstr_size)
+{
+    return release(db, &release_run_after_batch, lease, 0, error_class, error,
+                   errstr, errstr_size);
 }
 
 int
