@@ -196,7 +196,7 @@ ledger_batch_take_over(struct ledger *lg, struct rl_item **items, size_t n)
              * count it as an ambiguous attempt. */
             rl_db_record_outcome(lg->db, item->run_id,
                                  &(struct rl_attempt_outcome){
-                                     .outcome = "not_sent",
+                                     .outcome = RL_OUTCOME_NOT_SENT,
                                      .call = {.attempt_no = item->attempt_no},
                                      .error = "could not hand to the batcher"},
                                  dberr, sizeof(dberr));
@@ -464,7 +464,7 @@ dead_letter(struct ledger_batch *bt, const struct rl_batch_run *r,
  * live failure; otherwise it is pending again, for the next batch
  * ("rebatch") or a live call ("live"), one attempt spent. */
 static int
-line_failed(struct lines *ls, struct rl_batch_run *r, const char *outcome,
+line_failed(struct lines *ls, struct rl_batch_run *r, enum rl_outcome outcome,
             int permanent, const char *error_class, int http_status,
             const char *detail)
 {
@@ -534,8 +534,8 @@ line_invalid(struct lines *ls, const char *run_id, int attempt, const char *why)
     if (err)
         return err;
     if (strcmp(r.state, "in_batch") == 0)
-        err = line_failed(ls, &r, "invalid_output", 0, "invalid_output", 200,
-                          why);
+        err = line_failed(ls, &r, RL_OUTCOME_INVALID_OUTPUT, 0,
+                          "invalid_output", 200, why);
     free(r.request_json);
     return err;
 }
@@ -719,7 +719,7 @@ line_error(struct lines *ls, struct rl_batch_run *r, const cJSON *status,
     if (code < 300) {
         snprintf(detail, sizeof(detail), "batch line: %s %d",
                  cJSON_IsString(ecode) ? ecode->valuestring : "status", code);
-        return line_failed(ls, r, "transient", 0,
+        return line_failed(ls, r, RL_OUTCOME_TRANSIENT, 0,
                            cJSON_IsString(ecode) && strcmp(ecode->valuestring,
                                                            "batch_expired") == 0
                                ? "batch_expired"
@@ -732,9 +732,10 @@ line_error(struct lines *ls, struct rl_batch_run *r, const cJSON *status,
                                 &call);
     cJSON_free(text);
     permanent = call.outcome == RL_MODEL_PERMANENT;
-    err = line_failed(ls, r, permanent ? "permanent" : "transient", permanent,
-                      permanent ? "model_rejected" : "batch_line", code,
-                      call.error[0] ? call.error : "batch line failed");
+    err = line_failed(ls, r,
+                      permanent ? RL_OUTCOME_PERMANENT : RL_OUTCOME_TRANSIENT,
+                      permanent, permanent ? "model_rejected" : "batch_line",
+                      code, call.error[0] ? call.error : "batch line failed");
     rl_model_call_clear(&call);
     return err;
 }
@@ -858,7 +859,7 @@ finish(struct ledger_batch *bt, struct rl_batch *b,
                          "for this run",
                          st->status);
                 err = line_failed(
-                    &ls, &left[i], "transient", 0,
+                    &ls, &left[i], RL_OUTCOME_TRANSIENT, 0,
                     strcmp(st->status, "expired") == 0   ? "batch_expired"
                     : strcmp(st->status, "refused") == 0 ? "batch_refused"
                                                          : "batch_failed",

@@ -1,6 +1,7 @@
-/* Failure handling: a write that lost its connection waits on the retry
- * list (defer), a run is pending again after a backoff (retry_later), or
- * failed or unknown for good with a dead letter (give_up). */
+/* The writes that end an attempt without an answer, as the retry policy
+ * (retry.c) decides them: a write that lost its connection waits on the
+ * retry list (defer), a run is pending again after a delay (retry_later),
+ * or failed or unknown for good with a dead letter (give_up). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,23 +51,6 @@ ledger_defer_batch(struct ledger *lg, struct rl_item **items, size_t n,
     ledger_drop_db(lg);
     for (size_t i = n; i-- > 0;)
         ledger_requeue(lg, items[i], redo);
-}
-
-/* Full-jitter exponential backoff, never shorter than Retry-After. */
-long
-ledger_backoff_ms(struct ledger *lg, int attempt, long retry_after_ms)
-{
-    long cap = lg->cfg->backoff_base_ms;
-    long delay;
-
-    for (int i = 1; i < attempt && cap < lg->cfg->backoff_max_ms; i++)
-        cap *= 2;
-    if (cap > lg->cfg->backoff_max_ms)
-        cap = lg->cfg->backoff_max_ms;
-    delay = (long)((double)rand_r(&lg->seed) / RAND_MAX * (double)cap);
-    if (retry_after_ms > delay)
-        delay = retry_after_ms;
-    return delay;
 }
 
 /* Terminal failure: the run is failed (or unknown), which is durable, and

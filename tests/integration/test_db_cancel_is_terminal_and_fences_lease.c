@@ -175,7 +175,7 @@ main(void)
                    RL_ERR_STALE);
     RL_CHECK_INTEQ(rl_db_record_outcome(db, running.run_id,
                                         &(struct rl_attempt_outcome){
-                                            .outcome = "ok",
+                                            .outcome = RL_OUTCOME_OK,
                                             .call = {.attempt_no = 1,
                                                      .http_status = 200,
                                                      .prompt_tokens = 1,
