@@ -84,7 +84,7 @@ struct rl_pipeline {
     rd_kafka_t *dlq;           /* producer for the dead-letter topic */
     pthread_rwlock_t dlq_swap; /* producing holds it read, a swap write */
     /* Dead letters the broker did not acknowledge, waiting for their next
-     * try (consume.c); dlq_undelivered counts them and those re-sent and
+     * try (deadletters.c); dlq_undelivered counts them and those re-sent and
      * not yet reported. */
     pthread_mutex_t dlq_lock;
     struct rl_dead_letter *dlq_retry; /* @locks dlq_lock */
