@@ -1,17 +1,20 @@
-/* rl/outcome.h: the one table between enum rl_outcome and the ledger's
- * text names every attempt outcome the schema allows, each once, and
- * nothing the schema would refuse. */
+/* The enums whose text the ledger stores, each through one table: the run
+ * statuses (rl/run_status.h) and the attempt outcomes (rl/outcome.h). Each
+ * table names every value the schema's CHECK constraint allows, each once,
+ * and nothing it would refuse; a status reads back what it prints. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "rl/err.h"
 #include "rl/outcome.h"
+#include "rl/run_status.h"
 #include "rltest.h"
 
-/* The outcomes attempts_outcome_known allows, as schema/current.sql
- * prints the constraint: ARRAY['ok'::text, ...]. */
+/* The values constraint allows, as schema/current.sql prints a CHECK of
+ * a text column: ARRAY['pending'::text, ...]. */
 static size_t
-schema_outcomes(char names[][32], size_t max)
+schema_values(const char *constraint, char names[][32], size_t max)
 {
     const char *src = getenv("RL_SOURCE_DIR");
     char path[1024], line[4096];
@@ -23,7 +26,7 @@ schema_outcomes(char names[][32], size_t max)
     f = fopen(path, "r");
     RL_REQUIRE(f);
     while (fgets(line, sizeof(line), f))
-        if (strstr(line, "CONSTRAINT attempts_outcome_known"))
+        if (strstr(line, constraint))
             break;
     fclose(f);
     p = strstr(line, "ARRAY[");
@@ -41,10 +44,46 @@ schema_outcomes(char names[][32], size_t max)
 }
 
 static void
+test_table_is_the_schemas_statuses(void)
+{
+    char names[16][32];
+    size_t n = schema_values("CONSTRAINT runs_status_known ", names, 16);
+    enum rl_run_status st;
+
+    RL_CHECK(n > 0);
+    for (size_t i = 0; i < n; i++) {
+        RL_CHECK_INTEQ(rl_run_status_parse(names[i], &st), 0);
+        RL_CHECK_STREQ(rl_run_status_name(st), names[i]);
+    }
+    /* No status of the enum the schema would refuse. */
+    for (int s = RL_RUN_PENDING; s <= RL_RUN_CANCELLED; s++) {
+        int found = 0;
+
+        for (size_t i = 0; i < n; i++)
+            found |= strcmp(rl_run_status_name((enum rl_run_status)s),
+                            names[i]) == 0;
+        RL_CHECK(found);
+    }
+    RL_CHECK_INTEQ((long)n, (long)(RL_RUN_CANCELLED + 1));
+}
+
+static void
+test_unknown_text_refused(void)
+{
+    enum rl_run_status st = RL_RUN_RUNNING;
+
+    RL_CHECK_INTEQ(rl_run_status_parse("Pending", &st), RL_ERR_INVALID);
+    RL_CHECK_INTEQ(rl_run_status_parse("", &st), RL_ERR_INVALID);
+    RL_CHECK_INTEQ(rl_run_status_parse(NULL, &st), RL_ERR_INVALID);
+    RL_CHECK_INTEQ(st, RL_RUN_RUNNING);
+    RL_CHECK_STREQ(rl_run_status_name((enum rl_run_status)99), "invalid");
+}
+
+static void
 test_table_is_the_schemas_outcomes(void)
 {
     char names[16][32];
-    size_t n = schema_outcomes(names, 16);
+    size_t n = schema_values("CONSTRAINT attempts_outcome_known ", names, 16);
 
     RL_CHECK(n > 0);
     RL_CHECK_INTEQ((long)n, (long)(RL_OUTCOME_LEASE_LOST + 1));
@@ -74,6 +113,8 @@ test_value_outside_the_enum_has_no_name(void)
 int
 main(void)
 {
+    test_table_is_the_schemas_statuses();
+    test_unknown_text_refused();
     test_table_is_the_schemas_outcomes();
     test_value_outside_the_enum_has_no_name();
     RL_TEST_END();
