@@ -56,7 +56,13 @@ prepare_attempt(struct ledger *lg, struct rl_item *item)
         ledger_requeue(lg, item, REDO_START);
         return 0;
     }
-    /* The deadline, the ambiguity rule and the attempts left. */
+    if (!ledger_retry_in_time(lg, item))
+        return 0;
+    /* The last dispatch has no outcome: an earlier worker died after
+     * sending. The endpoint's record may hold its answer. */
+    if (item->ambiguous_prior && ledger_reconcile_prior(lg, item))
+        return 0;
+    /* The ambiguity rule and the attempts left. */
     if (!ledger_retry_may_attempt(lg, item))
         return 0;
     if (!item->raw_input && store_input(lg, item) != 0)

@@ -114,22 +114,12 @@ void ledger_finish(struct ledger *lg, struct rl_item *item);
 struct rl_lease ledger_lease_of(const struct ledger *lg,
                                 const struct rl_item *item);
 
-/* failures.c: the writes that end an attempt without an answer. */
+/* failures.c: writes that lost their connection, redone after it. */
 void ledger_requeue(struct ledger *lg, struct rl_item *item, int redo);
 void ledger_defer(struct ledger *lg, struct rl_item *item, int redo,
                   const char *what, const char *errstr);
 void ledger_defer_batch(struct ledger *lg, struct rl_item **items, size_t n,
                         int redo, const char *what, const char *errstr);
-void ledger_give_up(struct ledger *lg, struct rl_item *item,
-                    enum rl_run_status status, const char *error_class,
-                    const char *detail);
-void ledger_retry_later(struct ledger *lg, struct rl_item *item, long delay_ms,
-                        const char *error_class, const char *detail);
-/* ledger_retry_later for a wait the provider asked for (Retry-After): the
- * run's deadline moves by it. */
-void ledger_retry_after_provider(struct ledger *lg, struct rl_item *item,
-                                 long delay_ms, const char *error_class,
-                                 const char *detail);
 
 /* retry.c: the retry policy (what each outcome does, backoff and
  * Retry-After, the ambiguity rule, attempts and deadline). */
@@ -139,10 +129,12 @@ long ledger_backoff_ms(struct ledger *lg, int attempt, long retry_after_ms);
 /* How long a run whose dispatch the ledger refused (a budget or a rate
  * limit) waits before it is due again. */
 long ledger_retry_refused_dispatch_ms(struct ledger *lg);
-/* Before an attempt: 1 when item may be dispatched, 0 when it was
- * handled here (its deadline passed, an earlier ambiguous dispatch looked
- * up in the endpoint's record or parked by the ambiguity rule, no
- * attempts left). */
+/* Before an attempt: 1 when item's deadline has not passed, 0 when it
+ * was failed here. */
+int ledger_retry_in_time(struct ledger *lg, struct rl_item *item);
+/* Before an attempt, after any lookup of an earlier ambiguous dispatch:
+ * 1 when item may be dispatched, 0 when it was handled here (parked by
+ * the ambiguity rule, or no attempts left). */
 int ledger_retry_may_attempt(struct ledger *lg, struct rl_item *item);
 /* The dispatch statement found item's deadline spent: it fails. */
 void ledger_retry_past_deadline(struct ledger *lg, struct rl_item *item);
@@ -157,6 +149,19 @@ enum rl_outcome ledger_retry_outcome(const struct rl_item *item);
  * dead letter. */
 void ledger_retry_apply(struct ledger *lg, struct rl_item *item,
                         enum rl_outcome outcome, const struct rl_log_ctx *ctx);
+/* The writes that carry the policy out: failed or unknown for good, with
+ * a dead letter (give_up), or pending again after delay_ms
+ * (retry_later). */
+void ledger_give_up(struct ledger *lg, struct rl_item *item,
+                    enum rl_run_status status, const char *error_class,
+                    const char *detail);
+void ledger_retry_later(struct ledger *lg, struct rl_item *item, long delay_ms,
+                        const char *error_class, const char *detail);
+/* ledger_retry_later for a wait the provider asked for (Retry-After): the
+ * run's deadline moves by it. */
+void ledger_retry_after_provider(struct ledger *lg, struct rl_item *item,
+                                 long delay_ms, const char *error_class,
+                                 const char *detail);
 
 /* dispatch.c */
 void ledger_start_attempts(struct ledger *lg, struct rl_item *list);

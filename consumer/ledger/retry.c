@@ -3,11 +3,13 @@
  * dead-lettered), how long it waits (full-jitter backoff, never shorter
  * than the provider's Retry-After), the ambiguity rule (an attempt that
  * may have generated is not repeated blindly), the attempts a run has and
- * its deadline. Each outcome is recorded first (rl/outcome.h); the writes
- * that end an attempt are failures.c's. @locality ledger thread */
+ * its deadline, and the writes that carry it out (release, fail). Each
+ * outcome is recorded first (rl/outcome.h). @locality ledger thread */
 #include <stdlib.h>
 
 #include "ledger_int.h"
+#include "rl/db_lease.h"
+#include "rl/err.h"
 #include "rl/log.h"
 
 long
@@ -46,20 +48,22 @@ ambiguity_parks(const struct ledger *lg, int ambiguous_attempts)
 }
 
 int
+ledger_retry_in_time(struct ledger *lg, struct rl_item *item)
+{
+    if (!item->deadline_passed)
+        return 1;
+    /* Checked before the ambiguity rule: past its deadline a run is
+     * failed whatever an earlier dispatch did. */
+    ledger_give_up(lg, item, RL_RUN_FAILED, "deadline",
+                   "the run's deadline passed before it completed");
+    return 0;
+}
+
+int
 ledger_retry_may_attempt(struct ledger *lg, struct rl_item *item)
 {
-    if (item->deadline_passed) {
-        /* Checked before the ambiguity rule: past its deadline a run is
-         * failed whatever an earlier dispatch did. */
-        ledger_give_up(lg, item, RL_RUN_FAILED, "deadline",
-                       "the run's deadline passed before it completed");
-        return 0;
-    }
-    /* The last dispatch has no outcome: an earlier worker died after
-     * sending. The endpoint's record may hold its answer. */
-    if (item->ambiguous_prior && ledger_reconcile_prior(lg, item))
-        return 0;
-    /* Not found there (or no record is kept): never re-dispatch blindly.
+    /* An earlier dispatch without an outcome, not found in the endpoint's
+     * record (or no record is kept): never re-dispatch blindly.
      * ambiguous_count counts the prior attempt already. */
     if (item->ambiguous_prior && ambiguity_parks(lg, item->ambiguous_count)) {
         ledger_give_up(lg, item, RL_RUN_UNKNOWN, "ambiguous",
@@ -184,4 +188,94 @@ ledger_retry_apply(struct ledger *lg, struct rl_item *item,
         ledger_retry_later(lg, item, 0, "shutdown", "abandoned at shutdown");
         return;
     }
+}
+
+/* Terminal failure: the run is failed (or unknown), which is durable, and
+ * a dead letter tells whoever watches the topic. */
+void
+ledger_give_up(struct ledger *lg, struct rl_item *item,
+               enum rl_run_status status, const char *error_class,
+               const char *detail)
+{
+    const struct rl_lease lease = ledger_lease_of(lg, item);
+    char errstr[512];
+    struct rl_log_ctx ctx;
+    int err;
+
+    err = rl_db_fail(lg->db, &lease, status, error_class, detail, errstr,
+                     sizeof(errstr));
+    if (err == RL_ERR_DB) {
+        ledger_defer(lg, item, item->in_result ? REDO_RESULT : REDO_START,
+                     "record the failure", errstr);
+        return;
+    }
+    ledger_log_ctx(item, &ctx);
+    if (err == RL_ERR_STALE) {
+        atomic_fetch_add(&lg->pl->counters.lease_lost, 1);
+        rl_log_warn(&ctx, "lease lost before recording %s",
+                    rl_run_status_name(status));
+        item->trace_outcome = "lease_lost";
+        ledger_finish(lg, item);
+        return;
+    }
+    if (status == RL_RUN_UNKNOWN) {
+        item->trace_outcome = "unknown";
+        atomic_fetch_add(&lg->pl->counters.unknown, 1);
+        rl_log_warn(&ctx, "run is unknown (%s): waiting for an operator",
+                    detail);
+        ledger_finish(lg, item);
+        return;
+    }
+    atomic_fetch_add(&lg->pl->counters.failed, 1);
+    rl_log_warn(&ctx, "run failed: %s: %s", error_class, detail);
+    ledger_trace_run_end(lg, item, "failed");
+    ledger_live_remove(lg, item);
+    rl_pipeline_dead_letter(lg->pl, item, RL_DEADLETTER_RUN, error_class,
+                            detail);
+}
+
+/* Pending again, due after delay_ms; the sweeper of any worker takes it.
+ * provider_wait: the provider asked for the wait (Retry-After), so the
+ * run's deadline moves by it. */
+static void
+retry_later(struct ledger *lg, struct rl_item *item, long delay_ms,
+            int provider_wait, const char *error_class, const char *detail)
+{
+    const struct rl_lease lease = ledger_lease_of(lg, item);
+    char errstr[512];
+    int err;
+
+    if (provider_wait)
+        err = rl_db_release_for_provider_wait(lg->db, &lease, delay_ms,
+                                              error_class, detail, errstr,
+                                              sizeof(errstr));
+    else
+        err = rl_db_release(lg->db, &lease, delay_ms, error_class, detail,
+                            errstr, sizeof(errstr));
+    if (err == RL_ERR_DB) {
+        ledger_defer(lg, item, item->in_result ? REDO_RESULT : REDO_START,
+                     "release the lease", errstr);
+        return;
+    }
+    if (err == RL_ERR_STALE)
+        atomic_fetch_add(&lg->pl->counters.lease_lost, 1);
+    else
+        atomic_fetch_add(&lg->pl->counters.retried, 1);
+    item->trace_outcome = err == RL_ERR_STALE ? "lease_lost" : "retry";
+    ledger_finish(lg, item);
+}
+
+void
+ledger_retry_later(struct ledger *lg, struct rl_item *item, long delay_ms,
+                   const char *error_class, const char *detail)
+{
+    retry_later(lg, item, delay_ms, 0, error_class, detail);
+}
+
+void
+ledger_retry_after_provider(struct ledger *lg, struct rl_item *item,
+                            long delay_ms, const char *error_class,
+                            const char *detail)
+{
+    retry_later(lg, item, delay_ms, 1, error_class, detail);
 }
