@@ -17,7 +17,12 @@
  *   relay thread   outbox -> notification topic (relay.c)
  *
  * Stages hand runs over through bounded queues; the Kafka thread never
- * waits for PostgreSQL or HTTP, it pauses its partitions at the cap. */
+ * waits for PostgreSQL or HTTP, it pauses its partitions at the cap.
+ *
+ * This header holds the state the stages share and the hand-offs between
+ * them (pipeline.c); each stage declares its own functions in a header of
+ * its own (item.h, queue.h, positions.h, deadletters.h, completer.h,
+ * relay.h, ledger/ledger.h). */
 
 #include <librdkafka/rdkafka.h>
 #include <pthread.h>
