@@ -9,6 +9,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "completer.h"
+#include "item.h"
 #include "pipeline.h"
 #include "rl/clock.h"
 #include "rl/db_complete.h"

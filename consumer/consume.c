@@ -1,6 +1,7 @@
 /* `runledger consume`: the consumer process. This file owns the Kafka
  * thread (poll, validate, offsets, rebalances, seeks back, pause at the
  * cap) and the process lifecycle; the ledger stage is in ledger/, the
+ * hand-offs between stages and the model's callback in pipeline.c, the
  * dead-letter producer in deadletters.c, the partitions' epochs in
  * positions.c, the relay in relay.c and the signal thread and watchdog in
  * shutdown.c. */
@@ -14,8 +15,14 @@
 #include <time.h>
 
 #include "commands.h"
+#include "completer.h"
+#include "deadletters.h"
 #include "http.h"
+#include "item.h"
+#include "ledger/ledger.h"
 #include "pipeline.h"
+#include "positions.h"
+#include "relay.h"
 #include "rl/clock.h"
 #include "rl/deadletter.h"
 #include "rl/err.h"
@@ -39,25 +46,6 @@ struct kstate {
     int closing;
     long rebalances;
 };
-
-void
-rl_pipeline_wake(struct rl_pipeline *pl)
-{
-    pthread_mutex_lock(&pl->wake_lock);
-    pthread_cond_signal(&pl->wake);
-    pthread_mutex_unlock(&pl->wake_lock);
-}
-
-void
-rl_pipeline_finish(struct rl_pipeline *pl, struct rl_item *item)
-{
-    if (item->src.from_kafka) {
-        rl_queue_push(&pl->done, item);
-        return;
-    }
-    atomic_fetch_sub(&pl->in_flight, 1);
-    rl_item_destroy(item);
-}
 
 /* Stores the done prefix of every assigned partition for the next commit.
  * @locality kafka thread */
@@ -572,20 +560,6 @@ pipeline_wake_cb(void *opaque)
     rl_pipeline_wake(opaque);
 }
 
-static void
-model_done(struct rl_model_call *call, void *opaque)
-{
-    struct rl_pipeline *pl = opaque;
-    struct rl_item *item = call->opaque;
-
-    /* A lookup in the endpoint's record is no attempt and no generation:
-     * the ledger counts it (reconcile.c). */
-    if (!call->lookup)
-        rl_http_model_call(pl->http, call);
-    rl_queue_push(&pl->results, item);
-    rl_pipeline_wake(pl);
-}
-
 struct relay_thread {
     struct rl_pipeline *pl;
     atomic_int stop;
@@ -706,7 +680,8 @@ rl_cmd_consume(int argc, char **argv)
     mcfg.auth_header = pl.cfg->model_auth_header;
     mcfg.query = pl.cfg->model_query;
     mcfg.headers = pl.cfg->model_headers;
-    pl.model = rl_model_new(&mcfg, model_done, &pl, errstr, sizeof(errstr));
+    pl.model = rl_model_new(&mcfg, rl_pipeline_model_done, &pl, errstr,
+                            sizeof(errstr));
     if (!pl.model) {
         rl_log_error(NULL, "could not start model client: %s", errstr);
         goto done;

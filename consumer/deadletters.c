@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "deadletters.h"
 #include "http.h"
+#include "item.h"
 #include "pipeline.h"
 #include "rl/clock.h"
 #include "rl/deadletter.h"

@@ -25,7 +25,7 @@
 
 #include <stddef.h>
 
-#include "pipeline.h"
+#include "counters.h"
 #include "rl/config.h"
 #include "rl/model.h"
 

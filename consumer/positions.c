@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "pipeline.h"
+#include "positions.h"
 #include "rl/log.h"
 
 void

@@ -18,6 +18,7 @@
  * A crash between produce and record re-sends the batch: delivery is at
  * least once and every duplicate carries the same idempotency-key header
  * (<run_id>:<channel>), which is the receiver's deduplication key. */
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -26,8 +27,9 @@
 #include <time.h>
 
 #include "commands.h"
+#include "counters.h"
 #include "http.h"
-#include "pipeline.h"
+#include "relay.h"
 #include "rl/clock.h"
 #include "rl/db_conn.h"
 #include "rl/db_outbox.h"

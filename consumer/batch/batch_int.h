@@ -18,6 +18,8 @@
 #include <stdint.h>
 
 #include "batcher.h"
+#include "deadletters.h"
+#include "item.h"
 #include "pipeline.h"
 #include "rl/db_batch_lease.h"
 #include "rl/log.h"

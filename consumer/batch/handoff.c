@@ -17,6 +17,7 @@
 #include "rl/db_batch_handoff.h"
 #include "rl/db_dispatch.h"
 #include "rl/model.h"
+#include "rl/outcome.h"
 
 /* How often the ledger rereads which jobs are in batch mode. */
 #define MODES_REFRESH_MS 2000
@@ -151,7 +152,7 @@ rl_batcher_hand_off(struct rl_batcher *bt, struct rl_db *db,
              * count it as an ambiguous attempt. */
             rl_db_record_outcome(db, item->run_id,
                                  &(struct rl_attempt_outcome){
-                                     .outcome = "not_sent",
+                                     .outcome = RL_OUTCOME_NOT_SENT,
                                      .call = {.attempt_no = item->attempt_no},
                                      .error = "could not hand to the batcher"},
                                  dberr, sizeof(dberr));

@@ -25,6 +25,7 @@
 #include "rl/log.h"
 #include "rl/model.h"
 #include "rl/model_batch.h"
+#include "rl/outcome.h"
 
 /* A line of an output file held at most. */
 #define LINE_MAX_BYTES ((size_t)16 * 1024 * 1024)
@@ -106,7 +107,7 @@ dead_letter(struct rl_batcher *bt, const struct rl_batch_run *r,
  * live failure; otherwise it is pending again, for the next batch
  * ("rebatch") or a live call ("live"), one attempt spent. */
 static int
-line_failed(struct lines *ls, struct rl_batch_run *r, const char *outcome,
+line_failed(struct lines *ls, struct rl_batch_run *r, enum rl_outcome outcome,
             int permanent, const char *error_class, int http_status,
             const char *detail)
 {
@@ -177,8 +178,8 @@ line_invalid(struct lines *ls, const char *run_id, int attempt, const char *why)
     if (err)
         return err;
     if (r.state == RL_BATCH_RUN_IN_BATCH)
-        err = line_failed(ls, &r, "invalid_output", 0, "invalid_output", 200,
-                          why);
+        err = line_failed(ls, &r, RL_OUTCOME_INVALID_OUTPUT, 0,
+                          "invalid_output", 200, why);
     free(r.request_json);
     return err;
 }
@@ -362,7 +363,7 @@ line_error(struct lines *ls, struct rl_batch_run *r, const cJSON *status,
     if (code < 300) {
         snprintf(detail, sizeof(detail), "batch line: %s %d",
                  cJSON_IsString(ecode) ? ecode->valuestring : "status", code);
-        return line_failed(ls, r, "transient", 0,
+        return line_failed(ls, r, RL_OUTCOME_TRANSIENT, 0,
                            cJSON_IsString(ecode) && strcmp(ecode->valuestring,
                                                            "batch_expired") == 0
                                ? "batch_expired"
@@ -375,9 +376,10 @@ line_error(struct lines *ls, struct rl_batch_run *r, const cJSON *status,
                                 &call);
     cJSON_free(text);
     permanent = call.outcome == RL_MODEL_PERMANENT;
-    err = line_failed(ls, r, permanent ? "permanent" : "transient", permanent,
-                      permanent ? "model_rejected" : "batch_line", code,
-                      call.error[0] ? call.error : "batch line failed");
+    err = line_failed(ls, r,
+                      permanent ? RL_OUTCOME_PERMANENT : RL_OUTCOME_TRANSIENT,
+                      permanent, permanent ? "model_rejected" : "batch_line",
+                      code, call.error[0] ? call.error : "batch line failed");
     rl_model_call_clear(&call);
     return err;
 }
@@ -500,7 +502,7 @@ batch_finish(struct rl_batcher *bt, struct rl_batch *b,
                          "for this run",
                          st->status);
                 err = line_failed(
-                    &ls, &left[i], "transient", 0,
+                    &ls, &left[i], RL_OUTCOME_TRANSIENT, 0,
                     strcmp(st->status, "expired") == 0   ? "batch_expired"
                     : strcmp(st->status, "refused") == 0 ? "batch_refused"
                                                          : "batch_failed",

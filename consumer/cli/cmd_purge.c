@@ -19,6 +19,7 @@
 #include "rl/db_purge.h"
 #include "rl/err.h"
 #include "rl/kafka.h"
+#include "rl/run_status.h"
 
 /* As printed, one literal per line: clang-format would rewrap it. */
 /* clang-format off */
@@ -84,14 +85,15 @@ parse_duration(const char *text, int64_t *seconds)
     return 0;
 }
 
-/* Splits the comma-separated list into statuses (pointers into buf, a copy
- * of list). Returns the number of statuses, or -1 with the bad one in
- * *bad. */
+/* Splits the comma-separated list (copied into buf) into statuses.
+ * Returns the number of statuses, or -1 with the bad one in *bad (a
+ * pointer into buf). */
 static int
-parse_statuses(const char *list, char *buf, size_t size, const char **statuses,
-               const char **bad)
+parse_statuses(const char *list, char *buf, size_t size,
+               enum rl_run_status *statuses, const char **bad)
 {
     char *p, *comma;
+    enum rl_run_status status;
     int n = 0;
 
     snprintf(buf, size, "%s", list);
@@ -101,13 +103,14 @@ parse_statuses(const char *list, char *buf, size_t size, const char **statuses,
         if (comma)
             *comma = '\0';
         *bad = p;
-        if (n == MAX_STATUSES || !rl_db_purge_status_known(p))
+        if (n == MAX_STATUSES || rl_run_status_parse(p, &status) != 0 ||
+            !rl_db_purge_status_known(status))
             return -1;
         for (int i = 0; i < n; i++) {
-            if (strcmp(statuses[i], p) == 0)
+            if (statuses[i] == status)
                 return -1;
         }
-        statuses[n++] = p;
+        statuses[n++] = status;
         if (!comma)
             return n;
     }
@@ -118,12 +121,12 @@ static const char *
 final_statuses(char *buf, size_t size)
 {
     size_t n, len = 0;
-    const char *const *all = rl_db_purge_statuses(&n);
+    const enum rl_run_status *all = rl_db_purge_statuses(&n);
 
     buf[0] = '\0';
     for (size_t i = 0; i < n && len < size; i++)
         len += (size_t)snprintf(buf + len, size - len, "%s%s", i ? ", " : "",
-                                all[i]);
+                                rl_run_status_name(all[i]));
     return buf;
 }
 
@@ -276,7 +279,8 @@ rl_cmd_purge(int argc, char **argv)
         .options = options,
         .name_errors = 1,
     };
-    const char *statuses[MAX_STATUSES], *older_text = NULL, *bad;
+    enum rl_run_status statuses[MAX_STATUSES];
+    const char *older_text = NULL, *bad;
     char status_buf[256], list[128], cutoff[RL_DB_TIME_SIZE], errstr[512], *end;
     struct rl_purge_counts sum = {0}, batch_counts;
     struct rl_db *db = NULL;
@@ -373,7 +377,7 @@ rl_cmd_purge(int argc, char **argv)
     }
     if (nstatuses == 0) {
         size_t n;
-        const char *const *all = rl_db_purge_statuses(&n);
+        const enum rl_run_status *all = rl_db_purge_statuses(&n);
 
         for (size_t i = 0; i < n && i < MAX_STATUSES; i++)
             statuses[nstatuses++] = all[i];
@@ -387,7 +391,7 @@ rl_cmd_purge(int argc, char **argv)
         goto done;
     printf("%s runs in status", dry_run ? "counting" : "purging");
     for (int i = 0; i < nstatuses; i++)
-        printf("%s%s", i ? "," : " ", statuses[i]);
+        printf("%s%s", i ? "," : " ", rl_run_status_name(statuses[i]));
     printf(" last updated before %s (older than %s)\n", cutoff, older_text);
 
     started = now_seconds();

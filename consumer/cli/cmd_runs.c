@@ -175,7 +175,7 @@ cmd_list(int argc, char **argv)
                     "runs", "--status must be pending, running, "
                             "awaiting_approval, completed, failed, "
                             "unknown or cancelled");
-            filter.status = optarg;
+            filter.status = &status;
             break;
         case OPT_TENANT:
             filter.tenant = optarg;
@@ -818,6 +818,46 @@ cmd_approve(int argc, char **argv, int approve)
 
 /* cancel: one run by RUN_ID, or every run a filter names (tenant
  * required), each a recorded decision. */
+
+/* The most statuses --status of `runs cancel` names. */
+#define CANCEL_STATUSES_MAX 16
+
+/* Reads --status of `runs cancel` (comma-separated) into statuses, *n of
+ * them. Returns 0, or RL_ERR_INVALID with errstr naming the word that is
+ * no status, in the words rl_db_runs_cancel uses for a status it does not
+ * cancel. */
+static int
+cancel_statuses_parse(const char *list, enum rl_run_status *statuses, size_t *n,
+                      char *errstr, size_t errstr_size)
+{
+    const char *p = list;
+
+    *n = 0;
+    while (*p) {
+        size_t len = strcspn(p, ",");
+        char word[32];
+        int known = 0;
+
+        if (len < sizeof(word) && *n < CANCEL_STATUSES_MAX) {
+            memcpy(word, p, len);
+            word[len] = '\0';
+            known = rl_run_status_parse(word, &statuses[*n]) == 0;
+        }
+        if (!known) {
+            snprintf(errstr, errstr_size,
+                     "could not cancel runs: status \"%.*s\" cannot be "
+                     "cancelled (pending, running or awaiting_approval)",
+                     (int)len, p);
+            return RL_ERR_INVALID;
+        }
+        (*n)++;
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    return 0;
+}
+
 static int
 cmd_cancel(int argc, char **argv)
 {
@@ -849,8 +889,10 @@ cmd_cancel(int argc, char **argv)
         .options = options,
         .operands = 1,
     };
-    struct rl_cancel_filter filter = {NULL, NULL, NULL, NULL, NULL};
+    struct rl_cancel_filter filter = {NULL, NULL, NULL, NULL, NULL, 0};
+    enum rl_run_status statuses[CANCEL_STATUSES_MAX];
     const char *actor = NULL, *reason = NULL, *run_id = NULL;
+    const char *status_list = NULL;
     struct rl_decision dec;
     struct rl_db *db;
     char errstr[512];
@@ -876,7 +918,7 @@ cmd_cancel(int argc, char **argv)
             filter.version = optarg;
             break;
         case OPT_C_STATUS:
-            filter.statuses = optarg;
+            status_list = optarg;
             break;
         case OPT_C_DRY_RUN:
             dry_run = 1;
@@ -900,7 +942,7 @@ cmd_cancel(int argc, char **argv)
     if (optind < argc)
         run_id = argv[optind];
     if (run_id) {
-        if (filter.tenant || filter.job || filter.version || filter.statuses ||
+        if (filter.tenant || filter.job || filter.version || status_list ||
             filter.created_before || dry_run)
             return rl_cli_usage_error("runs",
                                       "runs cancel takes a RUN_ID or a filter "
@@ -921,7 +963,15 @@ cmd_cancel(int argc, char **argv)
     rc = rl_cli_db_open("runs cancel", &db);
     if (rc != RL_EXIT_OK)
         return rc;
-    if (run_id)
+    err = 0;
+    if (!run_id && status_list) {
+        filter.statuses = statuses;
+        err = cancel_statuses_parse(status_list, statuses, &filter.nstatuses,
+                                    errstr, sizeof(errstr));
+    }
+    if (err)
+        ; /* reported below, as the ledger's refusal of a status */
+    else if (run_id)
         err = rl_db_run_cancel(db, run_id, actor, reason, &dec, errstr,
                                sizeof(errstr));
     else if (dry_run)

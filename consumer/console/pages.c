@@ -437,10 +437,11 @@ filter_input(struct rl_buf *b, const char *name, const char *label,
 enum MHD_Result
 console_runs(struct console_req *r)
 {
+    const char *status = console_query_value(r, "status");
+    enum rl_run_status st;
     struct rl_console_runs_filter f = {
         .tenant = console_query_value(r, "tenant"),
         .job = console_query_value(r, "job"),
-        .status = console_query_value(r, "status"),
         .from = console_query_value(r, "from"),
         .to = console_query_value(r, "to"),
         .after = console_query_value(r, "after"),
@@ -453,6 +454,11 @@ console_runs(struct console_req *r)
     const char *next;
     int err;
 
+    /* A status the ledger does not know matches no run. */
+    if (status && *status) {
+        f.statuses = &st;
+        f.nstatuses = rl_run_status_parse(status, &st) == 0 ? 1 : 0;
+    }
     err = rl_db_console_runs_json(r->db, &f, &json, errstr, sizeof(errstr));
     if (err == RL_ERR_INVALID)
         return console_send_message(r, MHD_HTTP_BAD_REQUEST, "Runs", 0, errstr);
@@ -465,7 +471,7 @@ console_runs(struct console_req *r)
                     "id=\"filters\">");
     filter_input(&b, "tenant", "Tenant", f.tenant);
     filter_input(&b, "job", "Job", f.job);
-    filter_input(&b, "status", "Status", f.status);
+    filter_input(&b, "status", "Status", status);
     filter_input(&b, "from", "From", f.from);
     filter_input(&b, "to", "To", f.to);
     rl_buf_puts(&b, "<button type=\"submit\">Filter</button></form>"
@@ -501,7 +507,7 @@ console_runs(struct console_req *r)
         rl_buf_puts(&b, "<p><a id=\"next\" href=\"/runs?x=1");
         put_query_link(&b, "tenant", f.tenant);
         put_query_link(&b, "job", f.job);
-        put_query_link(&b, "status", f.status);
+        put_query_link(&b, "status", status);
         put_query_link(&b, "from", f.from);
         put_query_link(&b, "to", f.to);
         put_query_link(&b, "after", next);

@@ -56,34 +56,15 @@ prepare_attempt(struct ledger *lg, struct rl_item *item)
         ledger_requeue(lg, item, REDO_START);
         return 0;
     }
-    if (item->deadline_passed) {
-        /* Checked before the ambiguity policy: past its deadline a run is
-         * failed whatever an earlier dispatch did. */
-        ledger_give_up(lg, item, RL_RUN_FAILED, "deadline",
-                       "the run's deadline passed before it completed");
+    if (!ledger_retry_in_time(lg, item))
         return 0;
-    }
     /* The last dispatch has no outcome: an earlier worker died after
      * sending. The endpoint's record may hold its answer. */
     if (item->ambiguous_prior && ledger_reconcile_prior(lg, item))
         return 0;
-    if (item->ambiguous_prior) {
-        /* Not found there (or no record is kept): never re-dispatch
-         * blindly. */
-        enum rl_ambiguous_policy policy = lg->cfg->ambiguous_policy;
-
-        if (policy == RL_AMBIGUOUS_PARK ||
-            (policy == RL_AMBIGUOUS_RETRY_ONCE && item->ambiguous_count >= 2)) {
-            ledger_give_up(lg, item, RL_RUN_UNKNOWN, "ambiguous",
-                           "an earlier dispatch has no recorded outcome");
-            return 0;
-        }
-    }
-    if (item->attempts_before >= lg->cfg->max_attempts) {
-        ledger_give_up(lg, item, RL_RUN_FAILED, "attempts_exhausted",
-                       "no attempts left");
+    /* The ambiguity rule and the attempts left. */
+    if (!ledger_retry_may_attempt(lg, item))
         return 0;
-    }
     if (!item->raw_input && store_input(lg, item) != 0)
         return 0;
     return within_request_limit(lg, item);
@@ -176,7 +157,7 @@ send_call(struct ledger *lg, struct rl_item *item)
 
         rl_db_record_outcome(lg->db, item->run_id,
                              &(struct rl_attempt_outcome){
-                                 .outcome = "permanent",
+                                 .outcome = RL_OUTCOME_PERMANENT,
                                  .call = {.attempt_no = item->attempt_no},
                                  .error = "approval gate unreadable"},
                              dberr, sizeof(dberr));
@@ -218,7 +199,7 @@ send_call(struct ledger *lg, struct rl_item *item)
         snprintf(why, sizeof(why), "%s", errstr);
         rl_db_record_outcome(lg->db, item->run_id,
                              &(struct rl_attempt_outcome){
-                                 .outcome = "permanent",
+                                 .outcome = RL_OUTCOME_PERMANENT,
                                  .call = {.attempt_no = item->attempt_no},
                                  .error = why},
                              dberr, sizeof(dberr));
@@ -242,7 +223,7 @@ send_call(struct ledger *lg, struct rl_item *item)
          * claimer would count it as an ambiguous attempt. */
         rl_db_record_outcome(lg->db, item->run_id,
                              &(struct rl_attempt_outcome){
-                                 .outcome = "not_sent",
+                                 .outcome = RL_OUTCOME_NOT_SENT,
                                  .call = {.attempt_no = item->attempt_no},
                                  .error = "model client stopping"},
                              errstr, sizeof(errstr));
@@ -281,9 +262,8 @@ dispatch_batch(struct ledger *lg, struct rl_item **items, size_t n)
     }
     rl_failpoint("after_collect");
     err = rl_db_dispatch_runs(lg->db, reqs, n, lg->cfg->worker_id,
-                              lg->cfg->backoff_base_ms / 2 +
-                                  ledger_backoff_ms(lg, 1, -1) / 2,
-                              res, errstr, sizeof(errstr));
+                              ledger_retry_refused_dispatch_ms(lg), res, errstr,
+                              sizeof(errstr));
     if (err) {
         ledger_defer_batch(lg, items, n, REDO_START, "record the dispatch",
                            errstr);
@@ -302,9 +282,7 @@ dispatch_batch(struct ledger *lg, struct rl_item **items, size_t n)
         if (res[i].status == RL_DISPATCH_DEADLINE) {
             /* Claimed in time, but the deadline passed before this
              * statement: nothing was sent, nothing may be. */
-            ledger_give_up(
-                lg, item, RL_RUN_FAILED, "deadline",
-                "the run's deadline passed before it was dispatched");
+            ledger_retry_past_deadline(lg, item);
             continue;
         }
         if (res[i].status == RL_DISPATCH_RATE_LIMITED) {

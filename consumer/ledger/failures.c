@@ -1,13 +1,7 @@
-/* Failure handling: a write that lost its connection waits on the retry
- * list (defer), a run is pending again after a backoff (retry_later), or
- * failed or unknown for good with a dead letter (give_up). */
-#include <stdlib.h>
-#include <string.h>
-
+/* Writes that lost their connection: the run waits on the retry list
+ * (requeue) and its step is redone once a connection is back; a failed
+ * statement (defer) also drops the connection (connection.c). */
 #include "ledger_int.h"
-#include "rl/db_conn.h"
-#include "rl/db_lease.h"
-#include "rl/err.h"
 #include "rl/log.h"
 
 /* Puts item on the retry list: its step is redone once a connection is
@@ -50,111 +44,4 @@ ledger_defer_batch(struct ledger *lg, struct rl_item **items, size_t n,
     ledger_drop_db(lg);
     for (size_t i = n; i-- > 0;)
         ledger_requeue(lg, items[i], redo);
-}
-
-/* Full-jitter exponential backoff, never shorter than Retry-After. */
-long
-ledger_backoff_ms(struct ledger *lg, int attempt, long retry_after_ms)
-{
-    long cap = lg->cfg->backoff_base_ms;
-    long delay;
-
-    for (int i = 1; i < attempt && cap < lg->cfg->backoff_max_ms; i++)
-        cap *= 2;
-    if (cap > lg->cfg->backoff_max_ms)
-        cap = lg->cfg->backoff_max_ms;
-    delay = (long)((double)rand_r(&lg->seed) / RAND_MAX * (double)cap);
-    if (retry_after_ms > delay)
-        delay = retry_after_ms;
-    return delay;
-}
-
-/* Terminal failure: the run is failed (or unknown), which is durable, and
- * a dead letter tells whoever watches the topic. */
-void
-ledger_give_up(struct ledger *lg, struct rl_item *item,
-               enum rl_run_status status, const char *error_class,
-               const char *detail)
-{
-    const struct rl_lease lease = ledger_lease_of(lg, item);
-    char errstr[512];
-    struct rl_log_ctx ctx;
-    int err;
-
-    err = rl_db_fail(lg->db, &lease, status, error_class, detail, errstr,
-                     sizeof(errstr));
-    if (err == RL_ERR_DB) {
-        ledger_defer(lg, item, item->in_result ? REDO_RESULT : REDO_START,
-                     "record the failure", errstr);
-        return;
-    }
-    ledger_log_ctx(item, &ctx);
-    if (err == RL_ERR_STALE) {
-        atomic_fetch_add(&lg->pl->counters.lease_lost, 1);
-        rl_log_warn(&ctx, "lease lost before recording %s",
-                    rl_run_status_name(status));
-        item->trace_outcome = "lease_lost";
-        ledger_finish(lg, item);
-        return;
-    }
-    if (status == RL_RUN_UNKNOWN) {
-        item->trace_outcome = "unknown";
-        atomic_fetch_add(&lg->pl->counters.unknown, 1);
-        rl_log_warn(&ctx, "run is unknown (%s): waiting for an operator",
-                    detail);
-        ledger_finish(lg, item);
-        return;
-    }
-    atomic_fetch_add(&lg->pl->counters.failed, 1);
-    rl_log_warn(&ctx, "run failed: %s: %s", error_class, detail);
-    ledger_trace_run_end(lg, item, "failed");
-    ledger_live_remove(lg, item);
-    rl_pipeline_dead_letter(lg->pl, item, RL_DEADLETTER_RUN, error_class,
-                            detail);
-}
-
-/* Pending again, due after delay_ms; the sweeper of any worker takes it.
- * provider_wait: the provider asked for the wait (Retry-After), so the
- * run's deadline moves by it. */
-static void
-retry_later(struct ledger *lg, struct rl_item *item, long delay_ms,
-            int provider_wait, const char *error_class, const char *detail)
-{
-    const struct rl_lease lease = ledger_lease_of(lg, item);
-    char errstr[512];
-    int err;
-
-    if (provider_wait)
-        err = rl_db_release_for_provider_wait(lg->db, &lease, delay_ms,
-                                              error_class, detail, errstr,
-                                              sizeof(errstr));
-    else
-        err = rl_db_release(lg->db, &lease, delay_ms, error_class, detail,
-                            errstr, sizeof(errstr));
-    if (err == RL_ERR_DB) {
-        ledger_defer(lg, item, item->in_result ? REDO_RESULT : REDO_START,
-                     "release the lease", errstr);
-        return;
-    }
-    if (err == RL_ERR_STALE)
-        atomic_fetch_add(&lg->pl->counters.lease_lost, 1);
-    else
-        atomic_fetch_add(&lg->pl->counters.retried, 1);
-    item->trace_outcome = err == RL_ERR_STALE ? "lease_lost" : "retry";
-    ledger_finish(lg, item);
-}
-
-void
-ledger_retry_later(struct ledger *lg, struct rl_item *item, long delay_ms,
-                   const char *error_class, const char *detail)
-{
-    retry_later(lg, item, delay_ms, 0, error_class, detail);
-}
-
-void
-ledger_retry_after_provider(struct ledger *lg, struct rl_item *item,
-                            long delay_ms, const char *error_class,
-                            const char *detail)
-{
-    retry_later(lg, item, delay_ms, 1, error_class, detail);
 }

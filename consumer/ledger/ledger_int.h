@@ -19,10 +19,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "deadletters.h"
+#include "item.h"
 #include "pipeline.h"
+#include "positions.h"
 #include "rl/db_conn.h"
 #include "rl/db_lease.h"
 #include "rl/log.h"
+#include "rl/outcome.h"
 #include "rl/run_status.h"
 
 /* Which step of a run to redo after the connection came back. */
@@ -110,13 +114,44 @@ void ledger_finish(struct ledger *lg, struct rl_item *item);
 struct rl_lease ledger_lease_of(const struct ledger *lg,
                                 const struct rl_item *item);
 
-/* failures.c */
+/* failures.c: writes that lost their connection, redone after it. */
 void ledger_requeue(struct ledger *lg, struct rl_item *item, int redo);
 void ledger_defer(struct ledger *lg, struct rl_item *item, int redo,
                   const char *what, const char *errstr);
 void ledger_defer_batch(struct ledger *lg, struct rl_item **items, size_t n,
                         int redo, const char *what, const char *errstr);
+
+/* retry.c: the retry policy (what each outcome does, backoff and
+ * Retry-After, the ambiguity rule, attempts and deadline). */
+/* Full-jitter exponential backoff before attempt, never shorter than
+ * retry_after_ms (the provider's Retry-After; negative: none). */
 long ledger_backoff_ms(struct ledger *lg, int attempt, long retry_after_ms);
+/* How long a run whose dispatch the ledger refused (a budget or a rate
+ * limit) waits before it is due again. */
+long ledger_retry_refused_dispatch_ms(struct ledger *lg);
+/* Before an attempt: 1 when item's deadline has not passed, 0 when it
+ * was failed here. */
+int ledger_retry_in_time(struct ledger *lg, struct rl_item *item);
+/* Before an attempt, after any lookup of an earlier ambiguous dispatch:
+ * 1 when item may be dispatched, 0 when it was handled here (parked by
+ * the ambiguity rule, or no attempts left). */
+int ledger_retry_may_attempt(struct ledger *lg, struct rl_item *item);
+/* The dispatch statement found item's deadline spent: it fails. */
+void ledger_retry_past_deadline(struct ledger *lg, struct rl_item *item);
+/* A call cut off by shutdown after it was sent, whose endpoint keeps a
+ * record: returns 1 when item was released with its attempt unsettled,
+ * for the next claimer to look up; 0 when the policy applies. */
+int ledger_retry_left_to_reconcile(struct ledger *lg, struct rl_item *item);
+/* The outcome item's attempt records, from its call. */
+enum rl_outcome ledger_retry_outcome(const struct rl_item *item);
+/* What a call that brought no answer does to its run, its outcome
+ * recorded: retried after a backoff, parked as unknown, or failed with a
+ * dead letter. */
+void ledger_retry_apply(struct ledger *lg, struct rl_item *item,
+                        enum rl_outcome outcome, const struct rl_log_ctx *ctx);
+/* The writes that carry the policy out: failed or unknown for good, with
+ * a dead letter (give_up), or pending again after delay_ms
+ * (retry_later). */
 void ledger_give_up(struct ledger *lg, struct rl_item *item,
                     enum rl_run_status status, const char *error_class,
                     const char *detail);
@@ -167,10 +202,21 @@ int ledger_reconcile_live(struct ledger *lg, struct rl_item *item);
  * when item was handled here (a lookup started, or the step deferred), 0
  * when the policy applies now. */
 int ledger_reconcile_prior(struct ledger *lg, struct rl_item *item);
+/* What became of a lookup that came back. */
+enum ledger_lookup {
+    LEDGER_LOOKUP_HANDLED, /* handled here: waiting for the next lookup,
+                              released or finished */
+    LEDGER_LOOKUP_FOUND,   /* the answer was adopted as the attempt's: the
+                              caller hands it on like a live one */
+    LEDGER_LOOKUP_MISSED   /* not found within the settle window: the
+                              caller applies the ambiguity policy */
+};
 /* A lookup came back (item->in_lookup): found, the answer is adopted as
- * the attempt's and handed on like a live one; not found, asked again
- * within the settle window, then the policy. */
-void ledger_reconcile_result(struct ledger *lg, struct rl_item *item);
+ * the attempt's; not found, asked again within the settle window, then
+ * left to the policy. Calls neither results.c nor dispatch.c: the caller
+ * (ledger_handle_results) goes on from what it returns. */
+enum ledger_lookup ledger_reconcile_result(struct ledger *lg,
+                                           struct rl_item *item);
 /* Writes that item's attempt was answered from the record. Returns 1, or
  * 0 when item was handled here (deferred for the connection). */
 int ledger_reconcile_mark(struct ledger *lg, struct rl_item *item);
@@ -178,12 +224,19 @@ int ledger_reconcile_mark(struct ledger *lg, struct rl_item *item);
  * back the runs waiting for one. */
 void ledger_reconcile_tick(struct ledger *lg);
 
-/* loop.c */
+/* connection.c: the ledger thread's connection to PostgreSQL. */
+void ledger_connection_init(struct ledger *lg);
+/* Returns 1 with lg->db open, 0 while none can be had (a backoff after
+ * a failed attempt). */
+int ledger_connect(struct ledger *lg);
 /* Closes a connection a statement failed on. The next one is opened
  * after a backoff when this one lived less than a few seconds, so a
  * statement that fails at once on every connection (a schema this build
  * does not know) does not turn into a loop of connections. */
 void ledger_drop_db(struct ledger *lg);
+/* A connection that has lived a while: its statements work again, and
+ * /readyz stops saying they fail. */
+void ledger_connection_settled(struct ledger *lg);
 
 /* positions.c */
 int ledger_positions_check(struct ledger *lg, const struct rl_item *batch);

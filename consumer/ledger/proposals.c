@@ -39,7 +39,7 @@ ledger_propose(struct ledger *lg, struct rl_item *item,
         free(output);
         rl_db_record_outcome(
             lg->db, item->run_id,
-            &(struct rl_attempt_outcome){.outcome = "permanent",
+            &(struct rl_attempt_outcome){.outcome = RL_OUTCOME_PERMANENT,
                                          .call = rl_item_attempt_ok(item),
                                          .error = "approval gate unreadable"},
             errstr, sizeof(errstr));

@@ -169,15 +169,13 @@ adopt(struct ledger *lg, struct rl_item *item)
                 "lookups: adopted, no new generation",
                 item->attempt_no, call->upstream_request_id,
                 item->reconcile_lookups);
-    ledger_handle_results(lg, item);
 }
 
 /* Nothing found within the settle window: the ambiguity policy applies
- * as if no lookup had been made. */
+ * as if no lookup had been made (the caller applies it). */
 static void
 not_found(struct ledger *lg, struct rl_item *item)
 {
-    int kind = item->reconcile;
     struct rl_log_ctx ctx;
 
     item->reconcile = RL_RECONCILE_NONE;
@@ -189,13 +187,9 @@ not_found(struct ledger *lg, struct rl_item *item)
                 "(%s): the ambiguity policy applies",
                 item->reconcile_attempt, item->reconcile_lookups,
                 item->lookup.error[0] ? item->lookup.error : "not found");
-    if (kind == RL_RECONCILE_LIVE)
-        ledger_apply_result(lg, item);
-    else
-        ledger_start_attempts(lg, item);
 }
 
-void
+enum ledger_lookup
 ledger_reconcile_result(struct ledger *lg, struct rl_item *item)
 {
     struct rl_model_call *lk = &item->lookup;
@@ -211,24 +205,24 @@ ledger_reconcile_result(struct ledger *lg, struct rl_item *item)
         atomic_fetch_add(&lg->pl->counters.lease_lost, 1);
         item->trace_outcome = "lease_lost";
         ledger_finish(lg, item);
-        return;
+        return LEDGER_LOOKUP_HANDLED;
     }
     if (lk->outcome == RL_MODEL_OK) {
         adopt(lg, item);
-        return;
+        return LEDGER_LOOKUP_FOUND;
     }
     if (lk->outcome == RL_MODEL_CANCELLED) {
         /* Shutdown: the attempt keeps no outcome, so the next claimer
          * looks it up again. */
         ledger_retry_later(lg, item, 0, "shutdown",
                            "released at shutdown while reconciling");
-        return;
+        return LEDGER_LOOKUP_HANDLED;
     }
     /* Not found, or the lookup failed (the endpoint busy, the record not
      * reachable): asked again while the settle window lasts. */
     if (now >= item->reconcile_until) {
         not_found(lg, item);
-        return;
+        return LEDGER_LOOKUP_MISSED;
     }
     delay = LOOKUP_BACKOFF_MIN_MS;
     for (int i = 1;
@@ -242,6 +236,7 @@ ledger_reconcile_result(struct ledger *lg, struct rl_item *item)
                               : item->reconcile_until;
     item->next = lg->reconcile_wait;
     lg->reconcile_wait = item;
+    return LEDGER_LOOKUP_HANDLED;
 }
 
 int

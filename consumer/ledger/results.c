@@ -86,27 +86,15 @@ void
 ledger_apply_result(struct ledger *lg, struct rl_item *item)
 {
     struct rl_model_call *call = &item->call;
-    const char *outcome = rl_model_outcome_name(call->outcome);
+    enum rl_outcome outcome;
     char errstr[512];
     struct rl_log_ctx ctx;
-    int err, counted;
+    int err;
 
     ledger_log_ctx(item, &ctx);
-    if (call->outcome == RL_MODEL_CANCELLED && call->request_sent &&
-        !item->lease_lost && lg->cfg->model_stored_completions &&
-        call->api == RL_MODEL_API_CHAT) {
-        /* Cut off by shutdown after it was sent, with the endpoint keeping
-         * a record: the attempt keeps no outcome, so whoever claims the
-         * run next looks its answer up there (ambiguous_prior) instead of
-         * applying the policy blind. */
-        ledger_retry_later(lg, item, 0, "shutdown",
-                           "abandoned at shutdown; left to reconcile");
+    if (ledger_retry_left_to_reconcile(lg, item))
         return;
-    }
-    if (call->outcome == RL_MODEL_CANCELLED)
-        outcome = item->lease_lost     ? "lease_lost"
-                  : call->request_sent ? "ambiguous"
-                                       : "not_sent";
+    outcome = ledger_retry_outcome(item);
     /* An answer's outcome is recorded by the statement that stores it
      * (rl_db_complete_runs): dying in between must leave the attempt
      * without an outcome, which the next claimer treats as ambiguous. */
@@ -123,65 +111,13 @@ ledger_apply_result(struct ledger *lg, struct rl_item *item)
             return;
         }
     }
-
-    /* The attempts that count against the limit: this one and those
-     * before it, less any an operator forgave (`runs retry --attempts`);
-     * attempt_no stays the dispatch's own number. */
-    counted = item->attempts_before + 1;
-    switch (call->outcome) {
-    case RL_MODEL_OK:
-        /* Only the answers of runs that need an approval come here; the
-         * others went to the completer (ledger_handle_results). */
+    /* Only the answers of runs that need an approval come here; the
+     * others went to the completer (ledger_handle_results). */
+    if (call->outcome == RL_MODEL_OK) {
         ledger_propose(lg, item, &ctx);
         return;
-    case RL_MODEL_TRANSIENT:
-    case RL_MODEL_NOT_SENT:
-        if (counted >= lg->cfg->max_attempts) {
-            ledger_give_up(lg, item, RL_RUN_FAILED, "attempts_exhausted",
-                           call->error);
-            return;
-        }
-        if (call->retry_after_ms >= 0)
-            ledger_retry_after_provider(
-                lg, item, ledger_backoff_ms(lg, counted, call->retry_after_ms),
-                outcome, call->error);
-        else
-            ledger_retry_later(lg, item, ledger_backoff_ms(lg, counted, -1),
-                               outcome, call->error);
-        return;
-    case RL_MODEL_AMBIGUOUS:
-        if (lg->cfg->ambiguous_policy == RL_AMBIGUOUS_PARK ||
-            (lg->cfg->ambiguous_policy == RL_AMBIGUOUS_RETRY_ONCE &&
-             item->ambiguous_count >= 1)) {
-            ledger_give_up(lg, item, RL_RUN_UNKNOWN, "ambiguous", call->error);
-            return;
-        }
-        if (counted >= lg->cfg->max_attempts) {
-            ledger_give_up(lg, item, RL_RUN_UNKNOWN, "ambiguous", call->error);
-            return;
-        }
-        ledger_retry_later(lg, item, ledger_backoff_ms(lg, counted, -1),
-                           "ambiguous", call->error);
-        return;
-    case RL_MODEL_PERMANENT:
-        ledger_give_up(lg, item, RL_RUN_FAILED, "model_rejected", call->error);
-        return;
-    case RL_MODEL_INVALID_OUTPUT:
-    case RL_MODEL_NOT_FOUND: /* only lookups end so; never a live call */
-        ledger_give_up(lg, item, RL_RUN_FAILED, "invalid_output", call->error);
-        return;
-    case RL_MODEL_CANCELLED:
-        if (item->lease_lost) {
-            atomic_fetch_add(&lg->pl->counters.lease_lost, 1);
-            rl_log_warn(&ctx, "lease lost during the call: abandoned");
-            ledger_finish(lg, item);
-            return;
-        }
-        /* Shutdown: hand the run back at once; the next claimer sees the
-         * outcome recorded above and follows the ambiguity policy. */
-        ledger_retry_later(lg, item, 0, "shutdown", "abandoned at shutdown");
-        return;
     }
+    ledger_retry_apply(lg, item, outcome, &ctx);
 }
 
 /* Results of a list of calls: answers of runs without an approval gate
@@ -196,8 +132,23 @@ ledger_handle_results(struct ledger *lg, struct rl_item *list)
         list = item->next;
         item->next = NULL;
         if (item->in_lookup) {
-            ledger_reconcile_result(lg, item);
-            continue;
+            int kind = item->reconcile;
+
+            switch (ledger_reconcile_result(lg, item)) {
+            case LEDGER_LOOKUP_HANDLED:
+                continue;
+            case LEDGER_LOOKUP_MISSED:
+                /* The ambiguity policy applies as if no lookup had been
+                 * made: to the live call's result, or before the next
+                 * attempt of a run an earlier owner left unsettled. */
+                if (kind == RL_RECONCILE_LIVE)
+                    ledger_apply_result(lg, item);
+                else
+                    ledger_start_attempts(lg, item);
+                continue;
+            case LEDGER_LOOKUP_FOUND:
+                break; /* adopted: handled below like a live answer */
+            }
         }
         /* An answer found in the endpoint's record: its attempt says so
          * before it is stored like any other answer. */
@@ -270,7 +221,7 @@ ledger_land(struct ledger *lg, struct rl_item *list)
             rl_db_record_outcome(
                 lg->db, item->run_id,
                 &(struct rl_attempt_outcome){
-                    .outcome = "invalid_output",
+                    .outcome = RL_OUTCOME_INVALID_OUTPUT,
                     .call = {.attempt_no = item->attempt_no,
                              .http_status = (int)item->call.http_status,
                              .upstream_request_id =

@@ -96,7 +96,7 @@ work(void *arg)
          * the limit. */
         if (rl_db_record_outcome(db, w->runs[i].run_id,
                                  &(struct rl_attempt_outcome){
-                                     .outcome = "ok",
+                                     .outcome = RL_OUTCOME_OK,
                                      .call = {.attempt_no = attempt,
                                               .http_status = 200,
                                               .upstream_request_id = "req",
@@ -161,7 +161,7 @@ main(void)
                    700);
     RL_REQUIRE(rl_db_record_outcome(db, amb.run_id,
                                     &(struct rl_attempt_outcome){
-                                        .outcome = "ambiguous",
+                                        .outcome = RL_OUTCOME_AMBIGUOUS,
                                         .call = {.attempt_no = attempt,
                                                  .prompt_tokens = -1,
                                                  .completion_tokens = -1,

@@ -87,6 +87,8 @@ def test(ledger):
         check(seen == window, "the time window and status filters hold")
         seen, _ = walk(console, cookie, "/runs?status=pending")
         check(seen == [], "a status no run has lists none")
+        seen, _ = walk(console, cookie, "/runs?status=bogus")
+        check(seen == [], "a status the ledger does not know lists none")
         r = console.request("GET", "/runs?after=garbage", cookie=cookie)
         check(r.status == 400, "a cursor the console did not write is 400")
     finally:

@@ -70,7 +70,7 @@ main(void)
     RL_CHECK_INTEQ(
         rl_db_record_outcome(db, run.run_id,
                              &(struct rl_attempt_outcome){
-                                 .outcome = "ok",
+                                 .outcome = RL_OUTCOME_OK,
                                  .call = {.attempt_no = 1,
                                           .http_status = 200,
                                           .upstream_request_id = "req-1",
@@ -82,7 +82,7 @@ main(void)
     /* once only */
     RL_CHECK_INTEQ(rl_db_record_outcome(db, run.run_id,
                                         &(struct rl_attempt_outcome){
-                                            .outcome = "transient",
+                                            .outcome = RL_OUTCOME_TRANSIENT,
                                             .call = {.attempt_no = 1,
                                                      .http_status = 503,
                                                      .prompt_tokens = -1,
@@ -94,7 +94,7 @@ main(void)
                    RL_ERR_NOTFOUND);
     RL_CHECK_INTEQ(rl_db_record_outcome(db, run.run_id,
                                         &(struct rl_attempt_outcome){
-                                            .outcome = "ok",
+                                            .outcome = RL_OUTCOME_OK,
                                             .call = {.attempt_no = 9,
                                                      .http_status = 200,
                                                      .prompt_tokens = -1,
@@ -128,7 +128,7 @@ main(void)
     RL_CHECK_INTEQ(attempt_no, 2);
     RL_CHECK_INTEQ(rl_db_record_outcome(db, run.run_id,
                                         &(struct rl_attempt_outcome){
-                                            .outcome = "bogus",
+                                            .outcome = (enum rl_outcome)99,
                                             .call = {.attempt_no = 2,
                                                      .http_status = 200,
                                                      .prompt_tokens = -1,
@@ -139,7 +139,7 @@ main(void)
                    RL_ERR_INVALID);
     RL_CHECK_INTEQ(rl_db_record_outcome(db, run.run_id,
                                         &(struct rl_attempt_outcome){
-                                            .outcome = "ambiguous",
+                                            .outcome = RL_OUTCOME_AMBIGUOUS,
                                             .call = {.attempt_no = 2,
                                                      .http_status = -1,
                                                      .prompt_tokens = -1,

@@ -45,7 +45,11 @@ main(void)
     struct rl_claim claim, due[8];
     struct rl_decision dec;
     struct rl_db_gauges g;
-    struct rl_cancel_filter filter = {"workspace-acme", NULL, NULL, NULL, NULL};
+    static const enum rl_run_status pending_completed[] = {RL_RUN_PENDING,
+                                                           RL_RUN_COMPLETED};
+    static const enum rl_run_status only_running[] = {RL_RUN_RUNNING};
+    struct rl_cancel_filter filter = {
+        "workspace-acme", NULL, NULL, NULL, NULL, 0};
     const char *channels[1] = {"email"};
     const char *ids[1];
     int64_t epochs[1], n64 = 0, run_epoch, pending_epoch;
@@ -175,7 +179,7 @@ main(void)
                    RL_ERR_STALE);
     RL_CHECK_INTEQ(rl_db_record_outcome(db, running.run_id,
                                         &(struct rl_attempt_outcome){
-                                            .outcome = "ok",
+                                            .outcome = RL_OUTCOME_OK,
                                             .call = {.attempt_no = 1,
                                                      .http_status = 200,
                                                      .prompt_tokens = 1,
@@ -297,11 +301,13 @@ main(void)
                                      errstr, sizeof(errstr)),
                    RL_ERR_INVALID);
     filter.tenant = "workspace-acme";
-    filter.statuses = "pending,completed";
+    filter.statuses = pending_completed;
+    filter.nstatuses = 2;
     RL_CHECK_INTEQ(
         rl_db_runs_cancel_count(db, &filter, &n64, errstr, sizeof(errstr)),
         RL_ERR_INVALID);
     filter.statuses = NULL;
+    filter.nstatuses = 0;
     RL_CHECK_INTEQ(
         rl_db_runs_cancel_count(db, &filter, &n64, errstr, sizeof(errstr)), 0);
     RL_CHECK_INTEQ(n64, 6);
@@ -330,7 +336,8 @@ main(void)
                                "AND status = 'pending'",
                                other.run_id),
                    1);
-    filter.statuses = "running";
+    filter.statuses = only_running;
+    filter.nstatuses = 1;
     RL_CHECK_INTEQ(rl_db_runs_cancel(db, &filter, "alice", "bulk", 2, &n64,
                                      errstr, sizeof(errstr)),
                    0);

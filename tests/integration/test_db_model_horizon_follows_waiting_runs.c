@@ -53,7 +53,7 @@ main(void)
     char schema[RL_DB_SCHEMA_MAX + 1], errstr[512];
     struct rl_db *db = fixture_ledger(schema);
     struct rl_model_limit lim = {"busy-model", NULL, 60, 0, 60000};
-    struct rl_cancel_filter burst = {"t", "burst", NULL, NULL, NULL};
+    struct rl_cancel_filter burst = {"t", "burst", NULL, NULL, NULL, 0};
     int64_t n = 0;
 
     RL_REQUIRE(
@@ -81,7 +81,7 @@ main(void)
 
     /* One by one, the last waiting runs: the horizon goes with them. */
     {
-        struct rl_cancel_filter early = {"t", "early", NULL, NULL, NULL};
+        struct rl_cancel_filter early = {"t", "early", NULL, NULL, NULL, 0};
 
         RL_REQUIRE(rl_db_runs_cancel(db, &early, "alice", "not needed", 100, &n,
                                      errstr, sizeof(errstr)) == 0);

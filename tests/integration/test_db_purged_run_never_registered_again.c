@@ -18,7 +18,8 @@
 #include "rltest.h"
 #include "test_db_fixture.h"
 
-static const char *const finished[] = {"completed", "failed", "cancelled"};
+static const enum rl_run_status finished[] = {RL_RUN_COMPLETED, RL_RUN_FAILED,
+                                              RL_RUN_CANCELLED};
 
 static enum rl_claim_status
 register_one(struct rl_db *db, const struct fixture_run *run)

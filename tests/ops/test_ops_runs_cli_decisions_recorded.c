@@ -118,7 +118,7 @@ main(void)
     attempt = dispatch(&t, failed_id, epoch);
     RL_REQUIRE(rl_db_record_outcome(t.db, failed_id,
                                     &(struct rl_attempt_outcome){
-                                        .outcome = "transient",
+                                        .outcome = RL_OUTCOME_TRANSIENT,
                                         .call = {.attempt_no = attempt,
                                                  .http_status = 503,
                                                  .upstream_request_id = "req-1",
@@ -138,7 +138,7 @@ main(void)
     attempt = dispatch(&t, done_id, epoch);
     RL_REQUIRE(rl_db_record_outcome(t.db, done_id,
                                     &(struct rl_attempt_outcome){
-                                        .outcome = "ok",
+                                        .outcome = RL_OUTCOME_OK,
                                         .call = {.attempt_no = attempt,
                                                  .http_status = 200,
                                                  .upstream_request_id = "req-2",

@@ -4,6 +4,7 @@
 #include <stddef.h>
 
 #include "rl/db_conn.h"
+#include "rl/run_status.h"
 #include "rl/runid.h"
 
 /* The web console's ledger (schema/040_console.sql,
@@ -82,12 +83,14 @@ int rl_db_console_run_json(struct rl_db *db, const char *run_id,
                            const char *actor, char **json, char *errstr,
                            size_t errstr_size);
 
-/* Filters of the runs page; NULL or "" is no filter. after is the keyset
- * cursor of the previous page ("<created_at>|<run_id>"). */
+/* Filters of the runs page; NULL or "" is no filter. statuses NULL is
+ * every status, else the runs in one of nstatuses (0: no run). after is
+ * the keyset cursor of the previous page ("<created_at>|<run_id>"). */
 struct rl_console_runs_filter {
     const char *tenant;
     const char *job;
-    const char *status;
+    const enum rl_run_status *statuses;
+    size_t nstatuses;
     const char *from; /* created at or after, timestamptz text */
     const char *to;   /* created before */
     const char *after;

@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "rl/db_complete.h"
+#include "rl/outcome.h"
 #include "rl/timefmt.h"
 
 /* Dispatches recorded before any request is sent, within budgets and
@@ -74,9 +75,7 @@ int rl_db_dispatch_runs(struct rl_db *db, const struct rl_dispatch_req *reqs,
  * and the error. Negative numbers and NULL strings are stored as NULL;
  * zero is stored as zero. */
 struct rl_attempt_outcome {
-    const char *outcome; /* "ok", "transient", "permanent", "ambiguous",
-                            "invalid_output", "not_sent", "connect_failed",
-                            "cancelled", "lease_lost" (the schema's CHECK) */
+    enum rl_outcome outcome;
     struct rl_attempt_ok call;
     const char *error;
 };

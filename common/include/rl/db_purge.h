@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "rl/db_conn.h"
+#include "rl/run_status.h"
 #include "rl/runid.h"
 
 /* Retention: `runledger purge` removes finished runs in small batches
@@ -40,10 +41,10 @@ struct rl_tombstone {
 };
 
 /* The statuses a purge may remove (the final ones), *n of them; static. */
-const char *const *rl_db_purge_statuses(size_t *n);
+const enum rl_run_status *rl_db_purge_statuses(size_t *n);
 
 /* 1 when status is one of rl_db_purge_statuses. */
-int rl_db_purge_status_known(const char *status);
+int rl_db_purge_status_known(enum rl_run_status status);
 
 /* The cutoff of a purge, now() on the server minus older_than_seconds, as
  * "YYYY-MM-DDTHH:MM:SS.ffffff+00:00" into cutoff (RL_DB_TIME_SIZE). Every
@@ -58,7 +59,7 @@ int rl_db_purge_cutoff(struct rl_db *db, int64_t older_than_seconds,
  * and their attempts, decisions,
  * approvals, delivered notifications and budget reservations. Reads only.
  * Returns 0, RL_ERR_INVALID (a status that is not final) or RL_ERR_DB. */
-int rl_db_purge_count(struct rl_db *db, const char *const *statuses,
+int rl_db_purge_count(struct rl_db *db, const enum rl_run_status *statuses,
                       size_t nstatuses, const char *cutoff,
                       struct rl_purge_counts *out, char *errstr,
                       size_t errstr_size);
@@ -69,7 +70,7 @@ int rl_db_purge_count(struct rl_db *db, const char *const *statuses,
  * left. Returns 0, RL_ERR_INVALID (a status that is not final, or a
  * notification queued for a run meanwhile: nothing removed) or
  * RL_ERR_DB. */
-int rl_db_purge_batch(struct rl_db *db, const char *const *statuses,
+int rl_db_purge_batch(struct rl_db *db, const enum rl_run_status *statuses,
                       size_t nstatuses, const char *cutoff, int batch,
                       struct rl_purge_counts *out, char *errstr,
                       size_t errstr_size);

@@ -16,7 +16,7 @@ struct rl_db;
 
 /* Filters of `runledger runs list`; NULL members match everything. */
 struct rl_runs_filter {
-    const char *status;
+    const enum rl_run_status *status;
     const char *tenant;
     const char *job;
     const char *since; /* RFC 3339: scheduled at or after */
@@ -103,16 +103,18 @@ int rl_db_run_cancel(struct rl_db *db, const char *run_id, const char *actor,
                      size_t errstr_size);
 
 /* Which runs `runs cancel --tenant` cancels. tenant is required; job and
- * version NULL match every one; statuses is a comma-separated subset of
- * "pending,running,awaiting_approval" (NULL: "pending,awaiting_approval");
+ * version NULL match every one; statuses (nstatuses of them) is a subset
+ * of pending, running and awaiting_approval (NULL: pending and
+ * awaiting_approval);
  * only runs registered (created_at) before created_before, a timestamp
  * (NULL: the moment the cancel starts, on the server's clock). */
 struct rl_cancel_filter {
     const char *tenant;
     const char *job;
     const char *version;
-    const char *statuses;
+    const enum rl_run_status *statuses;
     const char *created_before;
+    size_t nstatuses;
 };
 
 /* `runs cancel --tenant ... --dry-run`: how many runs filter matches now.

@@ -186,7 +186,7 @@ static const char ops_runs_page[] =
     "    FROM runs r"
     "   WHERE ($1::text IS NULL OR r.tenant = $1)"
     "     AND ($2::text IS NULL OR r.job = $2)"
-    "     AND ($3::text IS NULL OR r.status = $3)"
+    "     AND ($3::text[] IS NULL OR r.status = ANY ($3::text[]))"
     "     AND ($4::timestamptz IS NULL OR r.created_at >= $4)"
     "     AND ($5::timestamptz IS NULL OR r.created_at < $5)"
     "     AND ($6::timestamptz IS NULL"
@@ -447,6 +447,24 @@ or_null(const char *s)
     return s && *s ? s : NULL;
 }
 
+/* The statuses of the runs page's filter as a text[] literal in buf (160
+ * bytes hold every status once), or NULL for every status. */
+static const char *
+statuses_param(const struct rl_console_runs_filter *f, char *buf, size_t size)
+{
+    size_t used;
+
+    if (!f->statuses)
+        return NULL;
+    used = (size_t)snprintf(buf, size, "{");
+    for (size_t i = 0; i < f->nstatuses && used < size; i++)
+        used += (size_t)snprintf(buf + used, size - used, "%s%s", i ? "," : "",
+                                 rl_run_status_name(f->statuses[i]));
+    if (used + 2 <= size)
+        snprintf(buf + used, size - used, "}");
+    return buf;
+}
+
 /* The runs page's windows: the first is RUNS_WINDOW_FIRST seconds; each
  * next one is wider by how far the last fell short of a page (at least
  * RUNS_WINDOW_GROWTH_MIN times, at most RUNS_WINDOW_GROWTH_MAX), and after
@@ -467,7 +485,8 @@ rl_db_console_runs_json(struct rl_db *db,
                         const struct rl_console_runs_filter *f, char **json,
                         char *errstr, size_t errstr_size)
 {
-    char lim[16], after_ts[64] = "", window[32], *bar, *jobs = NULL;
+    char lim[16], after_ts[64] = "", window[32], statuses[160], *bar,
+                  *jobs = NULL;
     const char *params[10];
     const char *after_id = NULL;
     double seconds = RUNS_WINDOW_FIRST;
@@ -489,7 +508,7 @@ rl_db_console_runs_json(struct rl_db *db,
     snprintf(lim, sizeof(lim), "%d", f->limit);
     params[0] = or_null(f->tenant);
     params[1] = or_null(f->job);
-    params[2] = or_null(f->status);
+    params[2] = statuses_param(f, statuses, sizeof(statuses));
     params[3] = or_null(f->from);
     params[4] = or_null(f->to);
     params[5] = after_id ? after_ts : NULL;

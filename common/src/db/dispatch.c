@@ -148,9 +148,10 @@ rl_db_record_outcome(struct rl_db *db, const char *run_id,
     const char *params[10];
     PGresult *res;
     int err = RL_ERR_DB;
+    const char *outcome = rl_outcome_name(oc->outcome);
     int rows;
 
-    if (!oc->outcome || !*oc->outcome) {
+    if (!outcome) {
         rl_set_err(errstr, errstr_size,
                    "could not record outcome of run %s: no outcome", run_id);
         return RL_ERR_INVALID;
@@ -158,7 +159,7 @@ rl_db_record_outcome(struct rl_db *db, const char *run_id,
     snprintf(attempt, sizeof(attempt), "%d", oc->call.attempt_no);
     params[0] = run_id;
     params[1] = attempt;
-    params[2] = oc->outcome;
+    params[2] = outcome;
     params[3] = db_int_or_null(oc->call.http_status, http, sizeof(http));
     params[4] = oc->call.upstream_request_id;
     params[5] = db_int_or_null(oc->call.prompt_tokens, prompt, sizeof(prompt));

@@ -564,7 +564,7 @@ rl_db_runs_list_json(struct rl_db *db, const struct rl_runs_filter *filter,
 
     snprintf(limit, sizeof(limit), "%d",
              filter->limit > 0 ? filter->limit : 50);
-    params[0] = filter->status;
+    params[0] = filter->status ? rl_run_status_name(*filter->status) : NULL;
     params[1] = filter->tenant;
     params[2] = filter->job;
     params[3] = filter->since;
@@ -695,9 +695,12 @@ static int
 cancel_statuses(const struct rl_cancel_filter *filter, char *buf, size_t size,
                 char *errstr, size_t errstr_size)
 {
-    const char *list =
-        filter->statuses ? filter->statuses : "pending,awaiting_approval";
-    const char *p = list;
+    static const enum rl_run_status by_default[] = {RL_RUN_PENDING,
+                                                    RL_RUN_AWAITING_APPROVAL};
+    const enum rl_run_status *list =
+        filter->statuses ? filter->statuses : by_default;
+    size_t n = filter->statuses ? filter->nstatuses
+                                : sizeof(by_default) / sizeof(by_default[0]);
     size_t used = 0;
 
     if (!filter->tenant || !*filter->tenant) {
@@ -706,33 +709,23 @@ cancel_statuses(const struct rl_cancel_filter *filter, char *buf, size_t size,
         return RL_ERR_INVALID;
     }
     buf[used++] = '{';
-    while (*p) {
-        size_t len = strcspn(p, ",");
-        enum rl_run_status status;
-        char word[32];
-        int known = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *name = rl_run_status_name(list[i]);
+        size_t len = strlen(name);
 
-        if (len < sizeof(word)) {
-            memcpy(word, p, len);
-            word[len] = '\0';
-            known = rl_run_status_parse(word, &status) == 0 &&
-                    (status == RL_RUN_PENDING || status == RL_RUN_RUNNING ||
-                     status == RL_RUN_AWAITING_APPROVAL);
-        }
-        if (!known || used + len + 2 >= size) {
+        if ((list[i] != RL_RUN_PENDING && list[i] != RL_RUN_RUNNING &&
+             list[i] != RL_RUN_AWAITING_APPROVAL) ||
+            used + len + 2 >= size) {
             rl_set_err(errstr, errstr_size,
-                       "could not cancel runs: status \"%.*s\" cannot be "
+                       "could not cancel runs: status \"%s\" cannot be "
                        "cancelled (pending, running or awaiting_approval)",
-                       (int)len, p);
+                       name);
             return RL_ERR_INVALID;
         }
         if (used > 1)
             buf[used++] = ',';
-        memcpy(buf + used, p, len);
+        memcpy(buf + used, name, len);
         used += len;
-        p += len;
-        if (*p == ',')
-            p++;
     }
     if (used == 1) {
         rl_set_err(errstr, errstr_size, "could not cancel runs: no status");

@@ -27,8 +27,8 @@
 
 /* The statuses a run never leaves: a status added to the schema that is
  * final goes here (and into the documentation of `runledger purge`). */
-static const char *const purgeable_statuses[] = {"completed", "failed",
-                                                 "cancelled"};
+static const enum rl_run_status purgeable_statuses[] = {
+    RL_RUN_COMPLETED, RL_RUN_FAILED, RL_RUN_CANCELLED};
 
 /* $1 statuses, $2 cutoff, $3 batch size. The run rows are locked FOR
  * UPDATE SKIP LOCKED: a run another session holds (an operator's
@@ -110,17 +110,17 @@ static const char purge_cutoff[] =
     "SELECT " DB_TS_US("(now() - make_interval(secs => $1::float8))");
 
 int
-rl_db_purge_status_known(const char *status)
+rl_db_purge_status_known(enum rl_run_status status)
 {
     for (size_t i = 0;
          i < sizeof(purgeable_statuses) / sizeof(purgeable_statuses[0]); i++) {
-        if (strcmp(status, purgeable_statuses[i]) == 0)
+        if (status == purgeable_statuses[i])
             return 1;
     }
     return 0;
 }
 
-const char *const *
+const enum rl_run_status *
 rl_db_purge_statuses(size_t *n)
 {
     *n = sizeof(purgeable_statuses) / sizeof(purgeable_statuses[0]);
@@ -151,7 +151,7 @@ rl_db_purge_cutoff(struct rl_db *db, int64_t older_than_seconds, char *cutoff,
 
 /* Builds the text[] literal of statuses into b; 0 or RL_ERR_INVALID. */
 static int
-statuses_param(const char *const *statuses, size_t n, struct rl_buf *b,
+statuses_param(const enum rl_run_status *statuses, size_t n, struct rl_buf *b,
                char *errstr, size_t errstr_size)
 {
     if (n == 0) {
@@ -164,10 +164,10 @@ statuses_param(const char *const *statuses, size_t n, struct rl_buf *b,
             rl_set_err(errstr, errstr_size,
                        "refused to purge status %s: runs in it may still "
                        "change",
-                       statuses[i]);
+                       rl_run_status_name(statuses[i]));
             return RL_ERR_INVALID;
         }
-        db_array_add(b, statuses[i]);
+        db_array_add(b, rl_run_status_name(statuses[i]));
     }
     rl_buf_puts(b, "}");
     return b->failed ? RL_ERR_NOMEM : 0;
@@ -190,9 +190,9 @@ read_counts(const PGresult *res, struct rl_purge_counts *out)
 /* One purge statement: the count ($1, $2) or a batch ($1 to $3). */
 static int
 purge_exec(struct rl_db *db, const char *sql, int nparams,
-           const char *const *statuses, size_t nstatuses, const char *cutoff,
-           int batch, struct rl_purge_counts *out, const char *what,
-           char *errstr, size_t errstr_size)
+           const enum rl_run_status *statuses, size_t nstatuses,
+           const char *cutoff, int batch, struct rl_purge_counts *out,
+           const char *what, char *errstr, size_t errstr_size)
 {
     struct rl_buf arr = {0};
     char limit[16];
@@ -231,7 +231,7 @@ done:
 }
 
 int
-rl_db_purge_count(struct rl_db *db, const char *const *statuses,
+rl_db_purge_count(struct rl_db *db, const enum rl_run_status *statuses,
                   size_t nstatuses, const char *cutoff,
                   struct rl_purge_counts *out, char *errstr, size_t errstr_size)
 {
@@ -240,7 +240,7 @@ rl_db_purge_count(struct rl_db *db, const char *const *statuses,
 }
 
 int
-rl_db_purge_batch(struct rl_db *db, const char *const *statuses,
+rl_db_purge_batch(struct rl_db *db, const enum rl_run_status *statuses,
                   size_t nstatuses, const char *cutoff, int batch,
                   struct rl_purge_counts *out, char *errstr, size_t errstr_size)
 {
