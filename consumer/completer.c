@@ -320,11 +320,7 @@ rl_completer_main(void *arg)
         if (!q->head && !atomic_load(&cp.pl->completer_stop)) {
             /* Bounded: a wake-up lost to a bug costs a second, not the
              * process. */
-            struct timespec ts;
-
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_sec += 1;
-            pthread_cond_timedwait(&q->cond, &q->lock, &ts);
+            rl_cond_wait_ms(&q->cond, &q->lock, 1000);
         }
         pthread_mutex_unlock(&q->lock);
         list = rl_queue_take(q, RL_PIPELINE_BATCH_MAX);

@@ -486,8 +486,8 @@ health_main(void *arg)
         }
         rl_db_gauges_clear(&g);
 
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += h->cfg->health_interval_seconds;
+        until = rl_clock_after(CLOCK_REALTIME,
+                               h->cfg->health_interval_seconds * 1000LL);
         pthread_mutex_lock(&h->health_lock);
         while (!h->health_stop &&
                pthread_cond_timedwait(&h->health_wake, &h->health_lock,

@@ -245,13 +245,7 @@ rl_shutdown_destroy_kafka(rd_kafka_t *rk, int flags, int timeout_ms)
         return 1;
     }
     pthread_detach(tid);
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += timeout_ms / 1000;
-    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
+    until = rl_clock_after(CLOCK_MONOTONIC, timeout_ms);
     pthread_mutex_lock(&d->lock);
     while (!d->done &&
            pthread_cond_timedwait(&d->cond, &d->lock, &until) != ETIMEDOUT)

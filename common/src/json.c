@@ -12,6 +12,7 @@
 #include "rl/buf.h"
 #include "rl/err.h"
 #include "rl/runid.h"
+#include "rl/testing.h"
 
 /* cJSON's parser stops at 1000 levels; a tree built by hand could go deeper
  * and this writer recurses, so it refuses instead of exhausting the stack. */

@@ -8,6 +8,7 @@
 
 #include "rl/err.h"
 #include "rl/log.h"
+#include "rl/testing.h"
 
 /* librdkafka's syslog levels go through the project logger so that a line
  * from librdkafka has the same shape as ours. */

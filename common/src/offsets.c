@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "rl/err.h"
+#include "rl/testing.h"
 
 struct entry {
     int64_t offset;

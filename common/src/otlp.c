@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "rl/buf.h"
+#include "rl/clock.h"
 #include "rl/err.h"
 #include "rl/log.h"
 
@@ -268,15 +269,9 @@ exporter_main(void *arg)
         size_t n = 0, bytes = 0;
 
         if (otlp->count < otlp->max_batch && !otlp->stop) {
-            struct timespec until;
+            struct timespec until =
+                rl_clock_after(CLOCK_REALTIME, otlp->schedule_delay_ms);
 
-            clock_gettime(CLOCK_REALTIME, &until);
-            until.tv_sec += otlp->schedule_delay_ms / 1000;
-            until.tv_nsec += (otlp->schedule_delay_ms % 1000) * 1000000L;
-            if (until.tv_nsec >= 1000000000L) {
-                until.tv_sec++;
-                until.tv_nsec -= 1000000000L;
-            }
             while (otlp->count < otlp->max_batch && !otlp->stop &&
                    pthread_cond_timedwait(&otlp->cond, &otlp->lock, &until) !=
                        ETIMEDOUT)

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "batch_int.h"
+#include "rl/clock.h"
 #include "rl/db_conn.h"
 #include "rl/log.h"
 #include "rl/model.h"
@@ -58,7 +59,6 @@ batcher_main(void *arg)
 
     rl_thread_name("rl-batcher");
     for (;;) {
-        struct timespec until;
         int stop;
 
         if (!bt->db)
@@ -68,15 +68,9 @@ batcher_main(void *arg)
             rl_db_destroy(bt->db);
             bt->db = NULL;
         }
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += (long)TICK_MS * 1000000L;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
         pthread_mutex_lock(&bt->lock);
         if (!bt->stop)
-            pthread_cond_timedwait(&bt->wake, &bt->lock, &until);
+            rl_cond_wait_ms(&bt->wake, &bt->lock, TICK_MS);
         stop = bt->stop;
         pthread_mutex_unlock(&bt->lock);
         if (stop)

@@ -46,7 +46,6 @@ static void
 wait_for_work(struct ledger *lg, long ms, int claiming)
 {
     struct rl_pipeline *pl = lg->pl;
-    struct timespec ts;
 
     /* The queues are read under their own locks, inside wake_lock: a push
      * after these reads is followed by rl_pipeline_wake(), which waits for
@@ -54,14 +53,7 @@ wait_for_work(struct ledger *lg, long ms, int claiming)
     pthread_mutex_lock(&pl->wake_lock);
     if ((!claiming || rl_queue_empty(&pl->intake)) &&
         rl_queue_empty(&pl->results) && rl_queue_empty(&pl->landed)) {
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += ms / 1000;
-        ts.tv_nsec += (ms % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&pl->wake, &pl->wake_lock, &ts);
+        rl_cond_wait_ms(&pl->wake, &pl->wake_lock, ms);
     }
     pthread_mutex_unlock(&pl->wake_lock);
 }
@@ -74,21 +66,13 @@ wait_for_db(struct ledger *lg)
 {
     struct rl_pipeline *pl = lg->pl;
     int64_t ms = lg->next_connect - rl_clock_ms();
-    struct timespec ts;
 
     if (ms < 10)
         ms = 10;
     if (ms > 1000)
         ms = 1000;
     pthread_mutex_lock(&pl->wake_lock);
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    pthread_cond_timedwait(&pl->wake, &pl->wake_lock, &ts);
+    rl_cond_wait_ms(&pl->wake, &pl->wake_lock, ms);
     pthread_mutex_unlock(&pl->wake_lock);
 }
 

@@ -4,6 +4,7 @@
 
 #include "ledger_int.h"
 #include "rl/approval.h"
+#include "rl/db_approval.h"
 #include "rl/db_complete.h"
 #include "rl/db_dispatch.h"
 #include "rl/err.h"

@@ -171,19 +171,11 @@ ledger_renewer_main(void *arg)
                       ? lg->cfg->lease_seconds * 1000L / 6
                       : 1000;
     struct rl_db *db = NULL;
-    struct timespec ts;
 
     rl_thread_name("rl-renewer");
     pthread_mutex_lock(&lg->live_lock);
     while (!lg->renew_stop) {
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += period / 1000;
-        ts.tv_nsec += (period % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&lg->renew_wake, &lg->live_lock, &ts);
+        rl_cond_wait_ms(&lg->renew_wake, &lg->live_lock, period);
         if (lg->renew_stop)
             break;
         db = renew_round(lg, db);

@@ -21,6 +21,7 @@
 #include "rl/err.h"
 #include "rl/kafka.h"
 #include "rl/runid.h"
+#include "rl/testing.h"
 #include "rl/timefmt.h"
 #include "rltest.h"
 #include "rltest_db.h"

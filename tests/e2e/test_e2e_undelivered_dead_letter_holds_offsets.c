@@ -19,6 +19,7 @@
 #include "e2e.h"
 #include "ops.h"
 #include "rl/kafka.h"
+#include "rl/testing.h"
 #include "rltest.h"
 
 static char metrics[1 << 20];

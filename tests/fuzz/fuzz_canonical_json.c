@@ -12,6 +12,7 @@
 #include "rl/err.h"
 #include "rl/json.h"
 #include "rl/runid.h"
+#include "rl/testing.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -15,6 +15,7 @@
  *     stored and the run waits for approval. */
 #include <string.h>
 
+#include "rl/db_approval.h"
 #include "rl/db_claim.h"
 #include "rl/db_complete.h"
 #include "rl/db_conn.h"

@@ -12,6 +12,7 @@
 
 #include "rl/err.h"
 #include "rl/model.h"
+#include "rl/testing.h"
 #include "rltest.h"
 
 #include <arpa/inet.h>

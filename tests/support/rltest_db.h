@@ -62,7 +62,7 @@ int rltest_db_outbox_finish(struct rl_db *db, const struct rl_outbox_row *rows,
                             size_t errstr_size);
 
 /* ---- test-only entry points of the db library --------------------------
- * Defined in common/src/db/ (conn.c, ops.c) and declared here, not in a
+ * Defined in common/src/db/ (conn.c, exec.c) and declared here, not in a
  * public header, because the service never calls them. */
 
 /* Checks the connection with a round trip; when it was lost, reconnects

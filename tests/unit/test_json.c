@@ -4,6 +4,7 @@
 #include "rl/err.h"
 #include "rl/json.h"
 #include "rl/runid.h"
+#include "rl/testing.h"
 #include "rltest.h"
 
 /* Parses text, canonicalises it and compares with want (NULL: must fail,

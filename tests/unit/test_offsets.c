@@ -2,6 +2,7 @@
  * whose runs are durable: a done offset behind an unfinished one is never
  * committable. */
 #include "rl/offsets.h"
+#include "rl/testing.h"
 #include "rltest.h"
 
 static void

@@ -4,16 +4,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rl/db_complete.h"
 #include "rl/db_conn.h"
+#include "rl/db_lease.h"
 #include "rl/run_status.h"
 #include "rl/runid.h"
 
 /* Approval gates as operators decide them: `runs approve`/`reject`, a
  * run's proposal for `runs show`, and `approvers` (schema/006_approval.sql,
  * common/src/db/approval.c). The proposal's canonical text and digest
- * come from rl/approval.h; the worker's proposal is rl_db_propose_attempt
- * (rl/db_complete.h). Conventions: rl/db_conn.h; operator
- * statements run unprepared (a command runs each once). */
+ * come from rl/approval.h; the worker stores a proposal in place of a
+ * completion (rl_db_propose_attempt, below). Conventions: rl/db_conn.h;
+ * operator statements run unprepared (a command runs each once). */
 
 struct rl_db;
 
@@ -87,5 +89,31 @@ int rl_db_approver_remove(struct rl_db *db, const char *tenant,
  * RL_ERR_DB. */
 int rl_db_approvers_json(struct rl_db *db, const char *tenant, char **json,
                          char *errstr, size_t errstr_size);
+
+/* What storing a proposal did. */
+enum rl_propose_status {
+    RL_PROPOSE_WAITING,    /* stored: the run is awaiting_approval */
+    RL_PROPOSE_ALREADY,    /* the same proposal was stored before (a redo) */
+    RL_PROPOSE_SUPERSEDED, /* the run already held another proposal: the new
+                              answer is refused and the run failed with
+                              error_class "proposal_immutable" (errstr) */
+    RL_PROPOSE_COMPLETED   /* the run is already completed: nothing changed */
+};
+
+/* For an approval-required run, in place of its completion: records
+ * outcome "ok" for attempt oc->attempt_no and, under the lease, stores
+ * proposal_json (write-once) with its digest and moves the run to
+ * awaiting_approval, releasing the lease, in one statement. No
+ * notification of the answer is queued; with console_base_url (NULL or
+ * "": none) one approval_requested outbox row is, in the same statement,
+ * linking to {console_base_url}/approvals/<run_id> (channel
+ * "approval_requested", explicit payload). Returns 0 with *status set,
+ * RL_ERR_STALE (lease gone, or no such run), RL_ERR_INVALID or RL_ERR_DB. */
+int rl_db_propose_attempt(struct rl_db *db, const struct rl_lease *lease,
+                          const struct rl_attempt_ok *oc,
+                          const char *proposal_json, const char *digest,
+                          const char *console_base_url,
+                          enum rl_propose_status *status, char *errstr,
+                          size_t errstr_size);
 
 #endif /* RL_DB_APPROVAL_H */

@@ -8,8 +8,8 @@
 
 /* An answer becomes one durable state: a completed run with its outbox
  * rows (common/src/db/complete.c), or for an approval-required run its
- * proposal (common/src/db/approval.c). Writes under a lease follow
- * rl/db_lease.h's rules; conventions: rl/db_conn.h. */
+ * proposal (rl_db_propose_attempt, rl/db_approval.h). Writes under a lease
+ * follow rl/db_lease.h's rules; conventions: rl/db_conn.h. */
 
 struct rl_db;
 
@@ -71,31 +71,5 @@ int rl_db_complete_runs(struct rl_db *db, const struct rl_complete_req *reqs,
                         size_t n, const char *worker,
                         struct rl_complete_res *out, char *errstr,
                         size_t errstr_size);
-
-/* What storing a proposal did. */
-enum rl_propose_status {
-    RL_PROPOSE_WAITING,    /* stored: the run is awaiting_approval */
-    RL_PROPOSE_ALREADY,    /* the same proposal was stored before (a redo) */
-    RL_PROPOSE_SUPERSEDED, /* the run already held another proposal: the new
-                              answer is refused and the run failed with
-                              error_class "proposal_immutable" (errstr) */
-    RL_PROPOSE_COMPLETED   /* the run is already completed: nothing changed */
-};
-
-/* For an approval-required run, in place of its completion: records
- * outcome "ok" for attempt oc->attempt_no and, under the lease, stores
- * proposal_json (write-once) with its digest and moves the run to
- * awaiting_approval, releasing the lease, in one statement. No
- * notification of the answer is queued; with console_base_url (NULL or
- * "": none) one approval_requested outbox row is, in the same statement,
- * linking to {console_base_url}/approvals/<run_id> (channel
- * "approval_requested", explicit payload). Returns 0 with *status set,
- * RL_ERR_STALE (lease gone, or no such run), RL_ERR_INVALID or RL_ERR_DB. */
-int rl_db_propose_attempt(struct rl_db *db, const struct rl_lease *lease,
-                          const struct rl_attempt_ok *oc,
-                          const char *proposal_json, const char *digest,
-                          const char *console_base_url,
-                          enum rl_propose_status *status, char *errstr,
-                          size_t errstr_size);
 
 #endif /* RL_DB_COMPLETE_H */

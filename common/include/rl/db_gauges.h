@@ -5,9 +5,8 @@
 #include <stdint.h>
 
 /* The health thread's reading, declared apart from the operator's headers
- * because the service process itself runs it (every /metrics scrape); it reads
- * what an operator reads, so it lives with the operator's statements in
- * common/src/db/ops.c. Conventions: rl/db_conn.h. */
+ * because the service process itself runs it (every /metrics scrape):
+ * common/src/db/gauges.c. Conventions: rl/db_conn.h. */
 
 struct rl_db;
 

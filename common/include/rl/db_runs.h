@@ -9,8 +9,8 @@
 #include "rl/runid.h"
 
 /* The operator's statements on runs: `runledger runs` list, show, retry,
- * resolve and cancel (common/src/db/ops.c). Conventions: rl/db_conn.h; operator
- * statements run unprepared (a command runs each once). */
+ * resolve and cancel (common/src/db/runs.c). Conventions: rl/db_conn.h;
+ * operator statements run unprepared (a command runs each once). */
 
 struct rl_db;
 

@@ -22,11 +22,6 @@
  * with errstr set. */
 char *rl_json_canonical(const cJSON *item, char *errstr, size_t errstr_size);
 
-/* SHA-256 hex of the canonical text of item into out (65 bytes).
- * Returns 0 or a negative rl_err with errstr set. */
-int rl_json_fingerprint(const cJSON *item, char *out, char *errstr,
-                        size_t errstr_size);
-
 /* item as compact JSON text in plain malloc'd memory (free with free(),
  * unlike cJSON_PrintUnformatted's), or NULL when out of memory. */
 char *rl_json_print(const cJSON *item);

@@ -65,11 +65,6 @@ rd_kafka_t *rl_kafka_consumer_new(const struct rl_config *cfg,
                                   rd_kafka_conf_t *conf, const char *topic,
                                   char *errstr, size_t errstr_size);
 
-/* Creates topic with partitions if it does not exist (replication factor
- * -1: the broker default). Returns 0 also when it already exists. */
-int rl_kafka_topic_ensure(rd_kafka_t *rk, const char *topic, int partitions,
-                          int timeout_ms, char *errstr, size_t errstr_size);
-
 /* The retention.ms of topic as the broker reports it (DescribeConfigs),
  * waiting at most timeout_ms: *retention_ms is -1 for a topic kept
  * forever. Returns 0, or RL_ERR_KAFKA with errstr (the broker unreachable,

@@ -231,11 +231,6 @@ int rl_model_submit(struct rl_model *m, struct rl_model_call *call);
  * @locks m's queue lock, briefly; O(calls in flight) */
 int rl_model_cancel(struct rl_model *m, struct rl_model_call *call);
 
-/* Calls submitted whose done() has not yet returned. Approximate while other
- * threads submit.
- * @locality any thread */
-size_t rl_model_in_flight(const struct rl_model *m);
-
 /* Stops the model thread: every call still pending is delivered to done()
  * with RL_MODEL_CANCELLED (on the model thread, before this returns), then
  * the connections close. Accepts NULL.

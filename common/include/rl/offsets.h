@@ -35,9 +35,6 @@ int rl_offsets_done(struct rl_offsets *tracker, int32_t partition,
 int64_t rl_offsets_take_committable(struct rl_offsets *tracker,
                                     int32_t partition);
 
-/* Offsets in flight (added, not yet popped as done) over all partitions. */
-size_t rl_offsets_in_flight(const struct rl_offsets *tracker);
-
 /* Forgets one partition (revoked) or all of them (partition -1). */
 void rl_offsets_forget(struct rl_offsets *tracker, int32_t partition);
 

@@ -182,7 +182,7 @@ struct rl_batch;
  * into *b. */
 void db_batch_row(const PGresult *res, int row, struct rl_batch *b);
 
-/* ---- operator statements (ops.c) ---------------------------------------- */
+/* ---- one-off statements (exec.c) ---------------------------------------- */
 
 /* The text of the first column of a one-row result, malloc'd into *out.
  * Returns 0, RL_ERR_NOTFOUND (no row: "could not <what>: no such run"),
@@ -197,7 +197,7 @@ int db_write(struct rl_db *db, const char *sql, int nparams,
              const char *const *params, const char *what, int *rows,
              char *errstr, size_t errstr_size);
 
-/* Entry points only tests call, defined in conn.c and ops.c and declared
+/* Entry points only tests call, defined in conn.c and exec.c and declared
  * for the tests in tests/support/rltest_db.h (keep the two alike). */
 int rl_db_ping(struct rl_db *db, char *errstr, size_t errstr_size);
 int rl_db_exec(struct rl_db *db, const char *sql, int nparams,

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "rl/err.h"
+#include "rl/testing.h"
 #include "rl/trace.h"
 
 const char *
