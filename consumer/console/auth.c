@@ -92,18 +92,6 @@ set_session_cookie(struct console_req *r, const char *value, int max_age)
              value, max_age, r->c->secure_cookies ? "; Secure" : "");
 }
 
-static int
-is_hex64(const char *s)
-{
-    size_t n = 0;
-
-    for (; s[n]; n++) {
-        if (!((s[n] >= '0' && s[n] <= '9') || (s[n] >= 'a' && s[n] <= 'f')))
-            return 0;
-    }
-    return n == 64;
-}
-
 /* Reads user and role of a {"name","role"} object into r. */
 static int
 take_user(struct console_req *r, const char *json)
@@ -159,7 +147,7 @@ session_cookie(const struct console_req *r, char *out)
         MHD_lookup_connection_value(r->conn, MHD_COOKIE_KIND, "rl_session");
 
     out[0] = '\0';
-    if (v && is_hex64(v))
+    if (v && rl_sha256_hex_valid(v))
         snprintf(out, RL_TOKEN_HEX_SIZE, "%s", v);
 }
 
@@ -431,7 +419,8 @@ console_signin(struct console_req *r)
         goto limited;
     token = console_form_value(r, "token");
     dot = token ? strrchr(token, '.') : NULL;
-    if (dot && (size_t)(dot - token) < sizeof(name) && is_hex64(dot + 1)) {
+    if (dot && (size_t)(dot - token) < sizeof(name) &&
+        rl_sha256_hex_valid(dot + 1)) {
         memcpy(name, token, (size_t)(dot - token));
         name[dot - token] = '\0';
     }

@@ -1,12 +1,14 @@
 #ifndef RL_CONSOLE_INT_H
 #define RL_CONSOLE_INT_H
 
-/* What the files of consumer/console/ share: the server (server.c), who
- * is signed in and what a form must carry (auth.c), the pages (pages.c),
- * the reports (reports.c), the dead letters (deadletters.c) and the HTML they
- * are written in (html.c). The console is a process of its own (`runledger
- * console`) on connections of its own: it adds no load to the workers' hot
- * path. */
+/* What the files of consumer/console/ share: the router (server.c), the
+ * ledger connections (pool.c), responses and form values (respond.c), who
+ * is signed in and what a form must carry (auth.c), the pages by what
+ * they show (approvals.c, runs.c, run.c, deadletters.c, reports.c, with
+ * timeline.c for a run's timeline) and the HTML they are written in
+ * (html.c). The pages are called by server.c and never call it back. The
+ * console is a process of its own (`runledger console`) on connections of its
+ * own: it adds no load to the workers' hot path. */
 
 #include <microhttpd.h>
 #include <pthread.h>
@@ -124,10 +126,28 @@ void html_end(struct rl_buf *b);
 /* <p id="message" class="ok|error">text</p>, the text escaped. */
 void html_message(struct rl_buf *b, int ok, const char *text);
 
+/* The string member name of obj, or NULL (borrowed from obj). */
+const char *json_str(const struct cJSON *obj, const char *name);
+
+/* Member name of obj as text, escaped: a string as is, a number, a
+ * boolean as yes or no; nothing otherwise. */
+void html_member(struct rl_buf *b, const struct cJSON *obj, const char *name);
+
 /* The stylesheet served at /static/console.css. */
 extern const char console_css[];
 
-/* ---- server.c ---------------------------------------------------------- */
+/* ---- pool.c ------------------------------------------------------------ */
+
+/* Lends r a ledger connection (r->db, r->db_slot) for the rest of the
+ * request, reconnecting a dropped one; waits up to a few seconds for a
+ * free one. Returns 0, or -1 (none free, or the ledger unreachable).
+ * @locality libmicrohttpd's worker threads */
+int console_pool_take(struct console *c, struct console_req *r);
+
+/* Gives r's connection back; nothing when r holds none. */
+void console_pool_give(struct console *c, struct console_req *r);
+
+/* ---- respond.c --------------------------------------------------------- */
 
 /* Queues a response with the console's headers (CSP, nosniff, referrer
  * policy, frame denial, no-store) and the request's Set-Cookie. body is
@@ -144,6 +164,11 @@ enum MHD_Result console_send_message(struct console_req *r, unsigned status,
 /* The page in b (taken) as text/html; a failed buffer answers 500. */
 enum MHD_Result console_send_page(struct console_req *r, unsigned status,
                                   struct rl_buf *b);
+
+/* The ledger's failure (errstr, logged) as a 503 page that names none of
+ * it. */
+enum MHD_Result console_ledger_failed(struct console_req *r,
+                                      const char *errstr);
 
 /* The value of a urlencoded form field of the request body (a new string,
  * NULL when absent) or of the query string (borrowed, NULL when absent). */
@@ -178,12 +203,27 @@ enum MHD_Result console_signout(struct console_req *r);
 /* Parses "ADDR/BITS" into cidr; 0 or -1. */
 int console_cidr_parse(const char *text, struct console_cidr *cidr);
 
-/* ---- pages.c ----------------------------------------------------------- */
+/* ---- approvals.c ------------------------------------------------------- */
 
+/* GET /approvals, GET /approvals/RUN and POST /approvals/RUN. */
 enum MHD_Result console_approvals(struct console_req *r);
 enum MHD_Result console_approval(struct console_req *r, const char *run_id);
 enum MHD_Result console_decide(struct console_req *r, const char *run_id);
+
+/* 1 when role may decide proposals (approver, operator). */
+int console_role_decides(const char *role);
+
+/* <p id="decision"> of a run's decision (the run page's "decision"). */
+void console_put_decision(struct rl_buf *b, const struct cJSON *decision);
+
+/* ---- runs.c ------------------------------------------------------------ */
+
+/* GET /runs. */
 enum MHD_Result console_runs(struct console_req *r);
+
+/* ---- run.c ------------------------------------------------------------- */
+
+/* GET /runs/RUN and POST /runs/RUN/action. */
 enum MHD_Result console_run(struct console_req *r, const char *run_id);
 enum MHD_Result console_run_action(struct console_req *r, const char *run_id);
 
@@ -205,8 +245,5 @@ enum MHD_Result console_deadletter_replay(struct console_req *r,
 
 enum MHD_Result console_costs(struct console_req *r);
 enum MHD_Result console_limits(struct console_req *r);
-
-/* 1 when role may decide proposals (approver, operator). */
-int console_role_decides(const char *role);
 
 #endif /* RL_CONSOLE_INT_H */

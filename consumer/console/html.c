@@ -1,7 +1,8 @@
-/* html.c: the console's HTML: the one escaping function, the frame of
- * every page and the stylesheet. Pages are written server-side, with no
- * script and no inline style, so the Content-Security-Policy can forbid
- * both. */
+/* html.c: the console's HTML: the one escaping function, a ledger
+ * value as text, the frame of every page and the stylesheet. Pages are written
+ * server-side, with no script and no inline style, so the
+ * Content-Security-Policy can forbid both. */
+#include <cjson/cJSON.h>
 #include <string.h>
 
 #include "console_int.h"
@@ -96,6 +97,27 @@ html_message(struct rl_buf *b, int ok, const char *text)
                       : "<p id=\"message\" class=\"error\">");
     html_esc(b, text);
     rl_buf_puts(b, "</p>");
+}
+
+const char *
+json_str(const cJSON *obj, const char *name)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
+
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+void
+html_member(struct rl_buf *b, const cJSON *obj, const char *name)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
+
+    if (cJSON_IsString(v))
+        html_esc(b, v->valuestring);
+    else if (cJSON_IsNumber(v))
+        rl_buf_printf(b, "%.0f", v->valuedouble);
+    else if (cJSON_IsBool(v))
+        rl_buf_puts(b, cJSON_IsTrue(v) ? "yes" : "no");
 }
 
 /* clang-format off */

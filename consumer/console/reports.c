@@ -14,7 +14,6 @@
 #include "rl/db_console.h"
 #include "rl/db_limits.h"
 #include "rl/db_model_limits.h"
-#include "rl/log.h"
 
 #define CHART_DAYS 14
 #define CHART_TENANTS 8
@@ -22,14 +21,6 @@
 #define CHART_H 260
 #define CHART_LEFT 70
 #define CHART_BOTTOM 40
-
-static enum MHD_Result
-report_failed(struct console_req *r, const char *errstr)
-{
-    rl_log_warn(NULL, "console: %s", errstr);
-    return console_send_message(r, MHD_HTTP_SERVICE_UNAVAILABLE, "Unavailable",
-                                0, "the ledger could not answer; try again");
-}
 
 /* A JSON array of flat objects as a table: the members of the first row
  * are the columns. */
@@ -224,7 +215,7 @@ console_costs(struct console_req *r)
         free(report);
         free(daily);
         free(costs);
-        return report_failed(r, errstr);
+        return console_ledger_failed(r, errstr);
     }
     jb = cJSON_Parse(budgets);
     jr = cJSON_Parse(report);
@@ -277,7 +268,7 @@ console_limits(struct console_req *r)
     if (rl_db_limits_json(r->db, NULL, &limits, errstr, sizeof(errstr)) ||
         rl_db_model_limits_json(r->db, NULL, &models, errstr, sizeof(errstr))) {
         free(limits);
-        return report_failed(r, errstr);
+        return console_ledger_failed(r, errstr);
     }
     jl = cJSON_Parse(limits);
     jm = cJSON_Parse(models);

@@ -1,7 +1,9 @@
 /* server.c: `runledger console`: the web console's process. Arguments,
- * the HTTP server (libmicrohttpd, a small thread pool), the pool of ledger
- * connections the requests borrow, the routes, and the headers every
- * response carries. Pages are in pages.c, sign-in in auth.c. */
+ * the HTTP server (libmicrohttpd, a small thread pool) and the routes:
+ * which page answers which request. The pages are a file each by what
+ * they show (approvals.c, runs.c, run.c, deadletters.c, reports.c),
+ * sign-in is auth.c; they answer through respond.c and borrow ledger
+ * connections from pool.c, and never call back into this file. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
@@ -15,14 +17,12 @@
 
 #include "commands.h"
 #include "console_int.h"
+#include "mhd_log.h"
 #include "rl/config.h"
 #include "rl/db_conn.h"
 #include "rl/db_console.h"
 #include "rl/log.h"
-
-/* How long a request waits for a free ledger connection before it is
- * answered 503. */
-#define CONSOLE_POOL_WAIT_S 5
+#include "rl/runid.h"
 
 /* As printed, one literal per line: clang-format would rewrap it. */
 /* clang-format off */
@@ -51,193 +51,6 @@ static const char usage_text[] =
 "Exit status: 0 stopped by a signal; 1 could not serve; 2 bad usage.\n";
 /* clang-format on */
 
-/* ---- the ledger connections ---------------------------------------- */
-
-static int
-pool_take(struct console *c, struct console_req *r)
-{
-    struct timespec until;
-    char errstr[512];
-    int slot = -1;
-
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += CONSOLE_POOL_WAIT_S;
-    pthread_mutex_lock(&c->pool_lock);
-    for (;;) {
-        for (int i = 0; i < CONSOLE_DB_POOL && slot < 0; i++) {
-            if (!c->busy[i])
-                slot = i;
-        }
-        if (slot >= 0)
-            break;
-        if (pthread_cond_timedwait(&c->pool_free, &c->pool_lock, &until) ==
-            ETIMEDOUT)
-            break;
-    }
-    if (slot >= 0)
-        c->busy[slot] = 1;
-    pthread_mutex_unlock(&c->pool_lock);
-    if (slot < 0)
-        return -1;
-    r->db_slot = slot;
-    /* A connection the server dropped is reopened here, by the request
-     * that needs it, outside the pool's lock. */
-    if (c->db[slot] &&
-        rl_db_console_check(c->db[slot], errstr, sizeof(errstr)) != 0) {
-        rl_log_warn(NULL, "console: ledger connection lost: %s", errstr);
-        rl_db_destroy(c->db[slot]);
-        c->db[slot] = NULL;
-    }
-    if (!c->db[slot]) {
-        c->db[slot] = rl_db_connect(c->database_url, errstr, sizeof(errstr));
-        if (!c->db[slot])
-            rl_log_warn(NULL, "console: %s", errstr);
-    }
-    r->db = c->db[slot];
-    return r->db ? 0 : -1;
-}
-
-static void
-pool_give(struct console *c, struct console_req *r)
-{
-    if (r->db_slot < 0)
-        return;
-    pthread_mutex_lock(&c->pool_lock);
-    c->busy[r->db_slot] = 0;
-    pthread_cond_signal(&c->pool_free);
-    pthread_mutex_unlock(&c->pool_lock);
-    r->db_slot = -1;
-    r->db = NULL;
-}
-
-/* ---- responses ------------------------------------------------------- */
-
-enum MHD_Result
-console_send(struct console_req *r, unsigned status, const char *type,
-             char *body, size_t len, const char *location)
-{
-    struct MHD_Response *resp;
-    enum MHD_Result ret;
-
-    resp = MHD_create_response_from_buffer(len, body ? body : (char *)"",
-                                           body ? MHD_RESPMEM_MUST_FREE
-                                                : MHD_RESPMEM_PERSISTENT);
-    if (!resp) {
-        free(body);
-        return MHD_NO;
-    }
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-    MHD_add_response_header(
-        resp, "Content-Security-Policy",
-        "default-src 'none'; style-src 'self'; img-src 'self'; "
-        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'");
-    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
-    MHD_add_response_header(resp, "Referrer-Policy", "same-origin");
-    MHD_add_response_header(resp, "X-Frame-Options", "DENY");
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL,
-                            strcmp(type, "text/css") == 0 ? "max-age=3600"
-                                                          : "no-store");
-    if (r->set_cookie[0])
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_SET_COOKIE,
-                                r->set_cookie);
-    if (location)
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_LOCATION, location);
-    ret = MHD_queue_response(r->conn, status, resp);
-    MHD_destroy_response(resp);
-    return ret;
-}
-
-enum MHD_Result
-console_send_page(struct console_req *r, unsigned status, struct rl_buf *b)
-{
-    size_t len = b->len;
-    char *body = rl_buf_take(b);
-
-    if (!body) {
-        static const char oom[] = "out of memory\n";
-
-        return console_send(r, MHD_HTTP_INTERNAL_SERVER_ERROR, "text/plain",
-                            strdup(oom), sizeof(oom) - 1, NULL);
-    }
-    return console_send(r, status, "text/html; charset=utf-8", body, len, NULL);
-}
-
-enum MHD_Result
-console_send_message(struct console_req *r, unsigned status, const char *title,
-                     int ok, const char *text)
-{
-    struct rl_buf b = {0};
-
-    html_begin(&b, r, title);
-    rl_buf_puts(&b, "<h1>");
-    html_esc(&b, title);
-    rl_buf_puts(&b, "</h1>");
-    html_message(&b, ok, text);
-    html_end(&b);
-    return console_send_page(r, status, &b);
-}
-
-/* ---- form and query values -------------------------------------------- */
-
-static int
-hexval(char ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
-}
-
-char *
-console_form_value(const struct console_req *r, const char *name)
-{
-    size_t nlen = strlen(name);
-    const char *p = r->body;
-
-    while (p && *p) {
-        const char *end = strchr(p, '&');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-
-        if (len > nlen && strncmp(p, name, nlen) == 0 && p[nlen] == '=') {
-            const char *v = p + nlen + 1;
-            size_t vlen = len - nlen - 1, o = 0;
-            char *out = malloc(vlen + 1);
-
-            if (!out)
-                return NULL;
-            for (size_t i = 0; i < vlen; i++) {
-                if (v[i] == '+') {
-                    out[o++] = ' ';
-                } else if (v[i] == '%' && i + 2 < vlen &&
-                           hexval(v[i + 1]) >= 0 && hexval(v[i + 2]) >= 0) {
-                    out[o++] = (char)(hexval(v[i + 1]) * 16 + hexval(v[i + 2]));
-                    i += 2;
-                } else {
-                    out[o++] = v[i];
-                }
-            }
-            out[o] = '\0';
-            /* A value with a NUL byte in it is no value. */
-            if (strlen(out) != o) {
-                free(out);
-                return NULL;
-            }
-            return out;
-        }
-        p = end ? end + 1 : NULL;
-    }
-    return NULL;
-}
-
-const char *
-console_query_value(const struct console_req *r, const char *name)
-{
-    return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
-}
-
 /* ---- routes ------------------------------------------------------------ */
 
 /* The state of one request across libmicrohttpd's calls: the body read
@@ -246,18 +59,6 @@ struct console_upload {
     struct rl_buf body;
     int too_big;
 };
-
-static int
-is_run_id(const char *s)
-{
-    size_t n = 0;
-
-    for (; s[n]; n++) {
-        if (!((s[n] >= '0' && s[n] <= '9') || (s[n] >= 'a' && s[n] <= 'f')))
-            return 0;
-    }
-    return n == 64;
-}
 
 /* "/deadletters/P-O/replay" into its partition and offset. */
 static int
@@ -308,7 +109,7 @@ route(struct console_req *r)
     if (r->body_too_big)
         return console_send_message(r, MHD_HTTP_CONTENT_TOO_LARGE, "Too large",
                                     0, "the form is too large");
-    if (pool_take(r->c, r) != 0)
+    if (console_pool_take(r->c, r) != 0)
         return console_send_message(r, MHD_HTTP_SERVICE_UNAVAILABLE,
                                     "Unavailable", 0,
                                     "the ledger cannot be reached; try again");
@@ -351,7 +152,8 @@ route(struct console_req *r)
                                         reason);
         if (strcmp(url, "/signout") == 0)
             return console_signout(r);
-        if (strncmp(url, "/approvals/", 11) == 0 && is_run_id(url + 11))
+        if (strncmp(url, "/approvals/", 11) == 0 &&
+            rl_sha256_hex_valid(url + 11))
             return console_decide(r, url + 11);
         if (dead_letter_id(url, &partition, &offset) == 0)
             return console_deadletter_replay(r, partition, offset);
@@ -361,7 +163,7 @@ route(struct console_req *r)
 
             memcpy(run_id, url + 6, 64);
             run_id[64] = '\0';
-            if (is_run_id(run_id))
+            if (rl_sha256_hex_valid(run_id))
                 return console_run_action(r, run_id);
         }
         return console_send_message(r, MHD_HTTP_NOT_FOUND, "Not found", 0,
@@ -372,7 +174,7 @@ route(struct console_req *r)
                             strdup("approvals\n"), 10, "/approvals");
     if (strcmp(url, "/approvals") == 0)
         return console_approvals(r);
-    if (strncmp(url, "/approvals/", 11) == 0 && is_run_id(url + 11))
+    if (strncmp(url, "/approvals/", 11) == 0 && rl_sha256_hex_valid(url + 11))
         return console_approval(r, url + 11);
     if (strcmp(url, "/runs") == 0)
         return console_runs(r);
@@ -382,7 +184,7 @@ route(struct console_req *r)
         return console_limits(r);
     if (strcmp(url, "/deadletters") == 0)
         return console_deadletters(r);
-    if (strncmp(url, "/runs/", 6) == 0 && is_run_id(url + 6))
+    if (strncmp(url, "/runs/", 6) == 0 && rl_sha256_hex_valid(url + 6))
         return console_run(r, url + 6);
     return console_send_message(r, MHD_HTTP_NOT_FOUND, "Not found", 0,
                                 "no such page");
@@ -440,7 +242,7 @@ handle(void *cls, struct MHD_Connection *conn, const char *url,
     snprintf(r.peer, sizeof(r.peer), "%s", r.address);
     console_forwarded_address(&r);
     ret = route(&r);
-    pool_give(c, &r);
+    console_pool_give(c, &r);
     return ret;
 }
 
@@ -458,23 +260,6 @@ completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         free(up);
         *con_cls = NULL;
     }
-}
-
-static void mhd_log(void *cls, const char *fmt, va_list ap)
-    __attribute__((format(printf, 2, 0)));
-
-static void
-mhd_log(void *cls, const char *fmt, va_list ap)
-{
-    char msg[512];
-    size_t len;
-
-    (void)cls;
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    len = strlen(msg);
-    while (len > 0 && msg[len - 1] == '\n')
-        msg[--len] = '\0';
-    rl_log_warn(NULL, "console http: %s", msg);
 }
 
 /* ---- arguments ---------------------------------------------------------- */
@@ -778,7 +563,7 @@ rl_cmd_console(int argc, char **argv)
         64u, MHD_OPTION_CONNECTION_TIMEOUT, 30u,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
         MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,
-        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
+        MHD_OPTION_EXTERNAL_LOGGER, rl_mhd_log, "console http", MHD_OPTION_END);
     if (!c.daemon) {
         fprintf(stderr,
                 "runledger console: could not serve on %s port %d "
