@@ -415,8 +415,6 @@ console_signin(struct console_req *r)
         return console_send_message(r, MHD_HTTP_FORBIDDEN, "Forbidden", 0,
                                     "refused: the form was not sent from "
                                     "this console");
-    if (limiter_blocked(&r->c->by_address, r->address))
-        goto limited;
     token = console_form_value(r, "token");
     dot = token ? strrchr(token, '.') : NULL;
     if (dot && (size_t)(dot - token) < sizeof(name) &&
@@ -424,8 +422,6 @@ console_signin(struct console_req *r)
         memcpy(name, token, (size_t)(dot - token));
         name[dot - token] = '\0';
     }
-    if (name[0] && limiter_blocked(&r->c->by_user, name))
-        goto limited;
     if (name[0]) {
         err =
             rl_db_console_user_json(r->db, name, &json, errstr, sizeof(errstr));
@@ -445,6 +441,15 @@ console_signin(struct console_req *r)
         OPENSSL_cleanse(token, strlen(token));
     free(token);
     token = NULL;
+    /* The limits count failures only and never refuse the right token:
+     * every client behind the Ingress shares one address, so refusing it
+     * would let anyone's bad tries lock every user out. */
+    if (!ok && (limiter_blocked(&r->c->by_address, r->address) ||
+                (name[0] && limiter_blocked(&r->c->by_user, name)))) {
+        cJSON_Delete(obj);
+        free(json);
+        goto limited;
+    }
     if (!ok) {
         limiter_fail(&r->c->by_address, r->address);
         if (name[0])

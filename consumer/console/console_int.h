@@ -30,7 +30,8 @@ struct rl_db;
 #define CONSOLE_ADDRESS_MAX 64
 
 /* Failed sign-ins allowed per window, per client address and per user
- * name, before the console answers 429 until the window ends. */
+ * name, before a wrong token is answered 429 until the window ends (the
+ * right token still signs in). */
 #define CONSOLE_SIGNIN_WINDOW_MS 60000
 #define CONSOLE_SIGNIN_PER_ADDRESS 10
 #define CONSOLE_SIGNIN_PER_USER 5
