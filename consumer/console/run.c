@@ -189,13 +189,17 @@ console_run_action(struct console_req *r, const char *run_id)
         else
             err = rl_db_run_resolve_failed(r->db, run_id, r->user, reason, &dec,
                                            errstr, sizeof(errstr));
-        if (err == 0)
-            err = rl_db_console_tx(r->db, "COMMIT", errstr, sizeof(errstr));
-        else {
-            char ignored[256];
+    }
+    if (err == 0)
+        err = rl_db_console_tx(r->db, "COMMIT", errstr, sizeof(errstr));
+    if (err) {
+        char ignored[256];
 
-            rl_db_console_tx(r->db, "ROLLBACK", ignored, sizeof(ignored));
-        }
+        /* Every failure after BEGIN ends the transaction here, so the
+         * pooled connection goes back outside one. */
+        rl_db_console_tx(r->db, "ROLLBACK", ignored, sizeof(ignored));
+    } else if (strcmp(action, "cancel") == 0) {
+        rl_db_model_horizons_refresh(r->db);
     }
     if (err == RL_ERR_NOTFOUND) {
         free(action);

@@ -141,7 +141,8 @@ int rl_db_console_decide(struct rl_db *db,
                          size_t errstr_size);
 
 /* BEGIN, COMMIT or ROLLBACK on db: the console wraps an operator action
- * and its audit row in one transaction. Returns 0 or an rl_err. */
+ * and its audit row in one transaction. Returns 0 or an rl_err; COMMIT
+ * returns RL_ERR_DB when PostgreSQL rolled the transaction back. */
 int rl_db_console_tx(struct rl_db *db, const char *verb, char *errstr,
                      size_t errstr_size);
 
@@ -160,8 +161,9 @@ int rl_db_console_audit_add(struct rl_db *db, const char *actor,
                             const char *address, const char *detail,
                             char *errstr, size_t errstr_size);
 
-/* Whether the connection is usable; reconnects when it is not. Returns 0
- * or RL_ERR_DB. */
+/* Whether the connection is usable, idle outside any transaction (one a
+ * request left open is rolled back here); reconnects when it is not.
+ * Returns 0, or RL_ERR_DB when the caller must open a new connection. */
 int rl_db_console_check(struct rl_db *db, char *errstr, size_t errstr_size);
 
 #endif /* RL_DB_CONSOLE_H */

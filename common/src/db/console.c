@@ -602,9 +602,22 @@ rl_db_console_decide(struct rl_db *db,
 int
 rl_db_console_check(struct rl_db *db, char *errstr, size_t errstr_size)
 {
-    if (PQstatus(db->conn) == CONNECTION_OK)
+    PGresult *res;
+
+    if (PQstatus(db->conn) != CONNECTION_OK)
+        return rl_db_ping(db, errstr, errstr_size);
+    if (PQtransactionStatus(db->conn) == PQTRANS_IDLE)
         return 0;
-    return rl_db_ping(db, errstr, errstr_size);
+    /* A request that left its transaction open must not hand it to the
+     * next one, whose writes would then commit or vanish with it. */
+    res = PQexec(db->conn, "ROLLBACK");
+    PQclear(res);
+    if (PQtransactionStatus(db->conn) == PQTRANS_IDLE)
+        return 0;
+    rl_set_err(errstr, errstr_size,
+               "could not roll back a transaction left open: %s",
+               PQerrorMessage(db->conn));
+    return RL_ERR_DB;
 }
 
 int
@@ -619,6 +632,30 @@ rl_db_console_costs_daily_json(struct rl_db *db, int days, char **json,
                        json, errstr, errstr_size);
 }
 
+/* COMMIT, and what it answered: PostgreSQL answers COMMIT of a
+ * transaction an error aborted with the command tag ROLLBACK, and no
+ * error at all. */
+static int
+console_commit(struct rl_db *db, char *errstr, size_t errstr_size)
+{
+    PGresult *res;
+    int err = RL_ERR_DB;
+
+    res = db_exec_simple(db, "COMMIT", 0, NULL, &err, errstr, errstr_size,
+                         "commit");
+    if (!res)
+        return err;
+    if (strcmp(PQcmdStatus(res), "COMMIT") != 0) {
+        rl_set_err(errstr, errstr_size,
+                   "could not commit: the transaction was rolled back (%s)",
+                   PQcmdStatus(res));
+        PQclear(res);
+        return RL_ERR_DB;
+    }
+    PQclear(res);
+    return 0;
+}
+
 int
 rl_db_console_tx(struct rl_db *db, const char *verb, char *errstr,
                  size_t errstr_size)
@@ -629,6 +666,8 @@ rl_db_console_tx(struct rl_db *db, const char *verb, char *errstr,
                    verb);
         return RL_ERR_INVALID;
     }
+    if (strcmp(verb, "COMMIT") == 0)
+        return console_commit(db, errstr, errstr_size);
     return db_write(db, verb, 0, NULL, verb, NULL, errstr, errstr_size);
 }
 
