@@ -5,6 +5,7 @@
  * the worker hashed when it stored the proposal and `runs approve`
  * checks. */
 #include <cjson/cJSON.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,6 +129,167 @@ shown_from(const char *proposal_json, struct shown_proposal *p, char *errstr,
     return 0;
 }
 
+/* ---- the content as a person reads it ----------------------------------- */
+
+/* The name of a character the readable view marks instead of showing, or
+ * NULL: characters that are invisible or that change the direction of
+ * the text after them, so that what is shown would not be what is
+ * sent. */
+static const char *
+hidden_name(uint32_t cp)
+{
+    switch (cp) {
+    case 0x0d:
+        return "CR";
+    case 0x061c:
+        return "ALM";
+    case 0x200b:
+        return "ZWSP";
+    case 0x200c:
+        return "ZWNJ";
+    case 0x200d:
+        return "ZWJ";
+    case 0x200e:
+        return "LRM";
+    case 0x200f:
+        return "RLM";
+    case 0x202a:
+        return "LRE";
+    case 0x202b:
+        return "RLE";
+    case 0x202c:
+        return "PDF";
+    case 0x202d:
+        return "LRO";
+    case 0x202e:
+        return "RLO";
+    case 0x2060:
+        return "WJ";
+    case 0x2066:
+        return "LRI";
+    case 0x2067:
+        return "RLI";
+    case 0x2068:
+        return "FSI";
+    case 0x2069:
+        return "PDI";
+    case 0xfeff:
+        return "ZWNBSP";
+    default:
+        break;
+    }
+    if (cp < 0x20 && cp != '\n' && cp != '\t')
+        return "control";
+    if (cp == 0x7f || (cp >= 0x80 && cp < 0xa0))
+        return "control";
+    return NULL;
+}
+
+/* The code point at s (n bytes left) and its length in *len; an invalid
+ * sequence is one byte of U+FFFD. */
+static uint32_t
+utf8_next(const unsigned char *s, size_t n, size_t *len)
+{
+    uint32_t cp;
+    size_t want;
+
+    if (s[0] < 0x80) {
+        *len = 1;
+        return s[0];
+    }
+    if ((s[0] & 0xe0) == 0xc0) {
+        cp = s[0] & 0x1f;
+        want = 2;
+    } else if ((s[0] & 0xf0) == 0xe0) {
+        cp = s[0] & 0x0f;
+        want = 3;
+    } else if ((s[0] & 0xf8) == 0xf0) {
+        cp = s[0] & 0x07;
+        want = 4;
+    } else {
+        *len = 1;
+        return 0xfffd;
+    }
+    if (want > n) {
+        *len = 1;
+        return 0xfffd;
+    }
+    for (size_t i = 1; i < want; i++) {
+        if ((s[i] & 0xc0) != 0x80) {
+            *len = 1;
+            return 0xfffd;
+        }
+        cp = (cp << 6) | (s[i] & 0x3f);
+    }
+    *len = want;
+    return cp;
+}
+
+/* One text field as a person reads it: its name, its length in
+ * characters and bytes, and its text with line breaks kept and each
+ * hidden character (hidden_name) shown as a mark where it is. A leading
+ * line break is marked too: a reader would not see an empty first line. */
+static void
+put_readable(struct rl_buf *b, const char *name, const char *text)
+{
+    const unsigned char *s = (const unsigned char *)text;
+    size_t n = strlen(text), chars = 0, len;
+
+    for (size_t i = 0; i < n; i += len, chars++)
+        (void)utf8_next(s + i, n - i, &len);
+    rl_buf_puts(b, "<div class=\"field\"><h3 class=\"field-name\">");
+    html_esc(b, name);
+    rl_buf_printf(b,
+                  "</h3><p class=\"field-length\">%zu characters, %zu "
+                  "bytes</p>",
+                  chars, n);
+    /* The HTML parser drops one line break right after <pre>: this one,
+     * so that the text's own first line break is kept. */
+    rl_buf_puts(b, "<pre class=\"readable\">\n");
+    for (size_t i = 0; i < n; i += len) {
+        uint32_t cp = utf8_next(s + i, n - i, &len);
+        const char *hidden = hidden_name(cp);
+
+        if (i == 0 && cp == '\n')
+            rl_buf_puts(b, "<span class=\"hidden-char\" title=\"line break "
+                           "at the start\">[LF]</span>");
+        if (hidden)
+            rl_buf_printf(b,
+                          "<span class=\"hidden-char\" title=\"%s\">"
+                          "[U+%04X %s]</span>",
+                          hidden, (unsigned)cp, hidden);
+        else
+            html_esc_n(b, text + i, len);
+    }
+    rl_buf_puts(b, "</pre></div>");
+}
+
+/* Each string of the content, depth first, named by its path
+ * ("content", "content.text", "content.items[0]"). */
+static void
+put_readable_fields(struct rl_buf *b, const cJSON *v, const char *path,
+                    int depth)
+{
+    const cJSON *child;
+    char sub[256];
+    int i = 0;
+
+    if (cJSON_IsString(v)) {
+        put_readable(b, path, v->valuestring);
+        return;
+    }
+    if (depth > 16)
+        return;
+    cJSON_ArrayForEach(child, v)
+    {
+        if (cJSON_IsArray(v))
+            snprintf(sub, sizeof(sub), "%s[%d]", path, i++);
+        else
+            snprintf(sub, sizeof(sub), "%s.%s", path, child->string);
+        put_readable_fields(b, child, sub, depth + 1);
+    }
+}
+
 void
 console_put_decision(struct rl_buf *b, const cJSON *decision)
 {
@@ -211,7 +373,14 @@ approval_page(struct console_req *r, const char *run_id, unsigned status,
     rl_buf_puts(&b, "</ul><h2>Operation</h2><p id=\"operation\">");
     html_member(&b, shown.parsed, "operation");
     rl_buf_puts(&b, "</p><h2>Content that will be sent</h2>"
-                    "<pre id=\"content\">");
+                    "<p>Each text as it reads, line breaks kept; invisible "
+                    "and direction-changing characters are marked "
+                    "<span class=\"hidden-char\">[U+XXXX]</span> where "
+                    "they are.</p><div id=\"readable\">");
+    put_readable_fields(
+        &b, cJSON_GetObjectItemCaseSensitive(shown.parsed, "content"),
+        "content", 0);
+    rl_buf_puts(&b, "</div><h3>Exactly as sent</h3><pre id=\"content\">");
     html_esc(&b, shown.content);
     rl_buf_puts(&b, "</pre><h2>Digest</h2><p>SHA-256 of the canonical "
                     "proposal below: <code id=\"digest\">");
@@ -300,8 +469,8 @@ console_decide(struct console_req *r, const char *run_id)
         status = MHD_HTTP_BAD_REQUEST;
         goto done;
     }
-    if (reason && strlen(reason) > 500)
-        reason[500] = '\0';
+    if (reason)
+        console_cut_utf8(reason, CONSOLE_REASON_MAX);
     err = rl_db_console_decide(
         r->db,
         &(struct rl_console_decision_req){.run_id = run_id,

@@ -27,6 +27,8 @@ struct rl_db;
 #define CONSOLE_BODY_MAX 16384
 #define CONSOLE_DB_POOL 4
 #define CONSOLE_NAME_MAX 65
+/* Bytes of a reason the ledger keeps (the forms' maxlength). */
+#define CONSOLE_REASON_MAX 500
 #define CONSOLE_ADDRESS_MAX 64
 
 /* Failed sign-ins allowed per window, per client address and per user
@@ -175,6 +177,9 @@ enum MHD_Result console_ledger_failed(struct console_req *r,
  * NULL when absent) or of the query string (borrowed, NULL when absent). */
 char *console_form_value(const struct console_req *r, const char *name);
 const char *console_query_value(const struct console_req *r, const char *name);
+
+/* Cuts s to at most max bytes without splitting a UTF-8 character. */
+void console_cut_utf8(char *s, size_t max);
 
 /* ---- auth.c ------------------------------------------------------------ */
 

@@ -141,3 +141,18 @@ console_query_value(const struct console_req *r, const char *name)
 {
     return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
 }
+
+void
+console_cut_utf8(char *s, size_t max)
+{
+    size_t n = strlen(s);
+
+    if (n <= max)
+        return;
+    /* Back to the first byte of the character that would be split: a
+     * continuation byte is 10xxxxxx. */
+    n = max;
+    while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
+        n--;
+    s[n] = '\0';
+}

@@ -168,8 +168,8 @@ console_run_action(struct console_req *r, const char *run_id)
         status = MHD_HTTP_BAD_REQUEST;
         goto done;
     }
-    if (reason && strlen(reason) > 500)
-        reason[500] = '\0';
+    if (reason)
+        console_cut_utf8(reason, CONSOLE_REASON_MAX);
     if (!reason || !*reason) {
         /* The ledger wants a reason for every decision on a run. */
         free(reason);
