@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "console_int.h"
 #include "rl/clock.h"
@@ -252,6 +253,50 @@ failed:
     return -1;
 }
 
+/* The header lines of one name, as libmicrohttpd received them. */
+struct header_lines {
+    const char *name;
+    const char *last; /* the value of the last line */
+    int count;
+};
+
+static enum MHD_Result
+header_line(void *cls, enum MHD_ValueKind kind, const char *key,
+            const char *value)
+{
+    struct header_lines *h = cls;
+
+    (void)kind;
+    if (key && strcasecmp(key, h->name) == 0) {
+        h->count++;
+        h->last = value;
+    }
+    return MHD_YES;
+}
+
+static struct header_lines
+header_lines_of(const struct console_req *r, const char *name)
+{
+    struct header_lines h = {.name = name};
+
+    MHD_get_connection_values(r->conn, MHD_HEADER_KIND, header_line, &h);
+    return h;
+}
+
+int
+console_user_header_repeated(const struct console_req *r)
+{
+    return r->c->trusted_header[0] &&
+           header_lines_of(r, r->c->trusted_header).count > 1;
+}
+
+int
+console_cidr_too_wide(const struct console_cidr *cidr)
+{
+    return cidr->bits < (cidr->family == AF_INET ? CONSOLE_CIDR_MIN_BITS_V4
+                                                 : CONSOLE_CIDR_MIN_BITS_V6);
+}
+
 void
 console_forwarded_address(struct console_req *r)
 {
@@ -262,8 +307,9 @@ console_forwarded_address(struct console_req *r)
 
     if (!r->c->trusted_header[0] || !from_trusted_proxy(r))
         return;
-    xff = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
-                                      "X-Forwarded-For");
+    /* A proxy that adds its own line (HAProxy) leaves the client's lines
+     * before it: the last line holds the entry the trusted proxy wrote. */
+    xff = header_lines_of(r, "X-Forwarded-For").last;
     if (!xff)
         return;
     /* The entry the trusted proxy appended is the last one; any before it

@@ -61,6 +61,10 @@ struct console_cidr {
 };
 
 #define CONSOLE_CIDR_MAX 16
+/* The widest trusted proxy network accepted without --force: a /8 of
+ * IPv4, a /32 of IPv6. Wider, the user header is anyone's to send. */
+#define CONSOLE_CIDR_MIN_BITS_V4 8
+#define CONSOLE_CIDR_MIN_BITS_V6 32
 
 struct console {
     char listen_address[64];
@@ -208,6 +212,14 @@ enum MHD_Result console_signout(struct console_req *r);
 
 /* Parses "ADDR/BITS" into cidr; 0 or -1. */
 int console_cidr_parse(const char *text, struct console_cidr *cidr);
+
+/* 1 when cidr is wider than CONSOLE_CIDR_MIN_BITS_V4 / _V6. */
+int console_cidr_too_wide(const struct console_cidr *cidr);
+
+/* 1 when, in proxy mode, the request carries the trusted user header on
+ * more than one line: which one a proxy checked is unknown, so the
+ * request is refused. */
+int console_user_header_repeated(const struct console_req *r);
 
 /* ---- approvals.c ------------------------------------------------------- */
 

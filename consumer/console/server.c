@@ -29,7 +29,8 @@
 static const char usage_text[] =
 "usage: runledger console --listen ADDR:PORT [--base-url URL]\n"
 "                         [--secure-cookies] [--session-ttl SECONDS]\n"
-"                         [--trusted-user-header H --trusted-proxy CIDR[,CIDR]]\n"
+"                         [--trusted-user-header H --trusted-proxy CIDR[,CIDR]\n"
+"                          [--force]]\n"
 "\n"
 "Serves the web console: the approvals queue and the approval page, runs\n"
 "and run pages. People sign in with the token `runledger users add`\n"
@@ -45,7 +46,9 @@ static const char usage_text[] =
 "  --trusted-user-header H the header an authenticating proxy names the\n"
 "                          user in (e.g. X-Forwarded-User)\n"
 "  --trusted-proxy CIDRS   the proxy's networks; the header is ignored from\n"
-"                          any other address\n"
+"                          any other address. Wider than a /8 (IPv4) or a\n"
+"                          /32 (IPv6) is refused without --force\n"
+"  --force                 accept a trusted proxy network that wide\n"
 "\n"
 "The ledger is DATABASE_URL (see `runledger config`); docs/console.md.\n"
 "Exit status: 0 stopped by a signal; 1 could not serve; 2 bad usage.\n";
@@ -113,6 +116,10 @@ route(struct console_req *r)
         return console_send_message(r, MHD_HTTP_SERVICE_UNAVAILABLE,
                                     "Unavailable", 0,
                                     "the ledger cannot be reached; try again");
+    if (console_user_header_repeated(r))
+        return console_send_message(r, MHD_HTTP_BAD_REQUEST, "Bad request", 0,
+                                    "refused: the request names its user "
+                                    "more than once");
     if (strcmp(url, "/signin") == 0)
         return get ? console_signin_form(r) : console_signin(r);
     if (console_identify(r) != 0)
@@ -410,7 +417,8 @@ rl_cmd_console(int argc, char **argv)
         OPT_SECURE,
         OPT_TTL,
         OPT_HEADER,
-        OPT_PROXY
+        OPT_PROXY,
+        OPT_FORCE
     };
     static const struct option options[] = {
         {"listen", required_argument, NULL, OPT_LISTEN},
@@ -419,6 +427,7 @@ rl_cmd_console(int argc, char **argv)
         {"session-ttl", required_argument, NULL, OPT_TTL},
         {"trusted-user-header", required_argument, NULL, OPT_HEADER},
         {"trusted-proxy", required_argument, NULL, OPT_PROXY},
+        {"force", no_argument, NULL, OPT_FORCE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -429,7 +438,7 @@ rl_cmd_console(int argc, char **argv)
     char errstr[1024], *end;
     const char *listen = NULL;
     sigset_t sigs;
-    int family, opt, sig = 0, level, rc;
+    int family, opt, sig = 0, level, rc, force = 0;
     long ttl;
 
     memset(&c, 0, sizeof(c));
@@ -486,6 +495,9 @@ rl_cmd_console(int argc, char **argv)
                                      "CIDRs (at most 16)",
                                      optarg));
             break;
+        case OPT_FORCE:
+            force = 1;
+            break;
         case 'h':
             fputs(usage_text, stdout);
             rl_config_destroy(cfg);
@@ -506,6 +518,16 @@ rl_cmd_console(int argc, char **argv)
         return done_usage(
             cfg, usage_error("%s", "--trusted-user-header and --trusted-proxy "
                                    "go together"));
+    for (int i = 0; i < c.nproxies && !force; i++) {
+        if (console_cidr_too_wide(&c.proxies[i]))
+            return done_usage(
+                cfg, usage_error("a trusted proxy network wider than a /%d "
+                                 "(IPv4) or /%d (IPv6) trusts the user "
+                                 "header from too many addresses; narrow it "
+                                 "or add --force",
+                                 CONSOLE_CIDR_MIN_BITS_V4,
+                                 CONSOLE_CIDR_MIN_BITS_V6));
+    }
     if (c.base_url[0] && strncmp(c.base_url, "https://", 8) == 0)
         c.secure_cookies = 1;
 
