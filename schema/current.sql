@@ -2189,6 +2189,7 @@ CREATE TABLE console_sessions (
     address text,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     expires_at timestamp with time zone NOT NULL,
+    last_seen_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT console_sessions_id_is_sha256_hex CHECK ((session_sha256 ~ '^[0-9a-f]{64}$'::text))
 );
 

@@ -84,13 +84,23 @@ csrf_of(const char *session, char *csrf)
     OPENSSL_cleanse(buf, sizeof(buf));
 }
 
+/* The session cookie's name. Over https it carries the __Host- prefix:
+ * browsers then take it only when Secure, for Path=/ and without a
+ * Domain, so a sibling subdomain cannot plant or shadow it. */
+static const char *
+cookie_name(const struct console *c)
+{
+    return c->secure_cookies ? "__Host-rl_session" : "rl_session";
+}
+
 static void
 set_session_cookie(struct console_req *r, const char *value, int max_age)
 {
     snprintf(r->set_cookie, sizeof(r->set_cookie),
-             "rl_session=%s; HttpOnly; SameSite=Strict; Path=/; "
+             "%s=%s; HttpOnly; SameSite=Strict; Path=/; "
              "Max-Age=%d%s",
-             value, max_age, r->c->secure_cookies ? "; Secure" : "");
+             cookie_name(r->c), value, max_age,
+             r->c->secure_cookies ? "; Secure" : "");
 }
 
 /* Reads user and role of a {"name","role"} object into r. */
@@ -144,8 +154,8 @@ open_session(struct console_req *r, const char *user, char *errstr,
 static void
 session_cookie(const struct console_req *r, char *out)
 {
-    const char *v =
-        MHD_lookup_connection_value(r->conn, MHD_COOKIE_KIND, "rl_session");
+    const char *v = MHD_lookup_connection_value(r->conn, MHD_COOKIE_KIND,
+                                                cookie_name(r->c));
 
     out[0] = '\0';
     if (v && rl_sha256_hex_valid(v))
@@ -215,6 +225,73 @@ from_trusted_proxy(const struct console_req *r)
     return 0;
 }
 
+/* The slot of r's user in the proxy session cache, or a slot to take
+ * over (an empty one, else the oldest). @locks c->proxy_lock held */
+static struct console_proxy_session *
+proxy_slot(struct console *c, const char *user)
+{
+    struct console_proxy_session *oldest = &c->proxy_sessions[0];
+
+    for (int i = 0; i < CONSOLE_PROXY_SESSIONS; i++) {
+        struct console_proxy_session *p = &c->proxy_sessions[i];
+
+        if (p->user[0] && strcmp(p->user, user) == 0)
+            return p;
+        if (!p->user[0] || p->opened_ms < oldest->opened_ms)
+            oldest = p;
+    }
+    return oldest;
+}
+
+/* Proxy mode: takes the session this process last opened for r->user
+ * when the ledger still honours it. Returns 0, or -1 (none). */
+static int
+proxy_session_reuse(struct console_req *r)
+{
+    struct console *c = r->c;
+    struct console_proxy_session *p;
+    char session[RL_TOKEN_HEX_SIZE] = "", sum[RL_HEX_SIZE], errstr[512];
+    char *json = NULL;
+    int err;
+
+    pthread_mutex_lock(&c->proxy_lock);
+    p = proxy_slot(c, r->user);
+    if (p->user[0] && strcmp(p->user, r->user) == 0)
+        snprintf(session, sizeof(session), "%s", p->session);
+    pthread_mutex_unlock(&c->proxy_lock);
+    if (!session[0] || rl_sha256_hex(session, strlen(session), sum) != 0) {
+        OPENSSL_cleanse(session, sizeof(session));
+        return -1;
+    }
+    err = rl_db_console_session_json(r->db, sum, c->session_idle, &json, errstr,
+                                     sizeof(errstr));
+    free(json);
+    if (err) {
+        OPENSSL_cleanse(session, sizeof(session));
+        return -1;
+    }
+    snprintf(r->session, sizeof(r->session), "%s", session);
+    csrf_of(session, r->csrf);
+    set_session_cookie(r, session, c->session_ttl);
+    OPENSSL_cleanse(session, sizeof(session));
+    return 0;
+}
+
+/* Proxy mode: remembers r's new session as its user's. */
+static void
+proxy_session_keep(struct console_req *r)
+{
+    struct console *c = r->c;
+    struct console_proxy_session *p;
+
+    pthread_mutex_lock(&c->proxy_lock);
+    p = proxy_slot(c, r->user);
+    snprintf(p->user, sizeof(p->user), "%s", r->user);
+    snprintf(p->session, sizeof(p->session), "%s", r->session);
+    p->opened_ms = rl_clock_ms();
+    pthread_mutex_unlock(&c->proxy_lock);
+}
+
 /* Proxy mode: the user the proxy names gets the role `runledger users`
  * gives it, and a session of its own (for the CSRF token) when the
  * cookie holds none of that user. */
@@ -242,9 +319,15 @@ identify_by_proxy(struct console_req *r, const char *name)
     free(json);
     if (err)
         return -1;
+    /* A client of the proxy that keeps no cookie (a script, a health
+     * check) reuses the session this process opened for the user last,
+     * rather than adding a row per request. */
+    if (proxy_session_reuse(r) == 0)
+        return 0;
     err = open_session(r, r->user, errstr, sizeof(errstr));
     if (err)
         goto failed;
+    proxy_session_keep(r);
     return 0;
 
 failed:
@@ -348,8 +431,8 @@ console_identify(struct console_req *r)
     if (session[0]) {
         if (rl_sha256_hex(session, strlen(session), sum) != 0)
             return -1;
-        err = rl_db_console_session_json(r->db, sum, &json, errstr,
-                                         sizeof(errstr));
+        err = rl_db_console_session_json(r->db, sum, r->c->session_idle, &json,
+                                         errstr, sizeof(errstr));
         if (err == 0) {
             err = take_user(r, json);
             free(json);

@@ -61,6 +61,16 @@ struct console_cidr {
 };
 
 #define CONSOLE_CIDR_MAX 16
+
+/* Proxy mode: the session this process last opened per user, reused by
+ * requests that bring no cookie. */
+#define CONSOLE_PROXY_SESSIONS 256
+
+struct console_proxy_session {
+    char user[CONSOLE_NAME_MAX];
+    char session[RL_TOKEN_HEX_SIZE]; /* the secret; "" none */
+    int64_t opened_ms;
+};
 /* The widest trusted proxy network accepted without --force: a /8 of
  * IPv4, a /32 of IPv6. Wider, the user header is anyone's to send. */
 #define CONSOLE_CIDR_MIN_BITS_V4 8
@@ -73,6 +83,7 @@ struct console {
     char origin[256];   /* scheme://host[:port] of base_url, or "" */
     int secure_cookies;
     int session_ttl;
+    int session_idle;        /* seconds a session lasts unused */
     char trusted_header[64]; /* "": proxy mode off */
     struct console_cidr proxies[CONSOLE_CIDR_MAX];
     int nproxies;
@@ -80,6 +91,9 @@ struct console {
     const struct rl_config *cfg; /* Kafka settings (dead letters) */
     struct console_limiter by_address;
     struct console_limiter by_user;
+    pthread_mutex_t proxy_lock;
+    struct console_proxy_session
+        proxy_sessions[CONSOLE_PROXY_SESSIONS]; /* @locks proxy_lock */
 
     /* Connections to the ledger, each used by one request at a time. */
     pthread_mutex_t pool_lock;

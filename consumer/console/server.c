@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <netinet/in.h>
+#include <openssl/crypto.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -372,6 +373,7 @@ settings_apply(struct console *c, const struct rl_config *cfg,
                const char **listen)
 {
     c->session_ttl = cfg->console_session_ttl;
+    c->session_idle = cfg->console_session_idle;
     c->secure_cookies = cfg->console_secure_cookies;
     if (cfg->console_listen && *cfg->console_listen)
         *listen = cfg->console_listen;
@@ -406,6 +408,8 @@ console_destroy(struct console *c)
     pthread_cond_destroy(&c->pool_free);
     pthread_mutex_destroy(&c->by_address.lock);
     pthread_mutex_destroy(&c->by_user.lock);
+    pthread_mutex_destroy(&c->proxy_lock);
+    OPENSSL_cleanse(c->proxy_sessions, sizeof(c->proxy_sessions));
 }
 
 int
@@ -539,6 +543,7 @@ rl_cmd_console(int argc, char **argv)
     pthread_cond_init(&c.pool_free, NULL);
     pthread_mutex_init(&c.by_address.lock, NULL);
     pthread_mutex_init(&c.by_user.lock, NULL);
+    pthread_mutex_init(&c.proxy_lock, NULL);
     c.by_address.max = CONSOLE_SIGNIN_PER_ADDRESS;
     c.by_user.max = CONSOLE_SIGNIN_PER_USER;
 

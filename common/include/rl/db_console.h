@@ -49,10 +49,12 @@ int rl_db_console_session_open(struct rl_db *db, const char *session_sha256,
                                int ttl_seconds, char *errstr,
                                size_t errstr_size);
 
-/* The user of an unexpired session of an active user: {"name", "role"}.
- * Returns 0, RL_ERR_NOTFOUND or RL_ERR_DB. */
+/* The user of an unexpired session of an active user, used within the
+ * last idle_seconds: {"name", "role"}; marks the session used. Returns 0,
+ * RL_ERR_NOTFOUND or RL_ERR_DB. */
 int rl_db_console_session_json(struct rl_db *db, const char *session_sha256,
-                               char **json, char *errstr, size_t errstr_size);
+                               int idle_seconds, char **json, char *errstr,
+                               size_t errstr_size);
 
 /* Ends a session (none: nothing to do). Returns 0 or RL_ERR_DB. */
 int rl_db_console_session_close(struct rl_db *db, const char *session_sha256,

@@ -53,11 +53,21 @@ static const char ops_session_open[] =
     "SELECT $1, u.name, $3, now() + make_interval(secs => $4::int)"
     "  FROM console_users u WHERE u.name = $2 AND u.revoked_at IS NULL";
 
+/* The session's user while the session is neither expired nor idle past
+ * $2 seconds; its last use moves at most every 15 seconds, so that a
+ * reader's pages do not each write a row version. */
 static const char ops_session_get[] =
-    "SELECT json_build_object('name', u.name, 'role', u.role)::text"
-    "  FROM console_sessions s JOIN console_users u ON u.name = s.user_name"
-    " WHERE s.session_sha256 = $1 AND s.expires_at > now()"
-    "   AND u.revoked_at IS NULL";
+    "WITH s AS ("
+    "  SELECT s.session_sha256, s.last_seen_at, u.name, u.role"
+    "    FROM console_sessions s JOIN console_users u ON u.name = s.user_name"
+    "   WHERE s.session_sha256 = $1 AND s.expires_at > now()"
+    "     AND s.last_seen_at > now() - make_interval(secs => $2::int)"
+    "     AND u.revoked_at IS NULL),"
+    " touched AS ("
+    "  UPDATE console_sessions t SET last_seen_at = now() FROM s"
+    "   WHERE t.session_sha256 = s.session_sha256"
+    "     AND s.last_seen_at < now() - interval '15 seconds')"
+    "SELECT json_build_object('name', s.name, 'role', s.role)::text FROM s";
 
 static const char ops_session_close[] =
     "DELETE FROM console_sessions WHERE session_sha256 = $1";
@@ -389,11 +399,14 @@ rl_db_console_session_open(struct rl_db *db, const char *session_sha256,
 
 int
 rl_db_console_session_json(struct rl_db *db, const char *session_sha256,
-                           char **json, char *errstr, size_t errstr_size)
+                           int idle_seconds, char **json, char *errstr,
+                           size_t errstr_size)
 {
-    const char *params[1] = {session_sha256};
+    char idle[16];
+    const char *params[2] = {session_sha256, idle};
 
-    return read_one(db, ops_session_get, 1, params, "read the console session",
+    snprintf(idle, sizeof(idle), "%d", idle_seconds);
+    return read_one(db, ops_session_get, 2, params, "read the console session",
                     json, errstr, errstr_size);
 }
 
