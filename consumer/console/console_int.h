@@ -100,6 +100,9 @@ struct console {
     pthread_cond_t pool_free;
     struct rl_db *db[CONSOLE_DB_POOL]; /* @locks pool_lock (handing out) */
     int busy[CONSOLE_DB_POOL];         /* @locks pool_lock */
+    /* One read of the dead-letter topic at a time: a broker that does not
+     * answer holds its reader for the metadata wait (10 s). */
+    pthread_mutex_t kafka_lock;
     struct MHD_Daemon *daemon;
 };
 

@@ -50,7 +50,8 @@ console_pool_take(struct console *c, struct console_req *r)
         c->db[slot] = NULL;
     }
     if (!c->db[slot]) {
-        c->db[slot] = rl_db_connect(c->database_url, errstr, sizeof(errstr));
+        c->db[slot] = rl_db_connect_role(c->cfg, RL_DB_ROLE_CONSOLE, errstr,
+                                         sizeof(errstr));
         if (!c->db[slot])
             rl_log_warn(NULL, "console: %s", errstr);
     }

@@ -1,6 +1,7 @@
 /* server.c: `runledger console`: the web console's process. Arguments,
- * the HTTP server (libmicrohttpd, a small thread pool) and the routes:
- * which page answers which request. The pages are a file each by what
+ * the HTTP server (libmicrohttpd, a thread per connection, so /healthz
+ * never waits behind a page) and the routes: which page answers which
+ * request. The pages are a file each by what
  * they show (approvals.c, runs.c, run.c, deadletters.c, reports.c),
  * sign-in is auth.c; they answer through respond.c and borrow ledger
  * connections from pool.c, and never call back into this file. */
@@ -88,6 +89,33 @@ dead_letter_id(const char *url, int32_t *partition, int64_t *offset)
     return 0;
 }
 
+/* 1 when url names a page of the console for a GET (get) or a POST. */
+static int
+is_page(const char *url, int get)
+{
+    int32_t partition;
+    int64_t offset;
+
+    if (strcmp(url, "/signin") == 0 || strcmp(url, "/signout") == 0)
+        return 1;
+    if (strncmp(url, "/approvals/", 11) == 0 && rl_sha256_hex_valid(url + 11))
+        return 1;
+    if (strncmp(url, "/runs/", 6) == 0 && strlen(url) > 6 + 64) {
+        char run_id[65];
+
+        memcpy(run_id, url + 6, 64);
+        run_id[64] = '\0';
+        return !get && rl_sha256_hex_valid(run_id) &&
+               strcmp(url + 70, "/action") == 0;
+    }
+    if (!get)
+        return dead_letter_id(url, &partition, &offset) == 0;
+    return strcmp(url, "/") == 0 || strcmp(url, "/approvals") == 0 ||
+           strcmp(url, "/runs") == 0 || strcmp(url, "/costs") == 0 ||
+           strcmp(url, "/limits") == 0 || strcmp(url, "/deadletters") == 0 ||
+           (strncmp(url, "/runs/", 6) == 0 && rl_sha256_hex_valid(url + 6));
+}
+
 static enum MHD_Result
 route(struct console_req *r)
 {
@@ -113,6 +141,11 @@ route(struct console_req *r)
     if (r->body_too_big)
         return console_send_message(r, MHD_HTTP_CONTENT_TOO_LARGE, "Too large",
                                     0, "the form is too large");
+    /* Only a request for a page takes a ledger connection: a path that
+     * names no page is answered without one. */
+    if (!is_page(url, 1) && !is_page(url, 0))
+        return console_send_message(r, MHD_HTTP_NOT_FOUND, "Not found", 0,
+                                    "no such page");
     if (console_pool_take(r->c, r) != 0)
         return console_send_message(r, MHD_HTTP_SERVICE_UNAVAILABLE,
                                     "Unavailable", 0,
@@ -212,6 +245,20 @@ handle(void *cls, struct MHD_Connection *conn, const char *url,
 
     (void)version;
     if (!up) {
+        const char *length = MHD_lookup_connection_value(
+            conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+
+        /* A body announced over the limit is refused before a byte of it
+         * is read: libmicrohttpd answers and closes the connection. */
+        if (length && strtoull(length, NULL, 10) > CONSOLE_BODY_MAX) {
+            memset(&r, 0, sizeof(r));
+            r.c = c;
+            r.conn = conn;
+            r.db_slot = -1;
+            return console_send_message(&r, MHD_HTTP_CONTENT_TOO_LARGE,
+                                        "Too large", 0,
+                                        "the form is too large");
+        }
         up = calloc(1, sizeof(*up));
         if (!up)
             return MHD_NO;
@@ -219,10 +266,11 @@ handle(void *cls, struct MHD_Connection *conn, const char *url,
         return MHD_YES;
     }
     if (*upload_data_size > 0) {
+        /* A body sent without a length (chunked) is cut off at the
+         * limit: the connection is closed rather than read to its end. */
         if (up->body.len + *upload_data_size > CONSOLE_BODY_MAX)
-            up->too_big = 1;
-        else
-            rl_buf_put(&up->body, upload_data, *upload_data_size);
+            return MHD_NO;
+        rl_buf_put(&up->body, upload_data, *upload_data_size);
         *upload_data_size = 0;
         return MHD_YES;
     }
@@ -409,6 +457,7 @@ console_destroy(struct console *c)
     pthread_mutex_destroy(&c->by_address.lock);
     pthread_mutex_destroy(&c->by_user.lock);
     pthread_mutex_destroy(&c->proxy_lock);
+    pthread_mutex_destroy(&c->kafka_lock);
     OPENSSL_cleanse(c->proxy_sessions, sizeof(c->proxy_sessions));
 }
 
@@ -544,12 +593,14 @@ rl_cmd_console(int argc, char **argv)
     pthread_mutex_init(&c.by_address.lock, NULL);
     pthread_mutex_init(&c.by_user.lock, NULL);
     pthread_mutex_init(&c.proxy_lock, NULL);
+    pthread_mutex_init(&c.kafka_lock, NULL);
     c.by_address.max = CONSOLE_SIGNIN_PER_ADDRESS;
     c.by_user.max = CONSOLE_SIGNIN_PER_USER;
 
     /* The ledger must answer before the console does: a console that
      * listens without it would only serve 503s. */
-    c.db[0] = rl_db_connect(c.database_url, errstr, sizeof(errstr));
+    c.db[0] =
+        rl_db_connect_role(cfg, RL_DB_ROLE_CONSOLE, errstr, sizeof(errstr));
     if (!c.db[0]) {
         fprintf(stderr, "runledger console: %s\n", errstr);
         goto fail;
@@ -581,11 +632,11 @@ rl_cmd_console(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     c.daemon = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
+            MHD_USE_POLL | MHD_USE_ERROR_LOG |
             (family == AF_INET6 ? MHD_USE_IPv6 : 0),
         (uint16_t)c.port, NULL, NULL, handle, &c, MHD_OPTION_SOCK_ADDR,
         family == AF_INET6 ? (struct sockaddr *)&v6 : (struct sockaddr *)&v4,
-        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)CONSOLE_DB_POOL,
         MHD_OPTION_CONNECTION_LIMIT, 1024u, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
         64u, MHD_OPTION_CONNECTION_TIMEOUT, 30u,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
