@@ -37,8 +37,8 @@ console_approvals(struct console_req *r)
     const cJSON *row;
     int err;
 
-    err = rl_db_console_approvals_json(r->db, QUEUE_LIMIT, &json, errstr,
-                                       sizeof(errstr));
+    err = rl_db_console_approvals_json(r->db, QUEUE_LIMIT, r->user, &json,
+                                       errstr, sizeof(errstr));
     if (err)
         return console_ledger_failed(r, errstr);
     rows = cJSON_Parse(json);
@@ -471,15 +471,25 @@ console_decide(struct console_req *r, const char *run_id)
     }
     if (reason)
         console_cut_utf8(reason, CONSOLE_REASON_MAX);
-    err = rl_db_console_decide(
-        r->db,
-        &(struct rl_console_decision_req){.run_id = run_id,
-                                          .digest = digest ? digest : "",
-                                          .actor = r->user,
-                                          .approve = approve,
-                                          .reason = reason,
-                                          .address = r->address},
-        &out, errstr, sizeof(errstr));
+    /* A run of a tenant the user may not read does not exist for it. */
+    err = console_run_visible(r, run_id, errstr, sizeof(errstr));
+    if (err == RL_ERR_NOTFOUND) {
+        free(digest);
+        free(decision);
+        free(reason);
+        return console_send_message(r, MHD_HTTP_NOT_FOUND, "Not found", 0,
+                                    "no such run");
+    }
+    if (err == 0)
+        err = rl_db_console_decide(
+            r->db,
+            &(struct rl_console_decision_req){.run_id = run_id,
+                                              .digest = digest ? digest : "",
+                                              .actor = r->user,
+                                              .approve = approve,
+                                              .reason = reason,
+                                              .address = r->address},
+            &out, errstr, sizeof(errstr));
     if (err) {
         free(digest);
         free(decision);

@@ -103,7 +103,8 @@ set_session_cookie(struct console_req *r, const char *value, int max_age)
              r->c->secure_cookies ? "; Secure" : "");
 }
 
-/* Reads user and role of a {"name","role"} object into r. */
+/* Reads user, role and tenants of a {"name","role","tenants"} object into
+ * r. */
 static int
 take_user(struct console_req *r, const char *json)
 {
@@ -112,9 +113,21 @@ take_user(struct console_req *r, const char *json)
     const cJSON *role = cJSON_GetObjectItemCaseSensitive(obj, "role");
     int ok = cJSON_IsString(name) && cJSON_IsString(role);
 
+    const cJSON *tenants = cJSON_GetObjectItemCaseSensitive(obj, "tenants");
+
     if (ok) {
         snprintf(r->user, sizeof(r->user), "%s", name->valuestring);
         snprintf(r->role, sizeof(r->role), "%s", role->valuestring);
+        r->tenants[0] = '\0';
+        if (cJSON_IsArray(tenants)) {
+            char *text = cJSON_PrintUnformatted(tenants);
+
+            /* A scope too long to keep would read as no scope: refuse. */
+            ok = text && strlen(text) < sizeof(r->tenants);
+            if (ok)
+                snprintf(r->tenants, sizeof(r->tenants), "%s", text);
+            cJSON_free(text);
+        }
     }
     cJSON_Delete(obj);
     return ok ? 0 : -1;

@@ -120,6 +120,11 @@ struct console_req {
      * cookie value) and the CSRF token forms carry. */
     char user[CONSOLE_NAME_MAX];
     char role[16];
+    /* The tenants the user may read as a JSON array, "" every tenant
+     * (`runledger users add --tenants`). The ledger's queries check it
+     * by user name; pages filled from elsewhere (Kafka, budgets) check
+     * it with console_tenant_visible. */
+    char tenants[1024];
     char session[RL_TOKEN_HEX_SIZE];
     char csrf[65];
     char set_cookie[256]; /* "" none: a Set-Cookie to send */
@@ -238,6 +243,13 @@ int console_cidr_too_wide(const struct console_cidr *cidr);
  * request is refused. */
 int console_user_header_repeated(const struct console_req *r);
 
+/* 1 when r's user may read tenant (console_req.tenants). */
+int console_tenant_visible(const struct console_req *r, const char *tenant);
+
+/* Removes from rows (an array of objects) those whose "tenant" r's user
+ * may not read. */
+void console_tenant_filter(const struct console_req *r, struct cJSON *rows);
+
 /* ---- approvals.c ------------------------------------------------------- */
 
 /* GET /approvals, GET /approvals/RUN and POST /approvals/RUN. */
@@ -261,6 +273,12 @@ enum MHD_Result console_runs(struct console_req *r);
 /* GET /runs/RUN and POST /runs/RUN/action. */
 enum MHD_Result console_run(struct console_req *r, const char *run_id);
 enum MHD_Result console_run_action(struct console_req *r, const char *run_id);
+
+/* 0 when r's user may read run_id (rl_db_console_run_json finds it for
+ * that user), RL_ERR_NOTFOUND when not (another tenant's, or none), or
+ * RL_ERR_DB with errstr. */
+int console_run_visible(struct console_req *r, const char *run_id, char *errstr,
+                        size_t errstr_size);
 
 /* ---- timeline.c -------------------------------------------------------- */
 

@@ -305,9 +305,14 @@ console_deadletters(struct console_req *r)
         }
         if (best < 0)
             break;
-        put_row(&b, r, &rd.rows[best][next_idx[best]], operator_);
+        /* A dead letter of a tenant the user may not read is skipped
+         * (its tenant header names it; none: not shown to a scoped
+         * user). */
+        if (console_tenant_visible(r, rd.rows[best][next_idx[best]].tenant)) {
+            put_row(&b, r, &rd.rows[best][next_idx[best]], operator_);
+            shown++;
+        }
         next_idx[best]--;
-        shown++;
     }
     rl_buf_puts(&b, "</tbody></table>");
     if (shown == 0)
@@ -442,7 +447,7 @@ replay_locked(struct console_req *r, int32_t partition, int64_t offset)
         rl_cli_dlq_read(r->c->cfg, &f, read_one, &row, errstr, sizeof(errstr));
     if (err)
         return kafka_failed(r, errstr);
-    if (row.offset != offset)
+    if (row.offset != offset || !console_tenant_visible(r, row.tenant))
         return console_send_message(r, MHD_HTTP_NOT_FOUND, "Not found", 0,
                                     "no such dead letter (the topic's "
                                     "retention may have removed it)");

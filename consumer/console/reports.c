@@ -207,8 +207,8 @@ console_costs(struct console_req *r)
     if (rl_db_budgets_json(r->db, NULL, &budgets, errstr, sizeof(errstr)) ||
         rl_db_report_json(r->db, since, "tenant", &report, errstr,
                           sizeof(errstr)) ||
-        rl_db_console_costs_daily_json(r->db, CHART_DAYS, &daily, errstr,
-                                       sizeof(errstr)) ||
+        rl_db_console_costs_daily_json(r->db, CHART_DAYS, r->user, &daily,
+                                       errstr, sizeof(errstr)) ||
         rl_db_cost_report_json(r->db, since, &costs, errstr, sizeof(errstr)) ||
         rl_db_prices_json(r->db, &prices, errstr, sizeof(errstr))) {
         free(budgets);
@@ -222,6 +222,14 @@ console_costs(struct console_req *r)
     jd = cJSON_Parse(daily);
     jc = cJSON_Parse(costs);
     jp = cJSON_Parse(prices);
+    console_tenant_filter(r, jb);
+    console_tenant_filter(r, jr);
+    /* The cost per model adds up every tenant's runs: not for a user
+     * scoped to some of them. */
+    if (r->tenants[0]) {
+        cJSON_Delete(jc);
+        jc = cJSON_CreateArray();
+    }
     free(budgets);
     free(report);
     free(daily);
@@ -272,6 +280,7 @@ console_limits(struct console_req *r)
     }
     jl = cJSON_Parse(limits);
     jm = cJSON_Parse(models);
+    console_tenant_filter(r, jl);
     free(limits);
     free(models);
     html_begin(&b, r, "Limits");

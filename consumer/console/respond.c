@@ -1,6 +1,7 @@
 /* respond.c: what every page answers with and reads from: the response
  * with the console's headers, the message and error pages, and the values
  * of a form or a query string. The pages call it; it calls none of them. */
+#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,4 +156,43 @@ console_cut_utf8(char *s, size_t max)
     while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
         n--;
     s[n] = '\0';
+}
+
+int
+console_tenant_visible(const struct console_req *r, const char *tenant)
+{
+    cJSON *scope, *t;
+    int ok = 0;
+
+    if (!r->tenants[0])
+        return 1;
+    if (!tenant)
+        return 0;
+    scope = cJSON_Parse(r->tenants);
+    cJSON_ArrayForEach(t, scope)
+    {
+        if (cJSON_IsString(t) && strcmp(t->valuestring, tenant) == 0)
+            ok = 1;
+    }
+    cJSON_Delete(scope);
+    return ok;
+}
+
+void
+console_tenant_filter(const struct console_req *r, cJSON *rows)
+{
+    int i = 0;
+
+    if (!r->tenants[0] || !cJSON_IsArray(rows))
+        return;
+    while (i < cJSON_GetArraySize(rows)) {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetArrayItem(rows, i), "tenant");
+
+        if (console_tenant_visible(r,
+                                   cJSON_IsString(t) ? t->valuestring : NULL))
+            i++;
+        else
+            cJSON_DeleteItemFromArray(rows, i);
+    }
 }

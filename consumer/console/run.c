@@ -175,6 +175,19 @@ console_run_action(struct console_req *r, const char *run_id)
         free(reason);
         reason = strdup("(no reason given in the console)");
     }
+    /* A run of a tenant the user may not read does not exist for it. */
+    err = console_run_visible(r, run_id, errstr, sizeof(errstr));
+    if (err == RL_ERR_NOTFOUND) {
+        free(action);
+        free(reason);
+        return console_send_message(r, MHD_HTTP_NOT_FOUND, "Not found", 0,
+                                    "no such run");
+    }
+    if (err) {
+        free(action);
+        free(reason);
+        return console_ledger_failed(r, errstr);
+    }
     err = rl_db_console_tx(r->db, "BEGIN", errstr, sizeof(errstr));
     if (err == 0)
         err = rl_db_console_audit_as_console(r->db, r->address, errstr,
@@ -232,4 +245,16 @@ done:
     rl_buf_puts(&b, "\">Back to the run</a></p>");
     html_end(&b);
     return console_send_page(r, status, &b);
+}
+
+int
+console_run_visible(struct console_req *r, const char *run_id, char *errstr,
+                    size_t errstr_size)
+{
+    char *json = NULL;
+    int err = rl_db_console_run_json(r->db, run_id, r->user, &json, errstr,
+                                     errstr_size);
+
+    free(json);
+    return err;
 }

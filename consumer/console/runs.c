@@ -49,6 +49,7 @@ console_runs(struct console_req *r)
         .to = console_query_value(r, "to"),
         .after = console_query_value(r, "after"),
         .limit = RUNS_PAGE,
+        .viewer = r->user,
     };
     struct rl_buf b = {0};
     char errstr[512], *json = NULL;
