@@ -3,8 +3,9 @@
  * its SHA-256), sessions (a random cookie; the ledger holds its SHA-256
  * and expiry), the CSRF token every form carries (derived from the
  * session's secret, so it is per session and never stored), the Origin
- * check, the sign-in rate limits, and proxy mode (a trusted header from a
- * trusted address names the user). */
+ * check, the sign-in rate limits, proxy mode (a trusted header from a
+ * trusted address names the user), and whether the user may read a run
+ * (its tenant scope). */
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
 #include <netinet/in.h>
@@ -645,4 +646,16 @@ console_signout(struct console_req *r)
     set_session_cookie(r, "", 0);
     return console_send(r, MHD_HTTP_SEE_OTHER, "text/plain",
                         strdup("signed out\n"), 11, "/signin");
+}
+
+int
+console_run_visible(struct console_req *r, const char *run_id, char *errstr,
+                    size_t errstr_size)
+{
+    char *json = NULL;
+    int err = rl_db_console_run_json(r->db, run_id, r->user, &json, errstr,
+                                     errstr_size);
+
+    free(json);
+    return err;
 }

@@ -232,6 +232,12 @@ enum MHD_Result console_signin_form(struct console_req *r);
 enum MHD_Result console_signin(struct console_req *r);
 enum MHD_Result console_signout(struct console_req *r);
 
+/* 0 when r's user may read run_id (rl_db_console_run_json finds it for
+ * that user), RL_ERR_NOTFOUND when not (another tenant's, or none), or
+ * RL_ERR_DB with errstr. */
+int console_run_visible(struct console_req *r, const char *run_id, char *errstr,
+                        size_t errstr_size);
+
 /* Parses "ADDR/BITS" into cidr; 0 or -1. */
 int console_cidr_parse(const char *text, struct console_cidr *cidr);
 
@@ -273,12 +279,6 @@ enum MHD_Result console_runs(struct console_req *r);
 /* GET /runs/RUN and POST /runs/RUN/action. */
 enum MHD_Result console_run(struct console_req *r, const char *run_id);
 enum MHD_Result console_run_action(struct console_req *r, const char *run_id);
-
-/* 0 when r's user may read run_id (rl_db_console_run_json finds it for
- * that user), RL_ERR_NOTFOUND when not (another tenant's, or none), or
- * RL_ERR_DB with errstr. */
-int console_run_visible(struct console_req *r, const char *run_id, char *errstr,
-                        size_t errstr_size);
 
 /* ---- timeline.c -------------------------------------------------------- */
 

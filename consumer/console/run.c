@@ -246,15 +246,3 @@ done:
     html_end(&b);
     return console_send_page(r, status, &b);
 }
-
-int
-console_run_visible(struct console_req *r, const char *run_id, char *errstr,
-                    size_t errstr_size)
-{
-    char *json = NULL;
-    int err = rl_db_console_run_json(r->db, run_id, r->user, &json, errstr,
-                                     errstr_size);
-
-    free(json);
-    return err;
-}
