@@ -5,6 +5,7 @@
  * probes only read flags. */
 #include "http.h"
 #include "http_metrics.h"
+#include "mhd_log.h"
 
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
@@ -12,7 +13,6 @@
 #include <netinet/in.h>
 #include <openssl/crypto.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -370,23 +370,6 @@ handle(void *cls, struct MHD_Connection *conn, const char *url,
     return reply(conn, MHD_HTTP_NOT_FOUND, "text/plain", text, strlen(text), 0);
 }
 
-static void mhd_log(void *cls, const char *fmt, va_list ap)
-    __attribute__((format(printf, 2, 0)));
-
-static void
-mhd_log(void *cls, const char *fmt, va_list ap)
-{
-    char msg[512];
-    size_t len;
-
-    (void)cls;
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    len = strlen(msg);
-    while (len > 0 && msg[len - 1] == '\n')
-        msg[--len] = '\0';
-    rl_log_warn(NULL, "http: %s", msg);
-}
-
 /* ---- health thread --------------------------------------------------------
  */
 
@@ -580,7 +563,7 @@ rl_http_start(const struct rl_config *cfg, const char *role,
         MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG |
             (family == AF_INET6 ? MHD_USE_IPv6 : 0),
         (uint16_t)cfg->http_port, NULL, NULL, handle, h,
-        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_SOCK_ADDR,
+        MHD_OPTION_EXTERNAL_LOGGER, rl_mhd_log, "http", MHD_OPTION_SOCK_ADDR,
         family == AF_INET6 ? (struct sockaddr *)&v6 : (struct sockaddr *)&v4,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONNECTION_LIMIT,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT,

@@ -954,6 +954,14 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION rl_console_may_read(viewer text, tenant text) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT NOT EXISTS (SELECT 1 FROM console_users u
+                        WHERE u.name = viewer AND u.tenants IS NOT NULL
+                          AND NOT (tenant = ANY (u.tenants)))
+$$;
+
 CREATE FUNCTION rl_count_model_calls(p_models text[], p_run_ids text[]) RETURNS void
     LANGUAGE sql
     AS $$
@@ -2205,6 +2213,7 @@ CREATE TABLE console_sessions (
     address text,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     expires_at timestamp with time zone NOT NULL,
+    last_seen_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT console_sessions_id_is_sha256_hex CHECK ((session_sha256 ~ '^[0-9a-f]{64}$'::text))
 );
 
@@ -2214,6 +2223,7 @@ CREATE TABLE console_users (
     token_sha256 text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     revoked_at timestamp with time zone,
+    tenants text[],
     CONSTRAINT console_users_name_valid CHECK ((name ~ '^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$'::text)),
     CONSTRAINT console_users_role_known CHECK ((role = ANY (ARRAY['viewer'::text, 'approver'::text, 'operator'::text]))),
     CONSTRAINT console_users_token_is_sha256_hex CHECK ((token_sha256 ~ '^[0-9a-f]{64}$'::text))

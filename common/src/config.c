@@ -259,6 +259,8 @@ static const struct cfg_row rows[] = {
      "https base URL)"},
     {"RUNLEDGER_CONSOLE_SESSION_TTL_SECONDS", CFG_INT, S(console_session_ttl),
      "43200", 60, 2592000, 0, "how long a console sign-in lasts"},
+    {"RUNLEDGER_CONSOLE_SESSION_IDLE_SECONDS", CFG_INT, S(console_session_idle),
+     "1800", 60, 86400, 0, "how long a console sign-in lasts unused"},
     {"RUNLEDGER_CONSOLE_TRUSTED_USER_HEADER", CFG_STR,
      S(console_trusted_header), "", 0, 0, 0,
      "proxy mode: the header an authenticating proxy names the console user "

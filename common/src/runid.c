@@ -31,6 +31,18 @@ rl_sha256_hex(const void *data, size_t len, char *out)
     return RL_OK;
 }
 
+int
+rl_sha256_hex_valid(const char *s)
+{
+    size_t n = 0;
+
+    for (; s[n]; n++) {
+        if (!((s[n] >= '0' && s[n] <= '9') || (s[n] >= 'a' && s[n] <= 'f')))
+            return 0;
+    }
+    return n == 64;
+}
+
 /* Python's str.isspace() set (Unicode White_Space plus the information
  * separators U+001C..U+001F), as CPython 3.11 defines it. */
 static int

@@ -1,6 +1,7 @@
 /* `runledger users`: the people who sign in to the web console
  * (`runledger console`, schema/040_console.sql) and their roles. The
  * sign-in token is printed once; the ledger keeps only its SHA-256. */
+#include <cjson/cJSON.h>
 #include <getopt.h>
 #include <openssl/crypto.h>
 #include <stdio.h>
@@ -21,6 +22,7 @@
 /* clang-format off */
 static const char usage_text[] =
 "usage: runledger users add NAME [--role viewer|approver|operator]\n"
+"                          [--tenants T1,T2]\n"
 "       runledger users list [--json]\n"
 "       runledger users revoke NAME [--actor NAME]\n"
 "\n"
@@ -28,6 +30,8 @@ static const char usage_text[] =
 "          sign-in token, alone on the last line of stdout; the ledger\n"
 "          keeps only its SHA-256, so a lost token means revoke and add.\n"
 "          Adding a revoked user again gives it a new role and token.\n"
+"          --tenants limits every page, list and report of the console\n"
+"          to those tenants (others' runs are not found); default: all.\n"
 "  list    the users, their roles and their open sessions\n"
 "  revoke  the user can no longer sign in and its sessions end; the audit\n"
 "          trail records it (--actor defaults to $USER)\n"
@@ -78,8 +82,32 @@ name_valid(const char *name)
     return 1;
 }
 
+/* "T1,T2" as the JSON array ["T1","T2"] (cJSON_free), or NULL when the
+ * list is empty or names an empty tenant. */
+static char *
+tenants_to_json(const char *list)
+{
+    cJSON *arr = cJSON_CreateArray();
+    char *copy = strdup(list), *save = NULL, *tok, *out = NULL;
+    int n = 0, bad = !arr || !copy;
+
+    for (tok = bad ? NULL : strtok_r(copy, ",", &save); tok && !bad;
+         tok = strtok_r(NULL, ",", &save)) {
+        if (!*tok || !cJSON_AddItemToArray(arr, cJSON_CreateString(tok)))
+            bad = 1;
+        n++;
+    }
+    if (!bad && n > 0 && strstr(list, ",,") == NULL && list[0] != ',' &&
+        list[strlen(list) - 1] != ',')
+        out = cJSON_PrintUnformatted(arr);
+    cJSON_Delete(arr);
+    free(copy);
+    return out;
+}
+
 static int
-users_add(struct rl_db *db, const char *name, const char *role)
+users_add(struct rl_db *db, const char *name, const char *role,
+          const char *tenants_json)
 {
     char secret[RL_TOKEN_HEX_SIZE], token[64 + 1 + RL_TOKEN_HEX_SIZE];
     char sum[RL_HEX_SIZE], errstr[512];
@@ -97,7 +125,8 @@ users_add(struct rl_db *db, const char *name, const char *role)
         fprintf(stderr, "runledger users add: could not hash the token\n");
         return RL_EXIT_FAILURE;
     }
-    err = rl_db_console_user_add(db, name, role, sum, errstr, sizeof(errstr));
+    err = rl_db_console_user_add(db, name, role, sum, tenants_json, errstr,
+                                 sizeof(errstr));
     if (err) {
         OPENSSL_cleanse(token, sizeof(token));
         return rl_cli_error("users add", err, errstr);
@@ -112,9 +141,10 @@ users_add(struct rl_db *db, const char *name, const char *role)
 int
 rl_cmd_users(int argc, char **argv)
 {
-    enum { OPT_ROLE = 1, OPT_ACTOR, OPT_JSON };
+    enum { OPT_ROLE = 1, OPT_ACTOR, OPT_JSON, OPT_TENANTS };
     static const struct option options[] = {
         {"role", required_argument, NULL, OPT_ROLE},
+        {"tenants", required_argument, NULL, OPT_TENANTS},
         {"actor", required_argument, NULL, OPT_ACTOR},
         {"json", no_argument, NULL, OPT_JSON},
         {"help", no_argument, NULL, 'h'},
@@ -127,6 +157,8 @@ rl_cmd_users(int argc, char **argv)
         .operands = 1,
     };
     const char *role = "viewer", *actor = NULL, *name = NULL, *verb;
+    const char *tenants = NULL;
+    char *tenants_json = NULL;
     struct rl_db *db;
     char errstr[512], *json = NULL;
     int as_json = 0, err = 0, opt, rc;
@@ -156,6 +188,9 @@ rl_cmd_users(int argc, char **argv)
             break;
         case OPT_JSON:
             as_json = 1;
+            break;
+        case OPT_TENANTS:
+            tenants = optarg;
             break;
         }
     }
@@ -192,7 +227,18 @@ rl_cmd_users(int argc, char **argv)
     if (rc != RL_EXIT_OK)
         return rc;
     if (strcmp(verb, "add") == 0) {
-        rc = users_add(db, name, role);
+        if (tenants) {
+            tenants_json = tenants_to_json(tenants);
+            if (!tenants_json) {
+                rl_db_destroy(db);
+                return rl_cli_usage_error(
+                    "users",
+                    "--tenants must be a list of tenant names, not \"%s\"",
+                    tenants);
+            }
+        }
+        rc = users_add(db, name, role, tenants_json);
+        cJSON_free(tenants_json);
         rl_db_destroy(db);
         return rc;
     }

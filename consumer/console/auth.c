@@ -3,8 +3,9 @@
  * its SHA-256), sessions (a random cookie; the ledger holds its SHA-256
  * and expiry), the CSRF token every form carries (derived from the
  * session's secret, so it is per session and never stored), the Origin
- * check, the sign-in rate limits, and proxy mode (a trusted header from a
- * trusted address names the user). */
+ * check, the sign-in rate limits, proxy mode (a trusted header from a
+ * trusted address names the user), and whether the user may read a run
+ * (its tenant scope). */
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
 #include <netinet/in.h>
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "console_int.h"
 #include "rl/clock.h"
@@ -83,28 +85,27 @@ csrf_of(const char *session, char *csrf)
     OPENSSL_cleanse(buf, sizeof(buf));
 }
 
+/* The session cookie's name. Over https it carries the __Host- prefix:
+ * browsers then take it only when Secure, for Path=/ and without a
+ * Domain, so a sibling subdomain cannot plant or shadow it. */
+static const char *
+cookie_name(const struct console *c)
+{
+    return c->secure_cookies ? "__Host-rl_session" : "rl_session";
+}
+
 static void
 set_session_cookie(struct console_req *r, const char *value, int max_age)
 {
     snprintf(r->set_cookie, sizeof(r->set_cookie),
-             "rl_session=%s; HttpOnly; SameSite=Strict; Path=/; "
+             "%s=%s; HttpOnly; SameSite=Strict; Path=/; "
              "Max-Age=%d%s",
-             value, max_age, r->c->secure_cookies ? "; Secure" : "");
+             cookie_name(r->c), value, max_age,
+             r->c->secure_cookies ? "; Secure" : "");
 }
 
-static int
-is_hex64(const char *s)
-{
-    size_t n = 0;
-
-    for (; s[n]; n++) {
-        if (!((s[n] >= '0' && s[n] <= '9') || (s[n] >= 'a' && s[n] <= 'f')))
-            return 0;
-    }
-    return n == 64;
-}
-
-/* Reads user and role of a {"name","role"} object into r. */
+/* Reads user, role and tenants of a {"name","role","tenants"} object into
+ * r. */
 static int
 take_user(struct console_req *r, const char *json)
 {
@@ -113,9 +114,21 @@ take_user(struct console_req *r, const char *json)
     const cJSON *role = cJSON_GetObjectItemCaseSensitive(obj, "role");
     int ok = cJSON_IsString(name) && cJSON_IsString(role);
 
+    const cJSON *tenants = cJSON_GetObjectItemCaseSensitive(obj, "tenants");
+
     if (ok) {
         snprintf(r->user, sizeof(r->user), "%s", name->valuestring);
         snprintf(r->role, sizeof(r->role), "%s", role->valuestring);
+        r->tenants[0] = '\0';
+        if (cJSON_IsArray(tenants)) {
+            char *text = cJSON_PrintUnformatted(tenants);
+
+            /* A scope too long to keep would read as no scope: refuse. */
+            ok = text && strlen(text) < sizeof(r->tenants);
+            if (ok)
+                snprintf(r->tenants, sizeof(r->tenants), "%s", text);
+            cJSON_free(text);
+        }
     }
     cJSON_Delete(obj);
     return ok ? 0 : -1;
@@ -155,11 +168,11 @@ open_session(struct console_req *r, const char *user, char *errstr,
 static void
 session_cookie(const struct console_req *r, char *out)
 {
-    const char *v =
-        MHD_lookup_connection_value(r->conn, MHD_COOKIE_KIND, "rl_session");
+    const char *v = MHD_lookup_connection_value(r->conn, MHD_COOKIE_KIND,
+                                                cookie_name(r->c));
 
     out[0] = '\0';
-    if (v && is_hex64(v))
+    if (v && rl_sha256_hex_valid(v))
         snprintf(out, RL_TOKEN_HEX_SIZE, "%s", v);
 }
 
@@ -226,6 +239,73 @@ from_trusted_proxy(const struct console_req *r)
     return 0;
 }
 
+/* The slot of r's user in the proxy session cache, or a slot to take
+ * over (an empty one, else the oldest). @locks c->proxy_lock held */
+static struct console_proxy_session *
+proxy_slot(struct console *c, const char *user)
+{
+    struct console_proxy_session *oldest = &c->proxy_sessions[0];
+
+    for (int i = 0; i < CONSOLE_PROXY_SESSIONS; i++) {
+        struct console_proxy_session *p = &c->proxy_sessions[i];
+
+        if (p->user[0] && strcmp(p->user, user) == 0)
+            return p;
+        if (!p->user[0] || p->opened_ms < oldest->opened_ms)
+            oldest = p;
+    }
+    return oldest;
+}
+
+/* Proxy mode: takes the session this process last opened for r->user
+ * when the ledger still honours it. Returns 0, or -1 (none). */
+static int
+proxy_session_reuse(struct console_req *r)
+{
+    struct console *c = r->c;
+    struct console_proxy_session *p;
+    char session[RL_TOKEN_HEX_SIZE] = "", sum[RL_HEX_SIZE], errstr[512];
+    char *json = NULL;
+    int err;
+
+    pthread_mutex_lock(&c->proxy_lock);
+    p = proxy_slot(c, r->user);
+    if (p->user[0] && strcmp(p->user, r->user) == 0)
+        snprintf(session, sizeof(session), "%s", p->session);
+    pthread_mutex_unlock(&c->proxy_lock);
+    if (!session[0] || rl_sha256_hex(session, strlen(session), sum) != 0) {
+        OPENSSL_cleanse(session, sizeof(session));
+        return -1;
+    }
+    err = rl_db_console_session_json(r->db, sum, c->session_idle, &json, errstr,
+                                     sizeof(errstr));
+    free(json);
+    if (err) {
+        OPENSSL_cleanse(session, sizeof(session));
+        return -1;
+    }
+    snprintf(r->session, sizeof(r->session), "%s", session);
+    csrf_of(session, r->csrf);
+    set_session_cookie(r, session, c->session_ttl);
+    OPENSSL_cleanse(session, sizeof(session));
+    return 0;
+}
+
+/* Proxy mode: remembers r's new session as its user's. */
+static void
+proxy_session_keep(struct console_req *r)
+{
+    struct console *c = r->c;
+    struct console_proxy_session *p;
+
+    pthread_mutex_lock(&c->proxy_lock);
+    p = proxy_slot(c, r->user);
+    snprintf(p->user, sizeof(p->user), "%s", r->user);
+    snprintf(p->session, sizeof(p->session), "%s", r->session);
+    p->opened_ms = rl_clock_ms();
+    pthread_mutex_unlock(&c->proxy_lock);
+}
+
 /* Proxy mode: the user the proxy names gets the role `runledger users`
  * gives it, and a session of its own (for the CSRF token) when the
  * cookie holds none of that user. */
@@ -253,15 +333,65 @@ identify_by_proxy(struct console_req *r, const char *name)
     free(json);
     if (err)
         return -1;
+    /* A client of the proxy that keeps no cookie (a script, a health
+     * check) reuses the session this process opened for the user last,
+     * rather than adding a row per request. */
+    if (proxy_session_reuse(r) == 0)
+        return 0;
     err = open_session(r, r->user, errstr, sizeof(errstr));
     if (err)
         goto failed;
+    proxy_session_keep(r);
     return 0;
 
 failed:
     rl_log_warn(NULL, "console: %s", errstr);
     r->user[0] = r->role[0] = '\0';
     return -1;
+}
+
+/* The header lines of one name, as libmicrohttpd received them. */
+struct header_lines {
+    const char *name;
+    const char *last; /* the value of the last line */
+    int count;
+};
+
+static enum MHD_Result
+header_line(void *cls, enum MHD_ValueKind kind, const char *key,
+            const char *value)
+{
+    struct header_lines *h = cls;
+
+    (void)kind;
+    if (key && strcasecmp(key, h->name) == 0) {
+        h->count++;
+        h->last = value;
+    }
+    return MHD_YES;
+}
+
+static struct header_lines
+header_lines_of(const struct console_req *r, const char *name)
+{
+    struct header_lines h = {.name = name};
+
+    MHD_get_connection_values(r->conn, MHD_HEADER_KIND, header_line, &h);
+    return h;
+}
+
+int
+console_user_header_repeated(const struct console_req *r)
+{
+    return r->c->trusted_header[0] &&
+           header_lines_of(r, r->c->trusted_header).count > 1;
+}
+
+int
+console_cidr_too_wide(const struct console_cidr *cidr)
+{
+    return cidr->bits < (cidr->family == AF_INET ? CONSOLE_CIDR_MIN_BITS_V4
+                                                 : CONSOLE_CIDR_MIN_BITS_V6);
 }
 
 void
@@ -274,8 +404,9 @@ console_forwarded_address(struct console_req *r)
 
     if (!r->c->trusted_header[0] || !from_trusted_proxy(r))
         return;
-    xff = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
-                                      "X-Forwarded-For");
+    /* A proxy that adds its own line (HAProxy) leaves the client's lines
+     * before it: the last line holds the entry the trusted proxy wrote. */
+    xff = header_lines_of(r, "X-Forwarded-For").last;
     if (!xff)
         return;
     /* The entry the trusted proxy appended is the last one; any before it
@@ -314,8 +445,8 @@ console_identify(struct console_req *r)
     if (session[0]) {
         if (rl_sha256_hex(session, strlen(session), sum) != 0)
             return -1;
-        err = rl_db_console_session_json(r->db, sum, &json, errstr,
-                                         sizeof(errstr));
+        err = rl_db_console_session_json(r->db, sum, r->c->session_idle, &json,
+                                         errstr, sizeof(errstr));
         if (err == 0) {
             err = take_user(r, json);
             free(json);
@@ -427,16 +558,13 @@ console_signin(struct console_req *r)
         return console_send_message(r, MHD_HTTP_FORBIDDEN, "Forbidden", 0,
                                     "refused: the form was not sent from "
                                     "this console");
-    if (limiter_blocked(&r->c->by_address, r->address))
-        goto limited;
     token = console_form_value(r, "token");
     dot = token ? strrchr(token, '.') : NULL;
-    if (dot && (size_t)(dot - token) < sizeof(name) && is_hex64(dot + 1)) {
+    if (dot && (size_t)(dot - token) < sizeof(name) &&
+        rl_sha256_hex_valid(dot + 1)) {
         memcpy(name, token, (size_t)(dot - token));
         name[dot - token] = '\0';
     }
-    if (name[0] && limiter_blocked(&r->c->by_user, name))
-        goto limited;
     if (name[0]) {
         err =
             rl_db_console_user_json(r->db, name, &json, errstr, sizeof(errstr));
@@ -456,6 +584,15 @@ console_signin(struct console_req *r)
         OPENSSL_cleanse(token, strlen(token));
     free(token);
     token = NULL;
+    /* The limits count failures only and never refuse the right token:
+     * every client behind the Ingress shares one address, so refusing it
+     * would let anyone's bad tries lock every user out. */
+    if (!ok && (limiter_blocked(&r->c->by_address, r->address) ||
+                (name[0] && limiter_blocked(&r->c->by_user, name)))) {
+        cJSON_Delete(obj);
+        free(json);
+        goto limited;
+    }
     if (!ok) {
         limiter_fail(&r->c->by_address, r->address);
         if (name[0])
@@ -509,4 +646,16 @@ console_signout(struct console_req *r)
     set_session_cookie(r, "", 0);
     return console_send(r, MHD_HTTP_SEE_OTHER, "text/plain",
                         strdup("signed out\n"), 11, "/signin");
+}
+
+int
+console_run_visible(struct console_req *r, const char *run_id, char *errstr,
+                    size_t errstr_size)
+{
+    char *json = NULL;
+    int err = rl_db_console_run_json(r->db, run_id, r->user, &json, errstr,
+                                     errstr_size);
+
+    free(json);
+    return err;
 }

@@ -1,12 +1,14 @@
 #ifndef RL_CONSOLE_INT_H
 #define RL_CONSOLE_INT_H
 
-/* What the files of consumer/console/ share: the server (server.c), who
- * is signed in and what a form must carry (auth.c), the pages (pages.c),
- * the reports (reports.c), the dead letters (deadletters.c) and the HTML they
- * are written in (html.c). The console is a process of its own (`runledger
- * console`) on connections of its own: it adds no load to the workers' hot
- * path. */
+/* What the files of consumer/console/ share: the router (server.c), the
+ * ledger connections (pool.c), responses and form values (respond.c), who
+ * is signed in and what a form must carry (auth.c), the pages by what
+ * they show (approvals.c, runs.c, run.c, deadletters.c, reports.c, with
+ * timeline.c for a run's timeline) and the HTML they are written in
+ * (html.c). The pages are called by server.c and never call it back. The
+ * console is a process of its own (`runledger console`) on connections of its
+ * own: it adds no load to the workers' hot path. */
 
 #include <microhttpd.h>
 #include <pthread.h>
@@ -25,10 +27,13 @@ struct rl_db;
 #define CONSOLE_BODY_MAX 16384
 #define CONSOLE_DB_POOL 4
 #define CONSOLE_NAME_MAX 65
+/* Bytes of a reason the ledger keeps (the forms' maxlength). */
+#define CONSOLE_REASON_MAX 500
 #define CONSOLE_ADDRESS_MAX 64
 
 /* Failed sign-ins allowed per window, per client address and per user
- * name, before the console answers 429 until the window ends. */
+ * name, before a wrong token is answered 429 until the window ends (the
+ * right token still signs in). */
 #define CONSOLE_SIGNIN_WINDOW_MS 60000
 #define CONSOLE_SIGNIN_PER_ADDRESS 10
 #define CONSOLE_SIGNIN_PER_USER 5
@@ -57,6 +62,20 @@ struct console_cidr {
 
 #define CONSOLE_CIDR_MAX 16
 
+/* Proxy mode: the session this process last opened per user, reused by
+ * requests that bring no cookie. */
+#define CONSOLE_PROXY_SESSIONS 256
+
+struct console_proxy_session {
+    char user[CONSOLE_NAME_MAX];
+    char session[RL_TOKEN_HEX_SIZE]; /* the secret; "" none */
+    int64_t opened_ms;
+};
+/* The widest trusted proxy network accepted without --force: a /8 of
+ * IPv4, a /32 of IPv6. Wider, the user header is anyone's to send. */
+#define CONSOLE_CIDR_MIN_BITS_V4 8
+#define CONSOLE_CIDR_MIN_BITS_V6 32
+
 struct console {
     char listen_address[64];
     int port;
@@ -64,6 +83,7 @@ struct console {
     char origin[256];   /* scheme://host[:port] of base_url, or "" */
     int secure_cookies;
     int session_ttl;
+    int session_idle;        /* seconds a session lasts unused */
     char trusted_header[64]; /* "": proxy mode off */
     struct console_cidr proxies[CONSOLE_CIDR_MAX];
     int nproxies;
@@ -71,12 +91,18 @@ struct console {
     const struct rl_config *cfg; /* Kafka settings (dead letters) */
     struct console_limiter by_address;
     struct console_limiter by_user;
+    pthread_mutex_t proxy_lock;
+    struct console_proxy_session
+        proxy_sessions[CONSOLE_PROXY_SESSIONS]; /* @locks proxy_lock */
 
     /* Connections to the ledger, each used by one request at a time. */
     pthread_mutex_t pool_lock;
     pthread_cond_t pool_free;
     struct rl_db *db[CONSOLE_DB_POOL]; /* @locks pool_lock (handing out) */
     int busy[CONSOLE_DB_POOL];         /* @locks pool_lock */
+    /* One read of the dead-letter topic at a time: a broker that does not
+     * answer holds its reader for the metadata wait (10 s). */
+    pthread_mutex_t kafka_lock;
     struct MHD_Daemon *daemon;
 };
 
@@ -94,6 +120,11 @@ struct console_req {
      * cookie value) and the CSRF token forms carry. */
     char user[CONSOLE_NAME_MAX];
     char role[16];
+    /* The tenants the user may read as a JSON array, "" every tenant
+     * (`runledger users add --tenants`). The ledger's queries check it
+     * by user name; pages filled from elsewhere (Kafka, budgets) check
+     * it with console_tenant_visible. */
+    char tenants[1024];
     char session[RL_TOKEN_HEX_SIZE];
     char csrf[65];
     char set_cookie[256]; /* "" none: a Set-Cookie to send */
@@ -124,10 +155,28 @@ void html_end(struct rl_buf *b);
 /* <p id="message" class="ok|error">text</p>, the text escaped. */
 void html_message(struct rl_buf *b, int ok, const char *text);
 
+/* The string member name of obj, or NULL (borrowed from obj). */
+const char *json_str(const struct cJSON *obj, const char *name);
+
+/* Member name of obj as text, escaped: a string as is, a number, a
+ * boolean as yes or no; nothing otherwise. */
+void html_member(struct rl_buf *b, const struct cJSON *obj, const char *name);
+
 /* The stylesheet served at /static/console.css. */
 extern const char console_css[];
 
-/* ---- server.c ---------------------------------------------------------- */
+/* ---- pool.c ------------------------------------------------------------ */
+
+/* Lends r a ledger connection (r->db, r->db_slot) for the rest of the
+ * request, reconnecting a dropped one; waits up to a few seconds for a
+ * free one. Returns 0, or -1 (none free, or the ledger unreachable).
+ * @locality libmicrohttpd's worker threads */
+int console_pool_take(struct console *c, struct console_req *r);
+
+/* Gives r's connection back; nothing when r holds none. */
+void console_pool_give(struct console *c, struct console_req *r);
+
+/* ---- respond.c --------------------------------------------------------- */
 
 /* Queues a response with the console's headers (CSP, nosniff, referrer
  * policy, frame denial, no-store) and the request's Set-Cookie. body is
@@ -145,10 +194,18 @@ enum MHD_Result console_send_message(struct console_req *r, unsigned status,
 enum MHD_Result console_send_page(struct console_req *r, unsigned status,
                                   struct rl_buf *b);
 
+/* The ledger's failure (errstr, logged) as a 503 page that names none of
+ * it. */
+enum MHD_Result console_ledger_failed(struct console_req *r,
+                                      const char *errstr);
+
 /* The value of a urlencoded form field of the request body (a new string,
  * NULL when absent) or of the query string (borrowed, NULL when absent). */
 char *console_form_value(const struct console_req *r, const char *name);
 const char *console_query_value(const struct console_req *r, const char *name);
+
+/* Cuts s to at most max bytes without splitting a UTF-8 character. */
+void console_cut_utf8(char *s, size_t max);
 
 /* ---- auth.c ------------------------------------------------------------ */
 
@@ -175,15 +232,51 @@ enum MHD_Result console_signin_form(struct console_req *r);
 enum MHD_Result console_signin(struct console_req *r);
 enum MHD_Result console_signout(struct console_req *r);
 
+/* 0 when r's user may read run_id (rl_db_console_run_json finds it for
+ * that user), RL_ERR_NOTFOUND when not (another tenant's, or none), or
+ * RL_ERR_DB with errstr. */
+int console_run_visible(struct console_req *r, const char *run_id, char *errstr,
+                        size_t errstr_size);
+
 /* Parses "ADDR/BITS" into cidr; 0 or -1. */
 int console_cidr_parse(const char *text, struct console_cidr *cidr);
 
-/* ---- pages.c ----------------------------------------------------------- */
+/* 1 when cidr is wider than CONSOLE_CIDR_MIN_BITS_V4 / _V6. */
+int console_cidr_too_wide(const struct console_cidr *cidr);
 
+/* 1 when, in proxy mode, the request carries the trusted user header on
+ * more than one line: which one a proxy checked is unknown, so the
+ * request is refused. */
+int console_user_header_repeated(const struct console_req *r);
+
+/* 1 when r's user may read tenant (console_req.tenants). */
+int console_tenant_visible(const struct console_req *r, const char *tenant);
+
+/* Removes from rows (an array of objects) those whose "tenant" r's user
+ * may not read. */
+void console_tenant_filter(const struct console_req *r, struct cJSON *rows);
+
+/* ---- approvals.c ------------------------------------------------------- */
+
+/* GET /approvals, GET /approvals/RUN and POST /approvals/RUN. */
 enum MHD_Result console_approvals(struct console_req *r);
 enum MHD_Result console_approval(struct console_req *r, const char *run_id);
 enum MHD_Result console_decide(struct console_req *r, const char *run_id);
+
+/* 1 when role may decide proposals (approver, operator). */
+int console_role_decides(const char *role);
+
+/* <p id="decision"> of a run's decision (the run page's "decision"). */
+void console_put_decision(struct rl_buf *b, const struct cJSON *decision);
+
+/* ---- runs.c ------------------------------------------------------------ */
+
+/* GET /runs. */
 enum MHD_Result console_runs(struct console_req *r);
+
+/* ---- run.c ------------------------------------------------------------- */
+
+/* GET /runs/RUN and POST /runs/RUN/action. */
 enum MHD_Result console_run(struct console_req *r, const char *run_id);
 enum MHD_Result console_run_action(struct console_req *r, const char *run_id);
 
@@ -205,8 +298,5 @@ enum MHD_Result console_deadletter_replay(struct console_req *r,
 
 enum MHD_Result console_costs(struct console_req *r);
 enum MHD_Result console_limits(struct console_req *r);
-
-/* 1 when role may decide proposals (approver, operator). */
-int console_role_decides(const char *role);
 
 #endif /* RL_CONSOLE_INT_H */

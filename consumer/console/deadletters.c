@@ -6,6 +6,7 @@
  * do not grow with the topic. Every value from the topic goes into the
  * page through html_esc. */
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,6 +116,32 @@ kafka_failed(struct console_req *r, const char *errstr)
                                 0,
                                 "the dead-letter topic could not be read; try "
                                 "again");
+}
+
+/* rl_cli_dlq_read for r, one at a time across the console and without
+ * a ledger connection held: a broker that does not answer holds its
+ * reader for the metadata wait, and a second reader is answered at once
+ * (-2: busy) rather than queued behind it. */
+static int
+dl_read(struct console_req *r, const struct rl_cli_dlq_filter *f,
+        rl_cli_dlq_fn *each, void *opaque, char *errstr, size_t errstr_size)
+{
+    int err;
+
+    if (pthread_mutex_trylock(&r->c->kafka_lock) != 0)
+        return -2;
+    console_pool_give(r->c, r);
+    err = rl_cli_dlq_read(r->c->cfg, f, each, opaque, errstr, errstr_size);
+    pthread_mutex_unlock(&r->c->kafka_lock);
+    return err;
+}
+
+static enum MHD_Result
+kafka_busy(struct console_req *r)
+{
+    return console_send_message(r, MHD_HTTP_SERVICE_UNAVAILABLE, "Busy", 0,
+                                "the dead-letter topic is being read for "
+                                "another page; try again in a moment");
 }
 
 /* "E0,E1,...": the end (exclusive) of each partition a page reads to. */
@@ -238,7 +265,9 @@ console_deadletters(struct console_req *r)
     f.tail = DL_PAGE + 1;
     f.ends = ends;
     f.nends = DL_PARTITIONS;
-    err = rl_cli_dlq_read(r->c->cfg, &f, collect, &rd, errstr, sizeof(errstr));
+    err = dl_read(r, &f, collect, &rd, errstr, sizeof(errstr));
+    if (err == -2)
+        return kafka_busy(r);
     if (err || rd.no_memory) {
         read_free(&rd);
         return kafka_failed(r, err ? errstr : "out of memory");
@@ -276,9 +305,14 @@ console_deadletters(struct console_req *r)
         }
         if (best < 0)
             break;
-        put_row(&b, r, &rd.rows[best][next_idx[best]], operator_);
+        /* A dead letter of a tenant the user may not read is skipped
+         * (its tenant header names it; none: not shown to a scoped
+         * user). */
+        if (console_tenant_visible(r, rd.rows[best][next_idx[best]].tenant)) {
+            put_row(&b, r, &rd.rows[best][next_idx[best]], operator_);
+            shown++;
+        }
         next_idx[best]--;
-        shown++;
     }
     rl_buf_puts(&b, "</tbody></table>");
     if (shown == 0)
@@ -384,9 +418,8 @@ read_one(const rd_kafka_message_t *rkm, void *opaque)
  * first, so no replay goes unaudited even if the console stops halfway:
  * the ledger and the broker share no transaction), then the replay as
  * `runledger dlq replay --partition P --offset O` runs it. */
-enum MHD_Result
-console_deadletter_replay(struct console_req *r, int32_t partition,
-                          int64_t offset)
+static enum MHD_Result
+replay_locked(struct console_req *r, int32_t partition, int64_t offset)
 {
     struct rl_cli_dlq_filter f = RL_CLI_DLQ_ALL;
     struct rl_cli_dlq_replay_counts counts;
@@ -414,7 +447,7 @@ console_deadletter_replay(struct console_req *r, int32_t partition,
         rl_cli_dlq_read(r->c->cfg, &f, read_one, &row, errstr, sizeof(errstr));
     if (err)
         return kafka_failed(r, errstr);
-    if (row.offset != offset)
+    if (row.offset != offset || !console_tenant_visible(r, row.tenant))
         return console_send_message(r, MHD_HTTP_NOT_FOUND, "Not found", 0,
                                     "no such dead letter (the topic's "
                                     "retention may have removed it)");
@@ -427,6 +460,11 @@ console_deadletter_replay(struct console_req *r, int32_t partition,
 
     snprintf(detail, sizeof(detail), "dead letter %d/%" PRId64 " (%s, %s)",
              (int)partition, offset, row.source, row.reason);
+    if (console_pool_take(r->c, r) != 0)
+        return console_send_message(r, MHD_HTTP_SERVICE_UNAVAILABLE,
+                                    "Unavailable", 0,
+                                    "the ledger cannot be reached; nothing "
+                                    "was sent");
     err = rl_db_console_audit_add(r->db, r->user, "replay_dead_letter",
                                   row.run_id, r->address, detail, errstr,
                                   sizeof(errstr));
@@ -476,4 +514,20 @@ console_deadletter_replay(struct console_req *r, int32_t partition,
                 r->user, (int)partition, offset, r->address,
                 out.outcome[0] ? out.outcome : "failed");
     return replay_page(r, status, &row, ok, msg, 0);
+}
+
+enum MHD_Result
+console_deadletter_replay(struct console_req *r, int32_t partition,
+                          int64_t offset)
+{
+    enum MHD_Result ret;
+
+    /* The read, the audit row and the replay under the one lock: a replay
+     * is never refused as busy after its audit row was written. */
+    if (pthread_mutex_trylock(&r->c->kafka_lock) != 0)
+        return kafka_busy(r);
+    console_pool_give(r->c, r);
+    ret = replay_locked(r, partition, offset);
+    pthread_mutex_unlock(&r->c->kafka_lock);
+    return ret;
 }

@@ -1,7 +1,8 @@
-/* html.c: the console's HTML: the one escaping function, the frame of
- * every page and the stylesheet. Pages are written server-side, with no
- * script and no inline style, so the Content-Security-Policy can forbid
- * both. */
+/* html.c: the console's HTML: the one escaping function, a ledger
+ * value as text, the frame of every page and the stylesheet. Pages are written
+ * server-side, with no script and no inline style, so the
+ * Content-Security-Policy can forbid both. */
+#include <cjson/cJSON.h>
 #include <string.h>
 
 #include "console_int.h"
@@ -98,6 +99,27 @@ html_message(struct rl_buf *b, int ok, const char *text)
     rl_buf_puts(b, "</p>");
 }
 
+const char *
+json_str(const cJSON *obj, const char *name)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
+
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+void
+html_member(struct rl_buf *b, const cJSON *obj, const char *name)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
+
+    if (cJSON_IsString(v))
+        html_esc(b, v->valuestring);
+    else if (cJSON_IsNumber(v))
+        rl_buf_printf(b, "%.0f", v->valuedouble);
+    else if (cJSON_IsBool(v))
+        rl_buf_puts(b, cJSON_IsTrue(v) ? "yes" : "no");
+}
+
 /* clang-format off */
 const char console_css[] =
 "body{font-family:system-ui,sans-serif;margin:0;color:#1b1f24;"
@@ -115,6 +137,10 @@ const char console_css[] =
 "pre{white-space:pre-wrap;word-break:break-word;background:#fff;"
 "border:1px solid #ccc;padding:.75rem;max-height:40rem;overflow:auto}\n"
 "code{word-break:break-all}\n"
+".hidden-char{background:#fde7a9;color:#5c3d00;border:1px solid #b07d00;"
+"border-radius:2px;font-size:.8em;padding:0 .15rem}\n"
+".field-name{font-size:1em;margin:.75rem 0 .25rem}\n"
+".field-length{margin:0;color:#555;font-size:.9em}\n"
 ".ok{color:#11631f;font-weight:bold}\n"
 ".error{color:#a0121a;font-weight:bold}\n"
 ".decide{display:flex;gap:1rem;align-items:end;flex-wrap:wrap}\n"

@@ -23,14 +23,6 @@
 #define CHART_LEFT 70
 #define CHART_BOTTOM 40
 
-static enum MHD_Result
-report_failed(struct console_req *r, const char *errstr)
-{
-    rl_log_warn(NULL, "console: %s", errstr);
-    return console_send_message(r, MHD_HTTP_SERVICE_UNAVAILABLE, "Unavailable",
-                                0, "the ledger could not answer; try again");
-}
-
 /* A JSON array of flat objects as a table: the members of the first row
  * are the columns. */
 static void
@@ -216,21 +208,29 @@ console_costs(struct console_req *r)
     if (rl_db_budgets_json(r->db, NULL, &budgets, errstr, sizeof(errstr)) ||
         rl_db_report_json(r->db, since, "tenant", &report, errstr,
                           sizeof(errstr)) ||
-        rl_db_console_costs_daily_json(r->db, CHART_DAYS, &daily, errstr,
-                                       sizeof(errstr)) ||
+        rl_db_console_costs_daily_json(r->db, CHART_DAYS, r->user, &daily,
+                                       errstr, sizeof(errstr)) ||
         rl_db_cost_report_json(r->db, since, &costs, errstr, sizeof(errstr)) ||
         rl_db_prices_json(r->db, &prices, errstr, sizeof(errstr))) {
         free(budgets);
         free(report);
         free(daily);
         free(costs);
-        return report_failed(r, errstr);
+        return console_ledger_failed(r, errstr);
     }
     jb = cJSON_Parse(budgets);
     jr = cJSON_Parse(report);
     jd = cJSON_Parse(daily);
     jc = cJSON_Parse(costs);
     jp = cJSON_Parse(prices);
+    console_tenant_filter(r, jb);
+    console_tenant_filter(r, jr);
+    /* The cost per model adds up every tenant's runs: not for a user
+     * scoped to some of them. */
+    if (r->tenants[0]) {
+        cJSON_Delete(jc);
+        jc = cJSON_CreateArray();
+    }
     free(budgets);
     free(report);
     free(daily);
@@ -277,10 +277,11 @@ console_limits(struct console_req *r)
     if (rl_db_limits_json(r->db, NULL, &limits, errstr, sizeof(errstr)) ||
         rl_db_model_limits_json(r->db, NULL, &models, errstr, sizeof(errstr))) {
         free(limits);
-        return report_failed(r, errstr);
+        return console_ledger_failed(r, errstr);
     }
     jl = cJSON_Parse(limits);
     jm = cJSON_Parse(models);
+    console_tenant_filter(r, jl);
     free(limits);
     free(models);
     html_begin(&b, r, "Limits");

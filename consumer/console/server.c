@@ -1,11 +1,15 @@
 /* server.c: `runledger console`: the web console's process. Arguments,
- * the HTTP server (libmicrohttpd, a small thread pool), the pool of ledger
- * connections the requests borrow, the routes, and the headers every
- * response carries. Pages are in pages.c, sign-in in auth.c. */
+ * the HTTP server (libmicrohttpd, a thread per connection, so /healthz
+ * never waits behind a page) and the routes: which page answers which
+ * request. The pages are a file each by what
+ * they show (approvals.c, runs.c, run.c, deadletters.c, reports.c),
+ * sign-in is auth.c; they answer through respond.c and borrow ledger
+ * connections from pool.c, and never call back into this file. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
 #include <netinet/in.h>
+#include <openssl/crypto.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -15,21 +19,20 @@
 
 #include "commands.h"
 #include "console_int.h"
+#include "mhd_log.h"
 #include "rl/config.h"
 #include "rl/db_conn.h"
 #include "rl/db_console.h"
 #include "rl/log.h"
-
-/* How long a request waits for a free ledger connection before it is
- * answered 503. */
-#define CONSOLE_POOL_WAIT_S 5
+#include "rl/runid.h"
 
 /* As printed, one literal per line: clang-format would rewrap it. */
 /* clang-format off */
 static const char usage_text[] =
 "usage: runledger console --listen ADDR:PORT [--base-url URL]\n"
 "                         [--secure-cookies] [--session-ttl SECONDS]\n"
-"                         [--trusted-user-header H --trusted-proxy CIDR[,CIDR]]\n"
+"                         [--trusted-user-header H --trusted-proxy CIDR[,CIDR]\n"
+"                          [--force]]\n"
 "\n"
 "Serves the web console: the approvals queue and the approval page, runs\n"
 "and run pages. People sign in with the token `runledger users add`\n"
@@ -45,198 +48,13 @@ static const char usage_text[] =
 "  --trusted-user-header H the header an authenticating proxy names the\n"
 "                          user in (e.g. X-Forwarded-User)\n"
 "  --trusted-proxy CIDRS   the proxy's networks; the header is ignored from\n"
-"                          any other address\n"
+"                          any other address. Wider than a /8 (IPv4) or a\n"
+"                          /32 (IPv6) is refused without --force\n"
+"  --force                 accept a trusted proxy network that wide\n"
 "\n"
 "The ledger is DATABASE_URL (see `runledger config`); docs/console.md.\n"
 "Exit status: 0 stopped by a signal; 1 could not serve; 2 bad usage.\n";
 /* clang-format on */
-
-/* ---- the ledger connections ---------------------------------------- */
-
-static int
-pool_take(struct console *c, struct console_req *r)
-{
-    struct timespec until;
-    char errstr[512];
-    int slot = -1;
-
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += CONSOLE_POOL_WAIT_S;
-    pthread_mutex_lock(&c->pool_lock);
-    for (;;) {
-        for (int i = 0; i < CONSOLE_DB_POOL && slot < 0; i++) {
-            if (!c->busy[i])
-                slot = i;
-        }
-        if (slot >= 0)
-            break;
-        if (pthread_cond_timedwait(&c->pool_free, &c->pool_lock, &until) ==
-            ETIMEDOUT)
-            break;
-    }
-    if (slot >= 0)
-        c->busy[slot] = 1;
-    pthread_mutex_unlock(&c->pool_lock);
-    if (slot < 0)
-        return -1;
-    r->db_slot = slot;
-    /* A connection the server dropped is reopened here, by the request
-     * that needs it, outside the pool's lock. */
-    if (c->db[slot] &&
-        rl_db_console_check(c->db[slot], errstr, sizeof(errstr)) != 0) {
-        rl_log_warn(NULL, "console: ledger connection lost: %s", errstr);
-        rl_db_destroy(c->db[slot]);
-        c->db[slot] = NULL;
-    }
-    if (!c->db[slot]) {
-        c->db[slot] = rl_db_connect(c->database_url, errstr, sizeof(errstr));
-        if (!c->db[slot])
-            rl_log_warn(NULL, "console: %s", errstr);
-    }
-    r->db = c->db[slot];
-    return r->db ? 0 : -1;
-}
-
-static void
-pool_give(struct console *c, struct console_req *r)
-{
-    if (r->db_slot < 0)
-        return;
-    pthread_mutex_lock(&c->pool_lock);
-    c->busy[r->db_slot] = 0;
-    pthread_cond_signal(&c->pool_free);
-    pthread_mutex_unlock(&c->pool_lock);
-    r->db_slot = -1;
-    r->db = NULL;
-}
-
-/* ---- responses ------------------------------------------------------- */
-
-enum MHD_Result
-console_send(struct console_req *r, unsigned status, const char *type,
-             char *body, size_t len, const char *location)
-{
-    struct MHD_Response *resp;
-    enum MHD_Result ret;
-
-    resp = MHD_create_response_from_buffer(len, body ? body : (char *)"",
-                                           body ? MHD_RESPMEM_MUST_FREE
-                                                : MHD_RESPMEM_PERSISTENT);
-    if (!resp) {
-        free(body);
-        return MHD_NO;
-    }
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-    MHD_add_response_header(
-        resp, "Content-Security-Policy",
-        "default-src 'none'; style-src 'self'; img-src 'self'; "
-        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'");
-    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
-    MHD_add_response_header(resp, "Referrer-Policy", "same-origin");
-    MHD_add_response_header(resp, "X-Frame-Options", "DENY");
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL,
-                            strcmp(type, "text/css") == 0 ? "max-age=3600"
-                                                          : "no-store");
-    if (r->set_cookie[0])
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_SET_COOKIE,
-                                r->set_cookie);
-    if (location)
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_LOCATION, location);
-    ret = MHD_queue_response(r->conn, status, resp);
-    MHD_destroy_response(resp);
-    return ret;
-}
-
-enum MHD_Result
-console_send_page(struct console_req *r, unsigned status, struct rl_buf *b)
-{
-    size_t len = b->len;
-    char *body = rl_buf_take(b);
-
-    if (!body) {
-        static const char oom[] = "out of memory\n";
-
-        return console_send(r, MHD_HTTP_INTERNAL_SERVER_ERROR, "text/plain",
-                            strdup(oom), sizeof(oom) - 1, NULL);
-    }
-    return console_send(r, status, "text/html; charset=utf-8", body, len, NULL);
-}
-
-enum MHD_Result
-console_send_message(struct console_req *r, unsigned status, const char *title,
-                     int ok, const char *text)
-{
-    struct rl_buf b = {0};
-
-    html_begin(&b, r, title);
-    rl_buf_puts(&b, "<h1>");
-    html_esc(&b, title);
-    rl_buf_puts(&b, "</h1>");
-    html_message(&b, ok, text);
-    html_end(&b);
-    return console_send_page(r, status, &b);
-}
-
-/* ---- form and query values -------------------------------------------- */
-
-static int
-hexval(char ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
-}
-
-char *
-console_form_value(const struct console_req *r, const char *name)
-{
-    size_t nlen = strlen(name);
-    const char *p = r->body;
-
-    while (p && *p) {
-        const char *end = strchr(p, '&');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-
-        if (len > nlen && strncmp(p, name, nlen) == 0 && p[nlen] == '=') {
-            const char *v = p + nlen + 1;
-            size_t vlen = len - nlen - 1, o = 0;
-            char *out = malloc(vlen + 1);
-
-            if (!out)
-                return NULL;
-            for (size_t i = 0; i < vlen; i++) {
-                if (v[i] == '+') {
-                    out[o++] = ' ';
-                } else if (v[i] == '%' && i + 2 < vlen &&
-                           hexval(v[i + 1]) >= 0 && hexval(v[i + 2]) >= 0) {
-                    out[o++] = (char)(hexval(v[i + 1]) * 16 + hexval(v[i + 2]));
-                    i += 2;
-                } else {
-                    out[o++] = v[i];
-                }
-            }
-            out[o] = '\0';
-            /* A value with a NUL byte in it is no value. */
-            if (strlen(out) != o) {
-                free(out);
-                return NULL;
-            }
-            return out;
-        }
-        p = end ? end + 1 : NULL;
-    }
-    return NULL;
-}
-
-const char *
-console_query_value(const struct console_req *r, const char *name)
-{
-    return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
-}
 
 /* ---- routes ------------------------------------------------------------ */
 
@@ -246,18 +64,6 @@ struct console_upload {
     struct rl_buf body;
     int too_big;
 };
-
-static int
-is_run_id(const char *s)
-{
-    size_t n = 0;
-
-    for (; s[n]; n++) {
-        if (!((s[n] >= '0' && s[n] <= '9') || (s[n] >= 'a' && s[n] <= 'f')))
-            return 0;
-    }
-    return n == 64;
-}
 
 /* "/deadletters/P-O/replay" into its partition and offset. */
 static int
@@ -281,6 +87,33 @@ dead_letter_id(const char *url, int32_t *partition, int64_t *offset)
     *partition = (int32_t)part;
     *offset = off;
     return 0;
+}
+
+/* 1 when url names a page of the console for a GET (get) or a POST. */
+static int
+is_page(const char *url, int get)
+{
+    int32_t partition;
+    int64_t offset;
+
+    if (strcmp(url, "/signin") == 0 || strcmp(url, "/signout") == 0)
+        return 1;
+    if (strncmp(url, "/approvals/", 11) == 0 && rl_sha256_hex_valid(url + 11))
+        return 1;
+    if (strncmp(url, "/runs/", 6) == 0 && strlen(url) > 6 + 64) {
+        char run_id[65];
+
+        memcpy(run_id, url + 6, 64);
+        run_id[64] = '\0';
+        return !get && rl_sha256_hex_valid(run_id) &&
+               strcmp(url + 70, "/action") == 0;
+    }
+    if (!get)
+        return dead_letter_id(url, &partition, &offset) == 0;
+    return strcmp(url, "/") == 0 || strcmp(url, "/approvals") == 0 ||
+           strcmp(url, "/runs") == 0 || strcmp(url, "/costs") == 0 ||
+           strcmp(url, "/limits") == 0 || strcmp(url, "/deadletters") == 0 ||
+           (strncmp(url, "/runs/", 6) == 0 && rl_sha256_hex_valid(url + 6));
 }
 
 static enum MHD_Result
@@ -308,10 +141,19 @@ route(struct console_req *r)
     if (r->body_too_big)
         return console_send_message(r, MHD_HTTP_CONTENT_TOO_LARGE, "Too large",
                                     0, "the form is too large");
-    if (pool_take(r->c, r) != 0)
+    /* Only a request for a page takes a ledger connection: a path that
+     * names no page is answered without one. */
+    if (!is_page(url, 1) && !is_page(url, 0))
+        return console_send_message(r, MHD_HTTP_NOT_FOUND, "Not found", 0,
+                                    "no such page");
+    if (console_pool_take(r->c, r) != 0)
         return console_send_message(r, MHD_HTTP_SERVICE_UNAVAILABLE,
                                     "Unavailable", 0,
                                     "the ledger cannot be reached; try again");
+    if (console_user_header_repeated(r))
+        return console_send_message(r, MHD_HTTP_BAD_REQUEST, "Bad request", 0,
+                                    "refused: the request names its user "
+                                    "more than once");
     if (strcmp(url, "/signin") == 0)
         return get ? console_signin_form(r) : console_signin(r);
     if (console_identify(r) != 0)
@@ -351,7 +193,8 @@ route(struct console_req *r)
                                         reason);
         if (strcmp(url, "/signout") == 0)
             return console_signout(r);
-        if (strncmp(url, "/approvals/", 11) == 0 && is_run_id(url + 11))
+        if (strncmp(url, "/approvals/", 11) == 0 &&
+            rl_sha256_hex_valid(url + 11))
             return console_decide(r, url + 11);
         if (dead_letter_id(url, &partition, &offset) == 0)
             return console_deadletter_replay(r, partition, offset);
@@ -361,7 +204,7 @@ route(struct console_req *r)
 
             memcpy(run_id, url + 6, 64);
             run_id[64] = '\0';
-            if (is_run_id(run_id))
+            if (rl_sha256_hex_valid(run_id))
                 return console_run_action(r, run_id);
         }
         return console_send_message(r, MHD_HTTP_NOT_FOUND, "Not found", 0,
@@ -372,7 +215,7 @@ route(struct console_req *r)
                             strdup("approvals\n"), 10, "/approvals");
     if (strcmp(url, "/approvals") == 0)
         return console_approvals(r);
-    if (strncmp(url, "/approvals/", 11) == 0 && is_run_id(url + 11))
+    if (strncmp(url, "/approvals/", 11) == 0 && rl_sha256_hex_valid(url + 11))
         return console_approval(r, url + 11);
     if (strcmp(url, "/runs") == 0)
         return console_runs(r);
@@ -382,7 +225,7 @@ route(struct console_req *r)
         return console_limits(r);
     if (strcmp(url, "/deadletters") == 0)
         return console_deadletters(r);
-    if (strncmp(url, "/runs/", 6) == 0 && is_run_id(url + 6))
+    if (strncmp(url, "/runs/", 6) == 0 && rl_sha256_hex_valid(url + 6))
         return console_run(r, url + 6);
     return console_send_message(r, MHD_HTTP_NOT_FOUND, "Not found", 0,
                                 "no such page");
@@ -402,6 +245,20 @@ handle(void *cls, struct MHD_Connection *conn, const char *url,
 
     (void)version;
     if (!up) {
+        const char *length = MHD_lookup_connection_value(
+            conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+
+        /* A body announced over the limit is refused before a byte of it
+         * is read: libmicrohttpd answers and closes the connection. */
+        if (length && strtoull(length, NULL, 10) > CONSOLE_BODY_MAX) {
+            memset(&r, 0, sizeof(r));
+            r.c = c;
+            r.conn = conn;
+            r.db_slot = -1;
+            return console_send_message(&r, MHD_HTTP_CONTENT_TOO_LARGE,
+                                        "Too large", 0,
+                                        "the form is too large");
+        }
         up = calloc(1, sizeof(*up));
         if (!up)
             return MHD_NO;
@@ -409,10 +266,11 @@ handle(void *cls, struct MHD_Connection *conn, const char *url,
         return MHD_YES;
     }
     if (*upload_data_size > 0) {
+        /* A body sent without a length (chunked) is cut off at the
+         * limit: the connection is closed rather than read to its end. */
         if (up->body.len + *upload_data_size > CONSOLE_BODY_MAX)
-            up->too_big = 1;
-        else
-            rl_buf_put(&up->body, upload_data, *upload_data_size);
+            return MHD_NO;
+        rl_buf_put(&up->body, upload_data, *upload_data_size);
         *upload_data_size = 0;
         return MHD_YES;
     }
@@ -440,7 +298,7 @@ handle(void *cls, struct MHD_Connection *conn, const char *url,
     snprintf(r.peer, sizeof(r.peer), "%s", r.address);
     console_forwarded_address(&r);
     ret = route(&r);
-    pool_give(c, &r);
+    console_pool_give(c, &r);
     return ret;
 }
 
@@ -458,23 +316,6 @@ completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         free(up);
         *con_cls = NULL;
     }
-}
-
-static void mhd_log(void *cls, const char *fmt, va_list ap)
-    __attribute__((format(printf, 2, 0)));
-
-static void
-mhd_log(void *cls, const char *fmt, va_list ap)
-{
-    char msg[512];
-    size_t len;
-
-    (void)cls;
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    len = strlen(msg);
-    while (len > 0 && msg[len - 1] == '\n')
-        msg[--len] = '\0';
-    rl_log_warn(NULL, "console http: %s", msg);
 }
 
 /* ---- arguments ---------------------------------------------------------- */
@@ -580,6 +421,7 @@ settings_apply(struct console *c, const struct rl_config *cfg,
                const char **listen)
 {
     c->session_ttl = cfg->console_session_ttl;
+    c->session_idle = cfg->console_session_idle;
     c->secure_cookies = cfg->console_secure_cookies;
     if (cfg->console_listen && *cfg->console_listen)
         *listen = cfg->console_listen;
@@ -614,6 +456,9 @@ console_destroy(struct console *c)
     pthread_cond_destroy(&c->pool_free);
     pthread_mutex_destroy(&c->by_address.lock);
     pthread_mutex_destroy(&c->by_user.lock);
+    pthread_mutex_destroy(&c->proxy_lock);
+    pthread_mutex_destroy(&c->kafka_lock);
+    OPENSSL_cleanse(c->proxy_sessions, sizeof(c->proxy_sessions));
 }
 
 int
@@ -625,7 +470,8 @@ rl_cmd_console(int argc, char **argv)
         OPT_SECURE,
         OPT_TTL,
         OPT_HEADER,
-        OPT_PROXY
+        OPT_PROXY,
+        OPT_FORCE
     };
     static const struct option options[] = {
         {"listen", required_argument, NULL, OPT_LISTEN},
@@ -634,6 +480,7 @@ rl_cmd_console(int argc, char **argv)
         {"session-ttl", required_argument, NULL, OPT_TTL},
         {"trusted-user-header", required_argument, NULL, OPT_HEADER},
         {"trusted-proxy", required_argument, NULL, OPT_PROXY},
+        {"force", no_argument, NULL, OPT_FORCE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -644,7 +491,7 @@ rl_cmd_console(int argc, char **argv)
     char errstr[1024], *end;
     const char *listen = NULL;
     sigset_t sigs;
-    int family, opt, sig = 0, level, rc;
+    int family, opt, sig = 0, level, rc, force = 0;
     long ttl;
 
     memset(&c, 0, sizeof(c));
@@ -701,6 +548,9 @@ rl_cmd_console(int argc, char **argv)
                                      "CIDRs (at most 16)",
                                      optarg));
             break;
+        case OPT_FORCE:
+            force = 1;
+            break;
         case 'h':
             fputs(usage_text, stdout);
             rl_config_destroy(cfg);
@@ -721,6 +571,16 @@ rl_cmd_console(int argc, char **argv)
         return done_usage(
             cfg, usage_error("%s", "--trusted-user-header and --trusted-proxy "
                                    "go together"));
+    for (int i = 0; i < c.nproxies && !force; i++) {
+        if (console_cidr_too_wide(&c.proxies[i]))
+            return done_usage(
+                cfg, usage_error("a trusted proxy network wider than a /%d "
+                                 "(IPv4) or /%d (IPv6) trusts the user "
+                                 "header from too many addresses; narrow it "
+                                 "or add --force",
+                                 CONSOLE_CIDR_MIN_BITS_V4,
+                                 CONSOLE_CIDR_MIN_BITS_V6));
+    }
     if (c.base_url[0] && strncmp(c.base_url, "https://", 8) == 0)
         c.secure_cookies = 1;
 
@@ -732,12 +592,15 @@ rl_cmd_console(int argc, char **argv)
     pthread_cond_init(&c.pool_free, NULL);
     pthread_mutex_init(&c.by_address.lock, NULL);
     pthread_mutex_init(&c.by_user.lock, NULL);
+    pthread_mutex_init(&c.proxy_lock, NULL);
+    pthread_mutex_init(&c.kafka_lock, NULL);
     c.by_address.max = CONSOLE_SIGNIN_PER_ADDRESS;
     c.by_user.max = CONSOLE_SIGNIN_PER_USER;
 
     /* The ledger must answer before the console does: a console that
      * listens without it would only serve 503s. */
-    c.db[0] = rl_db_connect(c.database_url, errstr, sizeof(errstr));
+    c.db[0] =
+        rl_db_connect_role(cfg, RL_DB_ROLE_CONSOLE, errstr, sizeof(errstr));
     if (!c.db[0]) {
         fprintf(stderr, "runledger console: %s\n", errstr);
         goto fail;
@@ -769,12 +632,12 @@ rl_cmd_console(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     c.daemon = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
+            MHD_USE_POLL | MHD_USE_ERROR_LOG |
             (family == AF_INET6 ? MHD_USE_IPv6 : 0),
         (uint16_t)c.port, NULL, NULL, handle, &c, MHD_OPTION_EXTERNAL_LOGGER,
-        mhd_log, NULL, MHD_OPTION_SOCK_ADDR,
+        rl_mhd_log, "console http", MHD_OPTION_SOCK_ADDR,
         family == AF_INET6 ? (struct sockaddr *)&v6 : (struct sockaddr *)&v4,
-        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)CONSOLE_DB_POOL,
         MHD_OPTION_CONNECTION_LIMIT, 1024u, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
         64u, MHD_OPTION_CONNECTION_TIMEOUT, 30u,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),

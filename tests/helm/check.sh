@@ -824,6 +824,13 @@ reject_case "an alert duration Prometheus cannot read (schema)" \
     --set metrics.prometheusRule.alerts.unknownRuns.for=soon
 reject_case "a failure ratio above 1 (schema)" "ratio" "${base[@]}" \
     --set metrics.prometheusRule.alerts.runsFailing.ratio=1.5
+reject_case "console proxy mode without a NetworkPolicy source" \
+    "console.networkPolicy.from" "${base[@]}" --set console.enabled=true \
+    --set console.trustedUserHeader=X-Forwarded-User \
+    --set-json 'console.trustedProxies=["10.0.0.0/8"]'
+reject_case "console proxy mode with NetworkPolicies off" \
+    "networkPolicy.enabled=true" -f "$chart/ci/all-on-values.yaml" \
+    --set networkPolicy.enabled=false
 reject_case "a NetworkPolicy port out of range (schema)" \
     "/networkPolicy/kafka/ports/0" "${base[@]}" \
     --set-json 'networkPolicy.kafka.ports=[70000]'

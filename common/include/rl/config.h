@@ -104,6 +104,7 @@ struct rl_config {
     char *console_base_url;        /* public URL; approval links */
     int console_secure_cookies;    /* Secure session cookie */
     int console_session_ttl;       /* seconds a sign-in lasts */
+    int console_session_idle;      /* seconds a sign-in lasts unused */
     char *console_trusted_header;  /* proxy mode: the user header */
     char *console_trusted_proxies; /* proxy mode: CIDR[,CIDR] */
     char *otlp_endpoint;           /* OTLP/HTTP base URL; NULL: no export */

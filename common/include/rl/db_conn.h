@@ -68,16 +68,17 @@ enum rl_db_role {
     RL_DB_ROLE_RELAY,     /* the outbox relay's batches */
     RL_DB_ROLE_VACUUM,    /* the relay's vacuums of the outbox */
     RL_DB_ROLE_HEALTH,    /* /readyz checks and gauges */
-    RL_DB_ROLE_BATCHER    /* provider batches: intents, uploads, results */
+    RL_DB_ROLE_BATCHER,   /* provider batches: intents, uploads, results */
+    RL_DB_ROLE_CONSOLE    /* the web console's pages (short timeouts) */
 };
 
 /* Opens a service connection to cfg->database_url (as rl_db_connect) for
  * role. The session gets statement_timeout, lock_timeout and
  * idle_in_transaction_session_timeout from cfg (RUNLEDGER_PG_*_MS; the
- * renewal session at most a third and a sixth of the lease, the vacuum
- * session no statement_timeout, the relay's no idle-in-transaction
- * timeout), libpq's TCP keepalives and tcp_user_timeout, and
- * application_name runledger-<role>. Every connection parameter the
+ * renewal session at most a third and a sixth of the lease, the console's
+ * at most 5 s and 2 s, the vacuum session no statement_timeout, the relay's no
+ * idle-in-transaction timeout), libpq's TCP keepalives and tcp_user_timeout,
+ * and application_name runledger-<role>. Every connection parameter the
  * connection string sets wins, and its `options` are applied after these
  * settings, so its own -c statement_timeout=... wins as well. Returns a
  * new connection (rl_db_destroy) or NULL with errstr set. */

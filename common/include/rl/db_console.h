@@ -19,12 +19,14 @@ struct rl_db;
 
 /* `users add`: a console user NAME with role ("viewer", "approver" or
  * "operator") signing in with the token whose SHA-256 hex is token_sha256.
- * A revoked user of that name is given the new role and token. Returns 0,
+ * tenants_json: a JSON array of the tenants it may read, or NULL for
+ * every tenant. A revoked user of that name is given the new role, token
+ * and tenants. Returns 0,
  * RL_ERR_CONFLICT (an active user of that name exists), RL_ERR_INVALID (a
  * name or role the ledger refuses) or RL_ERR_DB. */
 int rl_db_console_user_add(struct rl_db *db, const char *name, const char *role,
-                           const char *token_sha256, char *errstr,
-                           size_t errstr_size);
+                           const char *token_sha256, const char *tenants_json,
+                           char *errstr, size_t errstr_size);
 
 /* `users revoke`: the user can no longer sign in, its sessions end, and
  * the audit trail records who revoked it (actor). Returns 0,
@@ -50,10 +52,12 @@ int rl_db_console_session_open(struct rl_db *db, const char *session_sha256,
                                int ttl_seconds, char *errstr,
                                size_t errstr_size);
 
-/* The user of an unexpired session of an active user: {"name", "role"}.
- * Returns 0, RL_ERR_NOTFOUND or RL_ERR_DB. */
+/* The user of an unexpired session of an active user, used within the
+ * last idle_seconds: {"name", "role"}; marks the session used. Returns 0,
+ * RL_ERR_NOTFOUND or RL_ERR_DB. */
 int rl_db_console_session_json(struct rl_db *db, const char *session_sha256,
-                               char **json, char *errstr, size_t errstr_size);
+                               int idle_seconds, char **json, char *errstr,
+                               size_t errstr_size);
 
 /* Ends a session (none: nothing to do). Returns 0 or RL_ERR_DB. */
 int rl_db_console_session_close(struct rl_db *db, const char *session_sha256,
@@ -66,9 +70,11 @@ int rl_db_audit_json(struct rl_db *db, const char *run_id, int limit,
                      char **json, char *errstr, size_t errstr_size);
 
 /* The approvals queue, oldest first: [{run_id, job, tenant, scheduled_at,
- * waiting_since, age_seconds, digest}], at most limit. */
-int rl_db_console_approvals_json(struct rl_db *db, int limit, char **json,
-                                 char *errstr, size_t errstr_size);
+ * waiting_since, age_seconds, digest}], at most limit, of the tenants the
+ * console user viewer may read (NULL: every tenant). */
+int rl_db_console_approvals_json(struct rl_db *db, int limit,
+                                 const char *viewer, char **json, char *errstr,
+                                 size_t errstr_size);
 
 /* One run for its page: {run_id, job, tenant, status, ..., proposal (the
  * jsonb as PostgreSQL prints it, or null), proposal_digest, may_decide
@@ -77,7 +83,8 @@ int rl_db_console_approvals_json(struct rl_db *db, int limit, char **json,
  * notifications [...], audit [...], timeline [{at, ms, lane, what,
  * detail, tone, span}] (every event of the run in time order: its
  * registration, leases, attempts, batch, approval, completion,
- * notifications and operators' actions)}, in one statement. Returns 0,
+ * notifications and operators' actions)}, in one statement. A run of a
+ * tenant the console user actor may not read is not found. Returns 0,
  * RL_ERR_NOTFOUND or RL_ERR_DB. */
 int rl_db_console_run_json(struct rl_db *db, const char *run_id,
                            const char *actor, char **json, char *errstr,
@@ -95,6 +102,7 @@ struct rl_console_runs_filter {
     const char *to;   /* created before */
     const char *after;
     int limit;
+    const char *viewer; /* the console user: only its tenants; NULL all */
 };
 
 /* The runs page, newest first, keyset-paginated: {"runs": [...], "next":
@@ -109,7 +117,8 @@ int rl_db_console_runs_json(struct rl_db *db,
 /* The cost chart: [{tenant, day ("YYYY-MM-DD"), tokens, extra_generations}]
  * of the runs scheduled in the last `days` UTC days, as `runledger
  * report` counts them. */
-int rl_db_console_costs_daily_json(struct rl_db *db, int days, char **json,
+int rl_db_console_costs_daily_json(struct rl_db *db, int days,
+                                   const char *viewer, char **json,
                                    char *errstr, size_t errstr_size);
 
 /* A decision taken in the console. Borrowed. */
@@ -144,7 +153,8 @@ int rl_db_console_decide(struct rl_db *db,
                          size_t errstr_size);
 
 /* BEGIN, COMMIT or ROLLBACK on db: the console wraps an operator action
- * and its audit row in one transaction. Returns 0 or an rl_err. */
+ * and its audit row in one transaction. Returns 0 or an rl_err; COMMIT
+ * returns RL_ERR_DB when PostgreSQL rolled the transaction back. */
 int rl_db_console_tx(struct rl_db *db, const char *verb, char *errstr,
                      size_t errstr_size);
 
@@ -163,8 +173,9 @@ int rl_db_console_audit_add(struct rl_db *db, const char *actor,
                             const char *address, const char *detail,
                             char *errstr, size_t errstr_size);
 
-/* Whether the connection is usable; reconnects when it is not. Returns 0
- * or RL_ERR_DB. */
+/* Whether the connection is usable, idle outside any transaction (one a
+ * request left open is rolled back here); reconnects when it is not.
+ * Returns 0, or RL_ERR_DB when the caller must open a new connection. */
 int rl_db_console_check(struct rl_db *db, char *errstr, size_t errstr_size);
 
 #endif /* RL_DB_CONSOLE_H */

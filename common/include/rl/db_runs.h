@@ -97,10 +97,18 @@ int rl_db_run_resolve_completed(struct rl_db *db, const char *run_id,
  * cancels the model call. Nothing is published for a cancelled run.
  * Returns 0, RL_ERR_NOTFOUND, RL_ERR_CONFLICT (completed, failed, unknown
  * or already cancelled; nothing changed; errstr names the status) or
- * RL_ERR_DB. */
+ * RL_ERR_DB. Inside a transaction of the caller's, the horizon refresh is
+ * left to the caller (rl_db_model_horizons_refresh after its COMMIT). */
 int rl_db_run_cancel(struct rl_db *db, const char *run_id, const char *actor,
                      const char *reason, struct rl_decision *out, char *errstr,
                      size_t errstr_size);
+
+/* Brings each model's rate-limit horizon back to the runs still waiting
+ * for it, as rl_db_run_cancel does when it commits by itself; a caller
+ * that cancels inside its own transaction calls this after its COMMIT.
+ * A failure is logged, never returned: the next cancel or purge tries
+ * again. */
+void rl_db_model_horizons_refresh(struct rl_db *db);
 
 /* Which runs `runs cancel --tenant` cancels. tenant is required; job and
  * version NULL match every one; statuses (nstatuses of them) is a subset

@@ -12,6 +12,10 @@
  * (RL_HEX_SIZE bytes). Returns 0 or RL_ERR_NOMEM. */
 int rl_sha256_hex(const void *data, size_t len, char *out);
 
+/* 1 when s is exactly 64 lowercase hex digits (a run ID, a digest, a
+ * session secret as rl_sha256_hex writes them), else 0. */
+int rl_sha256_hex_valid(const char *s);
+
 /* Strips leading and trailing whitespace exactly as Python's str.strip()
  * with no arguments does (every code point for which str.isspace() holds,
  * decoded from UTF-8), so run IDs match the reference function

@@ -641,6 +641,8 @@ role_name(enum rl_db_role role)
         return "health";
     case RL_DB_ROLE_BATCHER:
         return "batcher";
+    case RL_DB_ROLE_CONSOLE:
+        return "console";
     }
     return "unknown";
 }
@@ -679,6 +681,14 @@ rl_db_connect_role(const struct rl_config *cfg, enum rl_db_role role,
     case RL_DB_ROLE_VACUUM:
         /* VACUUM of a large outbox takes what it takes. */
         ss.statement_timeout_ms = 0;
+        break;
+    case RL_DB_ROLE_CONSOLE:
+        /* A person waits for each statement, on one of a few pooled
+         * connections: a page's query that runs long (a filter over
+         * millions of runs) or waits on a lock must end and free its
+         * connection for the other pages. */
+        ss.statement_timeout_ms = at_most(ss.statement_timeout_ms, 5000);
+        ss.lock_timeout_ms = at_most(ss.lock_timeout_ms, 2000);
         break;
     default:
         break;

@@ -10,12 +10,19 @@
 #include "rl/db_console.h"
 #include "rl/err.h"
 
+/* The console user named by the parameter may read a run of the tenant
+ * (schema/functions/rl_console_may_read.sql). */
+#define SCOPE_OK(user, tenant) "rl_console_may_read(" user ", " tenant ")"
+
 /* clang-format off */
 static const char ops_user_add[] =
-    "INSERT INTO console_users AS u (name, role, token_sha256)"
-    "     VALUES ($1, $2, $3)"
+    "INSERT INTO console_users AS u (name, role, token_sha256, tenants)"
+    "     VALUES ($1, $2, $3,"
+    "             (SELECT array_agg(t ORDER BY t)"
+    "                FROM jsonb_array_elements_text($4::jsonb) t))"
     "ON CONFLICT (name) DO UPDATE"
     "        SET role = EXCLUDED.role, token_sha256 = EXCLUDED.token_sha256,"
+    "            tenants = EXCLUDED.tenants,"
     "            created_at = now(), revoked_at = NULL"
     "      WHERE u.revoked_at IS NOT NULL";
 
@@ -43,7 +50,8 @@ static const char ops_users_list[] =
 
 static const char ops_user_get[] =
     "SELECT json_build_object('name', name, 'role', role,"
-    "                         'token_sha256', token_sha256)::text"
+    "                         'token_sha256', token_sha256,"
+    "                         'tenants', tenants)::text"
     "  FROM console_users WHERE name = $1 AND revoked_at IS NULL";
 
 static const char ops_session_open[] =
@@ -53,11 +61,22 @@ static const char ops_session_open[] =
     "SELECT $1, u.name, $3, now() + make_interval(secs => $4::int)"
     "  FROM console_users u WHERE u.name = $2 AND u.revoked_at IS NULL";
 
+/* The session's user while the session is neither expired nor idle past
+ * $2 seconds; its last use moves at most every 15 seconds, so that a
+ * reader's pages do not each write a row version. */
 static const char ops_session_get[] =
-    "SELECT json_build_object('name', u.name, 'role', u.role)::text"
-    "  FROM console_sessions s JOIN console_users u ON u.name = s.user_name"
-    " WHERE s.session_sha256 = $1 AND s.expires_at > now()"
-    "   AND u.revoked_at IS NULL";
+    "WITH s AS ("
+    "  SELECT s.session_sha256, s.last_seen_at, u.name, u.role, u.tenants"
+    "    FROM console_sessions s JOIN console_users u ON u.name = s.user_name"
+    "   WHERE s.session_sha256 = $1 AND s.expires_at > now()"
+    "     AND s.last_seen_at > now() - make_interval(secs => $2::int)"
+    "     AND u.revoked_at IS NULL),"
+    " touched AS ("
+    "  UPDATE console_sessions t SET last_seen_at = now() FROM s"
+    "   WHERE t.session_sha256 = s.session_sha256"
+    "     AND s.last_seen_at < now() - interval '15 seconds')"
+    "SELECT json_build_object('name', s.name, 'role', s.role,"
+    "                         'tenants', s.tenants)::text FROM s";
 
 static const char ops_session_close[] =
     "DELETE FROM console_sessions WHERE session_sha256 = $1";
@@ -88,6 +107,7 @@ static const char ops_approvals_queue[] =
     "               r.proposal_digest AS digest"
     "          FROM runs r"
     "         WHERE r.status = 'awaiting_approval'"
+    "           AND " SCOPE_OK("$2", "r.tenant") ""
     "         ORDER BY r.created_at LIMIT $1::int) x";
 
 /* At most this many events of a run's timeline (rl_run_timeline): the
@@ -127,12 +147,12 @@ static const char ops_run_page[] =
     "                               + coalesce(t.completion_tokens, 0)"
     "                                 * p.output_per_mtok)"
     "                             * CASE WHEN EXISTS (SELECT 1"
-    "                                    FROM batch_runs b"
-    "                                   WHERE b.run_id = t.run_id"
-    "                                     AND b.attempt_no = t.attempt_no"
-    "                                     AND b.state = 'completed')"
-    "                                    THEN 1 - p.batch_discount"
-    "                                    ELSE 1 END / 1e6, 6)::text"
+    "                               FROM batch_runs b"
+    "                              WHERE b.run_id = t.run_id"
+    "                                AND b.attempt_no = t.attempt_no"
+    "                                AND b.state = 'completed')"
+    "                               THEN 1 - p.batch_discount"
+    "                               ELSE 1 END / 1e6, 6)::text"
     "                             FROM model_prices p"
     "                            WHERE p.model ="
     "                                  r.request->'request'->>'model'),"
@@ -159,7 +179,8 @@ static const char ops_run_page[] =
     "                 FROM (SELECT * FROM rl_run_timeline(r.run_id)"
     "                        LIMIT " TIMELINE_MAX ") e)"
     ")::text"
-    "  FROM runs r WHERE r.run_id = $1";
+    "  FROM runs r WHERE r.run_id = $1"
+    "   AND " SCOPE_OK("$2", "r.tenant");
 
 /* Newest first on (created_at, run_id); the cursor is the last row's
  * pair, so a page costs the same however deep it is (never OFFSET). One
@@ -193,6 +214,7 @@ static const char ops_runs_page[] =
     "          OR (r.created_at, r.run_id) < ($6::timestamptz, $7::text))"
     "     AND ($9::float8 IS NULL OR r.created_at >= " RUNS_SINCE ")"
     "     AND ($10::text[] IS NULL OR r.job = ANY ($10::text[]))"
+    "     AND " SCOPE_OK("$11", "r.tenant") ""
     "   ORDER BY r.created_at DESC, r.run_id DESC"
     "   LIMIT $8::int + 1)"
     "SELECT json_build_object("
@@ -221,6 +243,7 @@ static const char ops_costs_daily[] =
     "    FROM runs"
     "   WHERE scheduled_at >= (now() AT TIME ZONE 'UTC')::date"
     "                         - ($1::int - 1)"
+    "     AND " SCOPE_OK("$2", "runs.tenant") ""
     "), a AS ("
     "  SELECT a.run_id,"
     "         count(*) FILTER (WHERE a.outcome IS NULL OR a.outcome IN"
@@ -287,12 +310,12 @@ static const char ops_runs_tenant_probe[] =
 
 int
 rl_db_console_user_add(struct rl_db *db, const char *name, const char *role,
-                       const char *token_sha256, char *errstr,
-                       size_t errstr_size)
+                       const char *token_sha256, const char *tenants_json,
+                       char *errstr, size_t errstr_size)
 {
-    const char *params[3] = {name, role, token_sha256};
+    const char *params[4] = {name, role, token_sha256, tenants_json};
     int rows = 0;
-    int err = db_write(db, ops_user_add, 3, params, "add the console user",
+    int err = db_write(db, ops_user_add, 4, params, "add the console user",
                        &rows, errstr, errstr_size);
 
     if (err)
@@ -389,11 +412,14 @@ rl_db_console_session_open(struct rl_db *db, const char *session_sha256,
 
 int
 rl_db_console_session_json(struct rl_db *db, const char *session_sha256,
-                           char **json, char *errstr, size_t errstr_size)
+                           int idle_seconds, char **json, char *errstr,
+                           size_t errstr_size)
 {
-    const char *params[1] = {session_sha256};
+    char idle[16];
+    const char *params[2] = {session_sha256, idle};
 
-    return read_one(db, ops_session_get, 1, params, "read the console session",
+    snprintf(idle, sizeof(idle), "%d", idle_seconds);
+    return read_one(db, ops_session_get, 2, params, "read the console session",
                     json, errstr, errstr_size);
 }
 
@@ -420,14 +446,14 @@ rl_db_audit_json(struct rl_db *db, const char *run_id, int limit, char **json,
 }
 
 int
-rl_db_console_approvals_json(struct rl_db *db, int limit, char **json,
-                             char *errstr, size_t errstr_size)
+rl_db_console_approvals_json(struct rl_db *db, int limit, const char *viewer,
+                             char **json, char *errstr, size_t errstr_size)
 {
     char lim[16];
-    const char *params[1] = {lim};
+    const char *params[2] = {lim, viewer};
 
     snprintf(lim, sizeof(lim), "%d", limit);
-    return db_one_text(db, ops_approvals_queue, 1, params,
+    return db_one_text(db, ops_approvals_queue, 2, params,
                        "list the approvals queue", json, errstr, errstr_size);
 }
 
@@ -487,7 +513,7 @@ rl_db_console_runs_json(struct rl_db *db,
 {
     char lim[16], after_ts[64] = "", window[32], statuses[160], *bar,
                   *jobs = NULL;
-    const char *params[10];
+    const char *params[11];
     const char *after_id = NULL;
     double seconds = RUNS_WINDOW_FIRST;
     int err = RL_ERR_DB, oom = 0;
@@ -515,6 +541,7 @@ rl_db_console_runs_json(struct rl_db *db,
     params[6] = after_id;
     params[7] = lim;
     params[9] = NULL;
+    params[10] = f->viewer;
     if (db_apply_schema(db, errstr, errstr_size) != 0)
         return RL_ERR_DB;
     /* No index leads with tenant: a tenant whose runs are few (or none)
@@ -550,7 +577,7 @@ rl_db_console_runs_json(struct rl_db *db,
 
         snprintf(window, sizeof(window), "%.0f", seconds);
         params[8] = i < RUNS_WINDOWS ? window : NULL;
-        res = db_exec_simple(db, ops_runs_page, 10, params, &err, errstr,
+        res = db_exec_simple(db, ops_runs_page, 11, params, &err, errstr,
                              errstr_size, "list runs");
         if (!res)
             break;
@@ -621,21 +648,58 @@ rl_db_console_decide(struct rl_db *db,
 int
 rl_db_console_check(struct rl_db *db, char *errstr, size_t errstr_size)
 {
-    if (PQstatus(db->conn) == CONNECTION_OK)
+    PGresult *res;
+
+    if (PQstatus(db->conn) != CONNECTION_OK)
+        return rl_db_ping(db, errstr, errstr_size);
+    if (PQtransactionStatus(db->conn) == PQTRANS_IDLE)
         return 0;
-    return rl_db_ping(db, errstr, errstr_size);
+    /* A request that left its transaction open must not hand it to the
+     * next one, whose writes would then commit or vanish with it. */
+    res = PQexec(db->conn, "ROLLBACK");
+    PQclear(res);
+    if (PQtransactionStatus(db->conn) == PQTRANS_IDLE)
+        return 0;
+    rl_set_err(errstr, errstr_size,
+               "could not roll back a transaction left open: %s",
+               PQerrorMessage(db->conn));
+    return RL_ERR_DB;
 }
 
 int
-rl_db_console_costs_daily_json(struct rl_db *db, int days, char **json,
-                               char *errstr, size_t errstr_size)
+rl_db_console_costs_daily_json(struct rl_db *db, int days, const char *viewer,
+                               char **json, char *errstr, size_t errstr_size)
 {
     char n[16];
-    const char *params[1] = {n};
+    const char *params[2] = {n, viewer};
 
     snprintf(n, sizeof(n), "%d", days);
-    return db_one_text(db, ops_costs_daily, 1, params, "read the daily costs",
+    return db_one_text(db, ops_costs_daily, 2, params, "read the daily costs",
                        json, errstr, errstr_size);
+}
+
+/* COMMIT, and what it answered: PostgreSQL answers COMMIT of a
+ * transaction an error aborted with the command tag ROLLBACK, and no
+ * error at all. */
+static int
+console_commit(struct rl_db *db, char *errstr, size_t errstr_size)
+{
+    PGresult *res;
+    int err = RL_ERR_DB;
+
+    res = db_exec_simple(db, "COMMIT", 0, NULL, &err, errstr, errstr_size,
+                         "commit");
+    if (!res)
+        return err;
+    if (strcmp(PQcmdStatus(res), "COMMIT") != 0) {
+        rl_set_err(errstr, errstr_size,
+                   "could not commit: the transaction was rolled back (%s)",
+                   PQcmdStatus(res));
+        PQclear(res);
+        return RL_ERR_DB;
+    }
+    PQclear(res);
+    return 0;
 }
 
 int
@@ -648,6 +712,8 @@ rl_db_console_tx(struct rl_db *db, const char *verb, char *errstr,
                    verb);
         return RL_ERR_INVALID;
     }
+    if (strcmp(verb, "COMMIT") == 0)
+        return console_commit(db, errstr, errstr_size);
     return db_write(db, verb, 0, NULL, verb, NULL, errstr, errstr_size);
 }
 

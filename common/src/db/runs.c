@@ -501,10 +501,19 @@ rl_db_run_cancel(struct rl_db *db, const char *run_id, const char *actor,
 
     /* A cancelled run that waited for its model's bucket no longer holds
      * a place in its queue. The cancel has committed: a failure here only
-     * leaves the horizon for the next cancel or purge to bring back. */
-    if (err == 0)
+     * leaves the horizon for the next cancel or purge to bring back.
+     * Inside a caller's transaction the refresh waits for its commit
+     * (rl_db_model_horizons_refresh): a failure here would abort the
+     * cancel, and COMMIT would then answer ROLLBACK. */
+    if (err == 0 && PQtransactionStatus(db->conn) == PQTRANS_IDLE)
         db_refresh_model_horizons(db);
     return err;
+}
+
+void
+rl_db_model_horizons_refresh(struct rl_db *db)
+{
+    db_refresh_model_horizons(db);
 }
 
 /* The statuses of a filter cancel as a text[] literal in buf. Returns 0

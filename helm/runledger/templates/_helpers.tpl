@@ -356,6 +356,7 @@ Each runledger.validateValues.* helper returns one message or nothing.
 {{- $messages = append $messages (include "runledger.validateValues.keda" .) -}}
 {{- $messages = append $messages (include "runledger.validateValues.schedules" .) -}}
 {{- $messages = append $messages (include "runledger.validateValues.existingSecrets" . | trim) -}}
+{{- $messages = append $messages (include "runledger.validateValues.consoleProxy" .) -}}
 {{- $messages = without $messages "" -}}
 {{- $message := join "\n" $messages -}}
 {{- if $message -}}
@@ -519,3 +520,15 @@ runledger: schedules
 {{- $m := .Values.kafka.sasl.mechanism }}
 {{- if eq $m "SCRAM-SHA-512" }}scram_sha512{{ else if eq $m "SCRAM-SHA-256" }}scram_sha256{{ else if eq $m "PLAIN" }}plaintext{{ else }}none{{ end }}
 {{- end }}
+
+{{- define "runledger.validateValues.consoleProxy" -}}
+{{- $c := .Values.console -}}
+{{- if and $c.enabled $c.trustedUserHeader (or (not .Values.networkPolicy.enabled) (not $c.networkPolicy.from)) -}}
+runledger: console.trustedUserHeader
+    Proxy mode trusts the user header from console.trustedProxies, so only
+    the authenticating proxy may reach the console's port. Keep
+    networkPolicy.enabled=true and set console.networkPolicy.from to the
+    proxy's (or the ingress controller's) pods or namespace.
+{{- end -}}
+{{- end -}}
+
