@@ -21,6 +21,7 @@
 /* clang-format off */
 static const char usage_text[] =
 "usage: runledger users add NAME [--role viewer|approver|operator]\n"
+"                           [--actor NAME]\n"
 "       runledger users list [--json]\n"
 "       runledger users revoke NAME [--actor NAME]\n"
 "\n"
@@ -28,6 +29,7 @@ static const char usage_text[] =
 "          sign-in token, alone on the last line of stdout; the ledger\n"
 "          keeps only its SHA-256, so a lost token means revoke and add.\n"
 "          Adding a revoked user again gives it a new role and token.\n"
+"          The audit trail records who added it (--actor, default $USER).\n"
 "  list    the users, their roles and their open sessions\n"
 "  revoke  the user can no longer sign in and its sessions end; the audit\n"
 "          trail records it (--actor defaults to $USER)\n"
@@ -79,7 +81,8 @@ name_valid(const char *name)
 }
 
 static int
-users_add(struct rl_db *db, const char *name, const char *role)
+users_add(struct rl_db *db, const char *name, const char *role,
+          const char *actor)
 {
     char secret[RL_TOKEN_HEX_SIZE], token[64 + 1 + RL_TOKEN_HEX_SIZE];
     char sum[RL_HEX_SIZE], errstr[512];
@@ -97,7 +100,8 @@ users_add(struct rl_db *db, const char *name, const char *role)
         fprintf(stderr, "runledger users add: could not hash the token\n");
         return RL_EXIT_FAILURE;
     }
-    err = rl_db_console_user_add(db, name, role, sum, errstr, sizeof(errstr));
+    err = rl_db_console_user_add(db, name, role, sum, actor, errstr,
+                                 sizeof(errstr));
     if (err) {
         OPENSSL_cleanse(token, sizeof(token));
         return rl_cli_error("users add", err, errstr);
@@ -192,7 +196,7 @@ rl_cmd_users(int argc, char **argv)
     if (rc != RL_EXIT_OK)
         return rc;
     if (strcmp(verb, "add") == 0) {
-        rc = users_add(db, name, role);
+        rc = users_add(db, name, role, actor);
         rl_db_destroy(db);
         return rc;
     }

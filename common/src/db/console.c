@@ -11,13 +11,20 @@
 #include "rl/err.h"
 
 /* clang-format off */
+/* The grant and its audit row in one statement, as the revoke below. */
 static const char ops_user_add[] =
-    "INSERT INTO console_users AS u (name, role, token_sha256)"
-    "     VALUES ($1, $2, $3)"
-    "ON CONFLICT (name) DO UPDATE"
-    "        SET role = EXCLUDED.role, token_sha256 = EXCLUDED.token_sha256,"
-    "            created_at = now(), revoked_at = NULL"
-    "      WHERE u.revoked_at IS NOT NULL";
+    "WITH u AS ("
+    "  INSERT INTO console_users AS u (name, role, token_sha256)"
+    "       VALUES ($1, $2, $3)"
+    "  ON CONFLICT (name) DO UPDATE"
+    "          SET role = EXCLUDED.role, token_sha256 = EXCLUDED.token_sha256,"
+    "              created_at = now(), revoked_at = NULL"
+    "        WHERE u.revoked_at IS NOT NULL"
+    "  RETURNING u.name, u.role),"
+    " a AS (INSERT INTO audit (actor, action, via, detail)"
+    "       SELECT $4, 'add_user', 'cli', format('%s as %s', name, role)"
+    "         FROM u)"
+    "SELECT count(*) FROM u";
 
 /* The revoke, the end of its sessions and the audit row in one
  * statement, so none happens without the others. */
@@ -287,17 +294,20 @@ static const char ops_runs_tenant_probe[] =
 
 int
 rl_db_console_user_add(struct rl_db *db, const char *name, const char *role,
-                       const char *token_sha256, char *errstr,
-                       size_t errstr_size)
+                       const char *token_sha256, const char *actor,
+                       char *errstr, size_t errstr_size)
 {
-    const char *params[3] = {name, role, token_sha256};
-    int rows = 0;
-    int err = db_write(db, ops_user_add, 3, params, "add the console user",
-                       &rows, errstr, errstr_size);
+    const char *params[4] = {name, role, token_sha256, actor};
+    char *count = NULL;
+    int added;
+    int err = db_one_text(db, ops_user_add, 4, params, "add the console user",
+                          &count, errstr, errstr_size);
 
     if (err)
         return err;
-    if (rows == 0) {
+    added = strcmp(count, "0") != 0;
+    free(count);
+    if (!added) {
         rl_set_err(errstr, errstr_size,
                    "could not add console user %s: an active user of that "
                    "name exists (revoke it first)",
