@@ -23,10 +23,13 @@
 
 -- runledger_worker: `runledger consume` (intake, ledger, renewer,
 -- completer, batcher, health) and `runledger receive`.
-GRANT SELECT, INSERT, UPDATE ON runs, attempts, consumed_positions,
-    budget_usage, model_limits, received_notifications TO runledger_worker;
-GRANT SELECT, INSERT, UPDATE, DELETE ON run_tombstones, budget_reservations,
-    model_calls, batches, batch_runs, batch_poll_slots TO runledger_worker;
+-- DELETE on runs: a claim takes back the run it registered when a purge
+-- tombstoned it meanwhile (rl_claim_runs).
+GRANT SELECT, INSERT, UPDATE ON attempts, consumed_positions, budget_usage,
+    model_limits, received_notifications TO runledger_worker;
+GRANT SELECT, INSERT, UPDATE, DELETE ON runs, run_tombstones,
+    budget_reservations, model_calls, batches, batch_runs, batch_poll_slots
+    TO runledger_worker;
 GRANT SELECT, INSERT ON outbox, receiver_conflicts, run_decisions
     TO runledger_worker;
 GRANT SELECT ON run_limits, budgets, batch_settings, model_prices
