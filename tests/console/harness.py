@@ -119,8 +119,8 @@ class Ledger:
             return out
         return out.stdout.strip()
 
-    def run(self, *args, check_rc=True):
-        out = subprocess.run([BIN] + list(args), env=self.env,
+    def run(self, *args, check_rc=True, env=None):
+        out = subprocess.run([BIN] + list(args), env=env or self.env,
                              capture_output=True, text=True, timeout=60)
         if check_rc and out.returncode != 0:
             raise Failed("runledger %s failed (%d): %s" %
