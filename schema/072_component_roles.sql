@@ -38,10 +38,12 @@ GRANT INSERT ON audit TO runledger_worker;
 
 -- runledger_relay: the outbox relay (`runledger relay`, or the relay
 -- thread of `runledger consume`, whose login is then a member of both).
--- It reads runs for the envelope and the health gauges.
+-- It reads runs for the envelope, and what its /readyz and /metrics
+-- gauges count.
 GRANT SELECT, UPDATE, DELETE ON outbox TO runledger_relay;
 GRANT SELECT, INSERT ON outbox_delivered, outbox_dead TO runledger_relay;
-GRANT SELECT ON runs, attempts, run_limits TO runledger_relay;
+GRANT SELECT ON runs, attempts, run_limits, batches, batch_runs
+    TO runledger_relay;
 GRANT INSERT ON audit TO runledger_relay;
 
 -- runledger_console: `runledger console` reads what its pages show and
