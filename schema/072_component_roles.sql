@@ -34,6 +34,10 @@ GRANT SELECT, INSERT ON outbox, receiver_conflicts, run_decisions
     TO runledger_worker;
 GRANT SELECT ON run_limits, budgets, batch_settings, model_prices
     TO runledger_worker;
+-- The sweeper counts a limit's running runs under the limit row's lock
+-- (rl_claim_due: FOR UPDATE), which needs UPDATE on a column: updated_at
+-- only, so a worker cannot change a limit.
+GRANT UPDATE (updated_at) ON run_limits TO runledger_worker;
 GRANT INSERT ON audit TO runledger_worker;
 
 -- runledger_relay: the outbox relay (`runledger relay`, or the relay

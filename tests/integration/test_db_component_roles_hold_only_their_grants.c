@@ -157,6 +157,8 @@ main(void)
     check_refused(worker, "worker",
                   "ALTER TABLE audit DISABLE TRIGGER audit_append_only");
     check_refused(worker, "worker", "DELETE FROM audit");
+    check_refused(worker, "worker", "UPDATE run_limits SET concurrency = 1000");
+    check_refused(worker, "worker", "UPDATE budgets SET daily_tokens = 0");
 
     /* The relay moves outbox rows, nothing else. */
     check_refused(relay, "relay", "UPDATE runs SET status = 'completed'");
