@@ -242,9 +242,10 @@ role_database_url(struct e2e *t, const char *cmd, const char *const *extra_env,
     }
     if (!component)
         return;
-    if (rltest_role_url(rltest_service_env("DATABASE_URL"), t->database_url,
-                        component, url, sizeof(url), errstr,
-                        sizeof(errstr)) != 0)
+    /* The test's own PostgreSQL (a private one, a pooler) holds the
+     * login: the migrating user of t->database_url creates it there. */
+    if (rltest_role_url(t->database_url, t->database_url, component, url,
+                        sizeof(url), errstr, sizeof(errstr)) != 0)
         fprintf(stderr, "%s\n", errstr);
     RL_REQUIRE(strstr(url, "user=rl_test_") != NULL);
     snprintf(var, size, "DATABASE_URL=%s", url);
