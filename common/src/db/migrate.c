@@ -529,6 +529,7 @@ rl_db_migrate(struct rl_db *db, int *applied, char *errstr, size_t errstr_size)
     if (!res)
         goto done;
     PQclear(res);
+    res = NULL;
     locked = 1;
 
     if (db->schema) {
@@ -550,12 +551,12 @@ rl_db_migrate(struct rl_db *db, int *applied, char *errstr, size_t errstr_size)
         if (!res)
             goto done;
         PQclear(res);
+        res = NULL;
     }
 
     /* Each object is runledger_owner's, and the other roles get only
      * the grants the migrations give them (docs/deploying.md, Database
      * roles). */
-    res = NULL;
     err = db_roles_prepare(db, errstr, errstr_size);
     if (err != 0)
         goto done;
