@@ -486,9 +486,10 @@ relay_vacuum(struct vacuum_state *vs, const struct rl_config *cfg,
     } else if (rc == 0) {
         vs->denied = 1;
         rl_log_info(NULL, "relay: this role owns neither the outbox nor the "
-                          "database, so it cannot vacuum the outbox; "
-                          "autovacuum alone keeps it (set "
-                          "RUNLEDGER_RELAY_VACUUM_ROWS=0 to say so)");
+                          "database (nor holds MAINTAIN on the outbox), so "
+                          "it cannot vacuum the outbox; autovacuum alone "
+                          "keeps it (set RUNLEDGER_RELAY_VACUUM_ROWS=0 to "
+                          "say so)");
     } else {
         vacuum_failed(vs, errstr);
     }

@@ -977,7 +977,8 @@ CREATE FUNCTION rl_count_model_calls(p_models text[], p_run_ids text[]) RETURNS 
 $$;
 
 CREATE FUNCTION rl_decide_proposal(p_run_id text, p_digest text, p_actor text, p_decision text, p_reason text, p_via text, p_address text) RETURNS TABLE(result text, status text, digest text, outbox_rows integer, decided_by text, decided_at timestamp with time zone, decision text)
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO '<ledger schema>', 'pg_temp'
     AS $$
 #variable_conflict use_column
 DECLARE
@@ -1446,7 +1447,8 @@ CREATE FUNCTION rl_model_call_leased(p_run_id text, p_epoch bigint, p_worker tex
 $$;
 
 CREATE FUNCTION rl_model_horizon_refresh() RETURNS integer
-    LANGUAGE sql
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO '<ledger schema>', 'pg_temp'
     AS $$
     WITH w AS (
         SELECT l.model,
@@ -1534,6 +1536,119 @@ CREATE FUNCTION rl_next_budget_window() RETURNS timestamp with time zone
     AS $$
     SELECT (date_trunc('day', now() AT TIME ZONE 'UTC') + interval '1 day')
            AT TIME ZONE 'UTC'
+$$;
+
+CREATE FUNCTION rl_operator_cancel(p_run_id text, p_actor text, p_reason text) RETURNS TABLE(o_prior_status text, o_attempts integer, o_updated bigint, o_decided bigint, o_closed bigint)
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO '<ledger schema>', 'pg_temp'
+    AS $$
+    WITH cur AS (
+        SELECT run_id, status, attempts FROM runs WHERE run_id = p_run_id
+           FOR NO KEY UPDATE
+    ), upd AS (
+        UPDATE runs r
+           SET status = 'cancelled', lock_owner = NULL,
+               lock_expires_at = NULL, next_attempt_at = NULL,
+               lease_epoch = CASE WHEN cur.status = 'running'
+                                  THEN r.lease_epoch + 1
+                                  ELSE r.lease_epoch END,
+               error_class = 'cancelled',
+               last_error = format('cancelled by %s: %s', p_actor, p_reason),
+               updated_at = now()
+          FROM cur
+         WHERE r.run_id = cur.run_id
+           AND cur.status IN ('pending', 'running', 'awaiting_approval')
+        RETURNING r.run_id
+    ), closed AS (
+        UPDATE attempts a
+           SET outcome = 'cancelled', finished_at = now(),
+               error = coalesce(a.error,
+                                format('run cancelled by %s while the call'
+                                       ' was in flight: %s', p_actor,
+                                       p_reason))
+          FROM upd WHERE a.run_id = upd.run_id AND a.outcome IS NULL
+        RETURNING 1
+    ), dec AS (
+        INSERT INTO run_decisions (run_id, decision, actor, reason,
+                                   prior_status, attempts)
+        SELECT cur.run_id, 'cancel', p_actor, p_reason, cur.status,
+               cur.attempts
+          FROM cur JOIN upd ON upd.run_id = cur.run_id
+        RETURNING 1
+    )
+    SELECT cur.status, cur.attempts, (SELECT count(*) FROM upd),
+           (SELECT count(*) FROM dec), (SELECT count(*) FROM closed)
+      FROM cur
+$$;
+
+CREATE FUNCTION rl_operator_resolve_failed(p_run_id text, p_actor text, p_reason text) RETURNS TABLE(o_prior_status text, o_attempts integer, o_updated bigint, o_decided bigint, o_closed bigint)
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO '<ledger schema>', 'pg_temp'
+    AS $$
+    WITH cur AS (
+        SELECT run_id, status, attempts FROM runs WHERE run_id = p_run_id
+           FOR NO KEY UPDATE
+    ), upd AS (
+        UPDATE runs r
+           SET status = 'failed', error_class = 'operator',
+               last_error = format('resolved failed by %s: %s', p_actor,
+                                   p_reason),
+               updated_at = now()
+          FROM cur WHERE r.run_id = cur.run_id AND cur.status = 'unknown'
+        RETURNING r.run_id
+    ), dec AS (
+        INSERT INTO run_decisions (run_id, decision, actor, reason,
+                                   prior_status, attempts)
+        SELECT cur.run_id, 'resolve_failed', p_actor, p_reason, cur.status,
+               cur.attempts
+          FROM cur JOIN upd ON upd.run_id = cur.run_id
+        RETURNING 1
+    )
+    SELECT cur.status, cur.attempts, (SELECT count(*) FROM upd),
+           (SELECT count(*) FROM dec), 0::bigint
+      FROM cur
+$$;
+
+CREATE FUNCTION rl_operator_retry(p_run_id text, p_actor text, p_reason text, p_extra integer) RETURNS TABLE(o_prior_status text, o_attempts integer, o_updated bigint, o_decided bigint, o_closed bigint)
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO '<ledger schema>', 'pg_temp'
+    AS $$
+    WITH cur AS (
+        SELECT run_id, status, attempts FROM runs WHERE run_id = p_run_id
+           FOR NO KEY UPDATE
+    ), upd AS (
+        UPDATE runs r
+           SET status = 'pending', next_attempt_at = now(),
+               attempt_allowance = r.attempt_allowance
+                   + CASE WHEN p_extra > 0 THEN p_extra
+                          WHEN r.error_class = 'attempts_exhausted' THEN 1
+                          ELSE 0 END,
+               lock_owner = NULL, lock_expires_at = NULL,
+               deadline_at = CASE WHEN r.deadline_at <= now()
+                                  THEN now() + (r.deadline_at - r.created_at)
+                                  ELSE r.deadline_at END,
+               updated_at = now()
+          FROM cur
+         WHERE r.run_id = cur.run_id AND cur.status IN ('failed', 'unknown')
+        RETURNING r.run_id
+    ), closed AS (
+        UPDATE attempts a
+           SET outcome = 'ambiguous', finished_at = now(),
+               error = coalesce(a.error, 'no outcome recorded; run re-opened'
+                                         ' by an operator')
+          FROM upd WHERE a.run_id = upd.run_id AND a.outcome IS NULL
+        RETURNING 1
+    ), dec AS (
+        INSERT INTO run_decisions (run_id, decision, actor, reason,
+                                   prior_status, attempts)
+        SELECT cur.run_id, 'retry', p_actor, p_reason, cur.status,
+               cur.attempts
+          FROM cur JOIN upd ON upd.run_id = cur.run_id
+        RETURNING 1
+    )
+    SELECT cur.status, cur.attempts, (SELECT count(*) FROM upd),
+           (SELECT count(*) FROM dec), (SELECT count(*) FROM closed)
+      FROM cur
 $$;
 
 CREATE FUNCTION rl_outbox_wakeup() RETURNS trigger

@@ -15,8 +15,9 @@
 /* As printed, one literal per line: clang-format would rewrap it. */
 /* clang-format off */
 static const char usage_text[] =
-"usage: runledger approvers add --tenant T --actor A [--channel C]\n"
+"usage: runledger approvers add --tenant T --actor A [--channel C] [--by NAME]\n"
 "       runledger approvers remove --tenant T --actor A [--channel C]\n"
+"                                  [--by NAME]\n"
 "       runledger approvers list [--tenant T] [--json]\n"
 "\n"
 "  add     A may approve or reject proposals of tenant T (runs approve,\n"
@@ -25,6 +26,9 @@ static const char usage_text[] =
 "  remove  A no longer may (with --channel, for that channel only);\n"
 "          decisions already recorded stay\n"
 "  list    the approvers, of T or of every tenant\n"
+"\n"
+"The audit trail records each add and remove and who made it (--by,\n"
+"default $USER).\n"
 "\n"
 "The ledger is DATABASE_URL (see `runledger config`).\n"
 "Exit status: 0 ok; 1 PostgreSQL failed; 2 bad usage; 3 no such approver.\n";
@@ -42,11 +46,12 @@ static const struct rl_cli_table approver_table = {
 int
 rl_cmd_approvers(int argc, char **argv)
 {
-    enum { OPT_TENANT = 1, OPT_ACTOR, OPT_CHANNEL, OPT_JSON };
+    enum { OPT_TENANT = 1, OPT_ACTOR, OPT_CHANNEL, OPT_BY, OPT_JSON };
     static const struct option options[] = {
         {"tenant", required_argument, NULL, OPT_TENANT},
         {"actor", required_argument, NULL, OPT_ACTOR},
         {"channel", required_argument, NULL, OPT_CHANNEL},
+        {"by", required_argument, NULL, OPT_BY},
         {"json", no_argument, NULL, OPT_JSON},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -56,7 +61,8 @@ rl_cmd_approvers(int argc, char **argv)
         .usage = usage_text,
         .options = options,
     };
-    const char *tenant = NULL, *actor = NULL, *channel = NULL, *verb;
+    const char *tenant = NULL, *actor = NULL, *channel = NULL, *by = NULL;
+    const char *verb;
     struct rl_db *db;
     char errstr[512], command[32];
     char *json = NULL;
@@ -88,6 +94,9 @@ rl_cmd_approvers(int argc, char **argv)
         case OPT_CHANNEL:
             channel = optarg;
             break;
+        case OPT_BY:
+            by = optarg;
+            break;
         case OPT_JSON:
             as_json = 1;
             break;
@@ -108,14 +117,19 @@ rl_cmd_approvers(int argc, char **argv)
                                   "--channel");
     }
 
+    if (!by || !*by)
+        by = getenv("USER");
+    if (!by || !*by)
+        by = "cli";
+
     rc = rl_cli_db_open("approvers", &db);
     if (rc != RL_EXIT_OK)
         return rc;
     if (strcmp(verb, "add") == 0)
-        err = rl_db_approver_add(db, tenant, actor, channel, &added, errstr,
+        err = rl_db_approver_add(db, tenant, actor, channel, by, &added, errstr,
                                  sizeof(errstr));
     else if (strcmp(verb, "remove") == 0)
-        err = rl_db_approver_remove(db, tenant, actor, channel, errstr,
+        err = rl_db_approver_remove(db, tenant, actor, channel, by, errstr,
                                     sizeof(errstr));
     else
         err = rl_db_approvers_json(db, tenant, &json, errstr, sizeof(errstr));

@@ -22,7 +22,7 @@
 /* clang-format off */
 static const char usage_text[] =
 "usage: runledger users add NAME [--role viewer|approver|operator]\n"
-"                          [--tenants T1,T2]\n"
+"                          [--tenants T1,T2] [--actor NAME]\n"
 "       runledger users list [--json]\n"
 "       runledger users revoke NAME [--actor NAME]\n"
 "\n"
@@ -32,6 +32,7 @@ static const char usage_text[] =
 "          Adding a revoked user again gives it a new role and token.\n"
 "          --tenants limits every page, list and report of the console\n"
 "          to those tenants (others' runs are not found); default: all.\n"
+"          The audit trail records who added it (--actor, default $USER).\n"
 "  list    the users, their roles and their open sessions\n"
 "  revoke  the user can no longer sign in and its sessions end; the audit\n"
 "          trail records it (--actor defaults to $USER)\n"
@@ -107,7 +108,7 @@ tenants_to_json(const char *list)
 
 static int
 users_add(struct rl_db *db, const char *name, const char *role,
-          const char *tenants_json)
+          const char *tenants_json, const char *actor)
 {
     char secret[RL_TOKEN_HEX_SIZE], token[64 + 1 + RL_TOKEN_HEX_SIZE];
     char sum[RL_HEX_SIZE], errstr[512];
@@ -125,8 +126,8 @@ users_add(struct rl_db *db, const char *name, const char *role,
         fprintf(stderr, "runledger users add: could not hash the token\n");
         return RL_EXIT_FAILURE;
     }
-    err = rl_db_console_user_add(db, name, role, sum, tenants_json, errstr,
-                                 sizeof(errstr));
+    err = rl_db_console_user_add(db, name, role, sum, tenants_json, actor,
+                                 errstr, sizeof(errstr));
     if (err) {
         OPENSSL_cleanse(token, sizeof(token));
         return rl_cli_error("users add", err, errstr);
@@ -237,7 +238,7 @@ rl_cmd_users(int argc, char **argv)
                     tenants);
             }
         }
-        rc = users_add(db, name, role, tenants_json);
+        rc = users_add(db, name, role, tenants_json, actor);
         cJSON_free(tenants_json);
         rl_db_destroy(db);
         return rc;

@@ -28,6 +28,7 @@ CREATE OR REPLACE FUNCTION rl_decide_proposal(p_run_id text, p_digest text,
  RETURNS TABLE(result text, status text, digest text, outbox_rows integer,
                decided_by text, decided_at timestamptz, decision text)
  LANGUAGE plpgsql
+ SECURITY DEFINER
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -132,3 +133,14 @@ BEGIN
                         p_actor, now(), p_decision;
 END
 $$;
+-- SECURITY DEFINER: runledger_console completes or fails a run
+-- only through a decision, never by UPDATE (schema/072_component_roles.sql).
+REVOKE ALL ON FUNCTION rl_decide_proposal(text, text, text, text, text, text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION rl_decide_proposal(text, text, text, text, text, text, text)
+    TO runledger_console;
+-- A SECURITY DEFINER function resolves names in the ledger's schema only:
+-- a caller's search_path must not lend it a table of the caller's.
+DO $sp$ BEGIN
+EXECUTE format('ALTER FUNCTION rl_decide_proposal(text, text, text, text, text, text, text)'
+               ' SET search_path = %I, pg_temp', current_schema());
+END $sp$;

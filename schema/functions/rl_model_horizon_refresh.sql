@@ -9,6 +9,7 @@
 CREATE OR REPLACE FUNCTION rl_model_horizon_refresh()
 RETURNS integer
 LANGUAGE sql
+ SECURITY DEFINER
 AS $fn$
     WITH w AS (
         SELECT l.model,
@@ -30,3 +31,14 @@ AS $fn$
     )
     SELECT count(*)::integer FROM upd
 $fn$;
+-- SECURITY DEFINER: the console's cancel refreshes the horizons
+-- without holding UPDATE on model_limits.
+REVOKE ALL ON FUNCTION rl_model_horizon_refresh() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION rl_model_horizon_refresh()
+    TO runledger_console;
+-- A SECURITY DEFINER function resolves names in the ledger's schema only:
+-- a caller's search_path must not lend it a table of the caller's.
+DO $sp$ BEGIN
+EXECUTE format('ALTER FUNCTION rl_model_horizon_refresh()'
+               ' SET search_path = %I, pg_temp', current_schema());
+END $sp$;

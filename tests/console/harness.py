@@ -92,6 +92,18 @@ class Ledger:
         if out.returncode != 0:
             raise Failed("migrate failed: " + out.stderr)
 
+    def role_url(self, component):
+        """This ledger's URL as the login rl_test_<component>, a member of
+        runledger_<component> only (created once per cluster; the
+        harness's PostgreSQL trusts loopback), as a deployment grants a
+        component its role (docs/deploying.md, Database roles)."""
+        login = "rl_test_" + component
+        self.sql("DO $l$ BEGIN CREATE ROLE %s LOGIN; EXCEPTION WHEN"
+                 " duplicate_object OR unique_violation THEN NULL; END $l$"
+                 % login, self.base)
+        self.sql("GRANT runledger_%s TO %s" % (component, login), self.base)
+        return "%s&user=%s" % (self.url, login)
+
     def drop(self):
         self.sql("DROP SCHEMA IF EXISTS %s CASCADE" % self.schema, self.base)
 
@@ -107,8 +119,8 @@ class Ledger:
             return out
         return out.stdout.strip()
 
-    def run(self, *args, check_rc=True):
-        out = subprocess.run([BIN] + list(args), env=self.env,
+    def run(self, *args, check_rc=True, env=None):
+        out = subprocess.run([BIN] + list(args), env=env or self.env,
                              capture_output=True, text=True, timeout=60)
         if check_rc and out.returncode != 0:
             raise Failed("runledger %s failed (%d): %s" %
@@ -170,9 +182,13 @@ class Console:
         self.port = port or free_port()
         self.origin = "http://127.0.0.1:%d" % self.port
         self.log = open("console-%d.log" % self.port, "w+")
+        base = dict(ledger.env)
+        if os.environ.get("RL_TEST_DB_ROLES") == "1":
+            # The console with only its role's privileges.
+            base["DATABASE_URL"] = ledger.role_url("console")
         self.proc = subprocess.Popen(
             [BIN, "console", "--listen", "127.0.0.1:%d" % self.port] +
-            list(extra), env=dict(ledger.env, **(env or {})), stdout=self.log,
+            list(extra), env=dict(base, **(env or {})), stdout=self.log,
             stderr=subprocess.STDOUT)
         wait_for(self.healthy, "the console to answer /healthz")
 

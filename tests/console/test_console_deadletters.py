@@ -217,7 +217,8 @@ def test(ledger):
         check(ledger.sql("SELECT actor || '|' || action || '|' ||"
                          " coalesce(run_id, '-') ||"
                          " '|' || address || '|' || via || '|' ||"
-                         " (at > now() - interval '1 minute') FROM audit")
+                         " (at > now() - interval '1 minute') FROM audit"
+                         " WHERE via = 'console'")
               == "opal|replay_dead_letter|%s|127.0.0.1|console|true" % newest,
               "one audit row: who, what, which run, from where, when")
         wait_for(lambda: ledger.sql("SELECT status FROM runs WHERE run_id ="

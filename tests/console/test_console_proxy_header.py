@@ -61,7 +61,7 @@ def test(ledger):
               " (%d %s)" % (r.status, re.findall(r"id=\"message\"[^<]*", r.body)))
         check(ledger.sql("SELECT actor FROM approvals") == "ivy",
               "the actor is the proxy's user")
-        check(ledger.sql("SELECT address FROM audit") == "192.0.2.44",
+        check(ledger.sql("SELECT address FROM audit WHERE via = 'console'") == "192.0.2.44",
               "the audit row has the client address the proxy appended")
     finally:
         trusted.stop()

@@ -1,7 +1,9 @@
 """Invariant: a console user's sign-in token is shown once and never
-stored (the ledger holds its SHA-256 alone); a revoked user cannot sign
-in and its sessions end; the audit trail cannot be changed or removed
-(UPDATE, DELETE, TRUNCATE refused) and `runledger audit` lists it."""
+stored (the ledger holds its SHA-256 alone); adding a user, adding and
+removing an approver and revoking a user are each audited with who did
+it; a revoked user cannot sign in and its sessions end; the audit trail
+cannot be changed or removed (UPDATE, DELETE, TRUNCATE refused) and
+`runledger audit` lists it."""
 
 import hashlib
 import sys
@@ -21,8 +23,22 @@ def test(ledger):
     dump = ledger.sql("SELECT row_to_json(u)::text FROM console_users u")
     check(token.split(".")[1] not in dump and token not in dump,
           "the token itself is nowhere in console_users")
+    check(ledger.sql("SELECT count(*) FROM audit WHERE action = 'add_user'"
+                     " AND detail = 'dora as approver' AND via = 'cli'")
+          == "1", "users add writes an audit row")
     again = ledger.run("users", "add", "dora", check_rc=False)
     check(again.returncode == 3, "adding an active user again is refused (3)")
+    check(ledger.sql("SELECT count(*) FROM audit WHERE action = 'add_user'")
+          == "1", "a refused add writes no audit row")
+    ledger.run("approvers", "add", "--tenant", "acme", "--actor", "dora",
+               "--by", "ops-admin")
+    ledger.run("approvers", "remove", "--tenant", "acme", "--actor", "dora",
+               "--by", "ops-admin")
+    check(ledger.sql("SELECT string_agg(action || ':' || detail, ','"
+                     " ORDER BY id) FROM audit WHERE actor = 'ops-admin'")
+          == "add_approver:dora of tenant acme,"
+             "remove_approver:dora of tenant acme",
+          "approvers add and remove are audited with who made them")
     bad = ledger.run("users", "add", "no spaces", check_rc=False)
     check(bad.returncode == 2, "a name with a space is bad usage (2)")
     role = ledger.run("users", "add", "x", "--role", "root", check_rc=False)
@@ -63,7 +79,7 @@ def test(ledger):
         check(out.returncode != 0 and "append-only" in out.stderr,
               "the ledger refuses: " + stmt)
     check(ledger.sql("SELECT count(*) FROM audit WHERE actor = 'ops-admin'")
-          == "1", "the audit row is still there, unchanged")
+          == "3", "the audit rows are still there, unchanged")
 
 
 if __name__ == "__main__":

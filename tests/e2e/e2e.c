@@ -25,6 +25,7 @@
 #include "rl/timefmt.h"
 #include "rltest.h"
 #include "rltest_db.h"
+#include "rltest_roles.h"
 
 extern char **environ;
 
@@ -218,6 +219,39 @@ e2e_flush(struct e2e *t)
                RD_KAFKA_RESP_ERR_NO_ERROR);
 }
 
+/* With RL_TEST_DB_ROLES=1, a component connects as a login of its own
+ * role (tests/support/rltest_roles.h): `consume` as the worker's (and the
+ * relay's, unless its relay thread is off), `receive` as the worker's,
+ * `relay` and `console` as theirs; the CLI keeps the migrating user. */
+static void
+role_database_url(struct e2e *t, const char *cmd, const char *const *extra_env,
+                  char *var, size_t size)
+{
+    const char *component = NULL;
+    char url[RLTEST_ROLE_URL_SIZE] = "", errstr[512];
+
+    if (strcmp(cmd, "consume") == 0) {
+        component = "worker_relay";
+        for (int k = 0; extra_env && extra_env[k]; k++) {
+            if (strcmp(extra_env[k], "RUNLEDGER_RELAY=false") == 0)
+                component = "worker";
+        }
+    } else if (strcmp(cmd, "relay") == 0 || strcmp(cmd, "console") == 0) {
+        component = cmd;
+    } else if (strcmp(cmd, "receive") == 0) {
+        component = "worker";
+    }
+    if (!component)
+        return;
+    /* The test's own PostgreSQL (a private one, a pooler) holds the
+     * login: the migrating user of t->database_url creates it there. */
+    if (rltest_role_url(t->database_url, t->database_url, component, url,
+                        sizeof(url), errstr, sizeof(errstr)) != 0)
+        fprintf(stderr, "%s\n", errstr);
+    RL_REQUIRE(strstr(url, "user=rl_test_") != NULL);
+    snprintf(var, size, "DATABASE_URL=%s", url);
+}
+
 int
 e2e_spawn(struct e2e *t, const char *cmd, const char *const *extra_env)
 {
@@ -232,6 +266,8 @@ e2e_spawn(struct e2e *t, const char *cmd, const char *const *extra_env)
 
     RL_REQUIRE(bin && slot < E2E_MAX_PROCS);
     snprintf(vars[0], sizeof(vars[0]), "DATABASE_URL=%s", t->database_url);
+    if (rltest_roles_enabled())
+        role_database_url(t, cmd, extra_env, vars[0], sizeof(vars[0]));
     snprintf(vars[1], sizeof(vars[1]), "KAFKA_BOOTSTRAP_SERVERS=%s",
              t->bootstrap);
     snprintf(vars[2], sizeof(vars[2]), "MODEL_BASE_URL=%s", t->model_base_url);

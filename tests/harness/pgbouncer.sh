@@ -15,7 +15,8 @@
 # Two databases on the one listener, both the upstream's database:
 # runledger_session (pool_mode=session) and runledger_transaction
 # (pool_mode=transaction). Authentication is trust on loopback; PgBouncer
-# still wants the user in its auth_file, which lists the upstream's user.
+# still wants the user in its auth_file, which lists the upstream's user
+# and the test logins of the database roles.
 # ignore_startup_parameters is PgBouncer's default (empty), so a startup
 # packet with `options` is refused as PgBouncer ships; with
 # PGBOUNCER_IGNORE_OPTIONS=1 it lists options, which are then dropped
@@ -177,7 +178,14 @@ start() {
     echo "$user" >"$dir/user"
     ignore=
     [ "${PGBOUNCER_IGNORE_OPTIONS:-0}" != 1 ] || ignore=options
-    printf '"%s" ""\n' "$user" >"$run/userlist.txt"
+    # The upstream's user, and the component logins RL_TEST_DB_ROLES=1
+    # gives the processes under test (tests/support/rltest_roles.h).
+    {
+        printf '"%s" ""\n' "$user"
+        for login in worker relay worker_relay console readonly; do
+            printf '"rl_test_%s" ""\n' "$login"
+        done
+    } >"$run/userlist.txt"
     from=$port_base
     for _ in 1 2 3; do
         port=$(pick_port "$from")

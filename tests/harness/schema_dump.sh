@@ -147,7 +147,8 @@ fi
 # private schema), the session SET lines, pg_dump's per-run \restrict key
 # (15.14 and later) and the schema's own CREATE SCHEMA vary between runs or
 # say nothing about the ledger; every qualified name loses the private
-# schema's prefix.
+# schema's prefix, and the search_path a SECURITY DEFINER function pins
+# names it as '<ledger schema>'.
 # Blank-line runs collapse to one, none at either end, so the file reads
 # as a list of objects.
 {
@@ -161,6 +162,7 @@ fi
         -e '/^\\(un)?restrict /d' \
         -e "/^CREATE SCHEMA $schema;\$/d" \
         -e "s/\\b$schema\\.//g" \
+        -e "s/'$schema'/'<ledger schema>'/g" \
         "$work/raw.sql" |
         awk 'NF { if (seen && gap) print ""; print; seen = 1; gap = 0; next } { gap = 1 }'
 } >"$work/current.sql"

@@ -775,6 +775,51 @@ EOF
         not_ok "migrate hook checks the Secrets" "$work/migrate-hook.out"
     fi
 }
+# A Secret per database role: each pod's DATABASE_URL comes from its
+# role's Secret; without them, from the one URL.
+validate_case roles -f "$chart/ci/default-values.yaml" \
+    --set database.existingSecret= --set database.owner.existingSecret=rl-owner \
+    --set database.worker.existingSecret=rl-worker \
+    --set database.relay.existingSecret=rl-relay \
+    --set database.console.existingSecret=rl-console \
+    --set database.console.existingSecretKey=uri \
+    --set relay.enabled=true --set consumer.relayInProcess=false \
+    --set console.enabled=true --set receiver.enabled=true \
+    --set purge.enabled=true
+roles_case() { # <file> <expected: name=secret/key,...>
+    if python3 - "$1" "$2" >"$work/roles.out" 2>&1 <<'EOF'; then
+import sys
+import yaml
+
+path, expected = sys.argv[1], dict(
+    kv.split("=") for kv in sys.argv[2].split(","))
+seen = {}
+for d in yaml.safe_load_all(open(path)):
+    if not d or d["kind"] not in ("Deployment", "Job", "CronJob"):
+        continue
+    spec = d["spec"]
+    if d["kind"] == "CronJob":
+        spec = spec["jobTemplate"]["spec"]
+    for c in spec["template"]["spec"]["containers"]:
+        for e in c.get("env", []):
+            if e["name"] == "DATABASE_URL":
+                ref = e["valueFrom"]["secretKeyRef"]
+                name = d["metadata"]["name"].replace("rl-runledger-", "")
+                seen[name] = "%s/%s" % (ref["name"], ref["key"])
+problems = ["%s: %s, expected %s" % (k, seen.get(k), v)
+            for k, v in expected.items() if seen.get(k) != v]
+print("\n".join(problems) or "DATABASE_URL per role: %s" % seen)
+sys.exit(1 if problems else 0)
+EOF
+        ok "$(tail -n 1 "$work/roles.out")"
+    else
+        not_ok "DATABASE_URL per role" "$work/roles.out"
+    fi
+}
+roles_case "$work/roles-${K8S_VERSIONS[-1]}.yaml" \
+    "migrate=rl-owner/database-url,purge=rl-owner/database-url,consumer=rl-worker/database-url,receiver=rl-worker/database-url,relay=rl-relay/database-url,console=rl-console/uri"
+roles_case "$work/inline-secrets-${K8S_VERSIONS[-1]}.yaml" \
+    "migrate=rl-runledger-migrate/database-url,consumer=rl-runledger-secrets/database-url,relay=rl-runledger-secrets/database-url"
 
 kubeconform_all
 monitoring_case

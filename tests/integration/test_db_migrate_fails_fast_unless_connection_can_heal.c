@@ -134,6 +134,9 @@ main(void)
     fixture_exec(db, "DO $$ BEGIN EXECUTE format('GRANT CREATE ON DATABASE "
                      "%I TO rl_password_required', current_database()); "
                      "END $$");
+    /* As on a managed database: the roles exist (this ledger's migrate
+     * made them) and the migrating login is granted the owner's. */
+    fixture_exec(db, "GRANT runledger_owner TO rl_password_required");
 
     snprintf(url, sizeof(url), "postgresql://rl_password_required:%s@%s:%s/%s",
              WRONG_PASSWORD, host, port, dbname);

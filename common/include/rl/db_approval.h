@@ -72,17 +72,19 @@ int rl_db_run_proposal(struct rl_db *db, const char *run_id,
 
 /* `approvers add`: actor may decide on tenant's proposals; with channel
  * (NULL: every run of the tenant) only those whose every destination is a
- * channel it was added for. *added is 0 when it already could. Returns 0
- * or RL_ERR_DB. */
+ * channel it was added for. The audit trail records the grant and who
+ * made it (by) in the same statement. *added is 0 when it already could
+ * (nothing is recorded then). Returns 0 or RL_ERR_DB. */
 int rl_db_approver_add(struct rl_db *db, const char *tenant, const char *actor,
-                       const char *channel, int *added, char *errstr,
-                       size_t errstr_size);
+                       const char *channel, const char *by, int *added,
+                       char *errstr, size_t errstr_size);
 
 /* `approvers remove`: the actor's row for channel, or with channel NULL
- * all its rows of the tenant. Returns 0, RL_ERR_NOTFOUND or RL_ERR_DB. */
+ * all its rows of the tenant, each recorded in the audit trail as removed
+ * by `by`. Returns 0, RL_ERR_NOTFOUND or RL_ERR_DB. */
 int rl_db_approver_remove(struct rl_db *db, const char *tenant,
-                          const char *actor, const char *channel, char *errstr,
-                          size_t errstr_size);
+                          const char *actor, const char *channel,
+                          const char *by, char *errstr, size_t errstr_size);
 
 /* `approvers list`: approvers (of tenant when not NULL) as a JSON array of
  * {tenant, actor, added_at, channel}. *json is malloc'd. Returns 0 or

@@ -21,12 +21,13 @@ struct rl_db;
  * "operator") signing in with the token whose SHA-256 hex is token_sha256.
  * tenants_json: a JSON array of the tenants it may read, or NULL for
  * every tenant. A revoked user of that name is given the new role, token
- * and tenants. Returns 0,
+ * and tenants. The audit trail records who added it (actor) in the same
+ * statement. Returns 0,
  * RL_ERR_CONFLICT (an active user of that name exists), RL_ERR_INVALID (a
  * name or role the ledger refuses) or RL_ERR_DB. */
 int rl_db_console_user_add(struct rl_db *db, const char *name, const char *role,
                            const char *token_sha256, const char *tenants_json,
-                           char *errstr, size_t errstr_size);
+                           const char *actor, char *errstr, size_t errstr_size);
 
 /* `users revoke`: the user can no longer sign in, its sessions end, and
  * the audit trail records who revoked it (actor). Returns 0,

@@ -17,7 +17,12 @@ struct rl_db;
  * schema/NNN_*.sql, in name order). Creates schema_migrations(name,
  * checksum, applied_at) if missing, holds the advisory lock
  * RL_DB_MIGRATE_LOCK_KEY for the whole call, and applies each pending file
- * in its own transaction. Running it again is a no-op.
+ * in its own transaction. Before anything else it prepares the database
+ * roles (runledger_owner, _worker, _console, _relay, _readonly: created
+ * where missing, or an error when they are missing and the user may not
+ * create roles) and works as runledger_owner, which owns every object
+ * once it returns; the session's role is reset before it returns.
+ * Running it again is a no-op.
  * Sets *applied (may be NULL) to the number applied by this call.
  * An applied migration whose stored SHA-256 is a superseded one of its
  * file (an earlier text that differs in comments only, listed in

@@ -65,14 +65,31 @@ static const char ops_run_proposal[] =
                                        "ON a.run_id = r.run_id"
                                        " WHERE r.run_id = $1";
 
+/* Each change and its audit row ($4 made it) in one statement: no grant
+ * or revoke of a right to approve goes unrecorded. */
 static const char ops_approver_add[] =
-    "INSERT INTO approvers (tenant, actor, channel) VALUES ($1, $2, $3)"
-    "    ON CONFLICT DO NOTHING";
+    "WITH n AS ("
+    "  INSERT INTO approvers (tenant, actor, channel) VALUES ($1, $2, $3)"
+    "      ON CONFLICT DO NOTHING RETURNING tenant, actor, channel),"
+    " a AS (INSERT INTO audit (actor, action, via, detail)"
+    "       SELECT $4, 'add_approver', 'cli',"
+    "              format('%s of tenant %s%s', actor, tenant,"
+    "                     ' for channel ' || channel)"
+    "         FROM n)"
+    "SELECT count(*) FROM n";
 
 /* Without a channel, every row of the actor for the tenant goes. */
 static const char ops_approver_remove[] =
-    "DELETE FROM approvers WHERE tenant = $1 AND actor = $2"
-    "   AND ($3::text IS NULL OR channel = $3)";
+    "WITH d AS ("
+    "  DELETE FROM approvers WHERE tenant = $1 AND actor = $2"
+    "     AND ($3::text IS NULL OR channel = $3)"
+    "  RETURNING tenant, actor, channel),"
+    " a AS (INSERT INTO audit (actor, action, via, detail)"
+    "       SELECT $4, 'remove_approver', 'cli',"
+    "              format('%s of tenant %s%s', actor, tenant,"
+    "                     ' for channel ' || channel)"
+    "         FROM d)"
+    "SELECT count(*) FROM d";
 
 static const char ops_approvers_list[] =
     "SELECT coalesce(json_agg(x ORDER BY x.tenant, x.actor), '[]')::text"
@@ -286,30 +303,35 @@ rl_db_run_proposal(struct rl_db *db, const char *run_id,
 
 int
 rl_db_approver_add(struct rl_db *db, const char *tenant, const char *actor,
-                   const char *channel, int *added, char *errstr,
-                   size_t errstr_size)
+                   const char *channel, const char *by, int *added,
+                   char *errstr, size_t errstr_size)
 {
-    const char *params[3] = {tenant, actor, channel};
-    int rows = 0;
-    int err = db_write(db, ops_approver_add, 3, params, "add the approver",
-                       &rows, errstr, errstr_size);
+    const char *params[4] = {tenant, actor, channel, by};
+    char *count = NULL;
+    int err = db_one_text(db, ops_approver_add, 4, params, "add the approver",
+                          &count, errstr, errstr_size);
 
-    *added = err == 0 && rows > 0;
+    *added = err == 0 && strcmp(count, "0") != 0;
+    free(count);
     return err;
 }
 
 int
 rl_db_approver_remove(struct rl_db *db, const char *tenant, const char *actor,
-                      const char *channel, char *errstr, size_t errstr_size)
+                      const char *channel, const char *by, char *errstr,
+                      size_t errstr_size)
 {
-    const char *params[3] = {tenant, actor, channel};
-    int rows = 0;
-    int err = db_write(db, ops_approver_remove, 3, params,
-                       "remove the approver", &rows, errstr, errstr_size);
+    const char *params[4] = {tenant, actor, channel, by};
+    char *count = NULL;
+    int removed;
+    int err = db_one_text(db, ops_approver_remove, 4, params,
+                          "remove the approver", &count, errstr, errstr_size);
 
     if (err)
         return err;
-    if (rows == 0) {
+    removed = strcmp(count, "0") != 0;
+    free(count);
+    if (!removed) {
         rl_set_err(errstr, errstr_size,
                    "could not remove approver %s of tenant %s: there is none",
                    actor, tenant);

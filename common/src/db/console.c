@@ -15,16 +15,25 @@
 #define SCOPE_OK(user, tenant) "rl_console_may_read(" user ", " tenant ")"
 
 /* clang-format off */
+/* The grant and its audit row in one statement, as the revoke below. */
 static const char ops_user_add[] =
-    "INSERT INTO console_users AS u (name, role, token_sha256, tenants)"
-    "     VALUES ($1, $2, $3,"
-    "             (SELECT array_agg(t ORDER BY t)"
-    "                FROM jsonb_array_elements_text($4::jsonb) t))"
-    "ON CONFLICT (name) DO UPDATE"
-    "        SET role = EXCLUDED.role, token_sha256 = EXCLUDED.token_sha256,"
-    "            tenants = EXCLUDED.tenants,"
-    "            created_at = now(), revoked_at = NULL"
-    "      WHERE u.revoked_at IS NOT NULL";
+    "WITH u AS ("
+    "  INSERT INTO console_users AS u (name, role, token_sha256, tenants)"
+    "       VALUES ($1, $2, $3,"
+    "               (SELECT array_agg(t ORDER BY t)"
+    "                  FROM jsonb_array_elements_text($4::jsonb) t))"
+    "  ON CONFLICT (name) DO UPDATE"
+    "          SET role = EXCLUDED.role, token_sha256 = EXCLUDED.token_sha256,"
+    "              tenants = EXCLUDED.tenants,"
+    "              created_at = now(), revoked_at = NULL"
+    "        WHERE u.revoked_at IS NOT NULL"
+    "  RETURNING u.name, u.role, u.tenants),"
+    " a AS (INSERT INTO audit (actor, action, via, detail)"
+    "       SELECT $5, 'add_user', 'cli',"
+    "              format('%s as %s', name, role)"
+    "              || coalesce(' for ' || array_to_string(tenants, ','), '')"
+    "         FROM u)"
+    "SELECT count(*) FROM u";
 
 /* The revoke, the end of its sessions and the audit row in one
  * statement, so none happens without the others. */
@@ -311,16 +320,19 @@ static const char ops_runs_tenant_probe[] =
 int
 rl_db_console_user_add(struct rl_db *db, const char *name, const char *role,
                        const char *token_sha256, const char *tenants_json,
-                       char *errstr, size_t errstr_size)
+                       const char *actor, char *errstr, size_t errstr_size)
 {
-    const char *params[4] = {name, role, token_sha256, tenants_json};
-    int rows = 0;
-    int err = db_write(db, ops_user_add, 4, params, "add the console user",
-                       &rows, errstr, errstr_size);
+    const char *params[5] = {name, role, token_sha256, tenants_json, actor};
+    char *count = NULL;
+    int added;
+    int err = db_one_text(db, ops_user_add, 5, params, "add the console user",
+                          &count, errstr, errstr_size);
 
     if (err)
         return err;
-    if (rows == 0) {
+    added = strcmp(count, "0") != 0;
+    free(count);
+    if (!added) {
         rl_set_err(errstr, errstr_size,
                    "could not add console user %s: an active user of that "
                    "name exists (revoke it first)",

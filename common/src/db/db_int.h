@@ -131,6 +131,22 @@ int db_apply_schema(struct rl_db *db, char *errstr, size_t errstr_size);
  * them after a connect (struct rl_db.set_after_connect); 0 or an rl_err. */
 int db_apply_settings(struct rl_db *db, char *errstr, size_t errstr_size);
 
+/* ---- database roles (roles.c) ------------------------------------------ */
+
+/* Makes the ledger's group roles ready for a migrate on this session's
+ * schema: creates runledger_owner, _worker, _console, _relay and _readonly
+ * where missing (an error naming the role when the user may not), makes
+ * the user a member of runledger_owner, grants every role USAGE on the
+ * schema (the owner CREATE too) and hands what the user owns in the
+ * schema to runledger_owner. The caller holds the migration lock.
+ * Returns 0 or RL_ERR_DB with errstr set (and the server's hint). */
+int db_roles_prepare(struct rl_db *db, char *errstr, size_t errstr_size);
+
+/* SET ROLE runledger_owner (on) or RESET ROLE (off) for the session.
+ * Returns 0 or an rl_err. */
+int db_roles_act_as_owner(struct rl_db *db, int on, char *errstr,
+                          size_t errstr_size);
+
 /* ---- parameters and results (text.c) ------------------------------------ */
 
 /* Appends one element to a PostgreSQL array literal being built in b

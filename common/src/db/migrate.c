@@ -498,6 +498,7 @@ rl_db_migrate(struct rl_db *db, int *applied, char *errstr, size_t errstr_size)
     int functions = 0;
     PGresult *res = NULL;
     int locked = 0;
+    int as_owner = 0;
     int count = 0;
     int err = RL_ERR_DB;
 
@@ -528,6 +529,7 @@ rl_db_migrate(struct rl_db *db, int *applied, char *errstr, size_t errstr_size)
     if (!res)
         goto done;
     PQclear(res);
+    res = NULL;
     locked = 1;
 
     if (db->schema) {
@@ -549,7 +551,20 @@ rl_db_migrate(struct rl_db *db, int *applied, char *errstr, size_t errstr_size)
         if (!res)
             goto done;
         PQclear(res);
+        res = NULL;
     }
+
+    /* Each object is runledger_owner's, and the other roles get only
+     * the grants the migrations give them (docs/deploying.md, Database
+     * roles). */
+    err = db_roles_prepare(db, errstr, errstr_size);
+    if (err != 0)
+        goto done;
+    err = db_roles_act_as_owner(db, 1, errstr, errstr_size);
+    if (err != 0)
+        goto done;
+    as_owner = 1;
+    err = RL_ERR_DB;
 
     res = db_exec_simple(db, create_schema_migrations, 0, NULL, &err, errstr,
                          errstr_size, "create schema_migrations");
@@ -624,6 +639,13 @@ rl_db_migrate(struct rl_db *db, int *applied, char *errstr, size_t errstr_size)
 
 done:
     PQclear(res);
+    if (as_owner) {
+        char reset_err[256];
+
+        /* The caller's session goes on as the user it connected as. */
+        if (db_roles_act_as_owner(db, 0, reset_err, sizeof(reset_err)) != 0)
+            rl_log_warn(NULL, "%s", reset_err);
+    }
     if (locked) {
         PQclear(PQexecParams(db->conn, unlock_migrations, 1, NULL, key_param,
                              NULL, NULL, 0));

@@ -253,10 +253,17 @@ rl_db_outbox_listen(struct rl_db *db, char *errstr, size_t errstr_size)
 }
 
 /* VACUUM is allowed to the table's owner and the database's owner
- * (superusers included); anyone else gets a warning and nothing done. */
+ * (superusers included), and from PostgreSQL 17 on to a role granted
+ * MAINTAIN on it (runledger_relay is not the outbox's owner:
+ * docs/deploying.md, Database roles); anyone else gets a warning and
+ * nothing done. The CASE keeps MAINTAIN, unknown before 17, unevaluated
+ * there. */
 static const char outbox_vacuum_allowed_sql[] =
     "SELECT pg_has_role(c.relowner, 'USAGE')"
     "       OR pg_has_role(d.datdba, 'USAGE')"
+    "       OR CASE WHEN current_setting('server_version_num')::int >= 170000"
+    "               THEN has_table_privilege(c.oid, 'MAINTAIN')"
+    "               ELSE false END"
     "  FROM pg_class c, pg_database d"
     " WHERE c.oid = 'outbox'::regclass AND d.datname = current_database()";
 

@@ -207,80 +207,22 @@ static const char ops_run_report
                                                                                                                                                                                                                                                                                                                                                      "  FROM runs r WHERE r.run_id = $1";
 /* clang-format on */
 
-/* Re-open a parked run. An attempt left without an outcome is closed as
- * ambiguous (its result is unknowable, which is what the operator accepted
- * by retrying), so the next claim does not park the run again on that
- * evidence alone; a spent deadline is extended by its original length.
- * $4 more attempts are granted (attempt_allowance: dispatches that no
- * longer count against the limit); with $4 = 0, a run whose attempts ran
- * out gets one more, so a plain retry tries it again. */
+/* The operator's decisions on one run are functions
+ * (schema/functions/rl_operator_*.sql): SECURITY DEFINER, so the console's
+ * role changes runs only through them. */
 static const char ops_retry_run[] =
-    "WITH cur AS ("
-    "  SELECT run_id, status, attempts FROM runs WHERE run_id = $1"
-    "     FOR NO KEY UPDATE"
-    "), upd AS ("
-    "  UPDATE runs r"
-    "     SET status = 'pending', next_attempt_at = now(),"
-    "         attempt_allowance = r.attempt_allowance"
-    "             + CASE WHEN $4::int4 > 0 THEN $4::int4"
-    "                    WHEN r.error_class = 'attempts_exhausted' THEN 1"
-    "                    ELSE 0 END,"
-    "         lock_owner = NULL, lock_expires_at = NULL,"
-    "         deadline_at = CASE WHEN r.deadline_at <= now()"
-    "                            THEN now() + (r.deadline_at - r.created_at)"
-    "                            ELSE r.deadline_at END,"
-    "         updated_at = now()"
-    "    FROM cur"
-    "   WHERE r.run_id = cur.run_id AND cur.status IN ('failed', 'unknown')"
-    "  RETURNING r.run_id"
-    "), closed AS ("
-    "  UPDATE attempts a"
-    "     SET outcome = 'ambiguous', finished_at = now(),"
-    "         error = coalesce(a.error, 'no outcome recorded; run re-opened"
-    " by an operator')"
-    "    FROM upd WHERE a.run_id = upd.run_id AND a.outcome IS NULL"
-    "  RETURNING 1"
-    "), dec AS ("
-    "  INSERT INTO run_decisions (run_id, decision, actor, reason,"
-    "                             prior_status, attempts)"
-    "  SELECT cur.run_id, 'retry', $2, $3, cur.status, cur.attempts"
-    "    FROM cur JOIN upd ON upd.run_id = cur.run_id"
-    "  RETURNING 1"
-    ")"
-    "SELECT cur.status, cur.attempts, (SELECT count(*) FROM upd),"
-    "       (SELECT count(*) FROM dec), (SELECT count(*) FROM closed)"
-    "  FROM cur";
-
+    "SELECT * FROM rl_operator_retry($1, $2, $3, $4::int4)";
 static const char ops_resolve_failed[] =
-    "WITH cur AS ("
-    "  SELECT run_id, status, attempts FROM runs WHERE run_id = $1"
-    "     FOR NO KEY UPDATE"
-    "), upd AS ("
-    "  UPDATE runs r"
-    "     SET status = 'failed', error_class = 'operator',"
-    "         last_error = format('resolved failed by %s: %s', $2::text,"
-    "                             $3::text),"
-    "         updated_at = now()"
-    "    FROM cur WHERE r.run_id = cur.run_id AND cur.status = 'unknown'"
-    "  RETURNING r.run_id"
-    "), dec AS ("
-    "  INSERT INTO run_decisions (run_id, decision, actor, reason,"
-    "                             prior_status, attempts)"
-    "  SELECT cur.run_id, 'resolve_failed', $2, $3, cur.status, cur.attempts"
-    "    FROM cur JOIN upd ON upd.run_id = cur.run_id"
-    "  RETURNING 1"
-    ")"
-    "SELECT cur.status, cur.attempts, (SELECT count(*) FROM upd),"
-    "       (SELECT count(*) FROM dec), 0"
-    "  FROM cur";
+    "SELECT * FROM rl_operator_resolve_failed($1, $2, $3)";
+static const char ops_cancel_run[] =
+    "SELECT * FROM rl_operator_cancel($1, $2, $3)";
 
-/* Cancel (schema/015_cancel.sql). The run's lease is cleared and its
- * epoch bumped in the statement that cancels it, so its worker's next
- * write (dispatch, outcome, completion, proposal) names a lease that no
- * longer exists and is refused as stale. The attempt in flight is closed
- * as cancelled: the call may have generated, and the reservation it held
- * is settled as spent (rl_settle_budget), as for a lost lease. The
- * statement after the cancel CTEs is shared by one run and a batch. */
+/* Cancel by filter (schema/015_cancel.sql): the statements of
+ * rl_operator_cancel (schema/functions/rl_operator_cancel.sql) over a
+ * batch of runs. The run's lease is cleared and its epoch bumped in the
+ * statement that cancels it, so its worker's next write names a lease
+ * that no longer exists and is refused as stale; the attempt in flight is
+ * closed as cancelled. */
 #define OPS_CANCEL_TAIL(actor, reason)                                         \
     "), upd AS ("                                                              \
     "  UPDATE runs r"                                                          \
@@ -312,15 +254,6 @@ static const char ops_resolve_failed[] =
     "    FROM cur JOIN upd ON upd.run_id = cur.run_id"                         \
     "  RETURNING 1"                                                            \
     ")"
-
-static const char ops_cancel_run[] =
-    "WITH cur AS ("
-    "  SELECT run_id, status, attempts FROM runs WHERE run_id = $1"
-    "     FOR NO KEY UPDATE" OPS_CANCEL_TAIL(
-        "$2",
-        "$3") "SELECT cur.status, cur.attempts, (SELECT count(*) FROM upd),"
-              "       (SELECT count(*) FROM dec), (SELECT count(*) FROM closed)"
-              "  FROM cur";
 
 /* The runs of a filter cancel: $1 tenant, $2 job, $3 version (NULL: any),
  * $4 the statuses as a text[], registered before the cutoff parameter

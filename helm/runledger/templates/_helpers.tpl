@@ -203,13 +203,26 @@ name, when it comes from a Secret). Non-secret settings are in the ConfigMap.
 {{- end }}
 {{- end }}
 
-{{/* DATABASE_URL from its Secret. */}}
+{{/*
+DATABASE_URL from its Secret. Called as (dict "ctx" $ "role" R) with R
+owner, worker, relay or console: database.<R>.existingSecret when set (a
+login in the role runledger_<R>), else the one URL of database.url or
+database.existingSecret (a login that is a member of runledger_owner, or
+of every role its pods need).
+*/}}
 {{- define "runledger.env.database" -}}
+{{- $ctx := .ctx -}}
+{{- $role := index $ctx.Values.database .role -}}
 - name: DATABASE_URL
   valueFrom:
     secretKeyRef:
-      name: {{ include "runledger.databaseSecretName" . }}
-      key: {{ include "runledger.databaseSecretKey" . }}
+      {{- if $role.existingSecret }}
+      name: {{ $role.existingSecret }}
+      key: {{ $role.existingSecretKey }}
+      {{- else }}
+      name: {{ include "runledger.databaseSecretName" $ctx }}
+      key: {{ include "runledger.databaseSecretKey" $ctx }}
+      {{- end }}
 {{- end }}
 
 {{/* extraEnv common to every container, then the component's own. */}}
@@ -365,11 +378,14 @@ Each runledger.validateValues.* helper returns one message or nothing.
 {{- end -}}
 
 {{- define "runledger.validateValues.database" -}}
-{{- if and (not .Values.database.url) (not .Values.database.existingSecret) -}}
+{{- $db := .Values.database -}}
+{{- $perRole := and $db.owner.existingSecret $db.worker.existingSecret $db.relay.existingSecret $db.console.existingSecret -}}
+{{- if and (not $db.url) (not $db.existingSecret) (not $perRole) -}}
 runledger: database
     No PostgreSQL connection is configured. Set database.url (stored in the
     chart's Secret) or database.existingSecret (a Secret you manage, key
-    database.existingSecretKey) to a connection URI.
+    database.existingSecretKey) to a connection URI, or a Secret for every
+    role: database.owner, .worker, .relay and .console.existingSecret.
 {{- end -}}
 {{- end -}}
 

@@ -46,7 +46,7 @@ spec:
       envFrom:
         {{- include "runledger.envFrom" $ctx | nindent 8 }}
       env:
-        {{- include "runledger.env.database" $ctx | nindent 8 }}
+        {{- include "runledger.env.database" (dict "ctx" $ctx "role" (ternary "relay" "worker" (eq .component "relay"))) | nindent 8 }}
         {{- with include "runledger.env.kafka" $ctx }}{{ . | trim | nindent 8 }}{{ end }}
         {{- if and (eq .component "consumer") (include "runledger.modelKeyEnabled" $ctx) }}
         # Only the consumer calls the model, so only it mounts the key.
