@@ -382,11 +382,15 @@ cmd_backfill(const char *name, const struct flags *f)
     if (!err)
         err =
             rl_schedule_prepare(&s[0], RL_CRON_SECONDS, errstr, sizeof(errstr));
-    /* A window not started yet is the scheduler's, not a gap. */
+    /* A window not started yet is the scheduler's, not a gap; one from
+     * before the schedule existed was never expected. */
     if (to > now)
         to = now;
+    from -= 1;
+    if (!err && from < s[0].created_at)
+        from = s[0].created_at;
     if (!err)
-        err = rl_schedule_gaps(db, &s[0], from - 1, to, SCHEDULES_MAX_WINDOWS,
+        err = rl_schedule_gaps(db, &s[0], from, to, SCHEDULES_MAX_WINDOWS,
                                (size_t)cfg->max_event_bytes, &gaps, &ngaps,
                                errstr, sizeof(errstr));
     if (err) {
