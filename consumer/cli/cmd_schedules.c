@@ -43,6 +43,7 @@ static const char usage_text[] =
 "                                [--json]\n"
 "       runledger schedules backfill NAME --from RFC3339 --to RFC3339\n"
 "                                [--rate N] [--dry-run] [--topic TOPIC]\n"
+"       runledger schedules sync --from JSON|@FILE [--prune]\n"
 "\n"
 "  set       create or replace a schedule: `runledger scheduler` publishes\n"
 "            the event of each window (as `runledger publish --at START\n"
@@ -64,6 +65,10 @@ static const char usage_text[] =
 "            --rate events a second (default 10), with progress on stderr;\n"
 "            a window whose run has another fingerprint is reported, not\n"
 "            published again\n"
+"  sync      set every schedule of a JSON array (the chart's schedules:\n"
+"            name, cron, timeZone, job, tenant, version, window, request,\n"
+"            input, notify, catchup, catchupWindow, auditOnly, suspend);\n"
+"            --prune removes the schedules the array does not name\n"
 "\n"
 "Exit status: 0 ok; 1 PostgreSQL or Kafka failed; 2 bad usage; 3 no such\n"
 "schedule, or backfill found windows whose run has another fingerprint.\n";
@@ -96,7 +101,7 @@ struct flags {
     const char *job, *tenant, *cron, *timezone, *version, *window;
     const char *request, *input, *notify, *catchup, *catchup_window;
     const char *since, *grace, *from, *to, *rate, *topic;
-    int audit_only, as_json, dry_run;
+    int audit_only, as_json, dry_run, prune;
 };
 
 /* Seconds of a fixed ISO-8601 duration (PT0S allowed), or -1. */
@@ -487,12 +492,159 @@ done:
     return rc;
 }
 
+static const char *
+member_text(const cJSON *obj, const char *name)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
+
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* The chart's `schedules:` into the ledger: each element set as `set`
+ * would (the same checks), suspend as a pause, and with prune every other
+ * schedule removed, so the chart and the ledger cannot disagree. */
+static int
+cmd_sync(const struct flags *f, const char *actor)
+{
+    char errstr[512];
+    char *text;
+    cJSON *arr, *el;
+    int rc = RL_EXIT_OK;
+
+    if (!f->from)
+        return rl_cli_usage_error("schedules", "sync needs --from");
+    text = rl_cli_value_or_file(f->from, errstr, sizeof(errstr));
+    if (!text)
+        return rl_cli_usage_error("schedules", "--from: %s", errstr);
+    arr = cJSON_Parse(text);
+    free(text);
+    if (!cJSON_IsArray(arr)) {
+        cJSON_Delete(arr);
+        return rl_cli_usage_error("schedules",
+                                  "--from must be a JSON array of schedules");
+    }
+    cJSON_ArrayForEach(el, arr)
+    {
+        struct flags one;
+        const cJSON *req = cJSON_GetObjectItemCaseSensitive(el, "request");
+        const cJSON *in = cJSON_GetObjectItemCaseSensitive(el, "input");
+        const cJSON *notify = cJSON_GetObjectItemCaseSensitive(el, "notify");
+        const cJSON *cw = cJSON_GetObjectItemCaseSensitive(el,
+                                                           "catchupWindow");
+        const char *name = member_text(el, "name");
+        char *req_text = req ? cJSON_PrintUnformatted(req) : NULL;
+        char *in_text = in && !cJSON_IsNull(in) ? cJSON_PrintUnformatted(in)
+                                                : NULL;
+        char notify_buf[1024] = "", version[64];
+        const cJSON *ver = cJSON_GetObjectItemCaseSensitive(el, "version");
+        int one_rc;
+
+        memset(&one, 0, sizeof(one));
+        one.job = member_text(el, "job");
+        one.tenant = member_text(el, "tenant");
+        one.cron = member_text(el, "cron");
+        one.timezone = member_text(el, "timeZone");
+        one.window = member_text(el, "window");
+        one.catchup = member_text(el, "catchup");
+        one.catchup_window = cJSON_IsString(cw) ? cw->valuestring : NULL;
+        one.audit_only =
+            cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(el, "auditOnly"));
+        /* YAML reads version: 1 as a number. */
+        if (cJSON_IsNumber(ver)) {
+            snprintf(version, sizeof(version), "%g", ver->valuedouble);
+            one.version = version;
+        } else {
+            one.version = member_text(el, "version");
+        }
+        if (cJSON_IsArray(notify)) {
+            const cJSON *ch;
+
+            cJSON_ArrayForEach(ch, notify)
+            {
+                if (!cJSON_IsString(ch))
+                    continue;
+                if (notify_buf[0])
+                    strncat(notify_buf, ",",
+                            sizeof(notify_buf) - strlen(notify_buf) - 1);
+                strncat(notify_buf, ch->valuestring,
+                        sizeof(notify_buf) - strlen(notify_buf) - 1);
+            }
+            one.notify = notify_buf[0] ? notify_buf : NULL;
+        }
+        one.request = req_text;
+        one.input = in_text;
+        if (!name || !name_ok(name)) {
+            one_rc = rl_cli_usage_error("schedules",
+                                        "sync: a schedule without a valid "
+                                        "name");
+        } else {
+            one_rc = cmd_set(name, &one, actor);
+        }
+        if (one_rc == RL_EXIT_OK) {
+            int suspend = cJSON_IsTrue(
+                cJSON_GetObjectItemCaseSensitive(el, "suspend"));
+            struct rl_db *db;
+
+            one_rc = rl_cli_db_open("schedules", &db);
+            if (one_rc == RL_EXIT_OK) {
+                int err = rl_db_schedule_pause(db, name, suspend, actor,
+                                               errstr, sizeof(errstr));
+
+                if (err)
+                    one_rc = rl_cli_error("schedules sync", err, errstr);
+                rl_db_destroy(db);
+            }
+        }
+        cJSON_free(req_text);
+        cJSON_free(in_text);
+        if (one_rc != RL_EXIT_OK && rc == RL_EXIT_OK)
+            rc = one_rc;
+    }
+    if (f->prune && rc == RL_EXIT_OK) {
+        struct rl_db *db;
+        struct rl_schedule *s = NULL;
+        size_t n = 0;
+        int64_t now;
+
+        rc = rl_cli_db_open("schedules", &db);
+        if (rc == RL_EXIT_OK) {
+            int err = rl_db_schedules_load(db, NULL, &s, &n, &now, errstr,
+                                           sizeof(errstr));
+
+            for (size_t i = 0; !err && i < n; i++) {
+                int named = 0;
+
+                cJSON_ArrayForEach(el, arr)
+                {
+                    const char *nm = member_text(el, "name");
+
+                    named |= nm && strcmp(nm, s[i].name) == 0;
+                }
+                if (!named) {
+                    err = rl_db_schedule_remove(db, s[i].name, errstr,
+                                                sizeof(errstr));
+                    if (!err)
+                        printf("schedule %s removed\n", s[i].name);
+                }
+            }
+            if (err)
+                rc = rl_cli_error("schedules sync", err, errstr);
+            for (size_t i = 0; i < n; i++)
+                rl_schedule_clear(&s[i]);
+            free(s);
+            rl_db_destroy(db);
+        }
+    }
+    cJSON_Delete(arr);
+    return rc;
+}
+
 int
 rl_cmd_schedules(int argc, char **argv)
 {
     static const char *const actions[] = {"set",   "list",     "show",
                                           "pause", "resume",   "remove",
-                                          "gaps",  "backfill", NULL};
+                                          "gaps",  "backfill", "sync", NULL};
     enum {
         OPT_JOB = 1,
         OPT_TENANT,
@@ -514,7 +666,8 @@ rl_cmd_schedules(int argc, char **argv)
         OPT_TOPIC,
         OPT_DRY_RUN,
         OPT_ACTOR,
-        OPT_JSON
+        OPT_JSON,
+        OPT_PRUNE
     };
     static const struct option options[] = {
         {"job", required_argument, NULL, OPT_JOB},
@@ -538,6 +691,7 @@ rl_cmd_schedules(int argc, char **argv)
         {"dry-run", no_argument, NULL, OPT_DRY_RUN},
         {"actor", required_argument, NULL, OPT_ACTOR},
         {"json", no_argument, NULL, OPT_JSON},
+        {"prune", no_argument, NULL, OPT_PRUNE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -624,6 +778,9 @@ rl_cmd_schedules(int argc, char **argv)
         case OPT_JSON:
             f.as_json = 1;
             break;
+        case OPT_PRUNE:
+            f.prune = 1;
+            break;
         }
     }
     if (opt < 0)
@@ -635,6 +792,9 @@ rl_cmd_schedules(int argc, char **argv)
         return rl_cli_usage_error("schedules", "one schedule name at most");
     if (strcmp(action, "list") == 0 && name)
         return rl_cli_usage_error("schedules", "list takes no name");
+    if (strcmp(action, "sync") == 0)
+        return name ? rl_cli_usage_error("schedules", "sync takes no name")
+                    : cmd_sync(&f, actor);
     if (strcmp(action, "list") != 0 && strcmp(action, "gaps") != 0 && !name)
         return rl_cli_usage_error("schedules", "%s needs a schedule name",
                                   action);
