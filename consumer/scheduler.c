@@ -254,11 +254,29 @@ active_tick(struct scheduler *sc, int64_t now, int64_t missed_before)
         goto done;
     }
     sc->published += (int64_t)sc->d.acked;
-    for (size_t i = 0; i < n; i++) {
-        if (!due[i].ok || due[i].through <= s[i].published_through)
-            continue;
-        err = rl_db_schedule_mark(sc->db, s[i].name, due[i].through, sc->holder,
-                                  sc->epoch, errstr, sizeof(errstr));
+    /* One statement for every cursor: 10,000 statements would outlast
+     * the lease they are checked against. */
+    {
+        const char **names = malloc((n ? n : 1) * sizeof(*names));
+        int64_t *throughs = malloc((n ? n : 1) * sizeof(*throughs));
+        size_t k = 0;
+
+        if (!names || !throughs) {
+            free(names);
+            free(throughs);
+            err = RL_ERR_NOMEM;
+            goto done;
+        }
+        for (size_t i = 0; i < n; i++) {
+            if (!due[i].ok || due[i].through <= s[i].published_through)
+                continue;
+            names[k] = s[i].name;
+            throughs[k++] = due[i].through;
+        }
+        err = rl_db_schedules_mark(sc->db, names, throughs, k, sc->holder,
+                                   sc->epoch, errstr, sizeof(errstr));
+        free(names);
+        free(throughs);
         if (err) {
             rl_log_warn(NULL, "%s", errstr);
             goto done;

@@ -529,12 +529,11 @@ cmd_sync(const struct flags *f, const char *actor)
         const cJSON *req = cJSON_GetObjectItemCaseSensitive(el, "request");
         const cJSON *in = cJSON_GetObjectItemCaseSensitive(el, "input");
         const cJSON *notify = cJSON_GetObjectItemCaseSensitive(el, "notify");
-        const cJSON *cw = cJSON_GetObjectItemCaseSensitive(el,
-                                                           "catchupWindow");
+        const cJSON *cw = cJSON_GetObjectItemCaseSensitive(el, "catchupWindow");
         const char *name = member_text(el, "name");
         char *req_text = req ? cJSON_PrintUnformatted(req) : NULL;
-        char *in_text = in && !cJSON_IsNull(in) ? cJSON_PrintUnformatted(in)
-                                                : NULL;
+        char *in_text =
+            in && !cJSON_IsNull(in) ? cJSON_PrintUnformatted(in) : NULL;
         char notify_buf[1024] = "", version[64];
         const cJSON *ver = cJSON_GetObjectItemCaseSensitive(el, "version");
         int one_rc;
@@ -581,14 +580,14 @@ cmd_sync(const struct flags *f, const char *actor)
             one_rc = cmd_set(name, &one, actor);
         }
         if (one_rc == RL_EXIT_OK) {
-            int suspend = cJSON_IsTrue(
-                cJSON_GetObjectItemCaseSensitive(el, "suspend"));
+            int suspend =
+                cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(el, "suspend"));
             struct rl_db *db;
 
             one_rc = rl_cli_db_open("schedules", &db);
             if (one_rc == RL_EXIT_OK) {
-                int err = rl_db_schedule_pause(db, name, suspend, actor,
-                                               errstr, sizeof(errstr));
+                int err = rl_db_schedule_pause(db, name, suspend, actor, errstr,
+                                               sizeof(errstr));
 
                 if (err)
                     one_rc = rl_cli_error("schedules sync", err, errstr);
@@ -642,9 +641,9 @@ cmd_sync(const struct flags *f, const char *actor)
 int
 rl_cmd_schedules(int argc, char **argv)
 {
-    static const char *const actions[] = {"set",   "list",     "show",
-                                          "pause", "resume",   "remove",
-                                          "gaps",  "backfill", "sync", NULL};
+    static const char *const actions[] = {
+        "set",    "list", "show",     "pause", "resume",
+        "remove", "gaps", "backfill", "sync",  NULL};
     enum {
         OPT_JOB = 1,
         OPT_TENANT,

@@ -70,6 +70,13 @@ int rl_db_schedule_mark(struct rl_db *db, const char *name, int64_t through,
                         const char *holder, int64_t epoch, char *errstr,
                         size_t errstr_size);
 
+/* rl_db_schedule_mark for n schedules in one statement: names[i]'s cursor
+ * to throughs[i]. Returns 0, RL_ERR_STALE (fenced: nothing moved),
+ * RL_ERR_NOMEM or RL_ERR_DB. */
+int rl_db_schedules_mark(struct rl_db *db, const char *const *names,
+                         const int64_t *throughs, size_t n, const char *holder,
+                         int64_t epoch, char *errstr, size_t errstr_size);
+
 /* For each of the n run IDs, the fingerprint of the run registered under
  * it (in runs, or purged in run_tombstones), or NULL when there is none,
  * into fingerprints[i] (malloc'd; the caller frees each). Returns 0,

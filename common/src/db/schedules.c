@@ -107,6 +107,18 @@ static const char schedule_mark[] =
     "       RETURNING 1)"
     " SELECT EXISTS (SELECT 1 FROM l), (SELECT count(*) FROM u)";
 
+/* Many cursors in one statement, under the same lease check. */
+static const char schedules_mark[] =
+    "WITH l AS (SELECT 1 FROM scheduler_lease"
+    "           WHERE id = 1 AND holder = $3 AND epoch = $4::bigint"
+    "             AND expires_at > now()),"
+    " m AS (SELECT * FROM unnest($1::text[], $2::bigint[]) AS m (name, t)),"
+    " u AS (UPDATE schedules s SET published_through = to_timestamp(m.t)"
+    "       FROM m WHERE s.name = m.name AND EXISTS (SELECT 1 FROM l)"
+    "         AND s.published_through < to_timestamp(m.t)"
+    "       RETURNING 1)"
+    " SELECT EXISTS (SELECT 1 FROM l), (SELECT count(*) FROM u)";
+
 static const char runs_fingerprints[] =
     "SELECT run_id, fingerprint FROM runs WHERE run_id = ANY($1::text[])"
     " UNION ALL "
@@ -379,6 +391,63 @@ rl_db_schedule_mark(struct rl_db *db, const char *name, int64_t through,
                    "could not mark schedule %s: the scheduler lease at epoch "
                    "%" PRId64 " is no longer held",
                    name, epoch);
+        return RL_ERR_STALE;
+    }
+    return 0;
+}
+
+int
+rl_db_schedules_mark(struct rl_db *db, const char *const *names,
+                     const int64_t *throughs, size_t n, const char *holder,
+                     int64_t epoch, char *errstr, size_t errstr_size)
+{
+    struct rl_buf a = {0}, b = {0};
+    char ep[24];
+    const char *params[4];
+    PGresult *res;
+    int err = RL_ERR_DB, ok;
+
+    if (n == 0)
+        return 0;
+    rl_buf_put(&a, "{", 1);
+    rl_buf_put(&b, "{", 1);
+    for (size_t i = 0; i < n; i++) {
+        db_array_add(&a, names[i]);
+        db_array_add_int(&b, throughs[i], 0);
+    }
+    rl_buf_put(&a, "}", 1);
+    rl_buf_put(&b, "}", 1);
+    snprintf(ep, sizeof(ep), "%" PRId64, epoch);
+    if (a.failed || b.failed) {
+        rl_buf_free(&a);
+        rl_buf_free(&b);
+        rl_set_err(errstr, errstr_size,
+                   "could not mark the schedules: out "
+                   "of memory");
+        return RL_ERR_NOMEM;
+    }
+    params[0] = a.data;
+    params[1] = b.data;
+    params[2] = holder;
+    params[3] = ep;
+    if (db_apply_schema(db, errstr, errstr_size) != 0) {
+        rl_buf_free(&a);
+        rl_buf_free(&b);
+        return RL_ERR_DB;
+    }
+    res = db_exec_simple(db, schedules_mark, 4, params, &err, errstr,
+                         errstr_size, "mark the schedules");
+    rl_buf_free(&a);
+    rl_buf_free(&b);
+    if (!res)
+        return err;
+    ok = PQntuples(res) == 1 && db_bool_value(res, 0, 0);
+    PQclear(res);
+    if (!ok) {
+        rl_set_err(errstr, errstr_size,
+                   "could not mark the schedules: the scheduler lease at "
+                   "epoch %" PRId64 " is no longer held",
+                   epoch);
         return RL_ERR_STALE;
     }
     return 0;
