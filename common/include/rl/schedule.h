@@ -59,8 +59,8 @@ char *rl_schedule_event(const struct rl_schedule *s, int64_t start,
  * those in (s->published_through, now]. A window that started at or before
  * missed_before was missed (no scheduler published it on time) and is
  * published per s->catchup within s->catchup_window; the others are on
- * time. *through is the cursor after them: the last window start looked
- * at (published or skipped), or s->published_through when none. Returns
+ * time. *through is the cursor after them: every window start at or
+ * before it is done (published, or left out by the policy). Returns
  * the number of starts. s must be prepared. */
 size_t rl_schedule_due(const struct rl_schedule *s, int64_t now,
                        int64_t missed_before, int64_t *starts, size_t max,
