@@ -18,6 +18,7 @@
  *
  * Every audit period it also counts each schedule's missing windows
  * (rl_schedule_gaps) for runledger_schedule_windows_missed. */
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -134,10 +135,9 @@ struct scheduler {
     struct rl_http *http;
     int cron_flags;
     int64_t tick_ms, lease_ms, audit_every_ms, audit_grace_s;
-    int64_t epoch;      /* lease epoch while active, 0 standing by */
-    int64_t last_tick;  /* wall seconds of the previous active tick */
-    int64_t last_audit; /* wall ms of the last audit */
-    int64_t published;  /* events acknowledged since start */
+    int64_t epoch;     /* lease epoch while active, 0 standing by */
+    int64_t last_tick; /* wall seconds of the previous active tick */
+    int64_t published; /* events acknowledged since start */
 };
 
 /* Produces the event text of one window; 0 or -1 (logged). */
@@ -294,53 +294,153 @@ done:
     return err;
 }
 
-/* Counts each schedule's missing windows for the metric. */
+/* The audit, on a thread and a connection of its own so that a long audit
+ * never delays a window: every audit_every_ms it counts each schedule's
+ * missing windows for runledger_schedule_windows_missed. It remembers,
+ * per schedule, the window start up to which every window had its run
+ * (runs are never removed without a tombstone), and looks again only from
+ * there: an audit costs the windows since the first gap, not 7 days of
+ * windows of every schedule each time. */
+struct auditor {
+    const struct rl_config *cfg;
+    struct rl_http *http;
+    int cron_flags;
+    int64_t every_ms, grace_s;
+    struct zone_cache zones;
+    /* Sorted by name (strcmp, as the load orders them). */
+    char **names;
+    int64_t *clean; /* every window at or before it has its run */
+    size_t n;
+    pthread_t tid;
+    int started;
+};
+
+static int64_t
+clean_of(const struct auditor *au, const char *name)
+{
+    size_t lo = 0, hi = au->n;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(au->names[mid], name);
+
+        if (c == 0)
+            return au->clean[mid];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return INT64_MIN;
+}
+
+/* One audit of every schedule; replaces the cursors by the new ones
+ * (a removed schedule's goes with it). */
 static void
-audit(struct scheduler *sc, int64_t now)
+audit_once(struct auditor *au, struct rl_db *db)
 {
     struct rl_schedule *s = NULL;
     size_t n = 0;
-    int64_t db_now = 0;
+    int64_t now = 0;
     char errstr[512];
+    char **names;
+    int64_t *clean;
 
-    if (!sc->http)
-        return;
-    if (rl_db_schedules_load(sc->db, NULL, &s, &n, &db_now, errstr,
-                             sizeof(errstr)) != 0) {
+    if (rl_db_schedules_load(db, NULL, &s, &n, &now, errstr, sizeof(errstr)) !=
+        0) {
         rl_log_warn(NULL, "could not audit the schedules: %s", errstr);
         return;
     }
-    rl_http_schedules_reset(sc->http);
-    for (size_t i = 0; i < n; i++) {
+    names = calloc(n ? n : 1, sizeof(*names));
+    clean = calloc(n ? n : 1, sizeof(*clean));
+    if (!names || !clean) {
+        free(names);
+        free(clean);
+        goto done;
+    }
+    rl_http_schedules_reset(au->http);
+    for (size_t i = 0; i < n && !scheduler_signal; i++) {
         struct rl_schedule_gap *gaps = NULL;
         size_t ngaps = 0, missed = 0;
-        int64_t from = now - 7 * 86400;
+        int64_t from = now - 7 * 86400, to = now - au->grace_s;
+        int64_t c = clean_of(au, s[i].name);
         struct rl_tz *tz =
-            zone_get(&sc->zones, s[i].timezone, errstr, sizeof(errstr));
+            zone_get(&au->zones, s[i].timezone, errstr, sizeof(errstr));
 
+        names[i] = strdup(s[i].name);
+        if (!names[i]) {
+            /* Out of memory: keep the previous cursors, try again later. */
+            for (size_t j = 0; j < i; j++)
+                free(names[j]);
+            free(names);
+            free(clean);
+            goto done;
+        }
+        clean[i] = c;
         if (from < s[i].created_at)
             from = s[i].created_at;
-        if (!tz || rl_cron_parse(s[i].cron, sc->cron_flags, &s[i].parsed,
+        if (from < c)
+            from = c;
+        if (!tz || rl_cron_parse(s[i].cron, au->cron_flags, &s[i].parsed,
                                  errstr, sizeof(errstr)) != 0)
             continue;
         s[i].tz = tz;
-        if (rl_schedule_gaps(sc->db, &s[i], from, now - sc->audit_grace_s,
-                             100000, (size_t)sc->cfg->max_event_bytes, &gaps,
-                             &ngaps, errstr, sizeof(errstr)) != 0) {
-            rl_log_warn(NULL, "could not audit schedule %s: %s", s[i].name,
+        if (rl_schedule_gaps(db, &s[i], from, to, 100000,
+                             (size_t)au->cfg->max_event_bytes, &gaps, &ngaps,
+                             errstr, sizeof(errstr)) != 0) {
+            rl_log_warn(NULL, "could not audit schedule %s: %s", names[i],
                         errstr);
             s[i].tz = NULL;
             continue;
         }
+        s[i].tz = NULL;
         for (size_t g = 0; g < ngaps; g++)
             missed += !gaps[g].conflict;
-        rl_http_schedule_missed(sc->http, s[i].name, (double)missed);
+        clean[i] = ngaps ? gaps[0].start - 1 : to;
+        rl_http_schedule_missed(au->http, names[i], (double)missed);
         free(gaps);
-        s[i].tz = NULL;
     }
+    for (size_t i = 0; i < au->n; i++)
+        free(au->names[i]);
+    free(au->names);
+    free(au->clean);
+    au->names = names;
+    au->clean = clean;
+    au->n = n;
+done:
     for (size_t i = 0; i < n; i++)
         rl_schedule_clear(&s[i]);
     free(s);
+}
+
+static void *
+audit_main(void *arg)
+{
+    struct auditor *au = arg;
+    struct rl_db *db = NULL;
+    char errstr[512];
+
+    rl_thread_name("rl-audit");
+    while (!scheduler_signal) {
+        int64_t t0 = wall_ms();
+
+        if (!db)
+            db = rl_db_connect(au->cfg->database_url, errstr, sizeof(errstr));
+        if (db)
+            audit_once(au, db);
+        else
+            rl_log_warn(NULL, "audit: %s", errstr);
+        nap_ms(au->every_ms - (wall_ms() - t0));
+    }
+    rl_db_destroy(db);
+    for (size_t i = 0; i < au->n; i++)
+        free(au->names[i]);
+    free(au->names);
+    free(au->clean);
+    for (size_t i = 0; i < au->zones.n; i++)
+        rl_tz_destroy(au->zones.tz[i]);
+    free(au->zones.tz);
+    return NULL;
 }
 
 static int64_t
@@ -370,6 +470,7 @@ int
 rl_cmd_scheduler(int argc, char **argv)
 {
     struct scheduler sc;
+    struct auditor au;
     struct rl_config *cfg = NULL;
     rd_kafka_conf_t *conf;
     struct sigaction sa;
@@ -378,6 +479,7 @@ rl_cmd_scheduler(int argc, char **argv)
     const char *test_seconds = getenv("RL_TEST_CRON_SECONDS");
 
     memset(&sc, 0, sizeof(sc));
+    memset(&au, 0, sizeof(au));
     sc.tick_ms = 1000;
     sc.lease_ms = 10000;
     sc.audit_every_ms = 60000;
@@ -472,6 +574,15 @@ rl_cmd_scheduler(int argc, char **argv)
         rl_log_error(NULL, "could not create the producer: %s", errstr);
         goto done;
     }
+    /* The audit needs /metrics to report to. */
+    if (sc.http && sc.audit_every_ms) {
+        au.cfg = cfg;
+        au.http = sc.http;
+        au.cron_flags = sc.cron_flags;
+        au.every_ms = sc.audit_every_ms;
+        au.grace_s = sc.audit_grace_s;
+        au.started = pthread_create(&au.tid, NULL, audit_main, &au) == 0;
+    }
     rl_log_info(NULL, "scheduler %s standing by for the lease", sc.holder);
     while (!scheduler_signal) {
         int64_t t0 = wall_ms(), now = t0 / 1000, wait;
@@ -521,11 +632,6 @@ rl_cmd_scheduler(int argc, char **argv)
         }
         rl_http_scheduler_state(sc.http, sc.epoch != 0,
                                 (long long)sc.published);
-        if (sc.db && sc.audit_every_ms &&
-            wall_ms() - sc.last_audit >= sc.audit_every_ms) {
-            sc.last_audit = wall_ms();
-            audit(&sc, now);
-        }
         /* Wake just after the next whole second (window starts are whole
          * seconds) or after a tick, whichever is first. */
         wait = 1000 - wall_ms() % 1000 + 5;
@@ -540,6 +646,8 @@ rl_cmd_scheduler(int argc, char **argv)
                                 sizeof(errstr));
     rc = RL_EXIT_OK;
 done:
+    if (au.started)
+        pthread_join(au.tid, NULL);
     rl_http_stopping(sc.http);
     if (sc.rk) {
         /* Whatever is not on the topic now is published again by the next

@@ -64,7 +64,8 @@ main(int argc, char **argv)
     rd_kafka_subscribe(rk, parts);
     rd_kafka_topic_partition_list_destroy(parts);
 
-    pid = sched_spawn(&t, "bench", 0, NULL);
+    /* With /metrics on, so the audit thread runs as in production. */
+    pid = sched_spawn(&t, "bench", sched_free_port(), NULL);
     printf("schedules=%ld every minute; %d minutes measured\n", schedules,
            minutes);
     /* The first minute boundary after start, then `minutes` windows. */

@@ -1,11 +1,14 @@
 /* Support for the scheduler's tests (sched_test.h). */
 #include "sched_test.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -205,6 +208,23 @@ sched_created(struct e2e *t, const char *name)
                     "SELECT floor(extract(epoch FROM created_at))::bigint"
                     "  FROM schedules WHERE name = '%s'",
                     name);
+}
+
+int
+sched_free_port(void)
+{
+    struct sockaddr_in sa;
+    socklen_t len = sizeof(sa);
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    RL_REQUIRE(fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+    RL_REQUIRE(getsockname(fd, (struct sockaddr *)&sa, &len) == 0);
+    port = ntohs(sa.sin_port);
+    close(fd);
+    return port;
 }
 
 int64_t

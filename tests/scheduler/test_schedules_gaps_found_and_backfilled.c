@@ -35,24 +35,6 @@ static const char other_request[] =
     "{\"model\":\"stub-model\",\"messages\":[{\"role\":\"user\","
     "\"content\":\"another report\"}]}";
 
-/* A port nothing listens on now, for the scheduler's /metrics. */
-static int
-free_port(void)
-{
-    struct sockaddr_in sa;
-    socklen_t len = sizeof(sa);
-    int fd = socket(AF_INET, SOCK_STREAM, 0), port;
-
-    memset(&sa, 0, sizeof(sa));
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    RL_REQUIRE(fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
-    RL_REQUIRE(getsockname(fd, (struct sockaddr *)&sa, &len) == 0);
-    port = ntohs(sa.sin_port);
-    close(fd);
-    return port;
-}
-
 static size_t
 collect(char *p, size_t size, size_t n, void *opaque)
 {
@@ -105,7 +87,7 @@ main(void)
     struct e2e t;
     char job[160], out[65536], from[RL_TIME_UTC_SIZE], to[RL_TIME_UTC_SIZE];
     int64_t created, paused, first;
-    int skipped = 0, published = 0, port = free_port();
+    int skipped = 0, published = 0, port = sched_free_port();
     int64_t conflict_at = -1;
     const char *const audit[] = {"--audit-every-ms", "500", "--audit-grace",
                                  "PT0S", NULL};

@@ -72,7 +72,8 @@ static const char schedules_load[] =
     "       paused, floor(extract(epoch FROM published_through))::bigint,"
     "       floor(extract(epoch FROM created_at))::bigint,"
     "       floor(extract(epoch FROM now()))::bigint"
-    "  FROM schedules WHERE $1::text IS NULL OR name = $1 ORDER BY name";
+    "  FROM schedules WHERE $1::text IS NULL OR name = $1 ORDER BY name "
+    "COLLATE \"C\"";
 
 static const char schedule_pauses[] =
     "SELECT floor(extract(epoch FROM paused_at))::bigint,"
