@@ -47,12 +47,13 @@
  * catch-up goes on over the next ticks. */
 #define SCHEDULER_MAX_DUE 1000
 
-static volatile sig_atomic_t scheduler_signal;
+/* Set by SIGTERM/SIGINT; read by the main and the audit thread. */
+static atomic_int scheduler_signal;
 
 static void
 on_signal(int sig)
 {
-    scheduler_signal = sig;
+    atomic_store(&scheduler_signal, sig);
 }
 
 static int64_t
@@ -68,7 +69,7 @@ static void
 nap_ms(int64_t ms)
 {
     /* In slices, so a signal ends the wait within 100 ms. */
-    while (ms > 0 && !scheduler_signal) {
+    while (ms > 0 && !atomic_load(&scheduler_signal)) {
         int64_t step = ms < 100 ? ms : 100;
         struct timespec ts = {(time_t)(step / 1000),
                               (long)(step % 1000) * 1000000L};
@@ -359,7 +360,7 @@ audit_once(struct auditor *au, struct rl_db *db)
         goto done;
     }
     rl_http_schedules_reset(au->http);
-    for (size_t i = 0; i < n && !scheduler_signal; i++) {
+    for (size_t i = 0; i < n && !atomic_load(&scheduler_signal); i++) {
         struct rl_schedule_gap *gaps = NULL;
         size_t ngaps = 0, missed = 0;
         int64_t from = now - 7 * 86400, to = now - au->grace_s;
@@ -421,7 +422,7 @@ audit_main(void *arg)
     char errstr[512];
 
     rl_thread_name("rl-audit");
-    while (!scheduler_signal) {
+    while (!atomic_load(&scheduler_signal)) {
         int64_t t0 = wall_ms();
 
         if (!db)
@@ -584,7 +585,7 @@ rl_cmd_scheduler(int argc, char **argv)
         au.started = pthread_create(&au.tid, NULL, audit_main, &au) == 0;
     }
     rl_log_info(NULL, "scheduler %s standing by for the lease", sc.holder);
-    while (!scheduler_signal) {
+    while (!atomic_load(&scheduler_signal)) {
         int64_t t0 = wall_ms(), now = t0 / 1000, wait;
         int err;
 
