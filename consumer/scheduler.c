@@ -8,7 +8,8 @@
  * the schedules, publishes the due windows (rl_schedule_due: on time, and
  * missed ones per the schedule's catch-up policy) with the idempotent
  * producer, waits for the broker's acknowledgements, and only then moves
- * each schedule's cursor, under the lease's epoch (rl_db_schedule_mark).
+ * each schedule's cursor, under the lease's epoch (rl_db_schedules_mark, one
+ * statement).
  *
  * - A crash between publish and mark publishes the windows again: the run
  *   ID is the same, the consumer registers one run.

@@ -63,16 +63,10 @@ int rl_db_scheduler_lease(struct rl_db *db, const char *holder, int64_t ttl_ms,
 int rl_db_scheduler_release(struct rl_db *db, const char *holder, int64_t epoch,
                             char *errstr, size_t errstr_size);
 
-/* Moves schedule name's cursor forward to through, only while holder
- * holds the live lease at epoch. Returns 0, RL_ERR_STALE (fenced: the
- * lease is another's or expired) or RL_ERR_DB. */
-int rl_db_schedule_mark(struct rl_db *db, const char *name, int64_t through,
-                        const char *holder, int64_t epoch, char *errstr,
-                        size_t errstr_size);
-
-/* rl_db_schedule_mark for n schedules in one statement: names[i]'s cursor
- * to throughs[i]. Returns 0, RL_ERR_STALE (fenced: nothing moved),
- * RL_ERR_NOMEM or RL_ERR_DB. */
+/* Moves the cursors of n schedules forward, names[i]'s to throughs[i], in
+ * one statement, only while holder holds the live lease at epoch (a
+ * cursor never moves back). Returns 0, RL_ERR_STALE (fenced: the lease is
+ * another's or expired; nothing moved), RL_ERR_NOMEM or RL_ERR_DB. */
 int rl_db_schedules_mark(struct rl_db *db, const char *const *names,
                          const int64_t *throughs, size_t n, const char *holder,
                          int64_t epoch, char *errstr, size_t errstr_size);

@@ -96,19 +96,8 @@ static const char scheduler_release[] =
     "UPDATE scheduler_lease SET expires_at = now()"
     " WHERE id = 1 AND holder = $1 AND epoch = $2::bigint";
 
-/* The cursor moves only under the live lease at the caller's epoch: a
- * scheduler that lost it finds lease_ok false and stops. */
-static const char schedule_mark[] =
-    "WITH l AS (SELECT 1 FROM scheduler_lease"
-    "           WHERE id = 1 AND holder = $3 AND epoch = $4::bigint"
-    "             AND expires_at > now()),"
-    " u AS (UPDATE schedules SET published_through = to_timestamp($2::bigint)"
-    "       WHERE name = $1 AND EXISTS (SELECT 1 FROM l)"
-    "         AND published_through < to_timestamp($2::bigint)"
-    "       RETURNING 1)"
-    " SELECT EXISTS (SELECT 1 FROM l), (SELECT count(*) FROM u)";
-
-/* Many cursors in one statement, under the same lease check. */
+/* The cursors move only under the live lease at the caller's epoch: a
+ * scheduler that lost it finds the first column false and stops. */
 static const char schedules_mark[] =
     "WITH l AS (SELECT 1 FROM scheduler_lease"
     "           WHERE id = 1 AND holder = $3 AND epoch = $4::bigint"
@@ -365,36 +354,6 @@ rl_db_scheduler_release(struct rl_db *db, const char *holder, int64_t epoch,
     snprintf(ep, sizeof(ep), "%" PRId64, epoch);
     return db_write(db, scheduler_release, 2, params,
                     "release the scheduler lease", NULL, errstr, errstr_size);
-}
-
-int
-rl_db_schedule_mark(struct rl_db *db, const char *name, int64_t through,
-                    const char *holder, int64_t epoch, char *errstr,
-                    size_t errstr_size)
-{
-    char th[24], ep[24];
-    const char *params[4] = {name, th, holder, ep};
-    PGresult *res;
-    int err = RL_ERR_DB, ok;
-
-    snprintf(th, sizeof(th), "%" PRId64, through);
-    snprintf(ep, sizeof(ep), "%" PRId64, epoch);
-    if (db_apply_schema(db, errstr, errstr_size) != 0)
-        return RL_ERR_DB;
-    res = db_exec_simple(db, schedule_mark, 4, params, &err, errstr,
-                         errstr_size, "mark the schedule");
-    if (!res)
-        return err;
-    ok = PQntuples(res) == 1 && db_bool_value(res, 0, 0);
-    PQclear(res);
-    if (!ok) {
-        rl_set_err(errstr, errstr_size,
-                   "could not mark schedule %s: the scheduler lease at epoch "
-                   "%" PRId64 " is no longer held",
-                   name, epoch);
-        return RL_ERR_STALE;
-    }
-    return 0;
 }
 
 int
