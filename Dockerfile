@@ -66,13 +66,14 @@ ARG KEEP_SHELL=0
 # `apt-get install` on top of this image (build FROM debian:13-slim instead).
 # Debian 13's names: the t64 suffix marks the libraries rebuilt with a 64-bit
 # time_t (libcurl4t64, libssl3t64, libmicrohttpd12t64); librdkafka1 (2.8),
-# libpq5 (17) and libcjson1 kept theirs.
+# libpq5 (17) and libcjson1 kept theirs. tzdata: the scheduler reads
+# schedules' time zones from /usr/share/zoneinfo.
 RUN set -eu; \
     export DEBIAN_FRONTEND=noninteractive; \
     apt-get update; \
     apt-get install -y --no-install-recommends \
         librdkafka1 libpq5 libcurl4t64 libcjson1 libssl3t64 libmicrohttpd12t64 \
-        ca-certificates; \
+        ca-certificates tzdata; \
     apt-get clean; \
     rm -rf /var/lib/apt/lists/* /var/log/apt/* /var/log/dpkg.log \
         /var/cache/debconf/*-old /var/lib/dpkg/*-old; \

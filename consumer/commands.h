@@ -20,6 +20,10 @@ int rl_cmd_consume(int argc, char **argv);
 /* The outbox relay on its own, without the consumer. */
 int rl_cmd_relay(int argc, char **argv);
 
+/* The scheduler (consumer/scheduler.c): publishes the windows of the
+ * ledger's schedules, one active among its replicas. */
+int rl_cmd_scheduler(int argc, char **argv);
+
 /* The web console (consumer/console/): runs until SIGTERM or SIGINT. */
 int rl_cmd_console(int argc, char **argv);
 

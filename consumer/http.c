@@ -705,6 +705,31 @@ rl_http_model_call(struct rl_http *h, const struct rl_model_call *call)
 }
 
 void
+rl_http_schedules_reset(struct rl_http *h)
+{
+    if (h)
+        rl_metrics_clear(h->metrics, "runledger_schedule_windows_missed");
+}
+
+void
+rl_http_schedule_missed(struct rl_http *h, const char *schedule, double missed)
+{
+    if (h)
+        rl_http_set_labelled(h->metrics, "runledger_schedule_windows_missed",
+                             "schedule", schedule, missed);
+}
+
+void
+rl_http_scheduler_state(struct rl_http *h, int active, long long published)
+{
+    if (!h)
+        return;
+    rl_metrics_set(h->metrics, "runledger_scheduler_active", NULL, active);
+    rl_metrics_set(h->metrics, "runledger_scheduler_events_total", NULL,
+                   (double)published);
+}
+
+void
 rl_http_dead_letter(struct rl_http *h, const char *reason)
 {
     char code[64], labels[128];

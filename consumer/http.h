@@ -61,6 +61,15 @@ void rl_http_relay_turned(struct rl_http *h);
  * rebalance of that kind. @locality kafka thread */
 void rl_http_group(struct rl_http *h, int joined, int partitions);
 
+/* The scheduler's figures (consumer/scheduler.c): the gauge of missing
+ * windows is cleared before each audit, so a removed schedule leaves no
+ * series; then one series per schedule. */
+void rl_http_schedules_reset(struct rl_http *h);
+void rl_http_schedule_missed(struct rl_http *h, const char *schedule,
+                             double missed);
+void rl_http_scheduler_state(struct rl_http *h, int active,
+                             long long published);
+
 /* The process is shutting down: /readyz answers 503 from now on. */
 void rl_http_stopping(struct rl_http *h);
 

@@ -28,6 +28,13 @@ static const struct family_def families[] = {
     {"runledger_process_start_time_seconds", RL_METRIC_GAUGE,
      "start time of the process since the Unix epoch"},
     {"runledger_ready", RL_METRIC_GAUGE, "1 when /readyz answers 200"},
+    {"runledger_schedule_windows_missed", RL_METRIC_GAUGE,
+     "windows of a schedule in the audited period (7 days, up to the "
+     "scheduler's --audit-grace ago) with no registered run, by schedule"},
+    {"runledger_scheduler_active", RL_METRIC_GAUGE,
+     "1 while this scheduler holds the scheduler lease"},
+    {"runledger_scheduler_events_total", RL_METRIC_COUNTER,
+     "window events this scheduler published and the broker acknowledged"},
     {"runledger_postgres_up", RL_METRIC_GAUGE,
      "1 when the last PostgreSQL check succeeded"},
     {"runledger_kafka_group_joined", RL_METRIC_GAUGE,

@@ -2553,6 +2553,47 @@ ALTER TABLE ONLY runs ALTER COLUMN raw_input SET COMPRESSION lz4;
 ALTER TABLE ONLY runs ALTER COLUMN output SET COMPRESSION lz4;
 ALTER TABLE ONLY runs ALTER COLUMN proposal SET COMPRESSION lz4;
 
+CREATE TABLE schedule_pauses (
+    schedule text NOT NULL,
+    paused_at timestamp with time zone NOT NULL,
+    resumed_at timestamp with time zone
+);
+
+CREATE TABLE scheduler_lease (
+    id integer NOT NULL,
+    holder text NOT NULL,
+    epoch bigint NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    CONSTRAINT scheduler_lease_id_check CHECK ((id = 1))
+);
+
+CREATE TABLE schedules (
+    name text NOT NULL,
+    job text NOT NULL,
+    tenant text NOT NULL,
+    cron text NOT NULL,
+    timezone text DEFAULT 'UTC'::text NOT NULL,
+    version text NOT NULL,
+    window_duration text NOT NULL,
+    request text NOT NULL,
+    input text,
+    notify text,
+    catchup text DEFAULT 'latest'::text NOT NULL,
+    catchup_window_s bigint DEFAULT 86400 NOT NULL,
+    audit_only boolean DEFAULT false NOT NULL,
+    paused boolean DEFAULT false NOT NULL,
+    published_through timestamp with time zone DEFAULT now() NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_by text DEFAULT ''::text NOT NULL,
+    CONSTRAINT schedules_catchup_known CHECK ((catchup = ANY (ARRAY['skip'::text, 'latest'::text, 'all'::text]))),
+    CONSTRAINT schedules_catchup_window_s_check CHECK ((catchup_window_s >= 0)),
+    CONSTRAINT schedules_job_check CHECK ((job <> ''::text)),
+    CONSTRAINT schedules_name_form CHECK ((name ~ '^[a-z0-9][a-z0-9_.-]{0,62}$'::text)),
+    CONSTRAINT schedules_tenant_check CHECK ((tenant <> ''::text)),
+    CONSTRAINT schedules_version_check CHECK ((version <> ''::text))
+);
+
 CREATE TABLE schema_functions (
     name text NOT NULL,
     checksum text NOT NULL,
@@ -2655,6 +2696,15 @@ ALTER TABLE runs
 ALTER TABLE runs
     ADD CONSTRAINT runs_run_id_is_sha256_hex CHECK (((octet_length(run_id) = 64) AND (run_id ~ '^[0-9a-f]+$'::text))) NOT VALID;
 
+ALTER TABLE ONLY schedule_pauses
+    ADD CONSTRAINT schedule_pauses_pkey PRIMARY KEY (schedule, paused_at);
+
+ALTER TABLE ONLY scheduler_lease
+    ADD CONSTRAINT scheduler_lease_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY schedules
+    ADD CONSTRAINT schedules_pkey PRIMARY KEY (name);
+
 ALTER TABLE ONLY schema_functions
     ADD CONSTRAINT schema_functions_pkey PRIMARY KEY (name);
 
@@ -2745,3 +2795,6 @@ ALTER TABLE ONLY outbox
 
 ALTER TABLE ONLY run_decisions
     ADD CONSTRAINT run_decisions_run_id_fkey FOREIGN KEY (run_id) REFERENCES runs(run_id);
+
+ALTER TABLE ONLY schedule_pauses
+    ADD CONSTRAINT schedule_pauses_schedule_fkey FOREIGN KEY (schedule) REFERENCES schedules(name) ON DELETE CASCADE;

@@ -40,6 +40,10 @@ int rl_cmd_prices(int argc, char **argv);
 /* `report`: runs, generations and tokens of a period. */
 int rl_cmd_report(int argc, char **argv);
 
+/* `schedules`: schedules in the ledger, their gaps and backfill
+ * (cmd_schedules.c). */
+int rl_cmd_schedules(int argc, char **argv);
+
 /* `publish`: validate schedule events and produce them to Kafka. */
 int rl_cmd_publish(int argc, char **argv);
 

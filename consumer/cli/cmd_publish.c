@@ -66,10 +66,8 @@ static const char usage_text[] =
 "the run ID is the same); 2 bad usage or an invalid event (nothing sent).\n";
 /* clang-format on */
 
-/* A flag value "@path" is the file's content, else the text itself.
- * Returns a malloc'd string or NULL with errstr set. */
-static char *
-value_or_file(const char *arg, char *errstr, size_t errstr_size)
+char *
+rl_cli_value_or_file(const char *arg, char *errstr, size_t errstr_size)
 {
     FILE *fp;
     char *buf = NULL;
@@ -119,7 +117,7 @@ static int
 add_json(cJSON *obj, const char *name, const char *arg, char *errstr,
          size_t errstr_size)
 {
-    char *text = value_or_file(arg, errstr, errstr_size);
+    char *text = rl_cli_value_or_file(arg, errstr, errstr_size);
     cJSON *item;
 
     if (!text)

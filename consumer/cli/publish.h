@@ -16,6 +16,10 @@ struct rl_cli_event {
     struct rl_event *ev;
 };
 
+/* A flag value "@path" is the file's content, else the text itself.
+ * Returns a malloc'd string or NULL with errstr set. */
+char *rl_cli_value_or_file(const char *arg, char *errstr, size_t errstr_size);
+
 /* Validates len bytes of text exactly as the consumer does (rl_event_parse
  * with the default limits and max_bytes, RUNLEDGER_MAX_EVENT_BYTES).
  * Returns the event (free with rl_event_destroy) or NULL with reason and

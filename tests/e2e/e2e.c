@@ -221,8 +221,9 @@ e2e_flush(struct e2e *t)
 
 /* With RL_TEST_DB_ROLES=1, a component connects as a login of its own
  * role (tests/support/rltest_roles.h): `consume` as the worker's (and the
- * relay's, unless its relay thread is off), `receive` as the worker's,
- * `relay` and `console` as theirs; the CLI keeps the migrating user. */
+ * relay's, unless its relay thread is off), `receive` and `scheduler` as
+ * the worker's, `relay` and `console` as theirs; the CLI keeps the
+ * migrating user. */
 static void
 role_database_url(struct e2e *t, const char *cmd, const char *const *extra_env,
                   char *var, size_t size)
@@ -238,7 +239,7 @@ role_database_url(struct e2e *t, const char *cmd, const char *const *extra_env,
         }
     } else if (strcmp(cmd, "relay") == 0 || strcmp(cmd, "console") == 0) {
         component = cmd;
-    } else if (strcmp(cmd, "receive") == 0) {
+    } else if (strcmp(cmd, "receive") == 0 || strcmp(cmd, "scheduler") == 0) {
         component = "worker";
     }
     if (!component)

@@ -14,11 +14,13 @@
 #   5. waits, bounded, until the ledger and the consumer group have settled
 #   6. shows the runs table, the duplicates suppressed, the notifications and
 #      dead letters on their topics, and the failed run
-#   7. serves the web console (`runledger console`), prints its address and
+#   7. a schedule in the ledger whose CronJob-style publisher misses a
+#      window: `schedules gaps` finds it, `schedules backfill` closes it
+#   8. serves the web console (`runledger console`), prints its address and
 #      a sign-in token, and approves an approval-required run through it as
 #      a browser would (RL_DEMO_CONSOLE_WAIT=SECONDS first leaves that long
 #      to approve it yourself)
-#   8. SIGTERMs the console and consumers, stops the services — on every way out,
+#   9. SIGTERMs the console and consumers, stops the services — on every way out,
 #      also after a failure or Ctrl-C (the exit code stays the demo's)
 #
 # Files: $RL_DEMO_DIR/events/ (the sample requests), logs/ (consumer,
@@ -748,6 +750,57 @@ echo "  \$ runledger runs show $failed_id"
 echo
 echo "  A rejected request is not retried: fix it and publish a new --version,"
 echo "  or \`runledger runs retry $failed_id\` to run the same request again."
+
+section "A schedule, a missed window, a backfill"
+# The ledger knows the schedule; a CronJob-style publisher sends its
+# windows and misses one; the audit finds it and backfill publishes it.
+# Windows of 5 s (a six-field cron, a test switch) so the demo need not
+# wait for minutes; in production a schedule has five fields.
+export RL_TEST_CRON_SECONDS=1
+digest_flags=(--job minute-digest --tenant "$globex" --version v1
+    --window PT5S --request "@$evdir/daily-digest.json")
+echo "  \$ runledger schedules set globex-digest --cron '*/5 * * * * *' \\"
+echo "        --job minute-digest --tenant $globex --version v1 --window PT5S \\"
+echo "        --request @daily-digest.json --audit-only   # published by a CronJob"
+"$bin" schedules set globex-digest --cron '*/5 * * * * *' --audit-only \
+    "${digest_flags[@]}" 2>>"$logs/cli.log" | indent ||
+    fail "runledger schedules set failed"
+# Three windows: the first and the third published as a CronJob would
+# (`publish --now --window PT5S`, one second into the window), the second
+# not (its controller was down).
+for w in 1 2 3; do
+    sleep "$(python3 -c 'import time; print(5 - time.time() % 5 + 1)')"
+    if [ "$w" = 2 ]; then
+        echo "  window $w: not published (the CronJob's controller was down)"
+        continue
+    fi
+    publish --now "${digest_flags[@]}"
+    echo "  window $w: \$ runledger publish --now --window PT5S ...   -> ${ids[0]:0:16}..."
+done
+"$bin" schedules pause globex-digest 2>>"$logs/cli.log" >/dev/null ||
+    fail "runledger schedules pause failed"
+gaps_json() {
+    "$bin" schedules gaps globex-digest --since PT2M --grace PT0S --json 2>>"$logs/cli.log"
+}
+deadline=$((SECONDS + 30))
+until [ "$(gaps_json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')" = 1 ]; do
+    ((SECONDS < deadline)) || fail "the audit did not settle on one missing window"
+    sleep 0.5
+done
+echo "  \$ runledger schedules gaps --grace PT0S"
+"$bin" schedules gaps globex-digest --since PT2M --grace PT0S 2>>"$logs/cli.log" | indent
+missed=$(gaps_json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["window"])')
+echo "  \$ runledger schedules backfill globex-digest --from $missed --to $missed"
+"$bin" schedules backfill globex-digest --from "$missed" --to "$missed" \
+    2>>"$logs/cli.log" | indent || fail "runledger schedules backfill failed"
+deadline=$((SECONDS + 30))
+until [ "$(gaps_json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')" = 0 ]; do
+    ((SECONDS < deadline)) || fail "the backfilled window got no run"
+    sleep 0.5
+done
+echo "  \$ runledger schedules gaps --grace PT0S   # the window has its run now"
+"$bin" schedules gaps globex-digest --since PT2M --grace PT0S 2>>"$logs/cli.log" | indent
+unset RL_TEST_CRON_SECONDS
 
 section "An approval in the web console"
 setsid "$bin" console --listen "127.0.0.1:$console_port" >"$logs/console.log" 2>&1 </dev/null 8>&- &

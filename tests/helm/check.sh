@@ -448,7 +448,8 @@ for docs, ns in ((mon, "runledger"), (allon, "monitoring")):
                 "RunledgerNotReady", "RunledgerAbsent",
                 "RunledgerConsumerLagGrowing", "RunledgerOutboxDeliveryDelayed",
                 "RunledgerOutboxBacklogGrowing", "RunledgerOutboxRelayStalled",
-                "RunledgerDeadLetters", "RunledgerRunsFailing"}
+                "RunledgerDeadLetters", "RunledgerRunsFailing",
+                "RunledgerScheduleWindowsMissed"}
         extra = "RunledgerAmbiguousAttempts" if docs is mon else "RunledgerRebalancing"
         got = {r.get("alert") for r in rules}
         if got != want | {extra}:
@@ -903,8 +904,10 @@ notes_case() { # <title> <text> [helm args...]
 notes_case "warn about consumers beyond the partition count" \
     "consumer.replicaCount=8 exceeds kafka.topicPartitions=6" \
     "${base[@]}" --set consumer.replicaCount=8
+notes_case "list the schedules and their gaps command" \
+    "runledger schedules gaps" -f "$chart/ci/all-on-values.yaml"
 notes_case "list the schedules' CronJobs" "rl-runledger-acme-daily-summary" \
-    -f "$chart/ci/all-on-values.yaml"
+    -f "$chart/ci/all-on-values.yaml" --set scheduler.enabled=false
 
 # README.md documents every value of values.yaml.
 [ -f "$chart/README.md" ] || die "no $chart/README.md"

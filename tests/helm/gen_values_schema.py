@@ -28,6 +28,7 @@ STRING_MAPS = {
     "commonLabels", "commonAnnotations", "serviceAccount.annotations",
     "metrics.service.annotations", "metrics.serviceMonitor.labels",
     "consumer.podLabels", "consumer.podAnnotations", "relay.podLabels",
+    "scheduler.podLabels", "scheduler.podAnnotations", "scheduler.nodeSelector",
     "relay.podAnnotations", "migration.podAnnotations",
     "consumer.nodeSelector", "relay.nodeSelector", "migration.nodeSelector",
     "metrics.grafanaDashboard.labels", "metrics.grafanaDashboard.annotations",
@@ -40,6 +41,7 @@ STRING_MAPS = {
 OPEN_OBJECTS = {
     "podSecurityContext", "containerSecurityContext", "consumer.resources",
     "relay.resources", "migration.resources", "scheduleDefaults.resources",
+    "scheduler.resources", "scheduler.affinity", "scheduler.updateStrategy",
     "consumer.affinity", "relay.affinity", "migration.affinity",
     "consumer.updateStrategy", "relay.updateStrategy", "keda.advanced",
     "keda.fallback", "receiver.resources", "receiver.affinity",
@@ -129,6 +131,12 @@ OVERRIDES = {
     "extraEnv": env_list(),
     "consumer.extraEnv": env_list(),
     "relay.extraEnv": env_list(),
+    "scheduler.extraEnv": env_list(),
+    "scheduler.replicaCount": rng(0, 100),
+    "scheduler.revisionHistoryLimit": rng(0, 1000),
+    "scheduler.tolerations": objects(),
+    "scheduler.catchup": {"type": "string",
+                          "enum": ["skip", "latest", "all"]},
     "extraEnvFrom": objects(),
     "consumer.replicaCount": rng(0, 100000),
     "relay.replicaCount": rng(0, 1000),
@@ -145,6 +153,7 @@ OVERRIDES = {
     "migration.tolerations": objects(),
     "consumer.topologySpreadConstraints": objects(),
     "relay.topologySpreadConstraints": objects(),
+    "scheduler.topologySpreadConstraints": objects(),
     "migration.backoffLimit": rng(0, 100),
     "migration.activeDeadlineSeconds": rng(1, 86400),
     # runledger migrate --wait takes 0 to 3600.
@@ -264,6 +273,16 @@ OVERRIDES = {
                            "items": {"type": "string", "minLength": 1},
                            "description": "outbox channels to notify on "
                            "completion"},
+                "catchup": {"type": "string",
+                            "enum": ["skip", "latest", "all"],
+                            "description": "windows missed while no "
+                            "scheduler ran: none, the last one, all"},
+                "catchupWindow": {"type": "string", "pattern": ISO_DURATION,
+                                  "description": "no missed window older "
+                                  "than this is published"},
+                "auditOnly": {"type": "boolean",
+                              "description": "someone else publishes; the "
+                              "ledger only audits the windows"},
             },
         },
     },

@@ -52,7 +52,14 @@ Operate
   kubectl -n {{ .Release.Namespace }} exec deploy/{{ include "runledger.fullname" . }}-consumer -- runledger runs list --status unknown
   kubectl -n {{ .Release.Namespace }} exec deploy/{{ include "runledger.fullname" . }}-consumer -- runledger runs show RUN_ID
   helm test {{ .Release.Name }} -n {{ .Release.Namespace }}
-{{- if .Values.schedules }}
+{{- if and .Values.schedules .Values.scheduler.enabled }}
+
+Schedules (in the ledger; published by deploy/{{ include "runledger.fullname" . }}-scheduler, one active replica)
+{{- range .Values.schedules }}
+  {{ .name }}: "{{ .cron }}"{{ with .timeZone }} {{ . }}{{ end }}  job={{ .job }} tenant={{ .tenant }} version={{ .version }} window={{ .window }}
+{{- end }}
+  Windows without a run: kubectl -n {{ .Release.Namespace }} exec deploy/{{ include "runledger.fullname" . }}-scheduler -- runledger schedules gaps
+{{- else if .Values.schedules }}
 
 Schedules (CronJobs running `runledger publish --now --window ...`)
 {{- range .Values.schedules }}
