@@ -679,3 +679,33 @@ done:
     }
     return ev;
 }
+
+int
+rl_event_add_notify(cJSON *ev, const char *channels, char *errstr,
+                    size_t errstr_size)
+{
+    cJSON *arr = cJSON_AddArrayToObject(ev, "notify");
+    const char *p = channels;
+
+    while (arr && *p) {
+        size_t len = strcspn(p, ",");
+        char name[256];
+
+        if (len >= sizeof(name)) {
+            rl_set_err(errstr, errstr_size,
+                       "invalid_notify: channel name too long");
+            return RL_ERR_INVALID;
+        }
+        memcpy(name, p, len);
+        name[len] = '\0';
+        cJSON_AddItemToArray(arr, cJSON_CreateString(name));
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    if (!arr) {
+        rl_set_err(errstr, errstr_size, "out of memory");
+        return RL_ERR_NOMEM;
+    }
+    return 0;
+}

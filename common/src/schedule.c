@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "rl/err.h"
+#include "rl/event.h"
 #include "rl/timefmt.h"
 #include "rl/tz.h"
 
@@ -111,25 +112,8 @@ rl_schedule_event(const struct rl_schedule *s, int64_t start, char *errstr,
     }
     cJSON_AddItemToObject(ev, "request", item);
     if (s->notify && *s->notify) {
-        cJSON *arr = cJSON_AddArrayToObject(ev, "notify");
-        const char *p = s->notify;
-
-        while (arr && *p) {
-            size_t len = strcspn(p, ",");
-            char name[256];
-
-            if (len >= sizeof(name)) {
-                rl_set_err(errstr, errstr_size,
-                           "invalid_notify: channel name too long");
-                goto done;
-            }
-            memcpy(name, p, len);
-            name[len] = '\0';
-            cJSON_AddItemToArray(arr, cJSON_CreateString(name));
-            p += len;
-            if (*p == ',')
-                p++;
-        }
+        if (rl_event_add_notify(ev, s->notify, errstr, errstr_size) != 0)
+            goto done;
     }
     text = cJSON_PrintUnformatted(ev);
     if (!text)

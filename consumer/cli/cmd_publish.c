@@ -174,25 +174,8 @@ event_from_flags(const struct flags *f, char *errstr, size_t errstr_size)
     if (add_json(ev, "request", f->request, errstr, errstr_size))
         goto done;
     if (f->notify) {
-        cJSON *arr = cJSON_AddArrayToObject(ev, "notify");
-        const char *p = f->notify;
-
-        while (arr && *p) {
-            size_t len = strcspn(p, ",");
-            char name[256];
-
-            if (len >= sizeof(name)) {
-                snprintf(errstr, errstr_size,
-                         "invalid_notify: channel name too long");
-                goto done;
-            }
-            memcpy(name, p, len);
-            name[len] = '\0';
-            cJSON_AddItemToArray(arr, cJSON_CreateString(name));
-            p += len;
-            if (*p == ',')
-                p++;
-        }
+        if (rl_event_add_notify(ev, f->notify, errstr, errstr_size) != 0)
+            goto done;
     }
     text = cJSON_PrintUnformatted(ev);
     if (!text)

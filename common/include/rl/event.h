@@ -62,4 +62,12 @@ struct rl_event *rl_event_parse(const void *value, size_t len,
 /* Frees ev and everything it owns; NULL is accepted. */
 void rl_event_destroy(struct rl_event *ev);
 
+/* Adds "notify": the channels of a comma-separated list (channels, not
+ * NULL; "" gives an empty array) to the event object ev being built, as
+ * `runledger publish` and the scheduler write it. Returns 0,
+ * RL_ERR_INVALID (a channel name of 256 bytes or more: "invalid_notify:
+ * ..." in errstr) or RL_ERR_NOMEM. */
+int rl_event_add_notify(cJSON *ev, const char *channels, char *errstr,
+                        size_t errstr_size);
+
 #endif /* RL_EVENT_H */
