@@ -50,6 +50,9 @@ release=runledger
 host_ip=198.18.0.1
 
 t_start=$SECONDS
+# A command that ends the run through set -e says which it was.
+set -E
+trap 'log "line $LINENO: \"$BASH_COMMAND\" failed (exit $?)"' ERR
 log() { printf '%s: %s\n' "$prog" "$*" >&2; }
 die() {
     log "$*"
@@ -157,8 +160,8 @@ image_ref=$(ctrc images ls -q | grep -E "(^|/)runledger:$rl_version\$" | head -n
 case "$image_ref" in
 */*/*) ;;
 localhost/* | *.*/* | *:*/*) ;;
-*/*) ctrc images tag "$image_ref" "docker.io/$image_ref" >/dev/null && image_ref=docker.io/$image_ref ;;
-*) ctrc images tag "$image_ref" "docker.io/library/$image_ref" >/dev/null && image_ref=docker.io/library/$image_ref ;;
+*/*) ctrc images tag --force "$image_ref" "docker.io/$image_ref" >/dev/null && image_ref=docker.io/$image_ref ;;
+*) ctrc images tag --force "$image_ref" "docker.io/library/$image_ref" >/dev/null && image_ref=docker.io/library/$image_ref ;;
 esac
 figure "image $image_ref imported in $((SECONDS - t0)) s"
 # image.registry as the chart composes it: <registry>/runledger:<tag>; the
@@ -375,7 +378,9 @@ test_install() {
     if [ "$code" != 200 ]; then
         fail "install: the console's /healthz answered $code through kubectl port-forward"
     else
-        token=$(kc -n "$ns" exec "deploy/$release-console" -- runledger users add k8s-test --role approver | tail -n 1)
+        token=$(kc -n "$ns" exec "deploy/$release-console" -- runledger users add k8s-test \
+            --role approver 2>"$dir/log/users-add.log" | tail -n 1) || true
+        [ -n "$token" ] || fail "install: runledger users add printed no token: $(cat "$dir/log/users-add.log")"
         t0=$SECONDS
         out=$(python3 "$here/console_browser.py" "http://127.0.0.1:$port" "$token" "$dir/log/console-approvals.png") && rc=0 || rc=$?
         case "$rc" in
@@ -505,56 +510,81 @@ PY
 
 # --- upgrade --------------------------------------------------------------
 
-# sample FILE: every 0.5 s until killed, one line per consumer pod:
-# "<seconds> <pod> <image> <ready> <deleting> <restarts>", and a line
-# "<seconds> running <runs running>".
+# sample DIR: until killed, every change of a consumer pod as the API
+# watch reports it (DIR/watch.json) and, every 0.5 s, "<epoch> <runs
+# running>" (DIR/running).
 sample() {
-    local t0=$SECONDS
+    mkdir -p "$1"
+    kc -n "$ns" get pods -l app.kubernetes.io/component=consumer -w -o json \
+        --output-watch-events >"$1/watch.json" 2>/dev/null &
+    local watch=$!
+    trap 'kill $watch 2>/dev/null; exit 0' TERM
     while :; do
-        kc -n "$ns" get pods -l app.kubernetes.io/component=consumer -o jsonpath='{range .items[*]}{.metadata.name} {.spec.containers[0].image} {.status.conditions[?(@.type=="Ready")].status} {.metadata.deletionTimestamp} {.status.containerStatuses[0].restartCount}{"\n"}{end}' 2>/dev/null |
-            awk -v t=$((SECONDS - t0)) 'NF { d = (NF == 5) ? "deleting" : "-"; print t, $1, $2, $3, d, $NF }'
-        echo "$((SECONDS - t0)) running $(q "SELECT count(*) FROM runs WHERE status = 'running'" 2>/dev/null)"
+        echo "$(date +%s) $(q "SELECT count(*) FROM runs WHERE status = 'running'" 2>/dev/null || echo '?')"
         sleep 0.5
-    done >>"$1"
+    done >"$1/running"
 }
 
-# rolls FILE: checks the samples of one rollout: never more than one
-# consumer down (not Ready or deleting) at once, no restarts; prints the
-# runs in flight each time an old pod began to end.
+# rolls DIR: from sample's files, "WORST RESTARTS ENDS": the most consumers
+# down at once (not Ready, or being deleted) once the rollout began, the
+# most restarts of any consumer container, and for each pod that was
+# ended, the runs in flight when it was told to stop.
 rolls() {
-    python3 - "$1" <<'PY'
-import sys, collections
-snap = collections.defaultdict(dict)
-running = {}
-for line in open(sys.argv[1]):
-    f = line.split()
-    if f[1] == "running":
-        running[int(f[0])] = f[2]
-        continue
-    snap[int(f[0])][f[1]] = f[2:]
-worst, restarts, ends, seen = 0, 0, [], set()
-for t in sorted(snap):
-    pods = snap[t]
-    up = sum(1 for p in pods.values() if p[1] == "True" and p[2] == "-")
-    worst = max(worst, 2 - up)
-    restarts = max([restarts] + [int(p[3]) for p in pods.values()])
-    for name, p in pods.items():
-        if p[2] == "deleting" and name not in seen:
-            seen.add(name)
-            ends.append("%s at %ds with %s runs running" % (name, t, running.get(t, "?")))
-print("%d %d %s" % (worst, restarts, "; ".join(ends)))
+    python3 - "$1" "$2" <<'PY'
+import json, sys, datetime
+d, want = sys.argv[1], int(sys.argv[2])
+text, dec, i, events = open(d + "/watch.json").read(), json.JSONDecoder(), 0, []
+while True:
+    while i < len(text) and text[i].isspace():
+        i += 1
+    if i >= len(text):
+        break
+    obj, i = dec.raw_decode(text, i)
+    events.append(obj)
+running = []
+for line in open(d + "/running"):
+    t, n = line.split()
+    running.append((int(t), n))
+def epoch(ts):
+    return datetime.datetime.strptime(ts, "%Y-%m-%dT%H:%M:%SZ").replace(
+        tzinfo=datetime.timezone.utc).timestamp()
+pods, worst, restarts, ends, started = {}, 0, 0, [], False
+for ev in events:
+    o = ev["object"]
+    name, meta = o["metadata"]["name"], o["metadata"]
+    if ev["type"] == "DELETED":
+        pods.pop(name, None)
+    else:
+        ready = any(c["type"] == "Ready" and c["status"] == "True"
+                    for c in o.get("status", {}).get("conditions", []))
+        deleting = "deletionTimestamp" in meta
+        if deleting and not pods.get(name, (0, False))[1]:
+            asked = epoch(meta["deletionTimestamp"]) - meta.get("deletionGracePeriodSeconds", 0)
+            n = [r for t, r in running if t <= asked]
+            ends.append("%s: %s runs running" % (name.rsplit("-", 1)[-1], n[-1] if n else "?"))
+        pods[name] = (ready, deleting)
+        for cs in o.get("status", {}).get("containerStatuses", []):
+            restarts = max(restarts, cs.get("restartCount", 0))
+    up = sum(1 for r, dl in pods.values() if r and not dl)
+    if up < want or len(pods) != want:
+        started = True
+    if started:
+        worst = max(worst, want - up)
+print(worst, restarts, "; ".join(ends) or "none")
 PY
 }
 
 test_upgrade() {
     local tag=$rl_version-k8s-upgrade t0 worst restarts ends lost doubled sampler
+    # The image as the chart names it (image.registry + repository).
+    local chart_image=${image_registry:+$image_registry/}runledger
     await_consumers_ready 2 || kc -n "$ns" scale "deploy/$release-consumer" --replicas=2 >/dev/null
     await_consumers_ready 2 || fail "upgrade: 2 consumers not Ready at the start"
     # A new tag of the same image: the rollout, the hook and the
     # side-by-side run are what is under test.
-    ctrc images tag "$image_ref" "${image_ref%:*}:$tag" >/dev/null
+    ctrc images tag --force "$image_ref" "${image_ref%:*}:$tag" >/dev/null
     publish 40 3000 upgrade || fail "upgrade: publish failed"
-    : >"$dir/log/upgrade-samples"
+    rm -rf "$dir/log/upgrade-samples"
     sample "$dir/log/upgrade-samples" &
     sampler=$!
     t0=$SECONDS
@@ -564,13 +594,13 @@ test_upgrade() {
         fail "upgrade: helm upgrade to $tag failed"
     fi
     figure "helm upgrade to image tag $tag: $((SECONDS - t0)) s"
-    kill "$sampler" 2>/dev/null
+    kill "$sampler" 2>/dev/null || true
     wait "$sampler" 2>/dev/null || true
-    read -r worst restarts ends <<<"$(rolls "$dir/log/upgrade-samples")"
-    figure "upgrade rolls: $ends"
+    read -r worst restarts ends <<<"$(rolls "$dir/log/upgrade-samples" 2)"
+    figure "upgrade: pods ended one at a time, runs in flight as each was told to stop: $ends"
     [ "$worst" -le 1 ] || fail "upgrade: $worst consumers were down at once"
     [ "$restarts" = 0 ] || fail "upgrade: a consumer restarted $restarts times"
-    [ "$(kc -n "$ns" get deploy "$release-consumer" -o jsonpath='{.spec.template.spec.containers[0].image}')" = "${image_ref%:*}:$tag" ] ||
+    [ "$(kc -n "$ns" get deploy "$release-consumer" -o jsonpath='{.spec.template.spec.containers[0].image}')" = "$chart_image:$tag" ] ||
         fail "upgrade: the consumers do not run $tag"
     await_runs upgrade 240 || true
     read -r lost doubled <<<"$(lost_doubled upgrade)"
@@ -584,8 +614,8 @@ test_upgrade() {
         fail "upgrade: helm rollback failed"
     fi
     figure "helm rollback: $((SECONDS - t0)) s"
-    [ "$(kc -n "$ns" get deploy "$release-consumer" -o jsonpath='{.spec.template.spec.containers[0].image}')" = "$image_ref" ] ||
-        fail "upgrade: the rollback did not bring back $image_ref"
+    [ "$(kc -n "$ns" get deploy "$release-consumer" -o jsonpath='{.spec.template.spec.containers[0].image}')" = "$chart_image:$rl_version" ] ||
+        fail "upgrade: the rollback did not bring back $chart_image:$rl_version"
     await_runs rollback 240 || true
     read -r lost doubled <<<"$(lost_doubled rollback)"
     figure "rollback under load: $lost lost, $doubled doubled of 20"
