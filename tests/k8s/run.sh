@@ -107,7 +107,8 @@ teardown() {
         kill "$stub_pid" 2>/dev/null && wait "$stub_pid" 2>/dev/null
     fi
     "$here/cluster.sh" down "$dir" >&2
-    "$root/tests/harness/kafka.sh" stop "$svc_dir/kafka" >/dev/null 2>&1
+    # Throwaway data: no controlled shutdown (up to a minute) is needed.
+    "$root/tests/harness/kafka.sh" kill "$svc_dir/kafka" >/dev/null 2>&1
     "$root/tests/harness/pg.sh" destroy "$svc_dir/pg" >/dev/null 2>&1
     log "torn down; total $((SECONDS - t_start))s"
     exit "$rc"
@@ -119,7 +120,7 @@ trap 'exit 143' TERM
 # A run killed before its teardown left a cluster and services: stop them
 # first.
 "$here/cluster.sh" down "$dir" >/dev/null 2>&1 || true
-"$root/tests/harness/kafka.sh" stop "$svc_dir/kafka" >/dev/null 2>&1 || true
+"$root/tests/harness/kafka.sh" kill "$svc_dir/kafka" >/dev/null 2>&1 || true
 "$root/tests/harness/pg.sh" destroy "$svc_dir/pg" >/dev/null 2>&1 || true
 "$here/cluster.sh" up "$dir"
 figure "node Ready after $(cat "$dir/up-seconds") s (cluster start)"
@@ -281,8 +282,10 @@ lost_doubled() {
 
 # notified TAG: how many of TAG's run IDs appear on the notification topic.
 notified() {
-    kcat -C -b "$kafka" -t runledger.notifications -e -q -f '%s\n' 2>/dev/null |
-        grep -o -F -f "$dir/runs-$1" | sort -u | wc -l
+    local found
+    found=$(kcat -C -b "$kafka" -t runledger.notifications -e -q -f '%s\n' 2>/dev/null |
+        grep -o -F -f "$dir/runs-$1" | sort -u) || true
+    if [ -n "$found" ]; then wc -l <<<"$found"; else echo 0; fi
 }
 
 consumers() {
@@ -456,7 +459,8 @@ test_disruption() {
         kc -n "$ns" get pod "$victim" -w -o json >"$dir/log/delete-watch.json" 2>/dev/null &
         local watch_pid=$!
         t0=$(date +%s.%N)
-        kc -n "$ns" delete pod "$victim" --wait=true --timeout=300s >/dev/null
+        kc -n "$ns" delete pod "$victim" --wait=true --timeout=300s >/dev/null ||
+            fail "disruption: kubectl delete pod $victim failed"
         local took
         took=$(python3 -c "import time; print(round(time.time() - $t0, 1))")
         kill "$watch_pid" 2>/dev/null
@@ -583,7 +587,7 @@ test_upgrade() {
     # A new tag of the same image: the rollout, the hook and the
     # side-by-side run are what is under test.
     ctrc images tag --force "$image_ref" "${image_ref%:*}:$tag" >/dev/null
-    publish 40 3000 upgrade || fail "upgrade: publish failed"
+    publish 40 15000 upgrade || fail "upgrade: publish failed"
     rm -rf "$dir/log/upgrade-samples"
     sample "$dir/log/upgrade-samples" &
     sampler=$!
@@ -607,13 +611,22 @@ test_upgrade() {
     figure "upgrade under load: $lost lost, $doubled doubled of 40"
     [ "$lost" = 0 ] && [ "$doubled" = 0 ] || fail "upgrade: lost $lost / doubled $doubled runs"
 
+    publish 20 10000 rollback || fail "upgrade: publish failed"
+    rm -rf "$dir/log/rollback-samples"
+    sample "$dir/log/rollback-samples" &
+    sampler=$!
     t0=$SECONDS
-    publish 20 2000 rollback || fail "upgrade: publish failed"
     if ! helm rollback "$release" -n "$ns" --wait --timeout 5m >"$dir/log/rollback.log" 2>&1; then
         tail -n 20 "$dir/log/rollback.log" >&2
         fail "upgrade: helm rollback failed"
     fi
     figure "helm rollback: $((SECONDS - t0)) s"
+    kill "$sampler" 2>/dev/null || true
+    wait "$sampler" 2>/dev/null || true
+    read -r worst restarts ends <<<"$(rolls "$dir/log/rollback-samples" 2)"
+    figure "rollback: runs in flight as each pod was told to stop: $ends"
+    [ "$worst" -le 1 ] || fail "upgrade: $worst consumers were down at once during the rollback"
+    [ "$restarts" = 0 ] || fail "upgrade: a consumer restarted $restarts times during the rollback"
     [ "$(kc -n "$ns" get deploy "$release-consumer" -o jsonpath='{.spec.template.spec.containers[0].image}')" = "$chart_image:$rl_version" ] ||
         fail "upgrade: the rollback did not bring back $chart_image:$rl_version"
     await_runs rollback 240 || true
