@@ -93,12 +93,14 @@ archive=$build_dir/runledger-$rl_version.oci.tar
 mkdir -p "$dir/log"
 svc_dir=$dir/services
 stub_pid=
+sample_pids=()
 
 teardown() {
     local rc=$?
     set +e
     trap - EXIT INT TERM
     if [ -n "${pf_pid:-}" ]; then kill "$pf_pid" 2>/dev/null; fi
+    [ ${#sample_pids[@]} -eq 0 ] || sample_stop
     if [ "${K8S_KEEP:-0}" = 1 ]; then
         log "K8S_KEEP=1: the cluster stays up; stop it with: tests/k8s/cluster.sh down $dir"
         exit "$rc"
@@ -370,7 +372,7 @@ test_install() {
     # The console through its Service, via kubectl port-forward: the
     # approval page after a sign-in, in a real browser.
     port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-    kc -n "$ns" port-forward "svc/$release-console" "$port:8090" >"$dir/log/port-forward.log" 2>&1 &
+    kubectl -n "$ns" port-forward "svc/$release-console" "$port:8090" >"$dir/log/port-forward.log" 2>&1 &
     pf_pid=$!
     code=000
     for _ in $(seq 100); do
@@ -456,7 +458,7 @@ test_disruption() {
     else
         grace=$(kc -n "$ns" get pod "$victim" -o jsonpath='{.spec.terminationGracePeriodSeconds}')
         leases=$(q "SELECT count(*) FROM runs WHERE split_part(lock_owner, ':', 1) = '$victim'")
-        kc -n "$ns" get pod "$victim" -w -o json >"$dir/log/delete-watch.json" 2>/dev/null &
+        kubectl -n "$ns" get pod "$victim" -w -o json >"$dir/log/delete-watch.json" 2>/dev/null &
         local watch_pid=$!
         t0=$(date +%s.%N)
         kc -n "$ns" delete pod "$victim" --wait=true --timeout=300s >/dev/null ||
@@ -514,19 +516,27 @@ PY
 
 # --- upgrade --------------------------------------------------------------
 
-# sample DIR: until killed, every change of a consumer pod as the API
-# watch reports it (DIR/watch.json) and, every 0.5 s, "<epoch> <runs
-# running>" (DIR/running).
-sample() {
+# sample_start DIR: records, until sample_stop, every change of a consumer
+# pod as the API watch reports it (DIR/watch.json) and, every 0.5 s,
+# "<epoch> <runs running>" (DIR/running).
+sample_start() {
+    rm -rf "$1"
     mkdir -p "$1"
-    kc -n "$ns" get pods -l app.kubernetes.io/component=consumer -w -o json \
+    # kubectl itself, not through kc: $! is then its PID.
+    kubectl -n "$ns" get pods -l app.kubernetes.io/component=consumer -w -o json \
         --output-watch-events >"$1/watch.json" 2>/dev/null &
-    local watch=$!
-    trap 'kill $watch 2>/dev/null; exit 0' TERM
+    sample_pids=($!)
     while :; do
         echo "$(date +%s) $(q "SELECT count(*) FROM runs WHERE status = 'running'" 2>/dev/null || echo '?')"
         sleep 0.5
-    done >"$1/running"
+    done >"$1/running" &
+    sample_pids+=($!)
+}
+
+sample_stop() {
+    kill "${sample_pids[@]}" 2>/dev/null || true
+    wait "${sample_pids[@]}" 2>/dev/null || true
+    sample_pids=()
 }
 
 # rolls DIR: from sample's files, "WORST RESTARTS ENDS": the most consumers
@@ -553,7 +563,21 @@ def epoch(ts):
     return datetime.datetime.strptime(ts, "%Y-%m-%dT%H:%M:%SZ").replace(
         tzinfo=datetime.timezone.utc).timestamp()
 pods, worst, restarts, ends, started = {}, 0, 0, [], False
+# The watch opens with one ADDED per existing pod (some may still be
+# ending from an earlier rollout): the state is judged from the first
+# change after that burst on.
+burst = True
+def judge():
+    global worst, started
+    up = sum(1 for r, dl in pods.values() if r and not dl)
+    if up < want or len(pods) != want:
+        started = True
+    if started:
+        worst = max(worst, want - up)
 for ev in events:
+    if burst and ev["type"] != "ADDED":
+        burst = False
+        judge()
     o = ev["object"]
     name, meta = o["metadata"]["name"], o["metadata"]
     if ev["type"] == "DELETED":
@@ -562,24 +586,21 @@ for ev in events:
         ready = any(c["type"] == "Ready" and c["status"] == "True"
                     for c in o.get("status", {}).get("conditions", []))
         deleting = "deletionTimestamp" in meta
-        if deleting and not pods.get(name, (0, False))[1]:
+        if deleting and not burst and not pods.get(name, (0, False))[1]:
             asked = epoch(meta["deletionTimestamp"]) - meta.get("deletionGracePeriodSeconds", 0)
             n = [r for t, r in running if t <= asked]
             ends.append("%s: %s runs running" % (name.rsplit("-", 1)[-1], n[-1] if n else "?"))
         pods[name] = (ready, deleting)
         for cs in o.get("status", {}).get("containerStatuses", []):
             restarts = max(restarts, cs.get("restartCount", 0))
-    up = sum(1 for r, dl in pods.values() if r and not dl)
-    if up < want or len(pods) != want:
-        started = True
-    if started:
-        worst = max(worst, want - up)
+    if not burst:
+        judge()
 print(worst, restarts, "; ".join(ends) or "none")
 PY
 }
 
 test_upgrade() {
-    local tag=$rl_version-k8s-upgrade t0 worst restarts ends lost doubled sampler
+    local tag=$rl_version-k8s-upgrade t0 worst restarts ends lost doubled
     # The image as the chart names it (image.registry + repository).
     local chart_image=${image_registry:+$image_registry/}runledger
     await_consumers_ready 2 || kc -n "$ns" scale "deploy/$release-consumer" --replicas=2 >/dev/null
@@ -588,9 +609,7 @@ test_upgrade() {
     # side-by-side run are what is under test.
     ctrc images tag --force "$image_ref" "${image_ref%:*}:$tag" >/dev/null
     publish 40 15000 upgrade || fail "upgrade: publish failed"
-    rm -rf "$dir/log/upgrade-samples"
-    sample "$dir/log/upgrade-samples" &
-    sampler=$!
+    sample_start "$dir/log/upgrade-samples"
     t0=$SECONDS
     if ! helm upgrade "$release" ./helm/runledger -n "$ns" --reuse-values --wait --timeout 5m \
         --set image.tag="$tag" >"$dir/log/upgrade.log" 2>&1; then
@@ -598,8 +617,7 @@ test_upgrade() {
         fail "upgrade: helm upgrade to $tag failed"
     fi
     figure "helm upgrade to image tag $tag: $((SECONDS - t0)) s"
-    kill "$sampler" 2>/dev/null || true
-    wait "$sampler" 2>/dev/null || true
+    sample_stop
     read -r worst restarts ends <<<"$(rolls "$dir/log/upgrade-samples" 2)"
     figure "upgrade: pods ended one at a time, runs in flight as each was told to stop: $ends"
     [ "$worst" -le 1 ] || fail "upgrade: $worst consumers were down at once"
@@ -612,17 +630,14 @@ test_upgrade() {
     [ "$lost" = 0 ] && [ "$doubled" = 0 ] || fail "upgrade: lost $lost / doubled $doubled runs"
 
     publish 20 10000 rollback || fail "upgrade: publish failed"
-    rm -rf "$dir/log/rollback-samples"
-    sample "$dir/log/rollback-samples" &
-    sampler=$!
+    sample_start "$dir/log/rollback-samples"
     t0=$SECONDS
     if ! helm rollback "$release" -n "$ns" --wait --timeout 5m >"$dir/log/rollback.log" 2>&1; then
         tail -n 20 "$dir/log/rollback.log" >&2
         fail "upgrade: helm rollback failed"
     fi
     figure "helm rollback: $((SECONDS - t0)) s"
-    kill "$sampler" 2>/dev/null || true
-    wait "$sampler" 2>/dev/null || true
+    sample_stop
     read -r worst restarts ends <<<"$(rolls "$dir/log/rollback-samples" 2)"
     figure "rollback: runs in flight as each pod was told to stop: $ends"
     [ "$worst" -le 1 ] || fail "upgrade: $worst consumers were down at once during the rollback"
