@@ -32,9 +32,10 @@
 # doubled counts) and exits non-zero when any test failed.
 #
 # Environment: K8S_DIR, K8S_BIN (Kubernetes binaries to use instead of
-# building them), K8S_KEEP=1 (leave the cluster up for a look; `
-# tests/k8s/cluster.sh down DIR` stops it), K8S_TESTS (space-separated
-# subset of the tests above, default all).
+# building them), K8S_KEEP=1 (leave the cluster and services up for a
+# look; `tests/k8s/cluster.sh down DIR` stops the cluster), K8S_TESTS
+# (space-separated subset of the tests above, default all; the
+# quickstart installs what the others test).
 set -euo pipefail
 
 prog=test-k8s
