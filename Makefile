@@ -5,6 +5,8 @@
 #                       test-trixie)
 #   make test-trixie    the plain build and its ctest suite again inside a
 #                       Debian 13 root (its librdkafka, libpq, curl)
+#   make test-k8s       the Helm chart on a real single-node Kubernetes
+#                       (tests/k8s/run.sh)
 #   make build          plain build in $(BUILD_DIR)
 #   make build-asan     AddressSanitizer + UBSan build in $(ASAN_BUILD_DIR)
 #   make build-tsan     ThreadSanitizer build of what ctest-tsan runs, in
@@ -57,7 +59,7 @@ export RL_SERVICES_ENV := $(abspath $(SERVICES_ENV))
 .NOTPARALLEL:
 
 .PHONY: all deps build build-asan build-tsan services-up services-down \
-	format-check test test-trixie demo bench image image-smoke schema clean \
+	format-check test test-trixie test-k8s demo bench image image-smoke schema clean \
 	distclean interop
 
 all: build
@@ -114,6 +116,15 @@ test: deps format-check build build-asan build-tsan
 # host. The services it starts it stops; those already up stay.
 test-trixie: deps
 	tests/trixie/run.sh
+
+# `make test-k8s`: a real single-node Kubernetes (v1.34.4 built from the
+# Go module proxy, etcd/containerd/runc/CNI from Debian, cached under
+# $(RL_CACHE_DIR)/k8s-<version>) on a bridge of its own in 198.18.0.0/15;
+# the image `make image` builds; the chart installed as its README's quick
+# start says; install, disruption and security tests (tests/k8s/run.sh).
+# Everything it starts or changes on the machine it stops and restores.
+test-k8s: deps
+	tests/k8s/run.sh
 
 demo: deps build
 	$(HARNESS)/demo.sh

@@ -21,7 +21,9 @@
 # jars must be resolved: `KAFKA_VERSION=... tests/harness/deps.sh`),
 # KAFKA_LIBS_DIR (jar folder, default $RL_CACHE_DIR/kafka-<version>),
 # KAFKA_HEAP_OPTS (default -Xmx512m -Xms256m), KAFKA_START_TIMEOUT
-# (seconds, default 90).
+# (seconds, default 90), KAFKA_LISTEN_ADDRESS (the address the broker
+# listens on and advertises, default 127.0.0.1; the Kubernetes tests give
+# their bridge's, which pods reach; kept in DIR/address for a restart).
 #
 # Layout of DIR: server.properties, the logging configuration
 # (log4j.properties up to 3.x, log4j2.xml from 4.0 on), data/ (log.dirs),
@@ -61,6 +63,11 @@ libs=${KAFKA_LIBS_DIR:-${RL_CACHE_DIR:-$root/.cache}/kafka-$kafka_version}
 heap=${KAFKA_HEAP_OPTS:--Xmx512m -Xms256m}
 start_timeout=${KAFKA_START_TIMEOUT:-90}
 port_base=${KAFKA_PORT_BASE:-29092}
+if [ "$cmd" != start ] && [ "$cmd" != reformat ] && [ -f "$dir/address" ]; then
+    addr=$(cat "$dir/address")
+else
+    addr=${KAFKA_LISTEN_ADDRESS:-127.0.0.1}
+fi
 marker=$dir/.runledger-kafka
 # shellcheck source=kafka_node.sh
 . "$root/tests/harness/kafka_node.sh"
@@ -88,9 +95,9 @@ write_config() {
 # Written by tests/harness/kafka.sh: one node, broker and controller.
 process.roles=broker,controller
 node.id=1
-controller.quorum.voters=1@127.0.0.1:$cport
-listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
-advertised.listeners=PLAINTEXT://127.0.0.1:$port
+controller.quorum.voters=1@$addr:$cport
+listeners=PLAINTEXT://$addr:$port,CONTROLLER://$addr:$cport
+advertised.listeners=PLAINTEXT://$addr:$port
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
@@ -115,6 +122,7 @@ num.io.threads=4
 EOF
     write_log_config "$dir"
     printf '%s %s\n' "$port" "$cport" >"$dir/ports"
+    echo "$addr" >"$dir/address"
 }
 
 format_storage() { format_node "$dir" "$(cluster_id)"; }
@@ -147,7 +155,7 @@ wait_ready() {
     local port deadline
     read -r port _ <"$dir/ports"
     deadline=$((SECONDS + start_timeout))
-    until kcat -L -b "127.0.0.1:$port" -t __probe -m 2 >/dev/null 2>&1; do
+    until kcat -L -b "$addr:$port" -t __probe -m 2 >/dev/null 2>&1; do
         if ! broker_pid >/dev/null; then
             if grep -qs 'Address already in use' "$dir/broker.log" "$dir/stdout.log"; then
                 return 3
@@ -177,7 +185,7 @@ create_topics() {
     # Other scripts (the image smoke test) create their topics with it.
     mkdir -p "$dir/bin"
     ln -sf "$bin" "$dir/bin/rl_topics"
-    "$bin" --cluster-id="$(our_cluster_id)" "127.0.0.1:$port" 60000 \
+    "$bin" --cluster-id="$(our_cluster_id)" "$addr:$port" 60000 \
         "${default_topics[@]}" || rc=$?
     case "$rc" in
     0) ;;
@@ -189,7 +197,7 @@ create_topics() {
 write_env() {
     local port
     read -r port _ <"$dir/ports"
-    echo "KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:$port" >"$dir/env"
+    echo "KAFKA_BOOTSTRAP_SERVERS=$addr:$port" >"$dir/env"
 }
 
 # Sends $1 to the broker and waits up to $2 seconds for it to exit.

@@ -50,6 +50,10 @@ dir=$(realpath -m -- "$2")
 marker=$dir/.runledger-pg
 run_base=${PG_RUN_BASE:-/var/tmp}
 start_timeout=${PG_START_TIMEOUT:-60}
+# A second address to listen on and the network trusted there (the
+# Kubernetes tests give their bridge's, which pods reach); none by default.
+extra_addr=${PG_EXTRA_LISTEN_ADDRESS:-}
+extra_cidr=${PG_EXTRA_TRUST_CIDR:-${extra_addr:+$extra_addr/32}}
 port_base=${PG_PORT_BASE:-25432}
 # Ports other engineers' services hold on this machine; never picked.
 port_avoid=" ${PG_PORT_AVOID:-55440} "
@@ -159,7 +163,7 @@ write_config() {
     local port=$1
     cat >"$data/postgresql.auto.conf" <<EOF
 # Written by tests/harness/pg.sh
-listen_addresses = '127.0.0.1'
+listen_addresses = '127.0.0.1${extra_addr:+,$extra_addr}'
 port = $port
 unix_socket_directories = '$(socket_dir)'
 max_connections = 200
@@ -180,6 +184,9 @@ host    all          all    ::1/128       trust
 local   replication  all                  trust
 host    replication  all    127.0.0.1/32  trust
 EOF
+    if [ -n "$extra_cidr" ]; then
+        echo "host    all          all    $extra_cidr  trust" >>"$data/pg_hba.conf"
+    fi
     echo "$port" >"$dir/port"
     if [ "$(id -u)" -eq 0 ]; then
         chown postgres:postgres "$data/postgresql.auto.conf" "$data/pg_hba.conf"
