@@ -14,7 +14,10 @@
 #include "rl/db_conn.h"
 #include "rl/runid.h"
 
-#define E2E_MAX_PROCS 64
+/* Every process a test spawns keeps its slot, restarts included. The
+ * chaos test restarts a victim every 1.5 to 3 s for up to 240 s, so a slow
+ * machine that takes the whole 240 s spawns up to 166. */
+#define E2E_MAX_PROCS 256
 #define E2E_MAX_PARAMS 8
 
 struct e2e {
