@@ -566,6 +566,10 @@ for path, token in ((sys.argv[1], False), (sys.argv[2], True)):
         if len(spec["containers"]) != 1:
             problems.append("%s: %d containers, not 1 (helm test --logs)"
                             % (name, len(spec["containers"])))
+        policy = pod["metadata"]["annotations"].get("helm.sh/hook-delete-policy", "")
+        if "hook-succeeded" in policy:
+            problems.append("%s: deleted once it succeeds, so helm test --logs "
+                            "(the quick start) finds no pod" % name)
         c = spec["containers"][0]
         if c["image"] != image:
             problems.append("%s: image %s, not the chart's %s" % (name, c["image"], image))
