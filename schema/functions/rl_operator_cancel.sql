@@ -8,7 +8,7 @@
 -- decision is recorded in run_decisions (whose trigger writes the audit
 -- row). One row: the run's status before, its attempts, and how many
 -- runs were updated, decisions recorded and attempts closed (no row: no
--- such run). A cancel by filter (common/src/db/ops.c) runs the same
+-- such run). A cancel by filter (common/src/db/runs.c) runs the same
 -- statements over many runs.
 --
 -- SECURITY DEFINER: runledger_console may change a run only this way,
