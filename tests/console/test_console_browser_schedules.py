@@ -4,7 +4,8 @@ next window and the windows of its recent past that have no run; a
 schedule's page marks each window missing or links it to its run, and
 that link opens the run's page; the missing windows are exactly those
 `runledger schedules gaps` reports; and a viewer scoped to tenant acme
-sees acme's schedule only (beta's is "no such schedule").
+sees acme's schedule only (beta's is "no such schedule"); with more
+schedules than a page, the "Next page" links list each once.
 
 Two audit-only schedules (one per tenant), hourly, made five hours old.
 The runs of some windows are registered under the run ID and
@@ -14,6 +15,7 @@ publish --dry-run`), one window of acme's is left without its run."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -197,6 +199,31 @@ def test(ledger):
         browser.go(console.origin + "/runs/" + beta_run)
         check(browser.text(browser.one("#message")) == "no such run",
               "nor is beta's window run")
+
+        # More schedules than a page: the "Next page" links visit each
+        # once, in name order.
+        names = ["brief-acme", "brief-beta"]
+        for i in range(25):
+            name = "more-%02d" % i
+            ledger.run("schedules", "set", name, "--job", "brief",
+                       "--tenant", "acme", "--cron", "15 3 * * *",
+                       "--version", "v1", "--window", "P1D", "--request",
+                       "@schedules-request.json", "--audit-only")
+            names.append(name)
+        cookie = console.sign_in(viewer)
+        seen, path = [], "/schedules"
+        for _ in range(10):
+            page = console.request("GET", path, cookie=cookie)
+            check(page.status == 200, "%s answers 200" % path)
+            seen += re.findall(r'<tr class="schedule" data-name="([^"]+)"',
+                               page.body)
+            more = re.search(r'<a id="next" href="([^"]+)"', page.body)
+            if not more:
+                break
+            path = harness.unescape(more.group(1))
+        check(seen == sorted(names),
+              "the pages list all %d schedules once, in order (%d seen)"
+              % (len(names), len(seen)))
     finally:
         if browser:
             browser.quit()
