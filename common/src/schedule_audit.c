@@ -38,8 +38,8 @@ rl_schedule_windows(const struct rl_schedule *s, int64_t from, int64_t to,
 /* The run ID and fingerprint of s's event for the window at start. */
 static int
 window_identity(const struct rl_schedule *s, int64_t start,
-                size_t max_event_bytes, struct rl_schedule_gap *g, char *errstr,
-                size_t errstr_size)
+                size_t max_event_bytes, struct rl_schedule_window *w,
+                char *errstr, size_t errstr_size)
 {
     struct rl_event_limits limits;
     char reason[96];
@@ -55,11 +55,48 @@ window_identity(const struct rl_schedule *s, int64_t start,
     free(text);
     if (!ev)
         return RL_ERR_INVALID;
-    g->start = start;
-    memcpy(g->run_id, ev->run_id, RL_HEX_SIZE);
-    memcpy(g->fingerprint, ev->fingerprint, RL_HEX_SIZE);
-    g->conflict = 0;
+    w->start = start;
+    memcpy(w->run_id, ev->run_id, RL_HEX_SIZE);
+    memcpy(w->fingerprint, ev->fingerprint, RL_HEX_SIZE);
+    w->state = RL_WINDOW_MISSING;
     rl_event_destroy(ev);
+    return 0;
+}
+
+int
+rl_schedule_windows_check(struct rl_db *db, const struct rl_schedule *s,
+                          const int64_t *starts, size_t n,
+                          size_t max_event_bytes,
+                          struct rl_schedule_window *out, char *errstr,
+                          size_t errstr_size)
+{
+    for (size_t base = 0; base < n; base += AUDIT_CHUNK) {
+        size_t k = n - base < AUDIT_CHUNK ? n - base : AUDIT_CHUNK;
+        struct rl_schedule_window *w = out + base;
+        const char *ids[AUDIT_CHUNK];
+        char *fps[AUDIT_CHUNK];
+        int err;
+
+        for (size_t i = 0; i < k; i++) {
+            err = window_identity(s, starts[base + i], max_event_bytes, &w[i],
+                                  errstr, errstr_size);
+            if (err)
+                return err;
+            ids[i] = w[i].run_id;
+        }
+        err = rl_db_runs_fingerprints(db, ids, k, fps, errstr, errstr_size);
+        if (err)
+            return err;
+        for (size_t i = 0; i < k; i++) {
+            if (!fps[i])
+                w[i].state = RL_WINDOW_MISSING;
+            else if (strcmp(fps[i], w[i].fingerprint) != 0)
+                w[i].state = RL_WINDOW_CONFLICT;
+            else
+                w[i].state = RL_WINDOW_RUN;
+            free(fps[i]);
+        }
+    }
     return 0;
 }
 
@@ -71,7 +108,8 @@ rl_schedule_gaps(struct rl_db *db, const struct rl_schedule *s, int64_t from,
 {
     int64_t *pauses = NULL, *starts = NULL;
     size_t npauses = 0, nstarts, ngaps = 0;
-    struct rl_schedule_gap *out = NULL, *chunk = NULL;
+    struct rl_schedule_gap *out = NULL;
+    struct rl_schedule_window *chunk = NULL;
     int err;
 
     *gaps = NULL;
@@ -90,40 +128,29 @@ rl_schedule_gaps(struct rl_db *db, const struct rl_schedule *s, int64_t from,
         rl_schedule_windows(s, from, to, pauses, npauses, starts, max_windows);
     for (size_t base = 0; base < nstarts; base += AUDIT_CHUNK) {
         size_t k = nstarts - base < AUDIT_CHUNK ? nstarts - base : AUDIT_CHUNK;
-        const char *ids[AUDIT_CHUNK];
-        char *fps[AUDIT_CHUNK];
 
-        for (size_t i = 0; i < k; i++) {
-            err = window_identity(s, starts[base + i], max_event_bytes,
-                                  &chunk[i], errstr, errstr_size);
-            if (err)
-                goto done;
-            ids[i] = chunk[i].run_id;
-        }
-        err = rl_db_runs_fingerprints(db, ids, k, fps, errstr, errstr_size);
+        err =
+            rl_schedule_windows_check(db, s, starts + base, k, max_event_bytes,
+                                      chunk, errstr, errstr_size);
         if (err)
             goto done;
         for (size_t i = 0; i < k; i++) {
-            int missing = fps[i] == NULL;
-            int conflict = !missing && strcmp(fps[i], chunk[i].fingerprint);
-
-            free(fps[i]);
-            if (!missing && !conflict)
+            if (chunk[i].state == RL_WINDOW_RUN)
                 continue;
             if ((ngaps & (ngaps + 1)) == 0 || !out) {
                 struct rl_schedule_gap *grown =
                     realloc(out, (2 * ngaps + 1) * sizeof(*out));
 
                 if (!grown) {
-                    for (size_t j = i + 1; j < k; j++)
-                        free(fps[j]);
                     err = RL_ERR_NOMEM;
                     goto nomem;
                 }
                 out = grown;
             }
-            out[ngaps] = chunk[i];
-            out[ngaps].conflict = conflict;
+            out[ngaps].start = chunk[i].start;
+            memcpy(out[ngaps].run_id, chunk[i].run_id, RL_HEX_SIZE);
+            memcpy(out[ngaps].fingerprint, chunk[i].fingerprint, RL_HEX_SIZE);
+            out[ngaps].conflict = chunk[i].state == RL_WINDOW_CONFLICT;
             ngaps++;
         }
     }

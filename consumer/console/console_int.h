@@ -4,11 +4,11 @@
 /* What the files of consumer/console/ share: the router (server.c), the
  * ledger connections (pool.c), responses and form values (respond.c), who
  * is signed in and what a form must carry (auth.c), the pages by what
- * they show (approvals.c, runs.c, run.c, deadletters.c, reports.c, with
- * timeline.c for a run's timeline) and the HTML they are written in
- * (html.c). The pages are called by server.c and never call it back. The
- * console is a process of its own (`runledger console`) on connections of its
- * own: it adds no load to the workers' hot path. */
+ * they show (approvals.c, runs.c, run.c, deadletters.c, reports.c,
+ * schedules.c, with timeline.c for a run's timeline) and the HTML they are
+ * written in (html.c). The pages are called by server.c and never call it back.
+ * The console is a process of its own (`runledger console`) on connections of
+ * its own: it adds no load to the workers' hot path. */
 
 #include <microhttpd.h>
 #include <pthread.h>
@@ -293,6 +293,15 @@ void console_put_timeline(struct rl_buf *b, const struct cJSON *events);
 enum MHD_Result console_deadletters(struct console_req *r);
 enum MHD_Result console_deadletter_replay(struct console_req *r,
                                           int32_t partition, int64_t offset);
+
+/* ---- schedules.c ------------------------------------------------------- */
+
+/* GET /schedules and GET /schedules/NAME. */
+enum MHD_Result console_schedules(struct console_req *r);
+enum MHD_Result console_schedule(struct console_req *r, const char *name);
+
+/* 1 when name has a schedule name's form (schema/080_schedules.sql). */
+int console_schedule_name_valid(const char *name);
 
 /* ---- reports.c --------------------------------------------------------- */
 

@@ -66,6 +66,7 @@ html_begin(struct rl_buf *b, const struct console_req *r, const char *title)
     if (r->user[0]) {
         rl_buf_puts(b, "<a href=\"/approvals\">Approvals</a>"
                        "<a href=\"/runs\">Runs</a>"
+                       "<a href=\"/schedules\">Schedules</a>"
                        "<a href=\"/costs\">Costs</a>"
                        "<a href=\"/limits\">Limits</a>"
                        "<a href=\"/deadletters\">Dead letters</a>"
@@ -173,5 +174,6 @@ const char console_css[] =
 ".tag{border:1px solid;border-radius:3px;padding:0 .3rem;font-size:.85em}\n"
 ".tag.tone-ok{color:#11631f}\n"
 ".tag.tone-error{color:#a0121a}\n"
-".tag.tone-wait{color:#7a5200}\n";
+".tag.tone-wait{color:#7a5200}\n"
+"tr.window.missing td,tr.window.conflict td{background:#fdecec}\n";
 /* clang-format on */

@@ -2,7 +2,8 @@
  * the HTTP server (libmicrohttpd, a thread per connection, so /healthz
  * never waits behind a page) and the routes: which page answers which
  * request. The pages are a file each by what
- * they show (approvals.c, runs.c, run.c, deadletters.c, reports.c),
+ * they show (approvals.c, runs.c, run.c, deadletters.c, reports.c,
+ * schedules.c),
  * sign-in is auth.c; they answer through respond.c and borrow ledger
  * connections from pool.c, and never call back into this file. */
 #include <arpa/inet.h>
@@ -35,9 +36,10 @@ static const char usage_text[] =
 "                          [--force]]\n"
 "\n"
 "Serves the web console: the approvals queue and the approval page, runs\n"
-"and run pages. People sign in with the token `runledger users add`\n"
-"printed, or through an authenticating proxy (--trusted-user-header, only\n"
-"from --trusted-proxy addresses). Runs until SIGTERM or SIGINT.\n"
+"and run pages, and the schedules with their windows. People sign in with\n"
+"the token `runledger users add` printed, or through an authenticating\n"
+"proxy (--trusted-user-header, only from --trusted-proxy addresses). Runs\n"
+"until SIGTERM or SIGINT.\n"
 "\n"
 "  --listen ADDR:PORT      address to serve on ([::1]:8090 for IPv6)\n"
 "  --base-url URL          the console's public URL (scheme://host[:port]);\n"
@@ -113,6 +115,9 @@ is_page(const char *url, int get)
     return strcmp(url, "/") == 0 || strcmp(url, "/approvals") == 0 ||
            strcmp(url, "/runs") == 0 || strcmp(url, "/costs") == 0 ||
            strcmp(url, "/limits") == 0 || strcmp(url, "/deadletters") == 0 ||
+           strcmp(url, "/schedules") == 0 ||
+           (strncmp(url, "/schedules/", 11) == 0 &&
+            console_schedule_name_valid(url + 11)) ||
            (strncmp(url, "/runs/", 6) == 0 && rl_sha256_hex_valid(url + 6));
 }
 
@@ -225,6 +230,11 @@ route(struct console_req *r)
         return console_limits(r);
     if (strcmp(url, "/deadletters") == 0)
         return console_deadletters(r);
+    if (strcmp(url, "/schedules") == 0)
+        return console_schedules(r);
+    if (strncmp(url, "/schedules/", 11) == 0 &&
+        console_schedule_name_valid(url + 11))
+        return console_schedule(r, url + 11);
     if (strncmp(url, "/runs/", 6) == 0 && rl_sha256_hex_valid(url + 6))
         return console_run(r, url + 6);
     return console_send_message(r, MHD_HTTP_NOT_FOUND, "Not found", 0,

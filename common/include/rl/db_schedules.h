@@ -46,6 +46,16 @@ int rl_db_schedules_load(struct rl_db *db, const char *name,
                          struct rl_schedule **out, size_t *n, int64_t *now,
                          char *errstr, size_t errstr_size);
 
+/* The console's schedules page: as rl_db_schedules_load, only the
+ * schedules of tenants the console user viewer may read, the one named
+ * name (NULL: any) with a name after after (NULL: from the first), in
+ * name order, at most limit. Returns 0, RL_ERR_NOMEM or RL_ERR_DB. */
+int rl_db_console_schedules_load(struct rl_db *db, const char *viewer,
+                                 const char *name, const char *after, int limit,
+                                 struct rl_schedule **out, size_t *n,
+                                 int64_t *now, char *errstr,
+                                 size_t errstr_size);
+
 /* The pauses of schedule name as [from, until) pairs of epoch seconds
  * (until INT64_MAX while paused) into *pairs (2 * *n values, malloc'd).
  * Returns 0 or RL_ERR_DB. */

@@ -75,6 +75,21 @@ static const char schedules_load[] =
     "  FROM schedules WHERE $1::text IS NULL OR name = $1 ORDER BY name "
     "COLLATE \"C\"";
 
+/* The console's page of them: those the console user $1 may read
+ * (schema/functions/rl_console_may_read.sql), one ($2) or those after $3
+ * in name order, at most $4. */
+static const char schedules_load_viewer[] =
+    "SELECT name, job, tenant, cron, timezone, version, window_duration,"
+    "       request, input, notify, catchup, catchup_window_s, audit_only,"
+    "       paused, floor(extract(epoch FROM published_through))::bigint,"
+    "       floor(extract(epoch FROM created_at))::bigint,"
+    "       floor(extract(epoch FROM now()))::bigint"
+    "  FROM schedules"
+    " WHERE rl_console_may_read($1, tenant)"
+    "   AND ($2::text IS NULL OR name = $2)"
+    "   AND ($3::text IS NULL OR name COLLATE \"C\" > $3)"
+    " ORDER BY name COLLATE \"C\" LIMIT $4::int";
+
 static const char schedule_pauses[] =
     "SELECT floor(extract(epoch FROM paused_at))::bigint,"
     "       floor(extract(epoch FROM resumed_at))::bigint"
@@ -198,12 +213,11 @@ rl_db_schedules_json(struct rl_db *db, const char *name, char **json,
                        json, errstr, errstr_size);
 }
 
-int
-rl_db_schedules_load(struct rl_db *db, const char *name,
-                     struct rl_schedule **out, size_t *n, int64_t *now,
-                     char *errstr, size_t errstr_size)
+static int
+schedules_load_rows(struct rl_db *db, const char *stmt, int nparams,
+                    const char *const *params, struct rl_schedule **out,
+                    size_t *n, int64_t *now, char *errstr, size_t errstr_size)
 {
-    const char *params[1] = {name};
     PGresult *res;
     int err = RL_ERR_DB, oom = 0, rows;
     struct rl_schedule *s;
@@ -212,8 +226,8 @@ rl_db_schedules_load(struct rl_db *db, const char *name,
     *n = 0;
     if (db_apply_schema(db, errstr, errstr_size) != 0)
         return RL_ERR_DB;
-    res = db_exec_simple(db, schedules_load, 1, params, &err, errstr,
-                         errstr_size, "load the schedules");
+    res = db_exec_simple(db, stmt, nparams, params, &err, errstr, errstr_size,
+                         "load the schedules");
     if (!res)
         return err;
     rows = PQntuples(res);
@@ -280,6 +294,31 @@ rl_db_schedules_load(struct rl_db *db, const char *name,
     *out = s;
     *n = (size_t)rows;
     return 0;
+}
+
+int
+rl_db_schedules_load(struct rl_db *db, const char *name,
+                     struct rl_schedule **out, size_t *n, int64_t *now,
+                     char *errstr, size_t errstr_size)
+{
+    const char *params[1] = {name};
+
+    return schedules_load_rows(db, schedules_load, 1, params, out, n, now,
+                               errstr, errstr_size);
+}
+
+int
+rl_db_console_schedules_load(struct rl_db *db, const char *viewer,
+                             const char *name, const char *after, int limit,
+                             struct rl_schedule **out, size_t *n, int64_t *now,
+                             char *errstr, size_t errstr_size)
+{
+    char lim[16];
+    const char *params[4] = {viewer, name, after, lim};
+
+    snprintf(lim, sizeof(lim), "%d", limit);
+    return schedules_load_rows(db, schedules_load_viewer, 4, params, out, n,
+                               now, errstr, errstr_size);
 }
 
 int
