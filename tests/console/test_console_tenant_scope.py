@@ -130,7 +130,7 @@ def test(ledger):
         limits = {u: console.request("GET", "/limits", cookie=c).body
                   for u, c in (("amy", amy), ("una", una))}
         for page, ident, what in ((costs, "budgets", "budgets"),
-                                  (costs, "report", "per-tenant report"),
+                                  (costs, "report", "per-tenant report rows"),
                                   (limits, "limits", "limits")):
             check(tenants_in(page["una"], ident) == {"acme", "beta"},
                   "the %s show una both tenants (%s)"
