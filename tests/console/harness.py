@@ -98,11 +98,26 @@ class Ledger:
         harness's PostgreSQL trusts loopback), as a deployment grants a
         component its role (docs/deploying.md, Database roles)."""
         login = "rl_test_" + component
+        # "worker_relay": `runledger consume` with its relay thread, a
+        # member of both roles (tests/support/rltest_roles.h).
+        roles = (("runledger_worker", "runledger_relay")
+                 if component == "worker_relay"
+                 else ("runledger_" + component,))
         self.sql("DO $l$ BEGIN CREATE ROLE %s LOGIN; EXCEPTION WHEN"
                  " duplicate_object OR unique_violation THEN NULL; END $l$"
                  % login, self.base)
-        self.sql("GRANT runledger_%s TO %s" % (component, login), self.base)
+        self.sql("GRANT %s TO %s" % (", ".join(roles), login), self.base)
         return "%s&user=%s" % (self.url, login)
+
+    def component_env(self, component, env=None):
+        """env (default self.env) for a component the test starts itself:
+        with RL_TEST_DB_ROLES=1 its DATABASE_URL is the login of the
+        component's role (role_url), as tests/e2e/e2e.c gives the
+        processes it spawns; else unchanged."""
+        env = dict(self.env if env is None else env)
+        if os.environ.get("RL_TEST_DB_ROLES") == "1":
+            env["DATABASE_URL"] = self.role_url(component)
+        return env
 
     def drop(self):
         self.sql("DROP SCHEMA IF EXISTS %s CASCADE" % self.schema, self.base)
@@ -182,10 +197,8 @@ class Console:
         self.port = port or free_port()
         self.origin = "http://127.0.0.1:%d" % self.port
         self.log = open("console-%d.log" % self.port, "w+")
-        base = dict(ledger.env)
-        if os.environ.get("RL_TEST_DB_ROLES") == "1":
-            # The console with only its role's privileges.
-            base["DATABASE_URL"] = ledger.role_url("console")
+        # The console with only its role's privileges under the roles.
+        base = ledger.component_env("console")
         self.proc = subprocess.Popen(
             [BIN, "console", "--listen", "127.0.0.1:%d" % self.port] +
             list(extra), env=dict(base, **(env or {})), stdout=self.log,

@@ -67,7 +67,8 @@ def test(ledger):
     check(out.returncode == 0, "the approval-required event is published")
     run_id = out.stdout.strip().split()[-1]
 
-    consume = subprocess.Popen([BIN, "consume"], env=env,
+    consume = subprocess.Popen([BIN, "consume"],
+                               env=ledger.component_env("worker_relay", env),
                                stdout=open("consume.log", "w"),
                                stderr=subprocess.STDOUT)
     console = browser = None

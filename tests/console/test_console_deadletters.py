@@ -93,7 +93,8 @@ def test(ledger):
 
     tokens = {n: ledger.add_user(n, role) for n, role in (
         ("opal", "operator"), ("abe", "approver"), ("vera", "viewer"))}
-    consume = subprocess.Popen([BIN, "consume"], env=env,
+    consume = subprocess.Popen([BIN, "consume"],
+                               env=ledger.component_env("worker_relay", env),
                                stdout=open("consume-dl.log", "w"),
                                stderr=subprocess.STDOUT)
     console = None

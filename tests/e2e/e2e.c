@@ -224,13 +224,16 @@ e2e_flush(struct e2e *t)
  * relay's, unless its relay thread is off), `receive` and `scheduler` as
  * the worker's, `relay` and `console` as theirs; the CLI keeps the
  * migrating user. */
-static void
-role_database_url(struct e2e *t, const char *cmd, const char *const *extra_env,
-                  char *var, size_t size)
+void
+e2e_database_url(struct e2e *t, const char *cmd, const char *const *extra_env,
+                 char *var, size_t size)
 {
     const char *component = NULL;
     char url[RLTEST_ROLE_URL_SIZE] = "", errstr[512];
 
+    snprintf(var, size, "DATABASE_URL=%s", t->database_url);
+    if (!rltest_roles_enabled())
+        return;
     if (strcmp(cmd, "consume") == 0) {
         component = "worker_relay";
         for (int k = 0; extra_env && extra_env[k]; k++) {
@@ -266,9 +269,7 @@ e2e_spawn(struct e2e *t, const char *cmd, const char *const *extra_env)
     pid_t pid;
 
     RL_REQUIRE(bin && slot < E2E_MAX_PROCS);
-    snprintf(vars[0], sizeof(vars[0]), "DATABASE_URL=%s", t->database_url);
-    if (rltest_roles_enabled())
-        role_database_url(t, cmd, extra_env, vars[0], sizeof(vars[0]));
+    e2e_database_url(t, cmd, extra_env, vars[0], sizeof(vars[0]));
     snprintf(vars[1], sizeof(vars[1]), "KAFKA_BOOTSTRAP_SERVERS=%s",
              t->bootstrap);
     snprintf(vars[2], sizeof(vars[2]), "MODEL_BASE_URL=%s", t->model_base_url);

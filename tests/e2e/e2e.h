@@ -83,6 +83,15 @@ void e2e_flush(struct e2e *t);
  * Its stderr goes to <name>.<slot>.log in the current directory. */
 int e2e_spawn(struct e2e *t, const char *cmd, const char *const *extra_env);
 
+/* Writes "DATABASE_URL=<url>" to var: the URL `runledger <cmd>` started
+ * with extra_env gets from e2e_spawn. That is t->database_url (the
+ * migrating user), or with RL_TEST_DB_ROLES=1 for a service component a
+ * login of its role (consume, receive, scheduler, relay, console). For
+ * the harnesses that start the binary themselves. A DATABASE_URL entry in
+ * extra_env still overrides it where the harness applies extras. */
+void e2e_database_url(struct e2e *t, const char *cmd,
+                      const char *const *extra_env, char *var, size_t size);
+
 /* 1 when the log of the process in slot (<name>.<slot>.log) has a line
  * holding text, else 0. */
 int e2e_log_has(const struct e2e *t, int slot, const char *text);

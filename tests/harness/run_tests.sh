@@ -3,7 +3,11 @@
 #
 #   1. start PostgreSQL, Kafka and the stub model (services.sh up)
 #   2. ctest over $BUILD_DIR, then over $ASAN_BUILD_DIR (ASan + UBSan), with
-#      RL_REQUIRE_SERVICES=1 so a missing service fails instead of skipping
+#      RL_REQUIRE_SERVICES=1 so a missing service fails instead of skipping;
+#      the $BUILD_DIR pass with RL_TEST_DB_ROLES=1, so every component the
+#      tests start connects with a login of its own role (docs/deploying.md,
+#      Database roles), the others with the migrating user's, the
+#      single-role setup
 #   3. valgrind --leak-check=full over the unit test executables of
 #      $BUILD_DIR
 #   4. ctest-tsan: two e2e tests of $TSAN_BUILD_DIR (ThreadSanitizer), with
@@ -356,7 +360,10 @@ compat_version=${KAFKA_COMPAT_VERSION:-$(sed -n \
     "$root/tests/harness/kafka/pom.xml")}
 
 rm -f "$logs/valgrind.counts"
-run_ctest "$build_dir" ctest
+# The plain pass runs each component as its role's login (the assignment
+# holds, exported, for the call only); the passes below keep the one
+# migrating user, the single-role setup a deployment may still choose.
+RL_TEST_DB_ROLES=1 run_ctest "$build_dir" ctest
 # The sanitizer pass runs every test of the C code except two that gain
 # nothing from it: the fuzz test builds its own ASan+UBSan targets with
 # clang anyway, and the chaos soak repeats, slower, the crash and restart

@@ -4,7 +4,8 @@
  * trigger, UPDATE runs, DELETE or TRUNCATE of the audit, adding a console
  * user or an approver are refused; a cancel, a retry and an audit row
  * still work (the operator functions are SECURITY DEFINER), and the
- * cancel is audited. As runledger_worker: reading console_users or
+ * cancel is audited; it moves a session's last use but not its expiry or
+ * its user. As runledger_worker: reading console_users or
  * calling an operator function is refused; registering and claiming a run
  * works. As runledger_relay: UPDATE runs and reading console_users are
  * refused. As runledger_readonly: reading runs and the audit works,
@@ -131,6 +132,12 @@ main(void)
                   "INSERT INTO audit (actor, action, via)"
                   " VALUES ('alice', 'replay', 'console')");
     check_allowed(console, "console", "SELECT count(*) FROM console_users");
+    check_allowed(console, "console",
+                  "UPDATE console_sessions SET last_seen_at = now()");
+    check_refused(console, "console",
+                  "UPDATE console_sessions SET expires_at = 'infinity'");
+    check_refused(console, "console",
+                  "UPDATE console_sessions SET user_name = 'mallory'");
     RL_CHECK(rl_db_run_cancel(console, cancelled.run_id, "alice", "not needed",
                               &dec, errstr, sizeof(errstr)) == 0);
     RL_CHECK_STREQ(dec.prior_status, "running");

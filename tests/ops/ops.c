@@ -19,10 +19,12 @@ extern char **environ;
 
 /* The e2e defaults, then the caller's extras, then the inherited
  * environment; the first entry of a name wins (getenv's rule), so extras
- * are placed first. Returns the number of entries. */
+ * are placed first. DATABASE_URL is the one e2e_spawn would give `cmd`
+ * (a login of the component's role under RL_TEST_DB_ROLES=1). Returns the
+ * number of entries. */
 static int
-build_env(struct e2e *t, const char *const *extra, char *vars, size_t var_size,
-          char **envp, int max)
+build_env(struct e2e *t, const char *cmd, const char *const *extra, char *vars,
+          size_t var_size, char **envp, int max)
 {
     int n = 0, nvars = 0;
     const char *defaults[9][2] = {
@@ -42,7 +44,9 @@ build_env(struct e2e *t, const char *const *extra, char *vars, size_t var_size,
     for (int i = 0; i < 9; i++) {
         char *v = vars + (size_t)nvars * var_size;
 
-        if (i == 7)
+        if (i == 0)
+            e2e_database_url(t, cmd, extra, v, var_size);
+        else if (i == 7)
             snprintf(v, var_size, "RUNLEDGER_WORKER_ID=%s-w%d", t->name,
                      t->nprocs);
         else
@@ -86,7 +90,7 @@ ops_spawn(struct e2e *t, const char *const *args, const char *const *extra)
     pid_t pid;
 
     RL_REQUIRE(bin && slot < E2E_MAX_PROCS);
-    build_env(t, extra, &vars[0][0], sizeof(vars[0]), envp, 300);
+    build_env(t, args[0], extra, &vars[0][0], sizeof(vars[0]), envp, 300);
     argv[n++] = (char *)bin;
     for (int i = 0; args[i] && n < 15; i++)
         argv[n++] = (char *)args[i];
@@ -164,7 +168,7 @@ ops_run(struct e2e *t, const char *const *args, const char *const *extra,
     if (stdin_text)
         fputs(stdin_text, fp);
     fclose(fp);
-    build_env(t, extra, &vars[0][0], sizeof(vars[0]), envp, 300);
+    build_env(t, args[0], extra, &vars[0][0], sizeof(vars[0]), envp, 300);
     argv[n++] = (char *)bin;
     for (int i = 0; args[i] && n < 31; i++)
         argv[n++] = (char *)args[i];

@@ -47,13 +47,15 @@ sched_set(struct e2e *t, const char *name, const char *job, const char *cron,
     }
 }
 
+/* db_var is "DATABASE_URL=<url>" from e2e_database_url, made before the
+ * fork: it may create the role's login, which a child does not. */
 static void
-child_env(struct e2e *t, const char *worker, int http_port)
+child_env(struct e2e *t, const char *db_var, const char *worker, int http_port)
 {
     char port[16];
 
     snprintf(port, sizeof(port), "%d", http_port);
-    setenv("DATABASE_URL", t->database_url, 1);
+    setenv("DATABASE_URL", strchr(db_var, '=') + 1, 1);
     setenv("KAFKA_BOOTSTRAP_SERVERS", t->bootstrap, 1);
     setenv("RUNLEDGER_TOPIC", t->topic, 1);
     setenv("RUNLEDGER_NOTIFY_TOPIC", t->notify, 1);
@@ -68,10 +70,12 @@ sched_spawn(struct e2e *t, const char *tag, int http_port,
             const char *const *args)
 {
     const char *bin = getenv("RUNLEDGER_BIN");
-    char worker[160], logname[200];
+    char worker[160], logname[200], db_var[1100];
     pid_t pid;
 
     RL_REQUIRE(bin != NULL);
+    /* the worker's login under RL_TEST_DB_ROLES=1, as e2e_spawn gives */
+    e2e_database_url(t, "scheduler", NULL, db_var, sizeof(db_var));
     snprintf(worker, sizeof(worker), "%s-%s", t->name, tag);
     snprintf(logname, sizeof(logname), "%s.sched-%s.log", t->name, tag);
     pid = fork();
@@ -84,7 +88,7 @@ sched_spawn(struct e2e *t, const char *tag, int http_port,
             dup2(fd, 2);
             close(fd);
         }
-        child_env(t, worker, http_port);
+        child_env(t, db_var, worker, http_port);
         argv[n++] = (char *)bin;
         argv[n++] = (char *)"scheduler";
         for (int i = 0; args && args[i] && n < 15; i++)
@@ -101,10 +105,12 @@ sched_run(struct e2e *t, char *out, size_t out_size, const char *const *args)
 {
     const char *bin = getenv("RUNLEDGER_BIN");
     int fds[2], status = 0;
+    char db_var[1100];
     pid_t pid;
     size_t len = 0;
 
     RL_REQUIRE(bin != NULL && pipe(fds) == 0);
+    e2e_database_url(t, args[0], NULL, db_var, sizeof(db_var));
     pid = fork();
     RL_REQUIRE(pid >= 0);
     if (pid == 0) {
@@ -114,7 +120,7 @@ sched_run(struct e2e *t, char *out, size_t out_size, const char *const *args)
         dup2(fds[1], 1);
         close(fds[0]);
         close(fds[1]);
-        child_env(t, "cli", 0);
+        child_env(t, db_var, "cli", 0);
         argv[n++] = (char *)bin;
         for (int i = 0; args[i] && n < 23; i++)
             argv[n++] = (char *)args[i];

@@ -9,7 +9,14 @@
  * notification per channel), no run is stuck (the ledger settles, no
  * attempt without its outcome), the old consumers exit cleanly, and no
  * process loops on an error (warn and error lines per process log are
- * counted and printed; none may be an error, few a warning). */
+ * counted and printed; none may be an error, few a warning).
+ *
+ * The previous release's consumers connect as the migrating user, also
+ * under RL_TEST_DB_ROLES=1: a ledger that release migrated grants the
+ * component roles nothing (not even the schema), so, as in a deployment
+ * that adopts the roles with this upgrade, they keep the one URL they
+ * had. This build's consumers, started after its migrations, connect as
+ * their role's login under RL_TEST_DB_ROLES=1. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,6 +135,7 @@ main(void)
     const char *params[1];
     int old[OLD], slot, status, applied = 0;
     long warn, error, errors = 0, warn_worst = 0;
+    char owner_url[1100];
 
     RL_REQUIRE(getenv("RUNLEDGER_BIN"));
     snprintf(new_bin, sizeof(new_bin), "%s", getenv("RUNLEDGER_BIN"));
@@ -152,12 +160,14 @@ main(void)
                               sizeof(errstr)) >= 0);
     }
     setenv("RUNLEDGER_BIN", old_bin, 1);
+    snprintf(owner_url, sizeof(owner_url), "DATABASE_URL=%s", t.database_url);
     slot = e2e_spawn(&t, "migrate", NULL);
     status = e2e_wait_exit(&t, slot, 60000);
     RL_REQUIRE(status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0);
 
     for (int i = 0; i < OLD; i++)
-        old[i] = fx_spawn(&t, "consume", "RUNLEDGER_LEASE_SECONDS=10", NULL);
+        old[i] = fx_spawn(&t, "consume", "RUNLEDGER_LEASE_SECONDS=10",
+                          owner_url, NULL);
     produce_wave(&t, job[0], 0, "[[fault:latency ms=50]]");
     RL_REQUIRE(e2e_wait_completed(&t, job[0], WAVE, 90000));
 

@@ -1,0 +1,11 @@
+-- 083_console_session_touch_grant.sql: the console may move a session's
+-- last use.
+--
+-- 073 made the console refuse a session unused for too long and move its
+-- last_seen_at as it is used, but runledger_console (072) holds only
+-- SELECT, INSERT and DELETE on console_sessions: with its role's login
+-- every request of a signed-in user ends in "permission denied for table
+-- console_sessions" and the console answers 503. The grant is of that one
+-- column, so the console still cannot extend a session's absolute expiry
+-- or hand it to another user.
+GRANT UPDATE (last_seen_at) ON console_sessions TO runledger_console;
