@@ -13,6 +13,15 @@
  * primary dies and started again after the promotion: the new ones start
  * from the group's committed offsets, past what the new primary holds.
  *
+ * QUIET: no event arrives after the promotion, so no partition delivers
+ * anything that would prompt a comparison with the ledger: the consumers
+ * must find the lost registrations on their own (after their new
+ * connection, or on their assignment when restarted).
+ *
+ * EARLY (with MODE async): the standby is detached before the first
+ * wave, so the new primary has no consumed position at all for the
+ * partitions the consumers registered events on.
+ *
  * Either way every event's run must complete on the new primary, once,
  * with one distinct notification per channel, and work must resume within
  * 60 s of the kill. Prints the time to resume, the runs lost and the
@@ -34,10 +43,16 @@
 #ifndef RESTART
 #define RESTART 0
 #endif
+#ifndef QUIET
+#define QUIET 0
+#endif
+#ifndef EARLY
+#define EARLY 0
+#endif
 
 #define WAVE 100 /* events before the detach, and after it */
 #define SLOW 40  /* in flight at the kill */
-#define AFTER 60 /* produced after the promotion */
+#define AFTER (QUIET ? 0 : 60) /* produced after the promotion */
 #define RUNS (2 * WAVE + SLOW + AFTER)
 #define CHANNELS 2
 
@@ -129,13 +144,15 @@ main(void)
     slot[0] = fx_spawn(&t, "consume", "RUNLEDGER_LEASE_SECONDS=15", NULL);
     slot[1] = fx_spawn(&t, "consume", "RUNLEDGER_LEASE_SECONDS=15", NULL);
 
-    /* Replicated in both modes. */
+    if (EARLY)
+        RL_REQUIRE(e2e_harness("pg_replica.sh", "detach", pair) == 0);
+    /* Replicated in both modes, unless EARLY. */
     produce_wave(&t, job[0], WAVE, 0, "[[fault:latency ms=50]]");
     RL_REQUIRE(e2e_wait_completed(&t, job[0], WAVE, 60000));
 
     /* async: from here on the primary's commits exist nowhere else. The
      * wave completes and its offsets are committed before the kill. */
-    if (strncmp(MODE, "async", 5) == 0)
+    if (strncmp(MODE, "async", 5) == 0 && !EARLY)
         RL_REQUIRE(e2e_harness("pg_replica.sh", "detach", pair) == 0);
     produce_wave(&t, job[1], WAVE, WAVE, "[[fault:latency ms=50]]");
     RL_REQUIRE(e2e_wait_completed(&t, job[1], WAVE, 60000));
@@ -173,12 +190,18 @@ main(void)
      * helpers with parameters do not. */
     while (e2e_int(&t, "SELECT 1") != 1 && rltest_now_ms() - killed_ms < 30000)
         nap_100ms();
-    produce_wave(&t, job[3], AFTER, 2 * WAVE + SLOW, "[[fault:latency ms=50]]");
+    if (AFTER > 0)
+        produce_wave(&t, job[3], AFTER, 2 * WAVE + SLOW,
+                     "[[fault:latency ms=50]]");
+    /* Resumed: a run of the last wave completed, or, with no last wave,
+     * every run. */
     while (rltest_now_ms() - killed_ms < 90000) {
-        if (e2e_intf(&t,
-                     "SELECT count(*) FROM runs WHERE job = '%s' AND "
-                     "status = 'completed'",
-                     job[3]) > 0) {
+        if (AFTER > 0 ? e2e_intf(&t,
+                                 "SELECT count(*) FROM runs WHERE job = '%s' "
+                                 "AND status = 'completed'",
+                                 job[3]) > 0
+                      : e2e_int(&t, "SELECT count(*) FROM runs WHERE "
+                                    "status = 'completed'") == RUNS) {
             resumed_ms = rltest_now_ms() - killed_ms;
             break;
         }
@@ -208,10 +231,12 @@ main(void)
                      (long long)killed_wall.tv_sec * 1000 +
                          killed_wall.tv_nsec / 1000000L);
     fprintf(stderr,
-            "failover (%s standby%s): resumed after %.1f s, %lld of %d runs "
+            "failover (%s standby%s%s%s): resumed after %.1f s, %lld of %d runs "
             "lost, %lld runs registered again after the kill, %ld "
             "notifications delivered twice (same idempotency key)\n",
-            MODE, RESTART ? ", consumers restarted" : "", resumed_ms / 1000.0,
+            MODE, RESTART ? ", consumers restarted" : "",
+            QUIET ? ", no event after" : "",
+            EARLY ? ", detached before any event" : "", resumed_ms / 1000.0,
             (long long)lost, RUNS, (long long)again,
             notes.total - notes.distinct);
     RL_CHECK(resumed_ms >= 0 && resumed_ms <= 60000);
