@@ -20,6 +20,10 @@ struct rl_seek {
     int64_t offset;
 };
 
+/* The offset of a seek back to a partition's beginning (librdkafka's
+ * RD_KAFKA_OFFSET_BEGINNING), when the ledger has no position of it. */
+#define RL_SEEK_BEGINNING (-2)
+
 /* Asks the Kafka thread to read partition again from offset, unless its
  * epoch has moved on since. A second request for a partition replaces
  * the first. @locality any thread */
@@ -29,6 +33,30 @@ void rl_pipeline_seek_back(struct rl_pipeline *pl, int32_t partition,
 /* Takes the pending seek requests: a malloc'd array (free it) and its
  * length in *n, or NULL with *n 0. @locality kafka thread */
 struct rl_seek *rl_pipeline_take_seeks(struct rl_pipeline *pl, size_t *n);
+
+/* What the Kafka thread knows the ledger held of an assigned partition
+ * in epoch: every offset before next was registered (or noted) in the
+ * ledger, as the group's committed offset at the assignment and the
+ * offsets stored for commit since show (both only follow the ledger's
+ * writes). The ledger thread compares it with the ledger's consumed
+ * position after each new connection and periodically, so that a quiet
+ * partition is compared too. */
+struct rl_read_floor {
+    int32_t partition;
+    uint64_t epoch;
+    int64_t next; /* -1: nothing known yet */
+};
+
+/* Sets partition's floor: a new epoch starts it at next, the same epoch
+ * only raises it. @locality kafka thread */
+void rl_pipeline_floor_set(struct rl_pipeline *pl, int32_t partition,
+                           uint64_t epoch, int64_t next);
+/* Forgets partition's floor (revoked). @locality kafka thread */
+void rl_pipeline_floor_forget(struct rl_pipeline *pl, int32_t partition);
+/* A malloc'd copy of the floors (free it), its length in *n; NULL with
+ * *n 0 when there are none or out of memory. @locality any thread */
+struct rl_read_floor *rl_pipeline_floors_copy(struct rl_pipeline *pl,
+                                              size_t *n);
 
 /* Each partition's epoch, on the Kafka thread (positions.c). Epochs come
  * from one counter, so no two partitions or assignments share one. */

@@ -12,16 +12,13 @@
 #include "rl/db_positions.h"
 #include "rl/err.h"
 
-/* In (topic, partition) order, as rl_claim_runs writes them. */
+/* Over contiguous offsets only, as rl_claim_runs moves them
+ * (rl_advance_positions); each element is one event, its offset + 1. */
 static const char note_positions[] =
-    "INSERT INTO consumed_positions AS p (topic, partition, next_offset)"
-    "SELECT $1, u.part, max(u.next)"
-    "  FROM unnest($2::int4[], $3::int8[]) AS u(part, next)"
-    " GROUP BY u.part"
-    " ORDER BY u.part"
-    "    ON CONFLICT (topic, partition) DO UPDATE"
-    "   SET next_offset = excluded.next_offset, updated_at = now()"
-    " WHERE p.next_offset < excluded.next_offset";
+    "SELECT rl_advance_positions("
+    "  array_fill($1::text, ARRAY[cardinality($2::int4[])]), $2::int4[],"
+    "  (SELECT array_agg(u.next - 1 ORDER BY u.i)"
+    "     FROM unnest($3::int8[]) WITH ORDINALITY AS u(next, i)))";
 
 static const char read_positions[] =
     "SELECT partition, next_offset FROM consumed_positions"
