@@ -254,6 +254,7 @@ read_floors(struct kstate *ks)
         rl_pipeline_floor_set(ks->pl, tp->partition,
                               rl_epochs_get(&ks->epochs, tp->partition),
                               tp->offset);
+        rl_epochs_start_at(&ks->epochs, tp->partition, tp->offset);
     }
     rd_kafka_topic_partition_list_destroy(parts);
     rl_pipeline_wake(ks->pl);
@@ -406,6 +407,7 @@ apply_seeks(struct kstate *ks)
          * are compared with, until they are done. */
         rl_pipeline_floor_set(ks->pl, sk->partition,
                               rl_epochs_get(&ks->epochs, sk->partition), -1);
+        rl_epochs_start_at(&ks->epochs, sk->partition, sk->offset);
         rd_kafka_topic_partition_list_add(list, topic, sk->partition)->offset =
             sk->offset == RL_SEEK_BEGINNING ? RD_KAFKA_OFFSET_BEGINNING
                                             : sk->offset;
@@ -474,6 +476,8 @@ intake(struct kstate *ks, rd_kafka_message_t *rkm)
     item->src.partition = rkm->partition;
     item->src.offset = rkm->offset;
     item->src.epoch = rl_epochs_get(&ks->epochs, rkm->partition);
+    item->src.covers_from =
+        rl_epochs_covers_from(&ks->epochs, rkm->partition, rkm->offset);
     item->value_len = rkm->len;
     item->value = malloc(rkm->len + 1);
     if (item->value) {

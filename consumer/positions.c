@@ -153,6 +153,8 @@ rl_epochs_bump(struct rl_epochs *e, int32_t partition)
 
         if (count < e->count * 2)
             count = e->count * 2;
+        int64_t *next;
+
         grown = realloc(e->by_partition, count * sizeof(*grown));
         if (!grown) {
             rl_log_error(NULL, "out of memory: partition %d has no epoch",
@@ -161,15 +163,47 @@ rl_epochs_bump(struct rl_epochs *e, int32_t partition)
         }
         memset(grown + e->count, 0, (count - e->count) * sizeof(*grown));
         e->by_partition = grown;
+        next = realloc(e->read_next, count * sizeof(*next));
+        if (!next) {
+            rl_log_error(NULL, "out of memory: partition %d has no epoch",
+                         (int)partition);
+            return 0;
+        }
+        memset(next + e->count, 0xff, (count - e->count) * sizeof(*next));
+        e->read_next = next;
         e->count = count;
     }
     e->by_partition[partition] = ++e->last;
+    e->read_next[partition] = -1;
     return e->last;
+}
+
+void
+rl_epochs_start_at(struct rl_epochs *e, int32_t partition, int64_t offset)
+{
+    if (partition < 0 || (size_t)partition >= e->count || offset < 0)
+        return;
+    if (e->read_next[partition] < 0)
+        e->read_next[partition] = offset;
+}
+
+int64_t
+rl_epochs_covers_from(struct rl_epochs *e, int32_t partition, int64_t offset)
+{
+    int64_t from = offset;
+
+    if (partition < 0 || (size_t)partition >= e->count)
+        return offset;
+    if (e->read_next[partition] >= 0 && e->read_next[partition] < offset)
+        from = e->read_next[partition];
+    e->read_next[partition] = offset + 1;
+    return from;
 }
 
 void
 rl_epochs_free(struct rl_epochs *e)
 {
     free(e->by_partition);
+    free(e->read_next);
     memset(e, 0, sizeof(*e));
 }

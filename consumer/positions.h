@@ -62,6 +62,9 @@ struct rl_read_floor *rl_pipeline_floors_copy(struct rl_pipeline *pl,
  * from one counter, so no two partitions or assignments share one. */
 struct rl_epochs {
     uint64_t *by_partition; /* 0: never assigned */
+    /* Where reading starts in the epoch (a seek's offset, the group's
+     * committed offset), then one past the last offset read; -1 unknown. */
+    int64_t *read_next;
     size_t count;
     uint64_t last;
 };
@@ -71,5 +74,15 @@ uint64_t rl_epochs_get(const struct rl_epochs *e, int32_t partition);
  * (the partition then keeps epoch 0, which no offset read carries). */
 uint64_t rl_epochs_bump(struct rl_epochs *e, int32_t partition);
 void rl_epochs_free(struct rl_epochs *e);
+/* Sets where reading partition starts in its epoch, before anything of
+ * it is read (later calls are ignored once an offset was read). */
+void rl_epochs_start_at(struct rl_epochs *e, int32_t partition, int64_t offset);
+/* The first offset an event read at offset covers in its epoch: one past
+ * the last read before it, or where reading started, so that the offsets
+ * Kafka never delivers (transaction markers, compacted or aborted
+ * records) count as handled; offset itself when unknown. Records offset
+ * as read. */
+int64_t rl_epochs_covers_from(struct rl_epochs *e, int32_t partition,
+                              int64_t offset);
 
 #endif /* RL_POSITIONS_H */

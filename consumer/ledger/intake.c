@@ -218,12 +218,16 @@ ledger_claim_intake(struct ledger *lg, struct rl_item *batch, long room)
      * turn, whose offsets the note names too: a failover that keeps the
      * note and loses a registration would otherwise leave the position
      * past a lost run. */
-    lg->round_open = refused != NULL;
+    lg->round_open = 1;
     lg->round_n = 0;
+    lg->round_gaps = 0;
     while (batch)
         batch = claim_chunk(lg, batch, &room);
     lg->round_open = 0;
-    if (refused)
+    /* Offsets Kafka never delivers (transaction markers, compacted
+     * records) are in no registration: noted with the events after
+     * them, or the position would stop before them for good. */
+    if (refused || (lg->round_gaps && lg->db))
         ledger_dead_letter_refused(lg, refused);
     lg->round_n = 0;
 }

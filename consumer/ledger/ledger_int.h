@@ -83,9 +83,11 @@ struct ledger {
     /* The offsets one intake turn registered (ledger_claim_intake), for
      * the note of its refused events that follows them. */
     int32_t *round_parts;
+    int64_t *round_firsts; /* src.covers_from */
     int64_t *round_offsets;
     size_t round_n, round_cap;
     int round_open;
+    int round_gaps; /* an event of the turn covers offsets before it */
     struct rl_batcher *batch; /* batch mode (batch.c, consumer/batch/) */
 };
 

@@ -202,15 +202,23 @@ ledger_positions_handled(struct ledger *lg, const struct rl_item *it)
     if (p)
         p->registered = 1;
     if (lg->round_open && it->src.from_kafka) {
+        int64_t first = it->src.covers_from;
+
+        if (first < 0 || first > it->src.offset)
+            first = it->src.offset;
         if (lg->round_n == lg->round_cap) {
             size_t cap = lg->round_cap ? lg->round_cap * 2 : 64;
             int32_t *parts = realloc(lg->round_parts, cap * sizeof(*parts));
-            int64_t *offsets;
+            int64_t *firsts = NULL, *offsets = NULL;
 
-            if (parts)
+            if (parts) {
                 lg->round_parts = parts;
-            offsets = parts ? realloc(lg->round_offsets, cap * sizeof(*offsets))
-                            : NULL;
+                firsts = realloc(lg->round_firsts, cap * sizeof(*firsts));
+            }
+            if (firsts) {
+                lg->round_firsts = firsts;
+                offsets = realloc(lg->round_offsets, cap * sizeof(*offsets));
+            }
             if (!offsets)
                 return; /* the note stops short: the comparison reads
                            those events again */
@@ -218,7 +226,10 @@ ledger_positions_handled(struct ledger *lg, const struct rl_item *it)
             lg->round_cap = cap;
         }
         lg->round_parts[lg->round_n] = it->src.partition;
+        lg->round_firsts[lg->round_n] = first;
         lg->round_offsets[lg->round_n++] = it->src.offset;
+        if (first < it->src.offset)
+            lg->round_gaps = 1;
     }
 }
 
@@ -320,31 +331,39 @@ out:
  * reason and detail), noting their positions in the ledger first, so
  * that reading them again after a rebalance is not taken for lost
  * registrations. The note names the offsets this intake turn registered
- * too (committed before it), so that the position moves over a refused
- * event between two registered ones; it never moves past an offset that
- * is in neither (rl_advance_positions). */
+ * too (committed before it), each with the offsets before it that Kafka
+ * never delivered (transaction markers, compacted records), so that the
+ * position moves over a refused event between two registered ones and
+ * over those gaps; it never moves past an offset in none of them
+ * (rl_advance_positions). refused may be NULL: the turn's gaps alone. */
 void
 ledger_dead_letter_refused(struct ledger *lg, struct rl_item *refused)
 {
     size_t count = lg->round_n, n = 0;
     int32_t *parts;
-    int64_t *next;
+    int64_t *first, *next;
     int noted = 1;
     char errstr[512];
 
     for (struct rl_item *it = refused; it; it = it->next)
         count++;
     parts = calloc(count ? count : 1, sizeof(*parts));
+    first = calloc(count ? count : 1, sizeof(*first));
     next = calloc(count ? count : 1, sizeof(*next));
-    if (parts && next) {
+    if (parts && first && next) {
         for (size_t i = 0; i < lg->round_n; i++) {
             parts[n] = lg->round_parts[i];
+            first[n] = lg->round_firsts[i];
             next[n++] = lg->round_offsets[i] + 1;
         }
         for (struct rl_item *it = refused; it; it = it->next) {
             if (!position_for(lg, it))
                 continue;
             parts[n] = it->src.partition;
+            first[n] = it->src.covers_from >= 0 &&
+                               it->src.covers_from <= it->src.offset
+                           ? it->src.covers_from
+                           : it->src.offset;
             next[n++] = it->src.offset + 1;
         }
     } else {
@@ -355,12 +374,14 @@ ledger_dead_letter_refused(struct ledger *lg, struct rl_item *refused)
      * after a rebalance is the cost. */
     if (n > 0 && !lg->db)
         noted = 0;
-    else if (n > 0 && rl_db_note_positions(lg->db, lg->cfg->topic, parts, next,
-                                           n, errstr, sizeof(errstr)) != 0) {
+    else if (n > 0 &&
+             rl_db_note_positions(lg->db, lg->cfg->topic, parts, first, next, n,
+                                  errstr, sizeof(errstr)) != 0) {
         rl_log_warn(NULL, "ledger: %s", errstr);
         noted = 0;
     }
     free(parts);
+    free(first);
     free(next);
     while (refused) {
         struct rl_item *it = refused;
@@ -411,8 +432,10 @@ ledger_positions_free(struct ledger *lg)
     lg->positions = NULL;
     lg->npositions = lg->positions_cap = 0;
     free(lg->round_parts);
+    free(lg->round_firsts);
     free(lg->round_offsets);
     lg->round_parts = NULL;
+    lg->round_firsts = NULL;
     lg->round_offsets = NULL;
     lg->round_n = lg->round_cap = 0;
 }

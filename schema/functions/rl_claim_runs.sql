@@ -139,7 +139,10 @@ BEGIN
     -- partition with no row starts at the batch's first offset. Rows are
     -- written in (topic, partition) order so batches of two workers that
     -- share partitions, during a rebalance, queue instead of deadlocking.
-    PERFORM rl_advance_positions(p_topics, p_partitions, p_offsets);
+    PERFORM rl_advance_positions(
+        p_topics, p_partitions, p_offsets,
+        (SELECT array_agg(o.off + 1 ORDER BY o.i)
+           FROM unnest(p_offsets) WITH ORDINALITY AS o(off, i)));
 
     -- A run purged since (run_tombstones) is never registered again. The
     -- check follows the INSERT as a statement of its own: it sees a purge

@@ -9,7 +9,9 @@
  * note of offset 5 before 2..4 are in does not move it; it moves one by
  * one as 2, 3, 4 and 5 come in. A partition with no row starts at its
  * first offset registered, and a refused event's note never carries it
- * past a registration of its batch that is missing. */
+ * past a registration of its batch that is missing. A note's range covers
+ * the offsets Kafka never delivers before an event (transaction markers),
+ * which no registration names. */
 #include <stdio.h>
 #include <string.h>
 
@@ -68,8 +70,17 @@ note(struct rl_db *db, int32_t partition, int64_t offset)
     char errstr[512];
     int64_t next = offset + 1;
 
-    RL_REQUIRE(rl_db_note_positions(db, "events", &partition, &next, 1, errstr,
-                                    sizeof(errstr)) == 0);
+    RL_REQUIRE(rl_db_note_positions(db, "events", &partition, &offset, &next, 1,
+                                    errstr, sizeof(errstr)) == 0);
+}
+
+static void
+note_range(struct rl_db *db, int32_t partition, int64_t first, int64_t next)
+{
+    char errstr[512];
+
+    RL_REQUIRE(rl_db_note_positions(db, "events", &partition, &first, &next, 1,
+                                    errstr, sizeof(errstr)) == 0);
 }
 
 int
@@ -99,6 +110,14 @@ main(void)
     RL_CHECK_INTEQ(position(db, 1), 12);
     register_at(db, (const int[]){12, 14}, 2, 1);
     RL_CHECK_INTEQ(position(db, 1), 13);
+
+    /* offsets Kafka never delivers (transaction markers at 21 and 23)
+     * are covered by the range of the event after them */
+    register_at(db, (const int[]){20, 22, 24}, 3, 2);
+    RL_CHECK_INTEQ(position(db, 2), 21);
+    note_range(db, 2, 21, 23);
+    note_range(db, 2, 23, 25);
+    RL_CHECK_INTEQ(position(db, 2), 25);
 
     fixture_drop(db, schema);
     RL_TEST_END();

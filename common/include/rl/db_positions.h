@@ -16,14 +16,16 @@
 struct rl_db;
 
 /* Notes events the ledger handled without registering a run, such as
- * those the intake dead-lettered: element i is one event of topic's
- * partitions[i] at offset next_offsets[i] - 1. Each position moves over
- * the offsets contiguous with it (never back, never past a gap); events
- * registered in transactions committed before may be named too. n may
- * be 0. Returns 0 or an rl_err. */
+ * those the intake dead-lettered: element i is the range [firsts[i],
+ * next_offsets[i]) of topic's partitions[i], an event and the offsets
+ * before it that Kafka never delivered. Each position moves over the
+ * ranges contiguous with it (never back, never past a gap); ranges of
+ * events registered in transactions committed before may be named too.
+ * n may be 0. Returns 0 or an rl_err. */
 int rl_db_note_positions(struct rl_db *db, const char *topic,
-                         const int32_t *partitions, const int64_t *next_offsets,
-                         size_t n, char *errstr, size_t errstr_size);
+                         const int32_t *partitions, const int64_t *firsts,
+                         const int64_t *next_offsets, size_t n, char *errstr,
+                         size_t errstr_size);
 
 /* Reads the positions of topic's partitions[0..n) into next_offsets
  * (-1 where the ledger has none). Returns 0 or an rl_err. */
