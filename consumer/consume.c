@@ -45,6 +45,9 @@ struct kstate {
      * bounded commit before it did. */
     int closing;
     long rebalances;
+    /* Partitions assigned whose committed offsets are not read yet: the
+     * floors of what the ledger held (read_floors). */
+    rd_kafka_topic_partition_list_t *floors_pending;
 };
 
 /* Stores the done prefix of every assigned partition for the next commit.
@@ -72,9 +75,14 @@ store_done(struct kstate *ks)
         const rd_kafka_topic_partition_t *tp = &ks->assignment->elems[i];
         int64_t pos = rl_offsets_take_committable(ks->offsets, tp->partition);
 
-        if (pos >= 0)
+        if (pos >= 0) {
             rd_kafka_topic_partition_list_add(store, tp->topic, tp->partition)
                 ->offset = pos;
+            /* Done means registered (or noted) in the ledger first. */
+            rl_pipeline_floor_set(ks->pl, tp->partition,
+                                  rl_epochs_get(&ks->epochs, tp->partition),
+                                  pos);
+        }
     }
     if (store->cnt > 0) {
         rd_kafka_resp_err_t err = rd_kafka_offsets_store(ks->rk, store);
@@ -192,10 +200,64 @@ new_epochs(struct kstate *ks, const rd_kafka_topic_partition_list_t *parts,
            int revoked)
 {
     for (int i = 0; i < parts->cnt; i++) {
-        if (revoked)
-            rl_offsets_forget(ks->offsets, parts->elems[i].partition);
-        rl_epochs_bump(&ks->epochs, parts->elems[i].partition);
+        int32_t partition = parts->elems[i].partition;
+
+        if (revoked) {
+            rl_offsets_forget(ks->offsets, partition);
+            rl_pipeline_floor_forget(ks->pl, partition);
+        }
+        rl_epochs_bump(&ks->epochs, partition);
+        if (!revoked) {
+            rl_pipeline_floor_set(ks->pl, partition,
+                                  rl_epochs_get(&ks->epochs, partition), -1);
+            if (!ks->floors_pending)
+                ks->floors_pending = rd_kafka_topic_partition_list_new(4);
+            if (ks->floors_pending &&
+                !rd_kafka_topic_partition_list_find(
+                    ks->floors_pending, parts->elems[i].topic, partition))
+                rd_kafka_topic_partition_list_add(
+                    ks->floors_pending, parts->elems[i].topic, partition);
+        }
     }
+}
+
+/* Reads the group's committed offsets of the partitions assigned since
+ * the last call: each is a floor of what the ledger held (an offset is
+ * committed only after its event's registration), compared with the
+ * ledger's consumed position even while the partition stays quiet. Out
+ * of the rebalance callback, as it waits for the coordinator. A failure
+ * keeps them pending for the next turn. @locality kafka thread */
+static void
+read_floors(struct kstate *ks)
+{
+    rd_kafka_topic_partition_list_t *parts = ks->floors_pending;
+    rd_kafka_resp_err_t err;
+
+    if (!parts || atomic_load(&ks->pl->stopping))
+        return;
+    err = rd_kafka_committed(ks->rk, parts, 5000);
+    if (err) {
+        rl_log_warn(NULL,
+                    "could not read the committed offsets of %d assigned "
+                    "partitions: %s; will retry",
+                    parts->cnt, rd_kafka_err2str(err));
+        return;
+    }
+    ks->floors_pending = NULL;
+    for (int i = 0; i < parts->cnt; i++) {
+        const rd_kafka_topic_partition_t *tp = &parts->elems[i];
+
+        if (tp->err || tp->offset < 0 || !ks->assignment ||
+            !rd_kafka_topic_partition_list_find(ks->assignment, tp->topic,
+                                                tp->partition))
+            continue;
+        rl_pipeline_floor_set(ks->pl, tp->partition,
+                              rl_epochs_get(&ks->epochs, tp->partition),
+                              tp->offset);
+        rl_epochs_start_at(&ks->epochs, tp->partition, tp->offset);
+    }
+    rd_kafka_topic_partition_list_destroy(parts);
+    rl_pipeline_wake(ks->pl);
 }
 
 /* The assignment without the partitions of parts. */
@@ -341,8 +403,14 @@ apply_seeks(struct kstate *ks)
         atomic_fetch_add(&ks->pl->counters.seeks_back, 1);
         rl_offsets_forget(ks->offsets, sk->partition);
         rl_epochs_bump(&ks->epochs, sk->partition);
+        /* From here the ledger's position is what the events read again
+         * are compared with, until they are done. */
+        rl_pipeline_floor_set(ks->pl, sk->partition,
+                              rl_epochs_get(&ks->epochs, sk->partition), -1);
+        rl_epochs_start_at(&ks->epochs, sk->partition, sk->offset);
         rd_kafka_topic_partition_list_add(list, topic, sk->partition)->offset =
-            sk->offset;
+            sk->offset == RL_SEEK_BEGINNING ? RD_KAFKA_OFFSET_BEGINNING
+                                            : sk->offset;
     }
     /* Asynchronous: what was fetched before the seek is discarded by the
      * library (the seek's version barrier is set before this returns). */
@@ -408,6 +476,8 @@ intake(struct kstate *ks, rd_kafka_message_t *rkm)
     item->src.partition = rkm->partition;
     item->src.offset = rkm->offset;
     item->src.epoch = rl_epochs_get(&ks->epochs, rkm->partition);
+    item->src.covers_from =
+        rl_epochs_covers_from(&ks->epochs, rkm->partition, rkm->offset);
     item->value_len = rkm->len;
     item->value = malloc(rkm->len + 1);
     if (item->value) {
@@ -779,6 +849,7 @@ rl_cmd_consume(int argc, char **argv)
         rl_pipeline_retry_dead_letters(&pl, atomic_load(&pl.abandon));
         store_done(&ks);
         apply_seeks(&ks);
+        read_floors(&ks);
         flow_control(&ks);
 
         rkm = rd_kafka_consumer_poll(ks.rk, 50);
@@ -869,6 +940,8 @@ done:
         rd_kafka_topic_partition_list_destroy(ks.assignment);
     rl_offsets_destroy(ks.offsets);
     rl_epochs_free(&ks.epochs);
+    if (ks.floors_pending)
+        rd_kafka_topic_partition_list_destroy(ks.floors_pending);
     free(pl.seeks);
     /* The ledger has ended: a second signal has no lease to release, and
      * nothing may wake the pipeline whose locks go below. */
@@ -882,6 +955,7 @@ done:
     pthread_mutex_destroy(&pl.wake_lock);
     pthread_mutex_destroy(&pl.dlq_lock);
     pthread_mutex_destroy(&pl.seek_lock);
+    free(pl.floors);
     pthread_rwlock_destroy(&pl.dlq_swap);
     rl_log_info(NULL,
                 "stopped: events=%lld completed=%lld duplicates=%lld "

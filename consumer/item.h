@@ -27,6 +27,10 @@ struct rl_source {
      * assignment, a revocation or a seek back starts a new one, and the
      * offsets of an older epoch are no longer this process's to commit. */
     uint64_t epoch;
+    /* The first offset this event covers: with the offsets before it that
+     * Kafka never delivers (transaction markers, compacted records), as
+     * the Kafka thread read them in this epoch (rl_epochs_covers_from). */
+    int64_t covers_from;
 };
 
 /* One run in flight through the process. Owned by whichever stage holds it;

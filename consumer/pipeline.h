@@ -104,6 +104,11 @@ struct rl_pipeline {
     struct rl_seek *seeks; /* @locks seek_lock */
     size_t seek_count;     /* @locks seek_lock */
     size_t seek_cap;       /* @locks seek_lock */
+    /* What the Kafka thread knows the ledger held of each assigned
+     * partition (positions.c), for the ledger's comparison. */
+    struct rl_read_floor *floors; /* @locks seek_lock */
+    size_t floor_count;           /* @locks seek_lock */
+    size_t floor_cap;             /* @locks seek_lock */
 };
 
 /* Wakes the ledger thread. @locality any thread */

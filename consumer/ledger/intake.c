@@ -199,6 +199,8 @@ static long intake_room(const struct ledger *lg, long room);
 void
 ledger_claim_intake(struct ledger *lg, struct rl_item *batch, long room)
 {
+    struct rl_item *refused = NULL;
+
     if (lg->db && ledger_positions_check(lg, batch) != 0) {
         /* As a failed claim: put the batch back, reconnect. */
         ledger_drop_db(lg);
@@ -210,10 +212,24 @@ ledger_claim_intake(struct ledger *lg, struct rl_item *batch, long room)
         }
         return;
     }
-    batch = ledger_refuse_intake(lg, batch);
+    batch = ledger_refuse_intake(lg, batch, &refused);
     room = intake_room(lg, room);
+    /* The refused events are noted after the registrations of their
+     * turn, whose offsets the note names too: a failover that keeps the
+     * note and loses a registration would otherwise leave the position
+     * past a lost run. */
+    lg->round_open = 1;
+    lg->round_n = 0;
+    lg->round_gaps = 0;
     while (batch)
         batch = claim_chunk(lg, batch, &room);
+    lg->round_open = 0;
+    /* Offsets Kafka never delivers (transaction markers, compacted
+     * records) are in no registration: noted with the events after
+     * them, or the position would stop before them for good. */
+    if (refused || (lg->round_gaps && lg->db))
+        ledger_dead_letter_refused(lg, refused);
+    lg->round_n = 0;
 }
 
 /* How many intake runs the next statement takes: RUNLEDGER_DB_BATCH while

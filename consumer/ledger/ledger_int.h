@@ -79,6 +79,15 @@ struct ledger {
     struct ledger_position *positions;
     size_t npositions, positions_cap;
     int recheck_positions;
+    int64_t positions_checked_at; /* monotonic ms of the last comparison */
+    /* The offsets one intake turn registered (ledger_claim_intake), for
+     * the note of its refused events that follows them. */
+    int32_t *round_parts;
+    int64_t *round_firsts; /* src.covers_from */
+    int64_t *round_offsets;
+    size_t round_n, round_cap;
+    int round_open;
+    int round_gaps; /* an event of the turn covers offsets before it */
     struct rl_batcher *batch; /* batch mode (batch.c, consumer/batch/) */
 };
 
@@ -87,7 +96,8 @@ struct ledger_position {
     int32_t partition;
     uint64_t epoch;
     int64_t handled_next; /* one past the last offset handled; -1: none */
-    int checked; /* compared with the ledger's position in this epoch */
+    int checked;    /* compared with the ledger's position in this epoch */
+    int registered; /* this process registered events of it, any epoch */
 };
 
 /* How long a backlog seen keeps slots handed out by the sweeper, and the
@@ -242,7 +252,10 @@ void ledger_connection_settled(struct ledger *lg);
 int ledger_positions_check(struct ledger *lg, const struct rl_item *batch);
 void ledger_positions_handled(struct ledger *lg, const struct rl_item *it);
 void ledger_positions_recheck(struct ledger *lg);
-struct rl_item *ledger_refuse_intake(struct ledger *lg, struct rl_item *batch);
+/* Whether the periodic comparison of every assigned partition is due. */
+int ledger_positions_due(const struct ledger *lg);
+struct rl_item *ledger_refuse_intake(struct ledger *lg, struct rl_item *batch,
+                                     struct rl_item **refused);
 void ledger_dead_letter_refused(struct ledger *lg, struct rl_item *refused);
 void ledger_positions_free(struct ledger *lg);
 

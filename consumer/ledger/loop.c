@@ -135,7 +135,7 @@ rl_ledger_main(void *arg)
         rl_http_ledger_turned(pl->http);
         ledger_connection_settled(&lg);
         ledger_leases_gone(&lg);
-        if (ledger_connect(&lg) && lg.recheck_positions && !stopping)
+        if (ledger_connect(&lg) && !stopping && ledger_positions_due(&lg))
             ledger_positions_recheck(&lg);
         if (lg.db && lg.retry && !atomic_load(&pl->abandon))
             redo_deferred(&lg);

@@ -131,18 +131,18 @@ BEGIN
 
     -- Each partition's consumed position, in this transaction: a ledger
     -- that loses it in a failover loses these registrations with it, and
-    -- its consumers read the events again (consumed_positions). Rows are
+    -- its consumers read the events again (consumed_positions). The
+    -- position moves over the offsets of this batch contiguous with it,
+    -- never past one missing (an event not registered here nor before):
+    -- a failover keeps a prefix of the transactions, and a position past
+    -- a registration it lost would leave that run unread for good. A
+    -- partition with no row starts at the batch's first offset. Rows are
     -- written in (topic, partition) order so batches of two workers that
     -- share partitions, during a rebalance, queue instead of deadlocking.
-    INSERT INTO consumed_positions AS p (topic, partition, next_offset)
-    SELECT u.topic, u.part, max(u.off) + 1
-      FROM unnest(p_topics, p_partitions, p_offsets) AS u(topic, part, off)
-     WHERE u.topic IS NOT NULL AND u.part IS NOT NULL AND u.off IS NOT NULL
-     GROUP BY u.topic, u.part
-     ORDER BY u.topic, u.part
-        ON CONFLICT (topic, partition) DO UPDATE
-       SET next_offset = excluded.next_offset, updated_at = now()
-     WHERE p.next_offset < excluded.next_offset;
+    PERFORM rl_advance_positions(
+        p_topics, p_partitions, p_offsets,
+        (SELECT array_agg(o.off + 1 ORDER BY o.i)
+           FROM unnest(p_offsets) WITH ORDINALITY AS o(off, i)));
 
     -- A run purged since (run_tombstones) is never registered again. The
     -- check follows the INSERT as a statement of its own: it sees a purge

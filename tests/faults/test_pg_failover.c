@@ -13,12 +13,24 @@
  * primary dies and started again after the promotion: the new ones start
  * from the group's committed offsets, past what the new primary holds.
  *
+ * QUIET: no run is in flight at the kill (every offset is committed) and
+ * no event arrives after the promotion, as in an operator's quiet hour:
+ * no partition delivers anything that would prompt a comparison with the
+ * ledger, so the consumers
+ * must find the lost registrations on their own (after their new
+ * connection, or on their assignment when restarted).
+ *
+ * EARLY (with MODE async): the standby is detached before the first
+ * wave, so the new primary has no consumed position at all for the
+ * partitions the consumers registered events on.
+ *
  * Either way every event's run must complete on the new primary, once,
  * with one distinct notification per channel, and work must resume within
  * 60 s of the kill. Prints the time to resume, the runs lost and the
  * notifications doubled (the same idempotency key delivered twice). */
 #include <limits.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,10 +46,16 @@
 #ifndef RESTART
 #define RESTART 0
 #endif
+#ifndef QUIET
+#define QUIET 0
+#endif
+#ifndef EARLY
+#define EARLY 0
+#endif
 
-#define WAVE 100 /* events before the detach, and after it */
-#define SLOW 40  /* in flight at the kill */
-#define AFTER 60 /* produced after the promotion */
+#define WAVE 100               /* events before the detach, and after it */
+#define SLOW (QUIET ? 0 : 40)  /* in flight at the kill */
+#define AFTER (QUIET ? 0 : 60) /* produced after the promotion */
 #define RUNS (2 * WAVE + SLOW + AFTER)
 #define CHANNELS 2
 
@@ -50,10 +68,18 @@ destroy_pair(void)
         e2e_harness("pg_replica.sh", "destroy", pair);
 }
 
+/* A notification as read from the topic: its idempotency key and a hash
+ * of its payload (the run's output: the stub's answer names its
+ * generation, so a second generation's notification differs). */
+struct note {
+    char key[RL_HEX_SIZE + 16];
+    uint64_t payload;
+};
+
 struct notes {
     long total;
     long distinct;
-    char (*keys)[RL_HEX_SIZE + 16];
+    struct note *keys;
 };
 
 static void
@@ -61,16 +87,24 @@ on_note(const rd_kafka_message_t *rkm, void *opaque)
 {
     struct notes *n = opaque;
 
-    if (n->total < RUNS * CHANNELS * 4)
-        e2e_header(rkm, "idempotency-key", n->keys[n->total],
-                   sizeof(n->keys[0]));
+    if (n->total < RUNS * CHANNELS * 4) {
+        struct note *k = &n->keys[n->total];
+        const unsigned char *b = rkm->payload;
+
+        e2e_header(rkm, "idempotency-key", k->key, sizeof(k->key));
+        k->payload = 1469598103934665603ULL; /* FNV-1a */
+        for (size_t i = 0; i < rkm->len; i++)
+            k->payload = (k->payload ^ b[i]) * 1099511628211ULL;
+    }
     n->total++;
 }
 
 static int
 cmp_key(const void *a, const void *b)
 {
-    return strcmp(a, b);
+    const struct note *x = a, *y = b;
+
+    return strcmp(x->key, y->key);
 }
 
 static void
@@ -101,6 +135,7 @@ main(void)
     char job[4][160];
     int slot[2];
     int64_t killed_ms, resumed_ms = -1, runs, lost, again;
+    long answers_differ = 0;
     struct timespec killed_wall;
     FILE *f;
 
@@ -129,13 +164,15 @@ main(void)
     slot[0] = fx_spawn(&t, "consume", "RUNLEDGER_LEASE_SECONDS=15", NULL);
     slot[1] = fx_spawn(&t, "consume", "RUNLEDGER_LEASE_SECONDS=15", NULL);
 
-    /* Replicated in both modes. */
+    if (EARLY)
+        RL_REQUIRE(e2e_harness("pg_replica.sh", "detach", pair) == 0);
+    /* Replicated in both modes, unless EARLY. */
     produce_wave(&t, job[0], WAVE, 0, "[[fault:latency ms=50]]");
     RL_REQUIRE(e2e_wait_completed(&t, job[0], WAVE, 60000));
 
     /* async: from here on the primary's commits exist nowhere else. The
      * wave completes and its offsets are committed before the kill. */
-    if (strncmp(MODE, "async", 5) == 0)
+    if (strncmp(MODE, "async", 5) == 0 && !EARLY)
         RL_REQUIRE(e2e_harness("pg_replica.sh", "detach", pair) == 0);
     produce_wave(&t, job[1], WAVE, WAVE, "[[fault:latency ms=50]]");
     RL_REQUIRE(e2e_wait_completed(&t, job[1], WAVE, 60000));
@@ -148,12 +185,16 @@ main(void)
         nap_100ms();
     RL_REQUIRE(e2e_group_lag(&t) == 0);
 
-    /* Slow runs, claimed and calling the model when the primary dies. */
-    produce_wave(&t, job[2], SLOW, 2 * WAVE, "[[fault:latency ms=1000]]");
-    RL_REQUIRE(e2e_wait_intf(&t, 1, 30000,
-                             "SELECT (count(*) = %d)::int FROM runs WHERE "
-                             "job = '%s' AND status = 'running'",
-                             SLOW, job[2]));
+    /* Slow runs, claimed and calling the model when the primary dies.
+     * QUIET has none: every event is done and its offset committed, so
+     * no partition has anything to deliver again either. */
+    if (SLOW > 0) {
+        produce_wave(&t, job[2], SLOW, 2 * WAVE, "[[fault:latency ms=1000]]");
+        RL_REQUIRE(e2e_wait_intf(&t, 1, 30000,
+                                 "SELECT (count(*) = %d)::int FROM runs "
+                                 "WHERE job = '%s' AND status = 'running'",
+                                 SLOW, job[2]));
+    }
 
     killed_ms = rltest_now_ms();
     clock_gettime(CLOCK_REALTIME, &killed_wall);
@@ -173,12 +214,18 @@ main(void)
      * helpers with parameters do not. */
     while (e2e_int(&t, "SELECT 1") != 1 && rltest_now_ms() - killed_ms < 30000)
         nap_100ms();
-    produce_wave(&t, job[3], AFTER, 2 * WAVE + SLOW, "[[fault:latency ms=50]]");
+    if (AFTER > 0)
+        produce_wave(&t, job[3], AFTER, 2 * WAVE + SLOW,
+                     "[[fault:latency ms=50]]");
+    /* Resumed: a run of the last wave completed, or, with no last wave,
+     * every run. */
     while (rltest_now_ms() - killed_ms < 90000) {
-        if (e2e_intf(&t,
-                     "SELECT count(*) FROM runs WHERE job = '%s' AND "
-                     "status = 'completed'",
-                     job[3]) > 0) {
+        if (AFTER > 0 ? e2e_intf(&t,
+                                 "SELECT count(*) FROM runs WHERE job = '%s' "
+                                 "AND status = 'completed'",
+                                 job[3]) > 0
+                      : e2e_int(&t, "SELECT count(*) FROM runs WHERE "
+                                    "status = 'completed'") == RUNS) {
             resumed_ms = rltest_now_ms() - killed_ms;
             break;
         }
@@ -192,11 +239,22 @@ main(void)
     RL_REQUIRE(notes.keys);
     e2e_read_topic(&t, t.notify, on_note, &notes);
     if (notes.total <= RUNS * CHANNELS * 4) {
+        long first = 0;
+        int differs = 0;
+
+        /* A key delivered with more than one payload counts once. */
         qsort(notes.keys, (size_t)notes.total, sizeof(notes.keys[0]), cmp_key);
         for (long i = 0; i < notes.total; i++) {
-            if (i == 0 || strcmp(notes.keys[i], notes.keys[i - 1]) != 0)
+            if (i == 0 || strcmp(notes.keys[i].key, notes.keys[first].key)) {
+                answers_differ += differs;
+                differs = 0;
+                first = i;
                 notes.distinct++;
+            } else if (notes.keys[i].payload != notes.keys[first].payload) {
+                differs = 1;
+            }
         }
+        answers_differ += differs;
     }
     /* Runs of events read before the kill registered again after it:
      * their registrations were lost, and the completed ones among them
@@ -207,13 +265,18 @@ main(void)
                      job[3],
                      (long long)killed_wall.tv_sec * 1000 +
                          killed_wall.tv_nsec / 1000000L);
-    fprintf(stderr,
-            "failover (%s standby%s): resumed after %.1f s, %lld of %d runs "
-            "lost, %lld runs registered again after the kill, %ld "
-            "notifications delivered twice (same idempotency key)\n",
-            MODE, RESTART ? ", consumers restarted" : "", resumed_ms / 1000.0,
-            (long long)lost, RUNS, (long long)again,
-            notes.total - notes.distinct);
+    fprintf(
+        stderr,
+        "failover (%s standby%s%s%s): resumed after %.1f s, %lld of %d runs "
+        "lost, %lld runs registered again after the kill, %ld "
+        "notifications delivered twice (same idempotency key), %ld "
+        "of them with another answer (a receiver that keeps the first "
+        "keeps an answer the ledger no longer holds)\n",
+        MODE, RESTART ? ", consumers restarted" : "",
+        QUIET ? ", no event after" : "",
+        EARLY ? ", detached before any event" : "", resumed_ms / 1000.0,
+        (long long)lost, RUNS, (long long)again, notes.total - notes.distinct,
+        answers_differ);
     RL_CHECK(resumed_ms >= 0 && resumed_ms <= 60000);
     RL_CHECK_INTEQ(e2e_int(&t, "SELECT count(*) FROM runs"), RUNS);
     RL_CHECK_INTEQ(lost, 0);

@@ -12,16 +12,12 @@
 #include "rl/db_positions.h"
 #include "rl/err.h"
 
-/* In (topic, partition) order, as rl_claim_runs writes them. */
+/* Over contiguous ranges only, as rl_claim_runs moves them
+ * (rl_advance_positions). */
 static const char note_positions[] =
-    "INSERT INTO consumed_positions AS p (topic, partition, next_offset)"
-    "SELECT $1, u.part, max(u.next)"
-    "  FROM unnest($2::int4[], $3::int8[]) AS u(part, next)"
-    " GROUP BY u.part"
-    " ORDER BY u.part"
-    "    ON CONFLICT (topic, partition) DO UPDATE"
-    "   SET next_offset = excluded.next_offset, updated_at = now()"
-    " WHERE p.next_offset < excluded.next_offset";
+    "SELECT rl_advance_positions("
+    "  array_fill($1::text, ARRAY[cardinality($2::int4[])]), $2::int4[],"
+    "  $3::int8[], $4::int8[])";
 
 static const char read_positions[] =
     "SELECT partition, next_offset FROM consumed_positions"
@@ -29,32 +25,34 @@ static const char read_positions[] =
 
 int
 rl_db_note_positions(struct rl_db *db, const char *topic,
-                     const int32_t *partitions, const int64_t *next_offsets,
-                     size_t n, char *errstr, size_t errstr_size)
+                     const int32_t *partitions, const int64_t *firsts,
+                     const int64_t *next_offsets, size_t n, char *errstr,
+                     size_t errstr_size)
 {
-    struct rl_buf arrays[2] = {0};
-    const char *params[3];
+    struct rl_buf arrays[3] = {0};
+    const char *params[4];
     PGresult *res;
     int err = 0;
 
     if (n == 0)
         return 0;
-    db_arrays_open(arrays, 2);
+    db_arrays_open(arrays, 3);
     for (size_t i = 0; i < n; i++) {
         db_array_add_int(&arrays[0], partitions[i], 0);
-        db_array_add_int(&arrays[1], next_offsets[i], 0);
+        db_array_add_int(&arrays[1], firsts[i], 0);
+        db_array_add_int(&arrays[2], next_offsets[i], 0);
     }
     params[0] = topic;
-    if (db_arrays_close(arrays, 2, params + 1) != 0) {
-        db_arrays_free(arrays, 2);
+    if (db_arrays_close(arrays, 3, params + 1) != 0) {
+        db_arrays_free(arrays, 3);
         rl_set_err(errstr, errstr_size,
                    "could not note the consumed positions: out of memory");
         return RL_ERR_NOMEM;
     }
-    res = db_exec_simple(db, note_positions, 3, params, &err, errstr,
+    res = db_exec_simple(db, note_positions, 4, params, &err, errstr,
                          errstr_size, "note the consumed positions");
     PQclear(res);
-    db_arrays_free(arrays, 2);
+    db_arrays_free(arrays, 3);
     return err;
 }
 
