@@ -680,6 +680,19 @@ q "DO \$\$ BEGIN
        CREATE ROLE $role LOGIN;
      END IF;
    END \$\$" >/dev/null
+# The bench's login migrates as on a managed database (docs/deploying.md,
+# Database roles): it may not create roles, so the component roles exist
+# beforehand and it is granted the owner's.
+q "DO \$\$ DECLARE r text; BEGIN
+     FOREACH r IN ARRAY ARRAY['runledger_owner', 'runledger_worker',
+                              'runledger_console', 'runledger_relay',
+                              'runledger_readonly'] LOOP
+       IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = r) THEN
+         EXECUTE format('CREATE ROLE %I NOLOGIN', r);
+       END IF;
+     END LOOP;
+   END \$\$" >/dev/null
+q "GRANT runledger_owner TO $role" >/dev/null
 # BENCH_AUTO_EXPLAIN_MS: the plans (with row counts and buffers) of the
 # bench role's statements slower than that, nested ones included, and its
 # lock waits longer than deadlock_timeout (1 s) go to PostgreSQL's log
