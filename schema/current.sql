@@ -96,14 +96,6 @@ DECLARE
     v_bytes bigint;
     v_formed integer := 0;
 BEGIN
-    UPDATE batch_runs u
-       SET state = 'ignored'
-      FROM (SELECT b.run_id, b.attempt_no
-              FROM batch_runs b
-              JOIN runs x ON x.run_id = b.run_id
-             WHERE b.state = 'waiting' AND x.status = 'cancelled'
-               FOR UPDATE OF b SKIP LOCKED) c
-     WHERE u.run_id = c.run_id AND u.attempt_no = c.attempt_no;
     FOR g IN
         SELECT b.endpoint, b.model, min(b.window_ms) AS window_ms,
                min(b.max_runs) AS max_runs, min(b.max_bytes) AS max_bytes,
@@ -124,14 +116,23 @@ BEGIN
         v_runs := 0;
         v_bytes := 0;
         FOR r IN
-            SELECT b.run_id, b.attempt_no, b.bytes
+            SELECT b.run_id, b.attempt_no, b.bytes,
+                   x.status = 'cancelled' AS cancelled
               FROM batch_runs b
+              JOIN runs x ON x.run_id = b.run_id
              WHERE b.state = 'waiting' AND b.endpoint = g.endpoint
                AND b.model = g.model
              ORDER BY b.parked_at, b.run_id
              LIMIT g.max_runs
-               FOR UPDATE SKIP LOCKED
+               FOR UPDATE OF b SKIP LOCKED
         LOOP
+            -- checked here, once per run a batch takes, rather than over
+            -- every waiting run at each turn
+            IF r.cancelled THEN
+                UPDATE batch_runs SET state = 'ignored'
+                 WHERE run_id = r.run_id AND attempt_no = r.attempt_no;
+                CONTINUE;
+            END IF;
             EXIT WHEN v_runs > 0 AND v_bytes + r.bytes > g.max_bytes;
             UPDATE batch_runs
                SET batch_id = v_id, state = 'in_batch'

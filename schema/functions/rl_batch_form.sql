@@ -6,8 +6,8 @@
 -- goes into one batch. The intent is committed with this statement,
 -- before anything is uploaded; the batcher then leases it
 -- (docs/batch.md). A waiting run cancelled meanwhile is set 'ignored'
--- first, never uploaded: its line would be generated and paid for
--- nothing. Returns the batches formed.
+-- when a batch would take it, never uploaded: its line would be generated
+-- and paid for nothing. Returns the batches formed.
 CREATE OR REPLACE FUNCTION rl_batch_form(p_max_batches integer)
 RETURNS TABLE (o_batch_id text, o_runs integer)
 LANGUAGE plpgsql
@@ -20,14 +20,6 @@ DECLARE
     v_bytes bigint;
     v_formed integer := 0;
 BEGIN
-    UPDATE batch_runs u
-       SET state = 'ignored'
-      FROM (SELECT b.run_id, b.attempt_no
-              FROM batch_runs b
-              JOIN runs x ON x.run_id = b.run_id
-             WHERE b.state = 'waiting' AND x.status = 'cancelled'
-               FOR UPDATE OF b SKIP LOCKED) c
-     WHERE u.run_id = c.run_id AND u.attempt_no = c.attempt_no;
     FOR g IN
         SELECT b.endpoint, b.model, min(b.window_ms) AS window_ms,
                min(b.max_runs) AS max_runs, min(b.max_bytes) AS max_bytes,
@@ -48,14 +40,23 @@ BEGIN
         v_runs := 0;
         v_bytes := 0;
         FOR r IN
-            SELECT b.run_id, b.attempt_no, b.bytes
+            SELECT b.run_id, b.attempt_no, b.bytes,
+                   x.status = 'cancelled' AS cancelled
               FROM batch_runs b
+              JOIN runs x ON x.run_id = b.run_id
              WHERE b.state = 'waiting' AND b.endpoint = g.endpoint
                AND b.model = g.model
              ORDER BY b.parked_at, b.run_id
              LIMIT g.max_runs
-               FOR UPDATE SKIP LOCKED
+               FOR UPDATE OF b SKIP LOCKED
         LOOP
+            -- checked here, once per run a batch takes, rather than over
+            -- every waiting run at each turn
+            IF r.cancelled THEN
+                UPDATE batch_runs SET state = 'ignored'
+                 WHERE run_id = r.run_id AND attempt_no = r.attempt_no;
+                CONTINUE;
+            END IF;
             EXIT WHEN v_runs > 0 AND v_bytes + r.bytes > g.max_bytes;
             UPDATE batch_runs
                SET batch_id = v_id, state = 'in_batch'
