@@ -40,6 +40,9 @@ main(void)
     e2e_flush(&t);
     bt_spawn(&t, "RUNLEDGER_MAX_ATTEMPTS=2", "RUNLEDGER_RUN_DEADLINE_SECONDS=4",
              NULL);
+    /* Registered first: "settled" holds trivially before the consumer
+     * has read anything. */
+    RL_REQUIRE(e2e_wait_intf(&t, 2 * RUNS, 60000, "SELECT count(*) FROM runs"));
     RL_REQUIRE(fx_settled(&t, 120000));
 
     for (int i = 0; i < RUNS; i++) {
