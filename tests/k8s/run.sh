@@ -601,7 +601,7 @@ PY
 }
 
 test_upgrade() {
-    local tag=$rl_version-k8s-upgrade t0 worst restarts ends lost doubled
+    local tag=$rl_version-k8s-upgrade
     # The image as the chart names it (image.registry + repository).
     local chart_image=${image_registry:+$image_registry/}runledger
     await_consumers_ready 2 || kc -n "$ns" scale "deploy/$release-consumer" --replicas=2 >/dev/null
@@ -609,46 +609,39 @@ test_upgrade() {
     # A new tag of the same image: the rollout, the hook and the
     # side-by-side run are what is under test.
     ctrc images tag --force "$image_ref" "${image_ref%:*}:$tag" >/dev/null
-    publish 40 15000 upgrade || fail "upgrade: publish failed"
-    sample_start "$dir/log/upgrade-samples"
-    t0=$SECONDS
-    if ! helm upgrade "$release" ./helm/runledger -n "$ns" --reuse-values --wait --timeout 5m \
-        --set image.tag="$tag" >"$dir/log/upgrade.log" 2>&1; then
-        tail -n 20 "$dir/log/upgrade.log" >&2
-        fail "upgrade: helm upgrade to $tag failed"
-    fi
-    figure "helm upgrade to image tag $tag: $((SECONDS - t0)) s"
-    sample_stop
-    read -r worst restarts ends <<<"$(rolls "$dir/log/upgrade-samples" 2)"
-    figure "upgrade: pods ended one at a time, runs in flight as each was told to stop: $ends"
-    [ "$worst" -le 1 ] || fail "upgrade: $worst consumers were down at once"
-    [ "$restarts" = 0 ] || fail "upgrade: a consumer restarted $restarts times"
-    [ "$(kc -n "$ns" get deploy "$release-consumer" -o jsonpath='{.spec.template.spec.containers[0].image}')" = "$chart_image:$tag" ] ||
-        fail "upgrade: the consumers do not run $tag"
-    await_runs upgrade 240 || true
-    read -r lost doubled <<<"$(lost_doubled upgrade)"
-    figure "upgrade under load: $lost lost, $doubled doubled of 40"
-    [ "$lost" = 0 ] && [ "$doubled" = 0 ] || fail "upgrade: lost $lost / doubled $doubled runs"
+    roll_under_load upgrade "helm upgrade to image tag $tag" 40 15000 "$chart_image:$tag" \
+        helm upgrade "$release" ./helm/runledger -n "$ns" --reuse-values --wait --timeout 5m \
+        --set image.tag="$tag"
+    roll_under_load rollback "helm rollback" 20 10000 "$chart_image:$rl_version" \
+        helm rollback "$release" -n "$ns" --wait --timeout 5m
+}
 
-    publish 20 10000 rollback || fail "upgrade: publish failed"
-    sample_start "$dir/log/rollback-samples"
+# A roll of the consumers (upgrade, rollback) while RUNS runs are in
+# flight: the helm command given succeeds, the pods end one at a time
+# without a restart, the consumers then run IMAGE, and no run is lost or
+# doubled. Usage: roll_under_load NAME WHAT RUNS PUBLISH_MS IMAGE CMD...
+roll_under_load() {
+    local name=$1 what=$2 runs=$3 publish_ms=$4 image=$5 t0 worst restarts ends lost doubled
+    shift 5
+    publish "$runs" "$publish_ms" "$name" || fail "$name: publish failed"
+    sample_start "$dir/log/$name-samples"
     t0=$SECONDS
-    if ! helm rollback "$release" -n "$ns" --wait --timeout 5m >"$dir/log/rollback.log" 2>&1; then
-        tail -n 20 "$dir/log/rollback.log" >&2
-        fail "upgrade: helm rollback failed"
+    if ! "$@" >"$dir/log/$name.log" 2>&1; then
+        tail -n 20 "$dir/log/$name.log" >&2
+        fail "$name: $what failed"
     fi
-    figure "helm rollback: $((SECONDS - t0)) s"
+    figure "$what: $((SECONDS - t0)) s"
     sample_stop
-    read -r worst restarts ends <<<"$(rolls "$dir/log/rollback-samples" 2)"
-    figure "rollback: runs in flight as each pod was told to stop: $ends"
-    [ "$worst" -le 1 ] || fail "upgrade: $worst consumers were down at once during the rollback"
-    [ "$restarts" = 0 ] || fail "upgrade: a consumer restarted $restarts times during the rollback"
-    [ "$(kc -n "$ns" get deploy "$release-consumer" -o jsonpath='{.spec.template.spec.containers[0].image}')" = "$chart_image:$rl_version" ] ||
-        fail "upgrade: the rollback did not bring back $chart_image:$rl_version"
-    await_runs rollback 240 || true
-    read -r lost doubled <<<"$(lost_doubled rollback)"
-    figure "rollback under load: $lost lost, $doubled doubled of 20"
-    [ "$lost" = 0 ] && [ "$doubled" = 0 ] || fail "upgrade: rollback lost $lost / doubled $doubled runs"
+    read -r worst restarts ends <<<"$(rolls "$dir/log/$name-samples" 2)"
+    figure "$name: pods ended one at a time, runs in flight as each was told to stop: $ends"
+    [ "$worst" -le 1 ] || fail "$name: $worst consumers were down at once"
+    [ "$restarts" = 0 ] || fail "$name: a consumer restarted $restarts times"
+    [ "$(kc -n "$ns" get deploy "$release-consumer" -o jsonpath='{.spec.template.spec.containers[0].image}')" = "$image" ] ||
+        fail "$name: the consumers do not run $image"
+    await_runs "$name" 240 || true
+    read -r lost doubled <<<"$(lost_doubled "$name")"
+    figure "$name under load: $lost lost, $doubled doubled of $runs"
+    [ "$lost" = 0 ] && [ "$doubled" = 0 ] || fail "$name: lost $lost / doubled $doubled runs"
 }
 
 # --- security ---------------------------------------------------------------
