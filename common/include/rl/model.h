@@ -73,6 +73,7 @@ enum rl_model_api {
 #define RL_MODEL_META_ATTEMPT "runledger_attempt"
 #define RL_MODEL_META_INSTALLATION "runledger_installation"
 #define RL_MODEL_META_FINGERPRINT "runledger_fingerprint"
+#define RL_MODEL_META_MODEL "runledger_model"
 
 /* Short stable name of an outcome ("ok", "transient", "permanent",
  * "not_sent", "ambiguous", "invalid_output", "cancelled", "not_found");
@@ -163,7 +164,10 @@ struct rl_model_call {
     const char *lookup_installation; /* NULL/"": not checked */
     const char *lookup_fingerprint;  /* NULL/"": not checked */
     const char *lookup_model;        /* NULL/"": not checked; else the
-                                        record's model is it or a dated
+                                        record's metadata names it as
+                                        the model asked for or, a record
+                                        without that key, the model
+                                        that answered is it or a dated
                                         snapshot of it ("<model>-...") */
 
     /* Results, valid when done() runs. */
@@ -326,8 +330,8 @@ struct rl_model_body_opts {
  * rl_model_build_body() returns; borrowed): with opts->store, "store": true
  * and "metadata" {RL_MODEL_META_RUN_ID: run_id, RL_MODEL_META_ATTEMPT:
  * "<attempt_no>", RL_MODEL_META_INSTALLATION: installation_id,
- * RL_MODEL_META_FINGERPRINT: fingerprint} merged into the request's
- * metadata; for a model whose
+ * RL_MODEL_META_FINGERPRINT: fingerprint, RL_MODEL_META_MODEL: the
+ * request's model} merged into the request's metadata; for a model whose
  * API is responses, the request rewritten for POST /responses: messages
  * become "input" (text parts input_text, or output_text for the
  * assistant's; image_url parts input_image), max_tokens or

@@ -260,8 +260,8 @@ looked_up(const struct rl_model_call *call, int attempt)
 
 /* Of a list page of the run's stored completions, the one to adopt: the
  * earliest ("created", then the list's order, which is oldest first) of
- * those naming an attempt looked up, this installation and the run's
- * fingerprint, and answered by its model. Every such record is a
+ * those naming an attempt looked up, this installation, the run's
+ * fingerprint and its model. Every such record is a
  * generation (an attempt sent twice, by a transport or a gateway,
  * stores two): call->found_records counts them and found_extra_* holds
  * the usage of those not adopted. A record naming the run but another
@@ -281,6 +281,11 @@ pick_stored(const cJSON *data, struct rl_model_call *call)
     {
         const char *run = meta_string(rec, RL_MODEL_META_RUN_ID);
         const char *att = meta_string(rec, RL_MODEL_META_ATTEMPT);
+        /* The model asked for, as the record's metadata names it: an
+         * endpoint may answer under another name (Azure answers a
+         * deployment's request with the model behind it). A record
+         * without that key: the model that answered. */
+        const char *asked = meta_string(rec, RL_MODEL_META_MODEL);
         const cJSON *model = cJSON_GetObjectItemCaseSensitive(rec, "model");
         const cJSON *created = cJSON_GetObjectItemCaseSensitive(rec, "created");
         const cJSON *usage = cJSON_GetObjectItemCaseSensitive(rec, "usage");
@@ -294,8 +299,10 @@ pick_stored(const cJSON *data, struct rl_model_call *call)
                   meta_string(rec, RL_MODEL_META_INSTALLATION)) ||
             !same(call->lookup_fingerprint,
                   meta_string(rec, RL_MODEL_META_FINGERPRINT)) ||
-            !same_model(call->lookup_model,
-                        cJSON_IsString(model) ? model->valuestring : NULL)) {
+            !(asked ? same(call->lookup_model, asked)
+                    : same_model(call->lookup_model, cJSON_IsString(model)
+                                                         ? model->valuestring
+                                                         : NULL))) {
             call->foreign_records++;
             continue;
         }

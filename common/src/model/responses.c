@@ -267,7 +267,7 @@ set_meta(cJSON *meta, const char *key, const char *value)
 
 /* Adds "store": true and the run's metadata to req. Returns 0 or -1. */
 static int
-add_store(cJSON *req, const struct rl_model_body_opts *opts)
+add_store(cJSON *req, const char *model, const struct rl_model_body_opts *opts)
 {
     cJSON *meta = cJSON_GetObjectItemCaseSensitive(req, "metadata");
     char attempt[16];
@@ -290,7 +290,8 @@ add_store(cJSON *req, const struct rl_model_body_opts *opts)
         set_meta(meta, RL_MODEL_META_ATTEMPT, attempt) != 0 ||
         set_meta(meta, RL_MODEL_META_INSTALLATION, opts->installation_id) !=
             0 ||
-        set_meta(meta, RL_MODEL_META_FINGERPRINT, opts->fingerprint) != 0)
+        set_meta(meta, RL_MODEL_META_FINGERPRINT, opts->fingerprint) != 0 ||
+        set_meta(meta, RL_MODEL_META_MODEL, model) != 0)
         return -1;
     return 0;
 }
@@ -317,7 +318,7 @@ rl_model_body_prepare(const char *chat_body,
         goto done;
     if (*api == RL_MODEL_API_RESPONSES && to_responses(req) != 0)
         goto nomem;
-    if (opts->store && add_store(req, opts) != 0)
+    if (opts->store && add_store(req, model->valuestring, opts) != 0)
         goto nomem;
     body = rl_json_print(req);
     if (!body)
