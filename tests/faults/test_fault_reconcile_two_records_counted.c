@@ -11,6 +11,7 @@
  * runledger_reconciled_generations_total counts 2. The run completes once
  * with one attempt and nothing sent again. */
 #include <stdio.h>
+#include <string.h>
 
 #include "faults.h"
 #include "ops.h"
@@ -75,6 +76,17 @@ main(void)
                               "SELECT prompt_tokens FROM attempts WHERE "
                               "run_id='%s'",
                               run));
+    {
+        const char *args[] = {"runs", "show", run, NULL};
+        static char out[65536];
+
+        RL_CHECK_INTEQ(ops_run(&t, args, NULL, NULL, out, sizeof(out), NULL, 0),
+                       0);
+        RL_CHECK(strstr(out, "attempt 1: answer read back from the "
+                             "endpoint's record (chatcmpl-1)") != NULL);
+        RL_CHECK(strstr(out, "2 generations in the record, all charged") !=
+                 NULL);
+    }
     e2e_teardown(&t);
     RL_TEST_END();
 }
