@@ -63,7 +63,8 @@ api_of_run(const struct ledger *lg, const struct rl_item *item, char **model)
 
 /* The attempts whose records a lookup of attempt_no of item may adopt:
  * attempt_no, and with earlier ambiguous attempts (has_earlier) every one
- * of them, read from the ledger. Returns 0 or RL_ERR_DB/RL_ERR_NOMEM. */
+ * of them, read from the ledger. Returns 0 or RL_ERR_DB (the connection
+ * failed: ask again); any other failure looks up attempt_no alone. */
 static int
 attempts_to_look_up(struct ledger *lg, struct rl_item *item, int attempt_no,
                     int has_earlier, char *errstr, size_t errstr_size)
@@ -76,8 +77,15 @@ attempts_to_look_up(struct ledger *lg, struct rl_item *item, int attempt_no,
     if (has_earlier) {
         err = rl_db_ambiguous_attempt_nos(lg->db, item->run_id, &nos, &n,
                                           errstr, errstr_size);
-        if (err)
+        if (err == RL_ERR_DB)
             return err;
+        if (err) {
+            struct rl_log_ctx ctx;
+
+            ledger_log_ctx(item, &ctx);
+            rl_log_warn(&ctx, "%s: looking up attempt %d alone", errstr,
+                        attempt_no);
+        }
     }
     for (int i = 0; i < n; i++)
         have |= nos[i] == attempt_no;
@@ -85,8 +93,8 @@ attempts_to_look_up(struct ledger *lg, struct rl_item *item, int attempt_no,
         int *grown = realloc(nos, (size_t)(n + 1) * sizeof(*nos));
 
         if (!grown) {
-            free(nos);
-            return RL_ERR_NOMEM;
+            free(nos); /* attempt_no alone (rl_model_call.attempt_no) */
+            return 0;
         }
         nos = grown;
         nos[n++] = attempt_no;
@@ -172,13 +180,11 @@ ledger_reconcile_live(struct ledger *lg, struct rl_item *item)
                                       item->ambiguous_count > 0, errstr,
                                       sizeof(errstr));
 
-        if (err == RL_ERR_DB) {
+        if (err) {
             ledger_defer(lg, item, REDO_RESULT,
                          "read the ambiguous attempts to reconcile", errstr);
             return 1;
         }
-        if (err)
-            return 0;
         free(item->reconcile_model);
         api_of_run(lg, item, &item->reconcile_model);
     }
@@ -212,14 +218,12 @@ ledger_reconcile_prior(struct ledger *lg, struct rl_item *item)
         return 0;
     /* The unsettled attempt and every earlier one that ended ambiguous. */
     err = attempts_to_look_up(lg, item, attempt_no, 1, errstr, sizeof(errstr));
-    if (err == RL_ERR_DB) {
+    if (err) {
         item->reconcile_done = 0;
         ledger_defer(lg, item, REDO_START,
                      "read the ambiguous attempts to reconcile", errstr);
         return 1;
     }
-    if (err)
-        return 0;
     start(lg, item, RL_RECONCILE_PRIOR, attempt_no, RL_MODEL_API_CHAT);
     return 1;
 }
