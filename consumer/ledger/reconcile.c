@@ -2,12 +2,12 @@
  * cut body; or dispatched by an owner that died before recording what came
  * back) is looked up in the endpoint's own record of the calls it answered
  * (RUNLEDGER_MODEL_STORED_COMPLETIONS: every call is stored with metadata
- * naming its run and attempt) before the ambiguity policy applies. The
- * record is eventually consistent, so a lookup that finds nothing is
- * repeated with backoff until RUNLEDGER_RECONCILE_SETTLE_MS has passed;
- * only then does "not found" count. Found, the stored answer becomes that
- * attempt's result and goes through the same guarded completion as a live
- * answer: no new generation.
+ * naming its run, its attempt and this ledger) before the ambiguity policy
+ * applies. The record is eventually consistent, so a lookup that finds nothing
+ * is repeated with backoff until RUNLEDGER_RECONCILE_SETTLE_MS has passed; only
+ * then does "not found" count. Found, the stored answer becomes that attempt's
+ * result and goes through the same guarded completion as a live answer: no new
+ * generation.
  *
  * A lookup lists every record naming the run and adopts the earliest of
  * those that name this ledger's installation id, the run's request
