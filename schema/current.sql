@@ -2491,6 +2491,12 @@ CREATE TABLE outbox_delivered (
 );
 ALTER TABLE ONLY outbox_delivered ALTER COLUMN explicit_payload SET COMPRESSION lz4;
 
+CREATE TABLE positions_kept (
+    one boolean DEFAULT true NOT NULL,
+    since timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT positions_kept_one_check CHECK (one)
+);
+
 CREATE TABLE received_notifications (
     idempotency_key text NOT NULL,
     payload jsonb NOT NULL,
@@ -2729,6 +2735,9 @@ ALTER TABLE ONLY outbox_delivered
 
 ALTER TABLE ONLY outbox
     ADD CONSTRAINT outbox_pkey PRIMARY KEY (run_id, channel);
+
+ALTER TABLE ONLY positions_kept
+    ADD CONSTRAINT positions_kept_pkey PRIMARY KEY (one);
 
 ALTER TABLE ONLY received_notifications
     ADD CONSTRAINT received_notifications_pkey PRIMARY KEY (idempotency_key);

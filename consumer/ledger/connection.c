@@ -119,7 +119,9 @@ ledger_connect(struct ledger *lg)
     if (first)
         check_standbys(lg);
     /* Perhaps another server than before (a failover): what it lost of
-     * this process's registrations is read again. */
+     * this process's registrations is read again, and the time it keeps
+     * positions since is its own. */
     lg->recheck_positions = 1;
+    lg->positions_kept_since = 0;
     return 1;
 }

@@ -80,6 +80,7 @@ struct ledger {
     size_t npositions, positions_cap;
     int recheck_positions;
     int64_t positions_checked_at; /* monotonic ms of the last comparison */
+    int64_t positions_kept_since; /* ms since the epoch; 0: not read yet */
     /* The offsets one intake turn registered (ledger_claim_intake), for
      * the note of its refused events that follows them. */
     int32_t *round_parts;
@@ -102,6 +103,7 @@ struct ledger_position {
     int64_t handled_next; /* one past the last offset handled; -1: none */
     int checked;    /* compared with the ledger's position in this epoch */
     int registered; /* this process registered events of it, any epoch */
+    uint64_t since_epoch; /* the epoch a seek by time was asked in */
 };
 
 /* How long a backlog seen keeps slots handed out by the sweeper, and the
