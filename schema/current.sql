@@ -2243,6 +2243,8 @@ CREATE TABLE attempts (
     finished_at timestamp with time zone,
     reconciled_at timestamp with time zone,
     reconciled_from text,
+    reconciled_attempt integer,
+    reconciled_generations integer,
     CONSTRAINT attempts_attempt_no_positive CHECK ((attempt_no > 0)),
     CONSTRAINT attempts_outcome_has_finish_time CHECK (((outcome IS NULL) = (finished_at IS NULL))),
     CONSTRAINT attempts_outcome_known CHECK ((outcome = ANY (ARRAY['ok'::text, 'transient'::text, 'permanent'::text, 'ambiguous'::text, 'invalid_output'::text, 'not_sent'::text, 'connect_failed'::text, 'cancelled'::text, 'lease_lost'::text])))
@@ -2400,6 +2402,14 @@ CREATE TABLE consumed_positions (
     partition integer NOT NULL,
     next_offset bigint NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE installation (
+    singleton boolean DEFAULT true NOT NULL,
+    installation_id text DEFAULT (gen_random_uuid())::text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT installation_installation_id_check CHECK ((installation_id <> ''::text)),
+    CONSTRAINT installation_singleton_check CHECK (singleton)
 );
 
 CREATE TABLE model_calls (
@@ -2704,6 +2714,9 @@ ALTER TABLE ONLY console_users
 
 ALTER TABLE ONLY consumed_positions
     ADD CONSTRAINT consumed_positions_pkey PRIMARY KEY (topic, partition);
+
+ALTER TABLE ONLY installation
+    ADD CONSTRAINT installation_pkey PRIMARY KEY (singleton);
 
 ALTER TABLE ONLY model_calls
     ADD CONSTRAINT model_calls_pkey PRIMARY KEY (run_id, attempt_no);

@@ -8,6 +8,7 @@
 #include "ledger_int.h"
 #include "rl/clock.h"
 #include "rl/db_conn.h"
+#include "rl/db_dispatch.h"
 #include "rl/db_positions.h"
 #include "rl/log.h"
 
@@ -99,6 +100,18 @@ ledger_connect(struct ledger *lg)
         rl_db_connect_role(lg->cfg, RL_DB_ROLE_LEDGER, errstr, sizeof(errstr));
     if (!lg->db) {
         rl_log_warn(NULL, "ledger: %s", errstr);
+        back_off(lg);
+        return 0;
+    }
+    /* Read before any call is sent: a stored call without it could not be
+     * told from another installation's. */
+    if (!lg->installation_id[0] &&
+        rl_db_installation_id(lg->db, lg->installation_id,
+                              sizeof(lg->installation_id), errstr,
+                              sizeof(errstr)) != 0) {
+        rl_log_warn(NULL, "ledger: %s", errstr);
+        rl_db_destroy(lg->db);
+        lg->db = NULL;
         back_off(lg);
         return 0;
     }

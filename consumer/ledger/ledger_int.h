@@ -90,6 +90,10 @@ struct ledger {
     int round_open;
     int round_gaps; /* an event of the turn covers offsets before it */
     struct rl_batcher *batch; /* batch mode (batch.c, consumer/batch/) */
+    /* The ledger's installation id (schema/086_installation.sql), read at
+     * the first connection: every stored call names it and a lookup adopts
+     * only records that do (reconcile.c). "" until read. */
+    char installation_id[128];
 };
 
 /* One partition as the ledger has handled it, in the newest epoch seen. */

@@ -1023,6 +1023,29 @@ class RecordsTest(unittest.TestCase):
         self.assertEqual(json.loads(other)["data"], [])
         self.assertEqual(stats(stub.port, key)["generations"], 1)
 
+    def test_generations_n_stores_each_and_drop_generates_none(self):
+        stub = self.start()
+        key = new_key()
+        # A gateway that re-sent the request: two generations, two
+        # records, each its own id, then a cut reply; the next request
+        # (then=drop) is dropped before the upstream sees it.
+        body = chat("[[fault:close_mid_body times=1 generations=2 "
+                    "then=drop]]", store=True,
+                    metadata={"run": key, "attempt": "1"})
+        with self.assertRaises(http.client.IncompleteRead):
+            post(stub.port, body, key=key)
+        self.assertEqual(stats(stub.port, key)["generations"], 2)
+        path = "/v1/chat/completions?metadata%5Brun%5D=" + key
+        _, _, data = request(stub.port, "GET", path)
+        found = json.loads(data)["data"]
+        self.assertEqual(len(found), 2)
+        self.assertNotEqual(found[0]["id"], found[1]["id"])
+        with self.assertRaises((http.client.RemoteDisconnected,
+                                ConnectionError)):
+            post(stub.port, body, key=key)
+        self.assertEqual(stats(stub.port, key)["generations"], 2)
+        self.assertEqual(stats(stub.port, key)["requests"], 2)
+
     def test_responses_api_answers_and_keeps_a_stored_response(self):
         stub = self.start()
         key = new_key()
