@@ -23,7 +23,7 @@ int
 main(void)
 {
     struct e2e t;
-    char run[RL_HEX_SIZE], job[160], http[64];
+    char run[RL_HEX_SIZE], job[160];
     const char *const stub_env[] = {"STUB_STORE_LAG_MS=5000", NULL};
     int port;
 
@@ -33,13 +33,7 @@ main(void)
     e2e_produce_event(&t, job, "tenant-a", 0,
                       "[[fault:close_mid_body times=1 then=drop]]", run);
     e2e_flush(&t);
-    port = ops_free_port();
-    snprintf(http, sizeof(http), "RUNLEDGER_HTTP_PORT=%d", port);
-    fx_spawn(&t, "consume", "RUNLEDGER_AMBIGUOUS_POLICY=retry_once",
-             "RUNLEDGER_MODEL_STORED_COMPLETIONS=true",
-             "RUNLEDGER_RECONCILE_SETTLE_MS=3000",
-             "RUNLEDGER_RECONCILE_LOOKUP_TIMEOUT_MS=2000", http, NULL);
-    RL_REQUIRE(fx_settled(&t, 60000));
+    port = fx_reconcile_settled(&t, 3000);
 
     fx_check_completed_once(&t, run);
     RL_CHECK_INTEQ(e2e_stub_generations(&t, run), 1);

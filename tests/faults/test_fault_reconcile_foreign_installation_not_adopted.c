@@ -68,7 +68,7 @@ int
 main(void)
 {
     struct e2e t;
-    char run[RL_HEX_SIZE], job[160], http[64], buf[2048], reason[64];
+    char run[RL_HEX_SIZE], job[160], buf[2048], reason[64];
     char errstr[256], installation[128];
     const char *const stub_env[] = {"STUB_STORE_LAG_MS=0", NULL};
     const char *directive = "[[fault:drop times=1]]";
@@ -100,13 +100,7 @@ main(void)
 
     e2e_produce_event(&t, job, "tenant-a", 0, directive, run);
     e2e_flush(&t);
-    port = ops_free_port();
-    snprintf(http, sizeof(http), "RUNLEDGER_HTTP_PORT=%d", port);
-    fx_spawn(&t, "consume", "RUNLEDGER_AMBIGUOUS_POLICY=retry_once",
-             "RUNLEDGER_MODEL_STORED_COMPLETIONS=true",
-             "RUNLEDGER_RECONCILE_SETTLE_MS=1500",
-             "RUNLEDGER_RECONCILE_LOOKUP_TIMEOUT_MS=2000", http, NULL);
-    RL_REQUIRE(fx_settled(&t, 60000));
+    port = fx_reconcile_settled(&t, 1500);
 
     fx_check_completed_once(&t, run);
     RL_CHECK_INTEQ(fx_attempts(&t, run, "*"), 2);

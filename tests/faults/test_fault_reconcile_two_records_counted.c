@@ -22,7 +22,7 @@ int
 main(void)
 {
     struct e2e t;
-    char run[RL_HEX_SIZE], job[160], http[64];
+    char run[RL_HEX_SIZE], job[160];
     const char *const stub_env[] = {"STUB_STORE_LAG_MS=500", NULL};
     int port;
 
@@ -32,13 +32,7 @@ main(void)
     e2e_produce_event(&t, job, "tenant-a", 0,
                       "[[fault:close_mid_body generations=2]]", run);
     e2e_flush(&t);
-    port = ops_free_port();
-    snprintf(http, sizeof(http), "RUNLEDGER_HTTP_PORT=%d", port);
-    fx_spawn(&t, "consume", "RUNLEDGER_AMBIGUOUS_POLICY=retry_once",
-             "RUNLEDGER_MODEL_STORED_COMPLETIONS=true",
-             "RUNLEDGER_RECONCILE_SETTLE_MS=8000",
-             "RUNLEDGER_RECONCILE_LOOKUP_TIMEOUT_MS=2000", http, NULL);
-    RL_REQUIRE(fx_settled(&t, 60000));
+    port = fx_reconcile_settled(&t, 8000);
 
     fx_check_completed_once(&t, run);
     RL_CHECK_INTEQ(e2e_stub_generations(&t, run), 2);
