@@ -34,9 +34,9 @@ main(void)
                           ids[i]);
     e2e_flush(&t);
     bt_spawn(&t, NULL);
-    RL_REQUIRE(e2e_wait_intf(&t, 0, 90000,
+    RL_REQUIRE(e2e_wait_intf(&t, RUNS, 90000,
                              "SELECT count(*) FROM runs WHERE job = '%s' AND "
-                             "status NOT IN ('completed', 'failed')",
+                             "status IN ('completed', 'failed')",
                              job));
     RL_REQUIRE(fx_settled(&t, 60000));
 
