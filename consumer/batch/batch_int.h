@@ -101,7 +101,6 @@ void batch_refused(struct rl_batcher *bt, struct rl_batch *b, const char *why);
  * if it can be, its runs not answered yet follow their --on-expiry
  * policy (error class batch_unreadable), and b ends failed with why as
  * its detail. */
-void batch_give_up(struct rl_batcher *bt, struct rl_batch *b,
-                   const char *why);
+void batch_give_up(struct rl_batcher *bt, struct rl_batch *b, const char *why);
 
 #endif /* RL_BATCH_INT_H */

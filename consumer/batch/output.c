@@ -75,8 +75,8 @@ static int
 fence_end(struct lines *ls, int err)
 {
     char errstr[512];
-    int end = rl_db_batch_fence_end(ls->bt->db, err == 0, errstr,
-                                    sizeof(errstr));
+    int end =
+        rl_db_batch_fence_end(ls->bt->db, err == 0, errstr, sizeof(errstr));
 
     if (end && !err)
         batch_log(ls->b, RL_LOG_WARN, "acting on its lines: ", errstr);
@@ -620,15 +620,14 @@ finish(struct rl_batcher *bt, struct rl_batch *b,
                 err = fence_begin(&ls);
                 if (!err)
                     err = fence_end(
-                        &ls,
-                        line_failed(&ls, &left[i], RL_OUTCOME_TRANSIENT, 0,
-                                    *gave_up ? "batch_unreadable"
-                                    : strcmp(st->status, "expired") == 0
-                                        ? "batch_expired"
-                                    : strcmp(st->status, "refused") == 0
-                                        ? "batch_refused"
-                                        : "batch_failed",
-                                    0, why));
+                        &ls, line_failed(&ls, &left[i], RL_OUTCOME_TRANSIENT, 0,
+                                         *gave_up ? "batch_unreadable"
+                                         : strcmp(st->status, "expired") == 0
+                                             ? "batch_expired"
+                                         : strcmp(st->status, "refused") == 0
+                                             ? "batch_refused"
+                                             : "batch_failed",
+                                         0, why));
                 if (err)
                     snprintf(errstr, sizeof(errstr),
                              "could not retry a run of the batch");

@@ -26,8 +26,8 @@ main(void)
     e2e_setup(&t, "batchunread", 1);
     e2e_stub_start(&t, stub_env);
     snprintf(job, sizeof(job), "job-%s", t.name);
-    bt_batch_set(&t, job, "--window", "60s", "--max-runs", "4",
-                 "--on-expiry", "fail", NULL);
+    bt_batch_set(&t, job, "--window", "60s", "--max-runs", "4", "--on-expiry",
+                 "fail", NULL);
     for (int i = 0; i < RUNS; i++)
         e2e_produce_event(&t, job, "tenant-a", i,
                           i == 2 ? "[[fault:oversize bytes=17000000]]" : NULL,
@@ -61,9 +61,9 @@ main(void)
             unreadable++;
         }
     }
-    RL_CHECK_STREQ(e2e_textf(&t, "SELECT status FROM runs WHERE run_id = '%s'",
-                             ids[2]),
-                   "failed");
+    RL_CHECK_STREQ(
+        e2e_textf(&t, "SELECT status FROM runs WHERE run_id = '%s'", ids[2]),
+        "failed");
     RL_CHECK_INTEQ(completed + unreadable, RUNS);
     RL_CHECK_INTEQ(e2e_int(&t, "SELECT count(*) FROM batch_runs WHERE state "
                                "IN ('waiting', 'in_batch')"),

@@ -38,8 +38,7 @@ static const char *const batch_steps[] = {
         "UPDATE batches SET lookup_since = coalesce(lookup_since, now()),"
         " detail = $4," RELEASE FENCE,
     [RL_BATCH_STEP_POLL] = "UPDATE batches SET polls = polls + 1,"
-                           " provider_status = $4, failures = 0," RELEASE
-                               FENCE,
+                           " provider_status = $4, failures = 0," RELEASE FENCE,
     [RL_BATCH_STEP_RELEASE] = "UPDATE batches SET detail = $4," RELEASE FENCE,
 };
 
@@ -63,8 +62,7 @@ static const char batch_failure[] =
 
 /* The batches row locked under the lease: a worker whose lease another
  * took waits here for the taker's commit and then finds no row. */
-static const char batch_fence[] =
-    "SELECT 1 FROM batches" FENCE " FOR UPDATE";
+static const char batch_fence[] = "SELECT 1 FROM batches" FENCE " FOR UPDATE";
 
 void
 db_batch_row(const PGresult *res, int row, struct rl_batch *b)
@@ -140,9 +138,9 @@ rl_db_batch_finish(struct rl_db *db, const struct rl_batch *b,
 {
     char okb[16], failedb[16], ignoredb[16];
     const char *name = rl_batch_state_name(state);
-    const char *extra[8] = {name,    provider_status, output_file_id,
-                            error_file_id, okb, failedb, ignoredb,
-                            detail ? detail : ""};
+    const char *extra[8] = {
+        name, provider_status, output_file_id, error_file_id,
+        okb,  failedb,         ignoredb,       detail ? detail : ""};
 
     snprintf(okb, sizeof(okb), "%d", ok);
     snprintf(failedb, sizeof(failedb), "%d", failed);
@@ -152,9 +150,8 @@ rl_db_batch_finish(struct rl_db *db, const struct rl_batch *b,
 }
 
 int
-rl_db_batch_renew(struct rl_db *db, const struct rl_batch *b,
-                  const char *owner, int64_t ms, char *errstr,
-                  size_t errstr_size)
+rl_db_batch_renew(struct rl_db *db, const struct rl_batch *b, const char *owner,
+                  int64_t ms, char *errstr, size_t errstr_size)
 {
     char msbuf[32];
     const char *extra[1] = {msbuf};
@@ -191,8 +188,8 @@ rl_db_batch_failure(struct rl_db *db, const struct rl_batch *b,
 }
 
 int
-rl_db_batch_fence(struct rl_db *db, const struct rl_batch *b,
-                  const char *owner, char *errstr, size_t errstr_size)
+rl_db_batch_fence(struct rl_db *db, const struct rl_batch *b, const char *owner,
+                  char *errstr, size_t errstr_size)
 {
     char epoch[32];
     const char *params[3] = {b->batch_id, owner, epoch};

@@ -52,8 +52,8 @@ rl_model_batches_set_tick(struct rl_model_batches *mb, int (*tick)(void *arg),
  * lease is gone, its worker stops) ends at once, however long its
  * timeout. */
 static int
-on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow,
-            curl_off_t ultotal, curl_off_t ulnow)
+on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+            curl_off_t ulnow)
 {
     struct rl_model_batches *mb = arg;
 
@@ -570,8 +570,7 @@ rl_model_batches_cancel(struct rl_model_batches *mb, const char *batch_id,
 int
 rl_model_batches_cancel_strays(struct rl_model_batches *mb,
                                const char *local_id, const char *keep_id,
-                               int *cancelled, char *errstr,
-                               size_t errstr_size)
+                               int *cancelled, char *errstr, size_t errstr_size)
 {
     char extra[512], after[256] = "", id[128], status[32];
 
@@ -581,8 +580,8 @@ rl_model_batches_cancel_strays(struct rl_model_batches *mb,
         const cJSON *obj, *more;
         int err;
 
-        snprintf(extra, sizeof(extra), "limit=100%s%s",
-                 *after ? "&after=" : "", after);
+        snprintf(extra, sizeof(extra), "limit=100%s%s", *after ? "&after=" : "",
+                 after);
         err = request(mb, "GET", "/batches", extra, NULL, NULL, NULL, &answer,
                       errstr, errstr_size);
         if (err)
@@ -736,7 +735,7 @@ rl_model_batches_read(struct rl_model_batches *mb, const char *file_id,
                    file_id, curl_easy_strerror(rc), status);
         /* Gone or refused (an expired file, a key that no longer reads
          * it) is refused again: RL_ERR_INVALID, as for any call. */
-        err = refused(status)    ? RL_ERR_INVALID
+        err = refused(status) ? RL_ERR_INVALID
               : status >= 400 ? RL_ERR_HTTP
                               : RL_ERR_IO;
     }
