@@ -59,8 +59,9 @@ int rl_db_batch_step(struct rl_db *db, const struct rl_batch *b,
                      size_t errstr_size);
 
 /* Ends b under its lease: state (completed, failed, expired or
- * cancelled), the provider's status and files, and the lines counted.
- * Returns 0, RL_ERR_STALE or RL_ERR_DB. */
+ * cancelled), the provider's status and files, the lines counted, and
+ * detail (NULL or "": the last step's kept). Returns 0, RL_ERR_STALE or
+ * RL_ERR_DB. */
 int rl_db_batch_finish(struct rl_db *db, const struct rl_batch *b,
                        const char *owner, enum rl_batch_state state,
                        const char *provider_status, const char *output_file_id,
