@@ -44,6 +44,7 @@ struct lines {
     struct rl_batcher *bt;
     struct rl_batch *b;
     int ok, failed, ignored;
+    int unmatched; /* lines naming no run of the batch (also ignored) */
     int db_failed;
     /* Answered lines waiting for one statement (store_pending): at most
      * STORE_LINES_MAX of them and STORE_BYTES_MAX of outputs (one longer
@@ -209,6 +210,7 @@ line_invalid(struct lines *ls, const char *run_id, int attempt, const char *why)
                           errstr, sizeof(errstr));
     if (err == RL_ERR_NOTFOUND) {
         ls->ignored++;
+        ls->unmatched++;
         return fence_end(ls, 0);
     }
     if (err)
@@ -286,6 +288,7 @@ store_some(struct lines *ls, size_t from, size_t n)
             continue;
         if (results[i] == RL_BATCH_ANSWER_NOT_FOUND) {
             ls->ignored++;
+            ls->unmatched++;
             continue;
         }
         /* The line's generation and tokens count as a live answer's do,
@@ -440,6 +443,7 @@ line_not_answered(struct lines *ls, const char *run_id, int attempt,
                           errstr, sizeof(errstr));
     if (err == RL_ERR_NOTFOUND) {
         ls->ignored++;
+        ls->unmatched++;
         return fence_end(ls, 0);
     }
     if (err)
@@ -469,6 +473,7 @@ on_line(char *line, size_t len, void *arg)
     if (!cJSON_IsString(cid) || !(colon = strrchr(cid->valuestring, ':')) ||
         (size_t)(colon - cid->valuestring) >= sizeof(run_id)) {
         ls->ignored++;
+        ls->unmatched++;
         goto done;
     }
     memcpy(run_id, cid->valuestring, (size_t)(colon - cid->valuestring));
@@ -647,8 +652,8 @@ finish(struct rl_batcher *bt, struct rl_batch *b,
         : strcmp(st->status, "expired") == 0   ? RL_BATCH_EXPIRED
         : strcmp(st->status, "cancelled") == 0 ? RL_BATCH_CANCELLED
                                                : RL_BATCH_FAILED,
-        st->status, st->output_file_id, st->error_file_id, ls.ok, ls.failed,
-        ls.ignored, gave_up, errstr, sizeof(errstr));
+        st->status, st->output_file_id, st->error_file_id, ls.unmatched,
+        gave_up, errstr, sizeof(errstr));
     snprintf(why, sizeof(why),
              "%s: %d answers stored, %d lines failed, %d "
              "ignored; at most %zu bytes of answers held",

@@ -59,15 +59,16 @@ int rl_db_batch_step(struct rl_db *db, const struct rl_batch *b,
                      size_t errstr_size);
 
 /* Ends b under its lease: state (completed, failed, expired or
- * cancelled), the provider's status and files, the lines counted, and
- * detail (NULL or "": the last step's kept). Returns 0, RL_ERR_STALE or
- * RL_ERR_DB. */
+ * cancelled), the provider's status and files, and detail (NULL or "":
+ * the last step's kept). Its lines are counted from its runs' states in
+ * the ledger, whoever read them (lines_ok completed, lines_failed failed
+ * or retried, lines_ignored ignored plus unmatched: the lines that named
+ * no run of b). Returns 0, RL_ERR_STALE or RL_ERR_DB. */
 int rl_db_batch_finish(struct rl_db *db, const struct rl_batch *b,
                        const char *owner, enum rl_batch_state state,
                        const char *provider_status, const char *output_file_id,
-                       const char *error_file_id, int ok, int failed,
-                       int ignored, const char *detail, char *errstr,
-                       size_t errstr_size);
+                       const char *error_file_id, int unmatched,
+                       const char *detail, char *errstr, size_t errstr_size);
 
 /* Extends b's lease to ms from now. Returns 0, RL_ERR_STALE or RL_ERR_DB. */
 int rl_db_batch_renew(struct rl_db *db, const struct rl_batch *b,

@@ -45,9 +45,14 @@ static const char *const batch_steps[] = {
 static const char batch_finish[] =
     "UPDATE batches SET state = $4, provider_status = $5,"
     " output_file_id = nullif($6, ''), error_file_id = nullif($7, ''),"
-    " lines_ok = $8::int4, lines_failed = $9::int4,"
-    " lines_ignored = $10::int4, finished_at = now(),"
-    " detail = coalesce(nullif($11, ''), detail),"
+    " lines_ok = (SELECT count(*) FROM batch_runs r"
+    "  WHERE r.batch_id = $1 AND r.state = 'completed'),"
+    " lines_failed = (SELECT count(*) FROM batch_runs r"
+    "  WHERE r.batch_id = $1 AND r.state IN ('failed', 'retried',"
+    "  'go_live')),"
+    " lines_ignored = $8::int4 + (SELECT count(*) FROM batch_runs r"
+    "  WHERE r.batch_id = $1 AND r.state = 'ignored'),"
+    " finished_at = now(), detail = coalesce(nullif($9, ''), detail),"
     " lock_owner = NULL, lock_expires_at = NULL" FENCE;
 
 static const char batch_renew[] =
@@ -133,19 +138,17 @@ int
 rl_db_batch_finish(struct rl_db *db, const struct rl_batch *b,
                    const char *owner, enum rl_batch_state state,
                    const char *provider_status, const char *output_file_id,
-                   const char *error_file_id, int ok, int failed, int ignored,
-                   const char *detail, char *errstr, size_t errstr_size)
+                   const char *error_file_id, int unmatched, const char *detail,
+                   char *errstr, size_t errstr_size)
 {
-    char okb[16], failedb[16], ignoredb[16];
+    char unmatchedb[16];
     const char *name = rl_batch_state_name(state);
-    const char *extra[8] = {
-        name, provider_status, output_file_id, error_file_id,
-        okb,  failedb,         ignoredb,       detail ? detail : ""};
+    const char *extra[6] = {name,           provider_status,
+                            output_file_id, error_file_id,
+                            unmatchedb,     detail ? detail : ""};
 
-    snprintf(okb, sizeof(okb), "%d", ok);
-    snprintf(failedb, sizeof(failedb), "%d", failed);
-    snprintf(ignoredb, sizeof(ignoredb), "%d", ignored);
-    return fenced(db, batch_finish, b, owner, 8, extra, "finish", errstr,
+    snprintf(unmatchedb, sizeof(unmatchedb), "%d", unmatched);
+    return fenced(db, batch_finish, b, owner, 6, extra, "finish", errstr,
                   errstr_size);
 }
 
