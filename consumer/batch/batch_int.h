@@ -97,6 +97,11 @@ void batch_finish(struct rl_batcher *bt, struct rl_batch *b,
 /* The provider refused b's upload or create too often: its runs go back
  * to their policy and b ends failed, never to be created. */
 void batch_refused(struct rl_batcher *bt, struct rl_batch *b, const char *why);
+/* The batches the provider holds under b's local id besides the one the
+ * ledger adopted (made by a create whose worker lost the lease) cancelled
+ * at the provider; their lines are never read. At b's first poll and
+ * before its files are read. */
+void batch_cancel_strays(struct rl_batcher *bt, const struct rl_batch *b);
 /* b cannot be polled or its files read (why): cancelled at the provider
  * if it can be, its runs not answered yet follow their --on-expiry
  * policy (error class batch_unreadable), and b ends failed with why as

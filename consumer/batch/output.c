@@ -516,11 +516,8 @@ read_file(struct lines *ls, const char *file_id, char *errstr,
     return err;
 }
 
-/* The batches the provider holds under b's local id besides the one the
- * ledger adopted: made by a create whose worker lost the lease. Cancelled
- * before b's files are read, and their lines never read. */
-static void
-cancel_strays(struct rl_batcher *bt, const struct rl_batch *b)
+void
+batch_cancel_strays(struct rl_batcher *bt, const struct rl_batch *b)
 {
     char errstr[512], why[600];
     int n = 0;
@@ -596,7 +593,7 @@ finish(struct rl_batcher *bt, struct rl_batch *b,
                           "reading the results: out of memory");
         return;
     }
-    cancel_strays(bt, b);
+    batch_cancel_strays(bt, b);
     if (!*gave_up && *st->output_file_id)
         err = read_file(&ls, st->output_file_id, errstr, sizeof(errstr));
     if (!*gave_up && !err && *st->error_file_id)

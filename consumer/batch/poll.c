@@ -64,6 +64,10 @@ poll_batch(struct rl_batcher *bt, struct rl_batch *b)
         batch_finish(bt, b, &st);
         return;
     }
+    /* A create that reached the provider late has made its batch by
+     * now, most likely: cancelled before it costs. */
+    if (b->polls == 0)
+        batch_cancel_strays(bt, b);
     /* Every run of it cancelled: nobody wants its answers. */
     if (strcmp(st.status, "cancelling") != 0 &&
         rl_db_batch_live_runs(bt->db, b->batch_id, &live, errstr,

@@ -232,3 +232,23 @@ bt_stub_file(struct e2e *t, const char *file_id)
     curl_easy_cleanup(curl);
     return root;
 }
+
+cJSON *
+bt_stub_batch(struct e2e *t, const char *batch_id)
+{
+    char url[512];
+    CURL *curl = curl_easy_init();
+    struct grow g = {NULL, 0};
+    cJSON *root = NULL;
+
+    snprintf(url, sizeof(url), "%s/batches/%s", t->model_base_url, batch_id);
+    curl_easy_setopt(curl, CURLOPT_URL, url);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, grow_write);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &g);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 10000L);
+    if (curl_easy_perform(curl) == CURLE_OK && g.data)
+        root = cJSON_Parse(g.data);
+    free(g.data);
+    curl_easy_cleanup(curl);
+    return root;
+}

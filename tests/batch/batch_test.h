@@ -46,4 +46,8 @@ int bt_stub_create_batch(struct e2e *t, const char *file_id,
  * parsed (cJSON_Delete it); NULL on error. */
 cJSON *bt_stub_file(struct e2e *t, const char *file_id);
 
+/* GET /v1/batches/batch_id of the test's stub (its "status" ...), parsed
+ * (cJSON_Delete it); NULL on error. */
+cJSON *bt_stub_batch(struct e2e *t, const char *batch_id);
+
 #endif /* RL_BATCH_TEST_H */
