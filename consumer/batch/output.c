@@ -512,6 +512,9 @@ read_file(struct lines *ls, const char *file_id, char *errstr,
         rl_set_err(errstr, errstr_size, "could not store the answers of %s",
                    file_id);
         err = stored;
+    } else if (ls->db_failed) {
+        rl_set_err(errstr, errstr_size,
+                   "a line of %s could not be written to the ledger", file_id);
     }
     return err;
 }
@@ -542,8 +545,9 @@ batch_cancel_strays(struct rl_batcher *bt, const struct rl_batch *b)
 /* A read that failed (err, errstr): whether b is given up now, why into
  * gave_up. A file the provider refuses, or a line over the limit, is
  * refused again: given up at once, never downloaded again. Otherwise
- * given up after BATCH_FAILURES_MAX such reads; -1 when the read is to
- * be tried again later (or the lease is gone). */
+ * given up after BATCH_FAILURES_MAX such reads, a line the ledger keeps
+ * refusing among them (the database away, the failure is not counted);
+ * -1 when the read is to be tried again later (or the lease is gone). */
 static int
 read_failed(struct lines *ls, int err, const char *errstr, char *gave_up,
             size_t gave_up_size)
@@ -553,7 +557,7 @@ read_failed(struct lines *ls, int err, const char *errstr, char *gave_up,
     int failures = 0;
 
     snprintf(why, sizeof(why), "reading the results: %s", errstr);
-    if (ls->db_failed || bt->lease_lost || batch_stopping(bt)) {
+    if (bt->lease_lost || batch_stopping(bt)) {
         batch_step_failed(bt, ls->b, err, why);
         return -1;
     }
@@ -561,13 +565,15 @@ read_failed(struct lines *ls, int err, const char *errstr, char *gave_up,
                             batch_lease_ms(bt), &failures, dberr,
                             sizeof(dberr)) != 0)
         return -1;
-    if (err != RL_ERR_INVALID && failures < BATCH_FAILURES_MAX) {
+    if ((err != RL_ERR_INVALID || ls->db_failed) &&
+        failures < BATCH_FAILURES_MAX) {
         batch_step_failed(bt, ls->b, err, why);
         return -1;
     }
     snprintf(gave_up, gave_up_size, "given up: %s%s", why,
-             err == RL_ERR_INVALID ? " (refused again if read again)"
-                                   : " (failed too often)");
+             err == RL_ERR_INVALID && !ls->db_failed
+                 ? " (refused again if read again)"
+                 : " (failed too often)");
     batch_log(ls->b, RL_LOG_WARN, "", gave_up);
     return 0;
 }
