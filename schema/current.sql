@@ -2342,6 +2342,7 @@ CREATE TABLE batches (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     submitted_at timestamp with time zone,
     finished_at timestamp with time zone,
+    failures integer DEFAULT 0 NOT NULL,
     CONSTRAINT batches_state CHECK ((state = ANY (ARRAY['intent'::text, 'submitted'::text, 'completed'::text, 'failed'::text, 'expired'::text, 'cancelled'::text])))
 );
 

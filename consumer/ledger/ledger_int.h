@@ -186,6 +186,9 @@ void ledger_start_attempts(struct ledger *lg, struct rl_item *list);
 /* Starts the batcher thread (with a connection and an endpoint client of
  * its own); without it, batch-mode runs are sent live. */
 void ledger_batch_start(struct ledger *lg);
+/* Tells it to stop, as the process begins to: its call in progress ends
+ * and it takes nothing more, so the join later waits for nothing. */
+void ledger_batch_stopping(struct ledger *lg);
 /* Stops and joins it. */
 void ledger_batch_stop(struct ledger *lg);
 /* Of n runs whose dispatch is recorded, hands those in batch mode to the

@@ -488,6 +488,9 @@ class Stub:
                 if not done or not keep:
                     return
                 continue
+            delay = self.records.create_delay(method, path)
+            if delay:
+                await asyncio.sleep(delay)
             reply = self.route_other(method, path, query, body, headers)
             if reply is None:
                 return
@@ -502,6 +505,21 @@ class Stub:
                 writer.write(full[:len(full) - len(reply.body) // 2])
                 await writer.drain()
                 return
+            if reply.ctype == b"application/jsonl" and \
+                    self.records.content_seconds > 0 and reply.body:
+                # A slow download: the headers, then the body in pieces.
+                head_len = len(full) - len(reply.body)
+                writer.write(full[:head_len])
+                pieces = 20
+                step = max(1, -(-len(reply.body) // pieces))
+                for i in range(0, len(reply.body), step):
+                    await asyncio.sleep(
+                        self.records.content_seconds / pieces)
+                    writer.write(reply.body[i:i + step])
+                    await writer.drain()
+                if not keep:
+                    return
+                continue
             writer.write(full)
             await writer.drain()
             if not keep:
@@ -1125,6 +1143,7 @@ class Stub:
             "files": len(self.records.files),
             "stored_completions": len(self.records.completions),
             "uploads": self.records.uploads,
+            "file_reads": self.records.file_reads,
             "list_pages": self.records.list_pages,
             "batch_polls": self.records.batch_polls,
             "batch_poll_times": self.records.batch_poll_times,

@@ -911,6 +911,38 @@ class RecordsTest(unittest.TestCase):
         self.assertEqual(len(found), 1)
         self.assertEqual(stats(stub.port)["batches_created"], 1)
 
+    def test_first_create_made_and_answered_late(self):
+        stub = self.start(STUB_BATCH_SECONDS="30",
+                          STUB_BATCH_CREATE_DELAY_MS="600")
+        f = upload(stub.port, batch_lines(2, "b5"))
+        req = {"input_file_id": f["id"],
+               "endpoint": "/v1/chat/completions"}
+        t0 = time.monotonic()
+        status, _, _ = request(stub.port, "POST", "/v1/batches", req)
+        self.assertEqual(status, 200)
+        self.assertGreaterEqual(time.monotonic() - t0, 0.6)
+        # Only the first: the next is made at once.
+        t0 = time.monotonic()
+        status, _, _ = request(stub.port, "POST", "/v1/batches", req)
+        self.assertEqual(status, 200)
+        self.assertLess(time.monotonic() - t0, 0.5)
+        self.assertEqual(stats(stub.port)["batches_created"], 2)
+
+    def test_content_sent_slowly_and_reads_counted(self):
+        stub = self.start(STUB_BATCH_SECONDS="0.1",
+                          STUB_FILE_CONTENT_SECONDS="1")
+        f = upload(stub.port, batch_lines(3, "b6"))
+        _, _, data = request(stub.port, "POST", "/v1/batches", {
+            "input_file_id": f["id"], "endpoint": "/v1/chat/completions"})
+        doc = self.wait_batch(stub.port, json.loads(data)["id"], "completed")
+        t0 = time.monotonic()
+        status, _, out = request(
+            stub.port, "GET", "/v1/files/%s/content" % doc["output_file_id"])
+        self.assertEqual(status, 200)
+        self.assertGreaterEqual(time.monotonic() - t0, 0.9)
+        self.assertEqual(len(out.splitlines()), 3)
+        self.assertEqual(stats(stub.port)["file_reads"], 1)
+
     def test_batch_expires_with_every_line_refused(self):
         stub = self.start(STUB_BATCH_SECONDS="30",
                           STUB_BATCH_EXPIRE_SECONDS="0.2")
