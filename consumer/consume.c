@@ -379,11 +379,15 @@ seek_current(const struct kstate *ks, const struct rl_seek *sk)
            rl_epochs_get(&ks->epochs, sk->partition) == sk->epoch;
 }
 
+/* How long a failed lookup by time waits before it is tried again. */
+#define SINCE_RETRY_MS 2000
+
 /* Turns each RL_SEEK_SINCE request into the offset of the partition's
  * first event stamped at or after its time, when that is before what the
  * group committed; into nothing (-1) otherwise. One ListOffsets request
- * for all of them, bounded: a failure leaves them for the ledger's next
- * comparison. Rare: a partition the ledger keeps nothing of, read by a
+ * for all of them, bounded; one that fails (the broker away) is put back
+ * and tried again SINCE_RETRY_MS later, since the ledger asks once per
+ * epoch. Rare: a partition the ledger keeps nothing of, read by a
  * process that registered nothing of it. @locality kafka thread */
 static void
 resolve_since(struct kstate *ks, struct rl_seek *seeks, size_t n)
@@ -392,16 +396,27 @@ resolve_since(struct kstate *ks, struct rl_seek *seeks, size_t n)
     rd_kafka_topic_partition_list_t *list =
         rd_kafka_topic_partition_list_new((int)n);
     rd_kafka_resp_err_t err;
+    int64_t now = rl_clock_ms();
 
     for (size_t i = 0; i < n; i++) {
-        if (seeks[i].offset == RL_SEEK_SINCE && seek_current(ks, &seeks[i]))
-            rd_kafka_topic_partition_list_add(list, topic, seeks[i].partition)
-                ->offset = seeks[i].since_ms;
+        struct rl_seek *sk = &seeks[i];
+
+        if (sk->offset != RL_SEEK_SINCE)
+            continue;
+        if (!seek_current(ks, sk)) {
+            sk->offset = -1;
+        } else if (sk->due_ms > now) {
+            rl_pipeline_seek_again(ks->pl, sk);
+            sk->offset = -1;
+        } else {
+            rd_kafka_topic_partition_list_add(list, topic, sk->partition)
+                ->offset = sk->since_ms;
+        }
     }
     err = list->cnt > 0 ? rd_kafka_offsets_for_times(ks->rk, list, 5000)
                         : RD_KAFKA_RESP_ERR_NO_ERROR;
     if (err)
-        rl_log_warn(NULL, "could not look up offsets by time: %s",
+        rl_log_warn(NULL, "could not look up offsets by time: %s; will retry",
                     rd_kafka_err2str(err));
     for (size_t i = 0; i < n; i++) {
         struct rl_seek *sk = &seeks[i];
@@ -412,9 +427,13 @@ resolve_since(struct kstate *ks, struct rl_seek *seeks, size_t n)
         tp = err ? NULL
                  : rd_kafka_topic_partition_list_find(list, topic,
                                                       sk->partition);
-        sk->offset = -1;
-        if (!tp || tp->err)
+        if (!tp || tp->err) {
+            sk->due_ms = now + SINCE_RETRY_MS;
+            rl_pipeline_seek_again(ks->pl, sk);
+            sk->offset = -1;
             continue;
+        }
+        sk->offset = -1;
         if (tp->offset < 0 || tp->offset >= sk->below) {
             rl_log_info(NULL,
                         "partition %d has no consumed position in the "

@@ -10,13 +10,16 @@
 #include "positions.h"
 #include "rl/log.h"
 
+/* Queues sk; an earlier request for its partition is replaced, unless
+ * keep_newer and one is queued (it came after sk was taken). */
 static void
-seek_request(struct rl_pipeline *pl, const struct rl_seek *sk)
+seek_request(struct rl_pipeline *pl, const struct rl_seek *sk, int keep_newer)
 {
     pthread_mutex_lock(&pl->seek_lock);
     for (size_t i = 0; i < pl->seek_count; i++) {
         if (pl->seeks[i].partition == sk->partition) {
-            pl->seeks[i] = *sk;
+            if (!keep_newer)
+                pl->seeks[i] = *sk;
             pthread_mutex_unlock(&pl->seek_lock);
             return;
         }
@@ -49,7 +52,7 @@ rl_pipeline_seek_back(struct rl_pipeline *pl, int32_t partition, uint64_t epoch,
     struct rl_seek sk = {
         .partition = partition, .epoch = epoch, .offset = offset};
 
-    seek_request(pl, &sk);
+    seek_request(pl, &sk, 0);
 }
 
 void
@@ -62,7 +65,13 @@ rl_pipeline_seek_since(struct rl_pipeline *pl, int32_t partition,
                          .since_ms = since_ms,
                          .below = below};
 
-    seek_request(pl, &sk);
+    seek_request(pl, &sk, 0);
+}
+
+void
+rl_pipeline_seek_again(struct rl_pipeline *pl, const struct rl_seek *sk)
+{
+    seek_request(pl, sk, 1);
 }
 
 struct rl_seek *

@@ -20,6 +20,7 @@ struct rl_seek {
     int64_t offset;
     int64_t since_ms; /* RL_SEEK_SINCE: the time the offset is found for */
     int64_t below;    /* RL_SEEK_SINCE: seek only to an offset before it */
+    int64_t due_ms;   /* RL_SEEK_SINCE: not looked up before (monotonic) */
 };
 
 /* The offset of a seek back to a partition's beginning (librdkafka's
@@ -42,6 +43,10 @@ void rl_pipeline_seek_back(struct rl_pipeline *pl, int32_t partition,
  * partition, as rl_pipeline_seek_back does. @locality any thread */
 void rl_pipeline_seek_since(struct rl_pipeline *pl, int32_t partition,
                             uint64_t epoch, int64_t since_ms, int64_t below);
+/* Puts a request taken by rl_pipeline_take_seeks back, unless a newer one
+ * for its partition came meanwhile (a lookup that failed, retried once
+ * due). @locality kafka thread */
+void rl_pipeline_seek_again(struct rl_pipeline *pl, const struct rl_seek *sk);
 
 /* Takes the pending seek requests: a malloc'd array (free it) and its
  * length in *n, or NULL with *n 0. @locality kafka thread */
