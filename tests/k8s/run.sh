@@ -3,9 +3,9 @@
 #
 #   1. the parts: Debian packages (deps.sh), the Kubernetes binaries and
 #      CoreDNS and kube-router (build.sh, cached under
-#      $RL_CACHE_DIR/k8s-<version>), the
-#      image `make image` builds (tests/image/build.sh --no-smoke), and
-#      the upgrade test's second image
+#      $RL_CACHE_DIR/k8s-<version>), the image `make image` builds
+#      (tests/image/build.sh --no-smoke), and the upgrade test's second
+#      image
 #   2. the cluster (cluster.sh up) in $K8S_DIR, default $BUILD_DIR/k8s
 #   3. PostgreSQL, Kafka and the stub model outside the cluster, on the
 #      bridge's host address, as managed services usually are
@@ -37,8 +37,8 @@
 #                    kube-router's policy controller started (cluster.sh
 #                    policy): a pod the policies leave out reaches the
 #                    metrics and console ports before and not after, an
-#                    allowed one does; runs complete under enforcement. It changes the release's values:
-#                    it runs last
+#                    allowed one does; runs complete under enforcement.
+#                    It changes the release's values: it runs last
 #   6. cluster.sh down and the services stopped, on every way out
 #
 # Prints the figures (time to Ready, eviction and delete times, lost and
