@@ -368,11 +368,81 @@ rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     rd_kafka_assign(rk, NULL);
 }
 
+/* Whether seek sk is still this process's to make: its partition is
+ * assigned and not read again since the ledger looked. */
+static int
+seek_current(const struct kstate *ks, const struct rl_seek *sk)
+{
+    return ks->assignment &&
+           rd_kafka_topic_partition_list_find(
+               ks->assignment, ks->pl->cfg->topic, sk->partition) &&
+           rl_epochs_get(&ks->epochs, sk->partition) == sk->epoch;
+}
+
+/* Turns each RL_SEEK_SINCE request into the offset of the partition's
+ * first event stamped at or after its time, when that is before what the
+ * group committed; into nothing (-1) otherwise. One ListOffsets request
+ * for all of them, bounded: a failure leaves them for the ledger's next
+ * comparison. Rare: a partition the ledger keeps nothing of, read by a
+ * process that registered nothing of it. @locality kafka thread */
+static void
+resolve_since(struct kstate *ks, struct rl_seek *seeks, size_t n)
+{
+    const char *topic = ks->pl->cfg->topic;
+    rd_kafka_topic_partition_list_t *list =
+        rd_kafka_topic_partition_list_new((int)n);
+    rd_kafka_resp_err_t err;
+
+    for (size_t i = 0; i < n; i++) {
+        if (seeks[i].offset == RL_SEEK_SINCE && seek_current(ks, &seeks[i]))
+            rd_kafka_topic_partition_list_add(list, topic, seeks[i].partition)
+                ->offset = seeks[i].since_ms;
+    }
+    err = list->cnt > 0 ? rd_kafka_offsets_for_times(ks->rk, list, 5000)
+                        : RD_KAFKA_RESP_ERR_NO_ERROR;
+    if (err)
+        rl_log_warn(NULL, "could not look up offsets by time: %s",
+                    rd_kafka_err2str(err));
+    for (size_t i = 0; i < n; i++) {
+        struct rl_seek *sk = &seeks[i];
+        const rd_kafka_topic_partition_t *tp;
+
+        if (sk->offset != RL_SEEK_SINCE)
+            continue;
+        tp = err ? NULL
+                 : rd_kafka_topic_partition_list_find(list, topic,
+                                                      sk->partition);
+        sk->offset = -1;
+        if (!tp || tp->err)
+            continue;
+        if (tp->offset < 0 || tp->offset >= sk->below) {
+            rl_log_info(NULL,
+                        "partition %d has no consumed position in the "
+                        "ledger, and no event the group committed (before "
+                        "offset %lld) came after the ledger began keeping "
+                        "positions: nothing to read again",
+                        (int)sk->partition, (long long)sk->below);
+            continue;
+        }
+        rl_log_warn(NULL,
+                    "partition %d has no consumed position in the ledger, "
+                    "but the group committed offset %lld and its events "
+                    "from offset %lld on came after the ledger began "
+                    "keeping positions: the ledger lost their "
+                    "registrations (a failover to a standby that had not "
+                    "received them): reading from offset %lld again",
+                    (int)sk->partition, (long long)sk->below,
+                    (long long)tp->offset, (long long)tp->offset);
+        sk->offset = tp->offset;
+    }
+    rd_kafka_topic_partition_list_destroy(list);
+}
+
 /* Reads again the partitions whose events the ledger lost the
- * registrations of (rl_pipeline_seek_back), unless the partition was
- * revoked or read again since the ledger looked. What was read of it is
- * forgotten: those offsets are committed once read again and durable.
- * @locality kafka thread */
+ * registrations of (rl_pipeline_seek_back, rl_pipeline_seek_since),
+ * unless the partition was revoked or read again since the ledger looked.
+ * What was read of it is forgotten: those offsets are committed once
+ * read again and durable. @locality kafka thread */
 static void
 apply_seeks(struct kstate *ks)
 {
@@ -384,22 +454,21 @@ apply_seeks(struct kstate *ks)
 
     if (!seeks)
         return;
+    resolve_since(ks, seeks, n);
     list = rd_kafka_topic_partition_list_new((int)n);
     for (size_t i = 0; i < n; i++) {
         const struct rl_seek *sk = &seeks[i];
 
-        if (!ks->assignment ||
-            !rd_kafka_topic_partition_list_find(ks->assignment, topic,
-                                                sk->partition) ||
-            rl_epochs_get(&ks->epochs, sk->partition) != sk->epoch)
+        if (sk->offset == -1 || !seek_current(ks, sk))
             continue;
-        rl_log_info(NULL,
-                    "partition %d: the ledger's consumed position %lld is "
-                    "behind the events read, so registrations were lost "
-                    "(a failover to a standby that had not received "
-                    "them): reading from offset %lld again",
-                    (int)sk->partition, (long long)sk->offset,
-                    (long long)sk->offset);
+        if (sk->since_ms == 0)
+            rl_log_info(NULL,
+                        "partition %d: the ledger's consumed position %lld "
+                        "is behind the events read, so registrations were "
+                        "lost (a failover to a standby that had not "
+                        "received them): reading from offset %lld again",
+                        (int)sk->partition, (long long)sk->offset,
+                        (long long)sk->offset);
         atomic_fetch_add(&ks->pl->counters.seeks_back, 1);
         rl_offsets_forget(ks->offsets, sk->partition);
         rl_epochs_bump(&ks->epochs, sk->partition);

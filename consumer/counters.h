@@ -41,6 +41,12 @@ struct rl_counters {
                                        window: the ambiguity policy applied */
     atomic_llong reconcile_lookups; /* lookups made in the endpoint's
                                        record */
+    atomic_llong reconciled_generations; /* records found there and adopted
+                                            or counted with the adopted one:
+                                            each a generation */
+    atomic_llong reconcile_foreign;      /* records naming a run looked up
+                                            but another installation,
+                                            request or model: not adopted */
 };
 
 #endif /* RL_COUNTERS_H */

@@ -182,6 +182,10 @@ collect(struct rl_http *h)
                          (double)atomic_load(&c->reconcile_missed));
     rl_metrics_set(m, "runledger_reconcile_lookups_total", NULL,
                    (double)atomic_load(&c->reconcile_lookups));
+    rl_metrics_set(m, "runledger_reconciled_generations_total", NULL,
+                   (double)atomic_load(&c->reconciled_generations));
+    rl_metrics_set(m, "runledger_reconcile_foreign_records_total", NULL,
+                   (double)atomic_load(&c->reconcile_foreign));
 }
 
 /* ---- HTTP -----------------------------------------------------------------

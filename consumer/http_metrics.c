@@ -96,6 +96,14 @@ static const struct family_def families[] = {
     {"runledger_reconcile_lookups_total", RL_METRIC_COUNTER,
      "lookups in the endpoint's record made for ambiguous attempts (each "
      "a GET, never a generation)"},
+    {"runledger_reconciled_generations_total", RL_METRIC_COUNTER,
+     "generations found in the endpoint's record for the ambiguous "
+     "attempts whose answer was adopted: one per stored completion, so an "
+     "attempt the endpoint generated twice counts two"},
+    {"runledger_reconcile_foreign_records_total", RL_METRIC_COUNTER,
+     "stored completions naming a run looked up but another installation, "
+     "request fingerprint or model (another ledger's: run IDs are "
+     "deterministic): never adopted"},
     {"runledger_tokens_total", RL_METRIC_COUNTER,
      "tokens reported by the model, by kind (prompt, completion, cached)"},
     {"runledger_attempt_latency_seconds", RL_METRIC_HISTOGRAM,

@@ -115,6 +115,8 @@ rl_item_destroy(struct rl_item *item)
     free(item->refusal_detail);
     rl_model_call_clear(&item->call);
     rl_model_call_clear(&item->lookup);
+    free(item->reconcile_attempts);
+    free(item->reconcile_model);
     free(item);
 }
 
@@ -127,9 +129,18 @@ rl_item_attempt_ok(const struct rl_item *item)
         .attempt_no = item->attempt_no,
         .http_status = (int)call->http_status,
         .upstream_request_id = call->upstream_request_id,
-        .prompt_tokens = call->prompt_tokens,
-        .completion_tokens = call->completion_tokens,
-        .cached_tokens = call->cached_tokens,
+        /* An answer read back from the endpoint's record is charged with
+         * every generation found there for the run's ambiguous attempts,
+         * the adopted one and any other: each was billed. */
+        .prompt_tokens =
+            call->prompt_tokens +
+            (item->reconciled ? item->lookup.found_extra_prompt_tokens : 0),
+        .completion_tokens =
+            call->completion_tokens +
+            (item->reconciled ? item->lookup.found_extra_completion_tokens : 0),
+        .cached_tokens =
+            call->cached_tokens +
+            (item->reconciled ? item->lookup.found_extra_cached_tokens : 0),
         .latency_ms = call->latency_ms,
     };
 }

@@ -43,6 +43,7 @@ struct rl_item {
     char *value;         /* the raw Kafka value, for the dead-letter topic */
     size_t value_len;
     char run_id[RL_HEX_SIZE];
+    char fingerprint[RL_HEX_SIZE]; /* the stored request's, at the claim */
     char *job, *tenant, *request_json, *raw_input; /* owned copies */
     /* Sweeper-driven runs: the rest of the stored identity and where the
      * event was read (origin_topic NULL: unknown), for a dead letter. */
@@ -82,7 +83,16 @@ struct rl_item {
     int in_lookup;           /* the model thread holds lookup (in_model
                                 set too) */
     int reconcile;           /* RL_RECONCILE_*: what is looked up */
-    int reconcile_attempt;   /* the attempt looked up */
+    int reconcile_attempt;   /* the attempt looked up (its outcome is
+                                recorded: this one's or, adopted, ok) */
+    int *reconcile_attempts; /* every ambiguous attempt of the run whose
+                                records are looked up (malloc'd; NULL:
+                                reconcile_attempt alone) */
+    int reconcile_nattempts;
+    char *reconcile_model;   /* the run's model, which a record adopted
+                                answered (malloc'd; NULL: any) */
+    int reconcile_foreign;   /* records of another installation, request
+                                or model, at the last lookup */
     int reconcile_done;      /* looked up and not found: the policy
                                 applies */
     int reconciled;          /* call holds the answer found there */

@@ -10,15 +10,13 @@
 #include "positions.h"
 #include "rl/log.h"
 
-void
-rl_pipeline_seek_back(struct rl_pipeline *pl, int32_t partition, uint64_t epoch,
-                      int64_t offset)
+static void
+seek_request(struct rl_pipeline *pl, const struct rl_seek *sk)
 {
     pthread_mutex_lock(&pl->seek_lock);
     for (size_t i = 0; i < pl->seek_count; i++) {
-        if (pl->seeks[i].partition == partition) {
-            pl->seeks[i].epoch = epoch;
-            pl->seeks[i].offset = offset;
+        if (pl->seeks[i].partition == sk->partition) {
+            pl->seeks[i] = *sk;
             pthread_mutex_unlock(&pl->seek_lock);
             return;
         }
@@ -34,15 +32,37 @@ rl_pipeline_seek_back(struct rl_pipeline *pl, int32_t partition, uint64_t epoch,
             rl_log_error(NULL,
                          "out of memory: partition %d is not read again "
                          "from offset %lld",
-                         (int)partition, (long long)offset);
+                         (int)sk->partition, (long long)sk->offset);
             return;
         }
         pl->seeks = grown;
         pl->seek_cap = cap;
     }
-    pl->seeks[pl->seek_count++] = (struct rl_seek){
-        .partition = partition, .epoch = epoch, .offset = offset};
+    pl->seeks[pl->seek_count++] = *sk;
     pthread_mutex_unlock(&pl->seek_lock);
+}
+
+void
+rl_pipeline_seek_back(struct rl_pipeline *pl, int32_t partition, uint64_t epoch,
+                      int64_t offset)
+{
+    struct rl_seek sk = {
+        .partition = partition, .epoch = epoch, .offset = offset};
+
+    seek_request(pl, &sk);
+}
+
+void
+rl_pipeline_seek_since(struct rl_pipeline *pl, int32_t partition,
+                       uint64_t epoch, int64_t since_ms, int64_t below)
+{
+    struct rl_seek sk = {.partition = partition,
+                         .epoch = epoch,
+                         .offset = RL_SEEK_SINCE,
+                         .since_ms = since_ms,
+                         .below = below};
+
+    seek_request(pl, &sk);
 }
 
 struct rl_seek *

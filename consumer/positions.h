@@ -18,17 +18,30 @@ struct rl_seek {
     int32_t partition;
     uint64_t epoch;
     int64_t offset;
+    int64_t since_ms; /* RL_SEEK_SINCE: the time the offset is found for */
+    int64_t below;    /* RL_SEEK_SINCE: seek only to an offset before it */
 };
 
 /* The offset of a seek back to a partition's beginning (librdkafka's
  * RD_KAFKA_OFFSET_BEGINNING), when the ledger has no position of it. */
 #define RL_SEEK_BEGINNING (-2)
+/* The offset of a seek to the first event stamped at or after since_ms,
+ * when that event is before below: found by the Kafka thread. */
+#define RL_SEEK_SINCE (-3)
 
 /* Asks the Kafka thread to read partition again from offset, unless its
  * epoch has moved on since. A second request for a partition replaces
  * the first. @locality any thread */
 void rl_pipeline_seek_back(struct rl_pipeline *pl, int32_t partition,
                            uint64_t epoch, int64_t offset);
+
+/* Asks the Kafka thread to read partition again from its first event
+ * stamped at or after since_ms, when that event is before below (the
+ * group committed it: the ledger registered it once), unless the
+ * partition's epoch has moved on. Replaces an earlier request for the
+ * partition, as rl_pipeline_seek_back does. @locality any thread */
+void rl_pipeline_seek_since(struct rl_pipeline *pl, int32_t partition,
+                            uint64_t epoch, int64_t since_ms, int64_t below);
 
 /* Takes the pending seek requests: a malloc'd array (free it) and its
  * length in *n, or NULL with *n 0. @locality kafka thread */

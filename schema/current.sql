@@ -2243,6 +2243,8 @@ CREATE TABLE attempts (
     finished_at timestamp with time zone,
     reconciled_at timestamp with time zone,
     reconciled_from text,
+    reconciled_attempt integer,
+    reconciled_generations integer,
     CONSTRAINT attempts_attempt_no_positive CHECK ((attempt_no > 0)),
     CONSTRAINT attempts_outcome_has_finish_time CHECK (((outcome IS NULL) = (finished_at IS NULL))),
     CONSTRAINT attempts_outcome_known CHECK ((outcome = ANY (ARRAY['ok'::text, 'transient'::text, 'permanent'::text, 'ambiguous'::text, 'invalid_output'::text, 'not_sent'::text, 'connect_failed'::text, 'cancelled'::text, 'lease_lost'::text])))
@@ -2340,6 +2342,7 @@ CREATE TABLE batches (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     submitted_at timestamp with time zone,
     finished_at timestamp with time zone,
+    failures integer DEFAULT 0 NOT NULL,
     CONSTRAINT batches_state CHECK ((state = ANY (ARRAY['intent'::text, 'submitted'::text, 'completed'::text, 'failed'::text, 'expired'::text, 'cancelled'::text])))
 );
 
@@ -2400,6 +2403,14 @@ CREATE TABLE consumed_positions (
     partition integer NOT NULL,
     next_offset bigint NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE installation (
+    singleton boolean DEFAULT true NOT NULL,
+    installation_id text DEFAULT (gen_random_uuid())::text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT installation_installation_id_check CHECK ((installation_id <> ''::text)),
+    CONSTRAINT installation_singleton_check CHECK (singleton)
 );
 
 CREATE TABLE model_calls (
@@ -2480,6 +2491,12 @@ CREATE TABLE outbox_delivered (
     delivery_count integer NOT NULL
 );
 ALTER TABLE ONLY outbox_delivered ALTER COLUMN explicit_payload SET COMPRESSION lz4;
+
+CREATE TABLE positions_kept (
+    one boolean DEFAULT true NOT NULL,
+    since timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT positions_kept_one_check CHECK (one)
+);
 
 CREATE TABLE received_notifications (
     idempotency_key text NOT NULL,
@@ -2699,6 +2716,9 @@ ALTER TABLE ONLY console_users
 ALTER TABLE ONLY consumed_positions
     ADD CONSTRAINT consumed_positions_pkey PRIMARY KEY (topic, partition);
 
+ALTER TABLE ONLY installation
+    ADD CONSTRAINT installation_pkey PRIMARY KEY (singleton);
+
 ALTER TABLE ONLY model_calls
     ADD CONSTRAINT model_calls_pkey PRIMARY KEY (run_id, attempt_no);
 
@@ -2716,6 +2736,9 @@ ALTER TABLE ONLY outbox_delivered
 
 ALTER TABLE ONLY outbox
     ADD CONSTRAINT outbox_pkey PRIMARY KEY (run_id, channel);
+
+ALTER TABLE ONLY positions_kept
+    ADD CONSTRAINT positions_kept_pkey PRIMARY KEY (one);
 
 ALTER TABLE ONLY received_notifications
     ADD CONSTRAINT received_notifications_pkey PRIMARY KEY (idempotency_key);

@@ -27,6 +27,9 @@
 
 /* Batches taken per turn: intents (submit.c), and due polls (poll.c). */
 #define BATCH_TAKE_MAX 4
+/* Polls or reads of a batch that failed at the provider, since its last
+ * good poll, before it is given up (output.c, batch_give_up). */
+#define BATCH_FAILURES_MAX 5
 
 struct rl_batcher {
     const struct rl_config *cfg;
@@ -43,6 +46,14 @@ struct rl_batcher {
     struct rl_model_batches *mb;
     char provider[512]; /* the poll slots' key: the base URL, bare */
     int64_t poll_spacing_ms;
+    /* The batch whose lease batch_tick renews while a call runs
+     * (batch_guard), when it is to be renewed, and until when it is
+     * surely held; lease_lost once a renewal was refused or came too
+     * late. Batcher thread. */
+    const struct rl_batch *guarded;
+    int64_t renew_at;
+    int64_t lease_until;
+    int lease_lost;
 };
 
 /* step.c: what every stage writes of a batch. */
@@ -55,6 +66,19 @@ int64_t batch_lease_ms(const struct rl_batcher *bt);
  * gone already (err RL_ERR_STALE). */
 void batch_step_failed(struct rl_batcher *bt, const struct rl_batch *b, int err,
                        const char *why);
+
+/* Whether the batcher is to stop (rl_batcher_stop, or the ledger's
+ * stopping): a stage takes nothing more. */
+int batch_stopping(struct rl_batcher *bt);
+/* Makes b the batch whose lease batch_tick renews, renewing it now: 0, or
+ * RL_ERR_STALE when it is gone already (nothing is to be done with b),
+ * or RL_ERR_DB. NULL: none. */
+int batch_guard(struct rl_batcher *bt, const struct rl_batch *b);
+/* The endpoint client's tick (rl_model_batches_set_tick): renews the
+ * guarded batch's lease every third of it, and ends the call (nonzero)
+ * when the batcher stops or the lease is gone or about to be, so no call
+ * outlives the lease it was made under. */
+int batch_tick(void *arg);
 
 /* submit.c: intents formed, taken, uploaded and created. Returns 0, or
  * -1 when the connection is to be dropped. */
@@ -73,5 +97,15 @@ void batch_finish(struct rl_batcher *bt, struct rl_batch *b,
 /* The provider refused b's upload or create too often: its runs go back
  * to their policy and b ends failed, never to be created. */
 void batch_refused(struct rl_batcher *bt, struct rl_batch *b, const char *why);
+/* The batches the provider holds under b's local id besides the one the
+ * ledger adopted (made by a create whose worker lost the lease) cancelled
+ * at the provider; their lines are never read. At b's first poll and
+ * before its files are read. */
+void batch_cancel_strays(struct rl_batcher *bt, const struct rl_batch *b);
+/* b cannot be polled or its files read (why): cancelled at the provider
+ * if it can be, its runs not answered yet follow their --on-expiry
+ * policy (error class batch_unreadable), and b ends failed with why as
+ * its detail. */
+void batch_give_up(struct rl_batcher *bt, struct rl_batch *b, const char *why);
 
 #endif /* RL_BATCH_INT_H */

@@ -26,6 +26,13 @@ struct rl_db;
 struct rl_batcher *rl_batcher_start(const struct rl_config *cfg,
                                     struct rl_pipeline *pl);
 
+/* Tells the thread to stop (NULL accepted): its call in progress ends
+ * within about a second, whatever its timeout, its batch released for
+ * another worker, and it takes nothing more. Called as the process
+ * begins to stop, so the join of rl_batcher_stop waits for nothing.
+ * @locality ledger thread */
+void rl_batcher_stopping(struct rl_batcher *bt);
+
 /* Stops and joins the thread and frees bt (NULL accepted). @locality
  * ledger thread */
 void rl_batcher_stop(struct rl_batcher *bt);

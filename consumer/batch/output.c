@@ -4,8 +4,12 @@
  * answer: answers stored many to a statement, error lines and the runs no
  * line named following their run's policy (retried, sent live, or failed
  * and dead-lettered as a live failure is), and the batch closed with its
- * counts. It holds at most STORE_LINES_MAX answers and one line of a
- * file, whatever the file's size. @locality batcher thread */
+ * counts. Every act on a line is fenced by the batch's lease (a worker
+ * that lost it acts on nothing), the lease is renewed while the files
+ * download (batch_tick), and a batch whose files cannot be read is given
+ * up, not read again forever. It holds at most STORE_LINES_MAX answers
+ * and one line of a file, whatever the file's size. @locality batcher
+ * thread */
 #include <cjson/cJSON.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -40,6 +44,7 @@ struct lines {
     struct rl_batcher *bt;
     struct rl_batch *b;
     int ok, failed, ignored;
+    int unmatched; /* lines naming no run of the batch (also ignored) */
     int db_failed;
     /* Answered lines waiting for one statement (store_pending): at most
      * STORE_LINES_MAX of them and STORE_BYTES_MAX of outputs (one longer
@@ -49,6 +54,35 @@ struct lines {
     size_t pending_bytes;
     size_t held_max; /* the most output bytes pending at once */
 };
+
+/* Begins what a line does to its run, fenced by the batch's lease: a
+ * worker whose lease another took acts on nothing (RL_ERR_STALE), so two
+ * readers of one file never both dead-letter or count a line. */
+static int
+fence_begin(struct lines *ls)
+{
+    char errstr[512];
+    int err = rl_db_batch_fence(ls->bt->db, ls->b, ls->bt->cfg->worker_id,
+                                errstr, sizeof(errstr));
+
+    if (err)
+        batch_log(ls->b, RL_LOG_WARN, "acting on its lines: ", errstr);
+    return err;
+}
+
+/* Ends it: committed when err is 0, else rolled back. Returns err, or
+ * the commit's error. */
+static int
+fence_end(struct lines *ls, int err)
+{
+    char errstr[512];
+    int end =
+        rl_db_batch_fence_end(ls->bt->db, err == 0, errstr, sizeof(errstr));
+
+    if (end && !err)
+        batch_log(ls->b, RL_LOG_WARN, "acting on its lines: ", errstr);
+    return err ? err : end;
+}
 
 /* A run the batcher failed for good is dead-lettered as a live run that
  * fails for good is (ledger_give_up): source "run", its reason the error
@@ -168,20 +202,24 @@ line_invalid(struct lines *ls, const char *run_id, int attempt, const char *why)
 {
     struct rl_batch_run r;
     char errstr[512];
-    int err = rl_db_batch_run(ls->bt->db, ls->b->batch_id, run_id, attempt, &r,
-                              errstr, sizeof(errstr));
+    int err = fence_begin(ls);
 
-    if (err == RL_ERR_NOTFOUND) {
-        ls->ignored++;
-        return 0;
-    }
     if (err)
         return err;
+    err = rl_db_batch_run(ls->bt->db, ls->b->batch_id, run_id, attempt, &r,
+                          errstr, sizeof(errstr));
+    if (err == RL_ERR_NOTFOUND) {
+        ls->ignored++;
+        ls->unmatched++;
+        return fence_end(ls, 0);
+    }
+    if (err)
+        return fence_end(ls, err);
     if (r.state == RL_BATCH_RUN_IN_BATCH)
         err = line_failed(ls, &r, RL_OUTCOME_INVALID_OUTPUT, 0,
                           "invalid_output", 200, why);
     free(r.request_json);
-    return err;
+    return fence_end(ls, err);
 }
 
 /* One answered line waiting to be stored. */
@@ -228,8 +266,12 @@ store_some(struct lines *ls, size_t from, size_t n)
             .cached_tokens = p->cached_tokens,
         };
     }
-    err = rl_db_batch_store_answers(ls->bt->db, ls->b->batch_id, answers, n,
-                                    results, errstr, sizeof(errstr));
+    err = fence_begin(ls);
+    if (err)
+        return err;
+    err = fence_end(ls, rl_db_batch_store_answers(ls->bt->db, ls->b->batch_id,
+                                                  answers, n, results, errstr,
+                                                  sizeof(errstr)));
     if (err == RL_ERR_INVALID && n > 1) {
         err = store_some(ls, from, n / 2);
         return err ? err : store_some(ls, from + n / 2, n - n / 2);
@@ -246,6 +288,7 @@ store_some(struct lines *ls, size_t from, size_t n)
             continue;
         if (results[i] == RL_BATCH_ANSWER_NOT_FOUND) {
             ls->ignored++;
+            ls->unmatched++;
             continue;
         }
         /* The line's generation and tokens count as a live answer's do,
@@ -392,20 +435,24 @@ line_not_answered(struct lines *ls, const char *run_id, int attempt,
 {
     struct rl_batch_run r;
     char errstr[512];
-    int err = rl_db_batch_run(ls->bt->db, ls->b->batch_id, run_id, attempt, &r,
-                              errstr, sizeof(errstr));
+    int err = fence_begin(ls);
 
-    if (err == RL_ERR_NOTFOUND) {
-        ls->ignored++;
-        return 0;
-    }
     if (err)
         return err;
+    err = rl_db_batch_run(ls->bt->db, ls->b->batch_id, run_id, attempt, &r,
+                          errstr, sizeof(errstr));
+    if (err == RL_ERR_NOTFOUND) {
+        ls->ignored++;
+        ls->unmatched++;
+        return fence_end(ls, 0);
+    }
+    if (err)
+        return fence_end(ls, err);
     /* Not in_batch: handled by an earlier read of this file. */
     if (r.state == RL_BATCH_RUN_IN_BATCH)
         err = line_error(ls, &r, status, body, error);
     free(r.request_json);
-    return err;
+    return fence_end(ls, err);
 }
 
 /* One line of an output or error file. */
@@ -426,6 +473,7 @@ on_line(char *line, size_t len, void *arg)
     if (!cJSON_IsString(cid) || !(colon = strrchr(cid->valuestring, ':')) ||
         (size_t)(colon - cid->valuestring) >= sizeof(run_id)) {
         ls->ignored++;
+        ls->unmatched++;
         goto done;
     }
     memcpy(run_id, cid->valuestring, (size_t)(colon - cid->valuestring));
@@ -464,32 +512,105 @@ read_file(struct lines *ls, const char *file_id, char *errstr,
         rl_set_err(errstr, errstr_size, "could not store the answers of %s",
                    file_id);
         err = stored;
+    } else if (ls->db_failed) {
+        rl_set_err(errstr, errstr_size,
+                   "a line of %s could not be written to the ledger", file_id);
     }
     return err;
 }
 
 void
-batch_finish(struct rl_batcher *bt, struct rl_batch *b,
-             const struct rl_model_batch_state *st)
+batch_cancel_strays(struct rl_batcher *bt, const struct rl_batch *b)
+{
+    char errstr[512], why[600];
+    int n = 0;
+
+    if (!*b->provider_batch_id)
+        return;
+    if (rl_model_batches_cancel_strays(bt->mb, b->batch_id,
+                                       b->provider_batch_id, &n, errstr,
+                                       sizeof(errstr)) != RL_OK) {
+        batch_log(b, RL_LOG_WARN, "looking for strays: ", errstr);
+        return;
+    }
+    if (n > 0) {
+        snprintf(why, sizeof(why),
+                 "%d other batch%s of its id cancelled at the provider, "
+                 "unread",
+                 n, n == 1 ? "" : "es");
+        batch_log(b, RL_LOG_WARN, "", why);
+    }
+}
+
+/* A read that failed (err, errstr): whether b is given up now, why into
+ * gave_up. A file the provider refuses, or a line over the limit, is
+ * refused again: given up at once, never downloaded again. Otherwise
+ * given up after BATCH_FAILURES_MAX such reads, a line the ledger keeps
+ * refusing among them (the database away, the failure is not counted);
+ * -1 when the read is to be tried again later (or the lease is gone). */
+static int
+read_failed(struct lines *ls, int err, const char *errstr, char *gave_up,
+            size_t gave_up_size)
+{
+    struct rl_batcher *bt = ls->bt;
+    char dberr[512], why[600];
+    int failures = 0;
+
+    snprintf(why, sizeof(why), "reading the results: %s", errstr);
+    if (bt->lease_lost || batch_stopping(bt)) {
+        batch_step_failed(bt, ls->b, err, why);
+        return -1;
+    }
+    if (rl_db_batch_failure(bt->db, ls->b, bt->cfg->worker_id, why,
+                            batch_lease_ms(bt), &failures, dberr,
+                            sizeof(dberr)) != 0)
+        return -1;
+    if ((err != RL_ERR_INVALID || ls->db_failed) &&
+        failures < BATCH_FAILURES_MAX) {
+        batch_step_failed(bt, ls->b, err, why);
+        return -1;
+    }
+    snprintf(gave_up, gave_up_size, "given up: %s%s", why,
+             err == RL_ERR_INVALID && !ls->db_failed
+                 ? " (refused again if read again)"
+                 : " (failed too often)");
+    batch_log(ls->b, RL_LOG_WARN, "", gave_up);
+    return 0;
+}
+
+/* The end of b: its files read (none when gave_up, the reason it is
+ * given up, is set), the runs no line named retried per their policy,
+ * b closed. */
+static void
+finish(struct rl_batcher *bt, struct rl_batch *b,
+       const struct rl_model_batch_state *st, const char *why_given_up)
 {
     struct lines ls = {.bt = bt, .b = b};
     struct rl_batch_run left[64];
-    char errstr[512], why[600];
+    char errstr[512], why[600], gave_up[700] = "";
     size_t n;
     int err = 0;
 
+    if (why_given_up)
+        snprintf(gave_up, sizeof(gave_up), "given up: %s", why_given_up);
     ls.pending = calloc(STORE_LINES_MAX, sizeof(*ls.pending));
     if (!ls.pending) {
         batch_step_failed(bt, b, RL_ERR_NOMEM,
                           "reading the results: out of memory");
         return;
     }
-    if (*st->output_file_id)
+    batch_cancel_strays(bt, b);
+    if (!*gave_up && *st->output_file_id)
         err = read_file(&ls, st->output_file_id, errstr, sizeof(errstr));
-    if (!err && *st->error_file_id)
+    if (!*gave_up && !err && *st->error_file_id)
         err = read_file(&ls, st->error_file_id, errstr, sizeof(errstr));
     free(ls.pending);
     ls.pending = NULL;
+    if (err) {
+        if (read_failed(&ls, err, errstr, gave_up, sizeof(gave_up)) != 0)
+            return;
+        err = 0;
+    }
     while (!err) {
         err = rl_db_batch_unanswered(bt->db, b->batch_id, left, 64, &n, errstr,
                                      sizeof(errstr));
@@ -497,16 +618,24 @@ batch_finish(struct rl_batcher *bt, struct rl_batch *b,
             break;
         for (size_t i = 0; i < n; i++) {
             if (!err) {
-                snprintf(why, sizeof(why),
-                         "the batch ended %s with no line "
-                         "for this run",
-                         st->status);
-                err = line_failed(
-                    &ls, &left[i], RL_OUTCOME_TRANSIENT, 0,
-                    strcmp(st->status, "expired") == 0   ? "batch_expired"
-                    : strcmp(st->status, "refused") == 0 ? "batch_refused"
-                                                         : "batch_failed",
-                    0, why);
+                if (*gave_up)
+                    snprintf(why, sizeof(why), "the batch was %s", gave_up);
+                else
+                    snprintf(why, sizeof(why),
+                             "the batch ended %s with no line "
+                             "for this run",
+                             st->status);
+                err = fence_begin(&ls);
+                if (!err)
+                    err = fence_end(
+                        &ls, line_failed(&ls, &left[i], RL_OUTCOME_TRANSIENT, 0,
+                                         *gave_up ? "batch_unreadable"
+                                         : strcmp(st->status, "expired") == 0
+                                             ? "batch_expired"
+                                         : strcmp(st->status, "refused") == 0
+                                             ? "batch_refused"
+                                             : "batch_failed",
+                                         0, why));
                 if (err)
                     snprintf(errstr, sizeof(errstr),
                              "could not retry a run of the batch");
@@ -521,17 +650,42 @@ batch_finish(struct rl_batcher *bt, struct rl_batch *b,
     }
     err = rl_db_batch_finish(
         bt->db, b, bt->cfg->worker_id,
-        strcmp(st->status, "completed") == 0   ? RL_BATCH_COMPLETED
+        *gave_up                               ? RL_BATCH_FAILED
+        : strcmp(st->status, "completed") == 0 ? RL_BATCH_COMPLETED
         : strcmp(st->status, "expired") == 0   ? RL_BATCH_EXPIRED
         : strcmp(st->status, "cancelled") == 0 ? RL_BATCH_CANCELLED
                                                : RL_BATCH_FAILED,
-        st->status, st->output_file_id, st->error_file_id, ls.ok, ls.failed,
-        ls.ignored, errstr, sizeof(errstr));
+        st->status, st->output_file_id, st->error_file_id, ls.unmatched,
+        gave_up, errstr, sizeof(errstr));
     snprintf(why, sizeof(why),
              "%s: %d answers stored, %d lines failed, %d "
              "ignored; at most %zu bytes of answers held",
              st->status, ls.ok, ls.failed, ls.ignored, ls.held_max);
     batch_log(b, RL_LOG_INFO, "", why);
+}
+
+void
+batch_finish(struct rl_batcher *bt, struct rl_batch *b,
+             const struct rl_model_batch_state *st)
+{
+    finish(bt, b, st, NULL);
+}
+
+void
+batch_give_up(struct rl_batcher *bt, struct rl_batch *b, const char *why)
+{
+    struct rl_model_batch_state st;
+    char errstr[512];
+
+    memset(&st, 0, sizeof(st));
+    snprintf(st.status, sizeof(st.status), "unknown");
+    batch_log(b, RL_LOG_WARN, "given up: its runs follow their policy: ", why);
+    /* Nobody reads its lines: it may as well stop costing. */
+    if (*b->provider_batch_id &&
+        rl_model_batches_cancel(bt->mb, b->provider_batch_id, errstr,
+                                sizeof(errstr)) != RL_OK)
+        batch_log(b, RL_LOG_WARN, "cancel: ", errstr);
+    finish(bt, b, &st, why);
 }
 
 void

@@ -2,8 +2,10 @@
  * backoff, and each poll only with a slot of the group's bound
  * (RUNLEDGER_BATCH_MAX_POLLS_PER_MINUTE). A batch the provider ended goes
  * to output.c; one whose every run was cancelled is cancelled at the
- * provider. @locality batcher thread */
+ * provider. A poll that fails at the provider BATCH_FAILURES_MAX times in
+ * a row gives the batch up (output.c). @locality batcher thread */
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "batch_int.h"
@@ -32,9 +34,28 @@ poll_batch(struct rl_batcher *bt, struct rl_batch *b)
     err = rl_model_batches_get(bt->mb, b->provider_batch_id, &st, errstr,
                                sizeof(errstr));
     if (err) {
-        batch_log(b, RL_LOG_WARN, "poll: ", errstr);
-        rl_db_batch_step(bt->db, b, bt->cfg->worker_id, RL_BATCH_STEP_POLL,
-                         "poll failed", wait, errstr, sizeof(errstr));
+        char why[600];
+        int failures = 0;
+
+        snprintf(why, sizeof(why), "poll: %s", errstr);
+        batch_log(b, RL_LOG_WARN, "", why);
+        /* Given up by the tick: no failure of the provider's. */
+        if (bt->lease_lost || batch_stopping(bt)) {
+            batch_step_failed(bt, b, RL_ERR_IO, why);
+            return;
+        }
+        if (rl_db_batch_failure(bt->db, b, bt->cfg->worker_id, why,
+                                batch_lease_ms(bt), &failures, errstr,
+                                sizeof(errstr)) != 0)
+            return;
+        if (failures >= BATCH_FAILURES_MAX) {
+            snprintf(why + strlen(why), sizeof(why) - strlen(why),
+                     " (%d polls failed in a row)", failures);
+            batch_give_up(bt, b, why);
+            return;
+        }
+        rl_db_batch_step(bt->db, b, bt->cfg->worker_id, RL_BATCH_STEP_RELEASE,
+                         why, wait, errstr, sizeof(errstr));
         return;
     }
     if (strcmp(st.status, "completed") == 0 ||
@@ -43,6 +64,10 @@ poll_batch(struct rl_batcher *bt, struct rl_batch *b)
         batch_finish(bt, b, &st);
         return;
     }
+    /* A create that reached the provider late has made its batch by
+     * now, most likely: cancelled before it costs. */
+    if (b->polls == 0)
+        batch_cancel_strays(bt, b);
     /* Every run of it cancelled: nobody wants its answers. */
     if (strcmp(st.status, "cancelling") != 0 &&
         rl_db_batch_live_runs(bt->db, b->batch_id, &live, errstr,
@@ -76,7 +101,11 @@ batch_poll_due(struct rl_batcher *bt)
         }
         if (!taken)
             break;
-        poll_batch(bt, &b);
+        if (batch_guard(bt, &b) == 0)
+            poll_batch(bt, &b);
+        batch_guard(bt, NULL);
+        if (batch_stopping(bt))
+            break;
     }
     return 0;
 }

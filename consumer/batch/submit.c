@@ -3,7 +3,10 @@
  * to a temporary file and uploaded (after an upload that got no answer,
  * the file the provider holds is adopted), and the batch created with its
  * local id in metadata. A create that got no answer is looked up at the
- * provider for the settle period before another. A stage of its own
+ * provider for the settle period before another. Every call runs under
+ * the batch's lease, renewed while it runs (batch_tick), and ends when
+ * the lease is gone: no create outlives the lease it was begun under, so
+ * no other worker creates the batch meanwhile. A stage of its own
  * because it alone makes batches at the provider: that each is made once
  * is decided here. @locality batcher thread */
 #include <stdint.h>
@@ -144,10 +147,18 @@ submit(struct rl_batcher *bt, struct rl_batch *b)
         sizeof(errstr));
     if (err == RL_OK) {
         rl_failpoint("batch_after_create");
+        /* Fenced: made after this worker's lease was gone, the batch is
+         * the next owner's to adopt by its metadata, or to cancel as a
+         * stray (poll.c). */
         err = rl_db_batch_step(bt->db, b, bt->cfg->worker_id,
                                RL_BATCH_STEP_SUBMITTED, b->provider_batch_id,
                                bt->cfg->batch_poll_ms, errstr, sizeof(errstr));
-        if (err)
+        if (err == RL_ERR_STALE)
+            batch_log(b, RL_LOG_WARN,
+                      "created after its lease was lost; left to the next "
+                      "owner: ",
+                      errstr);
+        else if (err)
             batch_step_failed(bt, b, err, errstr);
         else
             batch_log(b, RL_LOG_INFO, "", "created");
@@ -180,7 +191,20 @@ batch_submit_due(struct rl_batcher *bt)
         rl_log_warn(NULL, "batcher: %s", errstr);
         return -1;
     }
-    for (size_t i = 0; i < n; i++)
-        submit(bt, &bs[i]);
+    for (size_t i = 0; i < n; i++) {
+        int err;
+
+        /* Stopping: the batches not begun go back at once. */
+        if (batch_stopping(bt)) {
+            batch_step_failed(bt, &bs[i], RL_ERR_IO, "the worker stops");
+            continue;
+        }
+        err = batch_guard(bt, &bs[i]);
+        if (err == RL_ERR_DB)
+            return -1;
+        if (err == 0)
+            submit(bt, &bs[i]);
+        batch_guard(bt, NULL);
+    }
     return 0;
 }

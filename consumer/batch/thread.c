@@ -25,9 +25,11 @@
 static int
 turn(struct rl_batcher *bt)
 {
+    if (batch_stopping(bt))
+        return 0;
     if (batch_submit_due(bt) != 0)
         return -1;
-    return batch_poll_due(bt);
+    return batch_stopping(bt) ? 0 : batch_poll_due(bt);
 }
 
 /* The key of the provider's poll slots: its base URL without what may
@@ -119,6 +121,7 @@ rl_batcher_start(const struct rl_config *cfg, struct rl_pipeline *pl)
     }
     pthread_mutex_init(&bt->lock, NULL);
     pthread_cond_init(&bt->wake, NULL);
+    rl_model_batches_set_tick(bt->mb, batch_tick, bt);
     if (pthread_create(&bt->thread, NULL, batcher_main, bt) == 0)
         bt->started = 1;
     else
@@ -128,15 +131,23 @@ rl_batcher_start(const struct rl_config *cfg, struct rl_pipeline *pl)
 }
 
 void
+rl_batcher_stopping(struct rl_batcher *bt)
+{
+    if (!bt || !bt->started)
+        return;
+    pthread_mutex_lock(&bt->lock);
+    bt->stop = 1;
+    pthread_cond_signal(&bt->wake);
+    pthread_mutex_unlock(&bt->lock);
+}
+
+void
 rl_batcher_stop(struct rl_batcher *bt)
 {
     if (!bt)
         return;
     if (bt->started) {
-        pthread_mutex_lock(&bt->lock);
-        bt->stop = 1;
-        pthread_cond_signal(&bt->wake);
-        pthread_mutex_unlock(&bt->lock);
+        rl_batcher_stopping(bt);
         pthread_join(bt->thread, NULL);
     }
     pthread_cond_destroy(&bt->wake);

@@ -47,6 +47,12 @@ ledger_batch_start(struct ledger *lg)
 }
 
 void
+ledger_batch_stopping(struct ledger *lg)
+{
+    rl_batcher_stopping(lg->batch);
+}
+
+void
 ledger_batch_stop(struct ledger *lg)
 {
     rl_batcher_stop(lg->batch);

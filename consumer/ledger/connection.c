@@ -8,6 +8,7 @@
 #include "ledger_int.h"
 #include "rl/clock.h"
 #include "rl/db_conn.h"
+#include "rl/db_dispatch.h"
 #include "rl/db_positions.h"
 #include "rl/log.h"
 
@@ -102,11 +103,25 @@ ledger_connect(struct ledger *lg)
         back_off(lg);
         return 0;
     }
+    /* Read before any call is sent: a stored call without it could not be
+     * told from another installation's. */
+    if (!lg->installation_id[0] &&
+        rl_db_installation_id(lg->db, lg->installation_id,
+                              sizeof(lg->installation_id), errstr,
+                              sizeof(errstr)) != 0) {
+        rl_log_warn(NULL, "ledger: %s", errstr);
+        rl_db_destroy(lg->db);
+        lg->db = NULL;
+        back_off(lg);
+        return 0;
+    }
     lg->connected_at = rl_clock_ms();
     if (first)
         check_standbys(lg);
     /* Perhaps another server than before (a failover): what it lost of
-     * this process's registrations is read again. */
+     * this process's registrations is read again, and the time it keeps
+     * positions since is its own. */
     lg->recheck_positions = 1;
+    lg->positions_kept_since = 0;
     return 1;
 }

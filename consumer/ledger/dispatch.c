@@ -184,6 +184,8 @@ send_call(struct ledger *lg, struct rl_item *item)
             .store = lg->cfg->model_stored_completions,
             .run_id = item->run_id,
             .attempt_no = item->attempt_no,
+            .installation_id = lg->installation_id,
+            .fingerprint = item->fingerprint,
         };
         char *body = rl_model_body_prepare(
             item->call.body, &opts, &item->call.api, errstr, sizeof(errstr));

@@ -136,6 +136,7 @@ claim_chunk(struct ledger *lg, struct rl_item *batch, long *room)
             it->attempts_before = c->attempts;
             it->ambiguous_prior = c->ambiguous_prior;
             it->ambiguous_count = c->ambiguous_count;
+            memcpy(it->fingerprint, c->fingerprint, sizeof(it->fingerprint));
             it->deadline_passed = c->deadline_passed;
             it->request_json = strdup(it->ev->request_json);
             it->raw_input = c->raw_input; /* stored one wins */

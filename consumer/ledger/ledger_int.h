@@ -80,6 +80,7 @@ struct ledger {
     size_t npositions, positions_cap;
     int recheck_positions;
     int64_t positions_checked_at; /* monotonic ms of the last comparison */
+    int64_t positions_kept_since; /* ms since the epoch; 0: not read yet */
     /* The offsets one intake turn registered (ledger_claim_intake), for
      * the note of its refused events that follows them. */
     int32_t *round_parts;
@@ -89,6 +90,10 @@ struct ledger {
     int round_open;
     int round_gaps; /* an event of the turn covers offsets before it */
     struct rl_batcher *batch; /* batch mode (batch.c, consumer/batch/) */
+    /* The ledger's installation id (schema/086_installation.sql), read at
+     * the first connection: every stored call names it and a lookup adopts
+     * only records that do (reconcile.c). "" until read. */
+    char installation_id[128];
 };
 
 /* One partition as the ledger has handled it, in the newest epoch seen. */
@@ -98,6 +103,7 @@ struct ledger_position {
     int64_t handled_next; /* one past the last offset handled; -1: none */
     int checked;    /* compared with the ledger's position in this epoch */
     int registered; /* this process registered events of it, any epoch */
+    uint64_t since_epoch; /* the epoch a seek by time was asked in */
 };
 
 /* How long a backlog seen keeps slots handed out by the sweeper, and the
@@ -180,6 +186,9 @@ void ledger_start_attempts(struct ledger *lg, struct rl_item *list);
 /* Starts the batcher thread (with a connection and an endpoint client of
  * its own); without it, batch-mode runs are sent live. */
 void ledger_batch_start(struct ledger *lg);
+/* Tells it to stop, as the process begins to: its call in progress ends
+ * and it takes nothing more, so the join later waits for nothing. */
+void ledger_batch_stopping(struct ledger *lg);
 /* Stops and joins it. */
 void ledger_batch_stop(struct ledger *lg);
 /* Of n runs whose dispatch is recorded, hands those in batch mode to the

@@ -160,6 +160,10 @@ rl_ledger_main(void *arg)
          * overhead 2 s -> 50 ms, as runs no longer wait pending behind
          * the burst). What the process holds stays bounded by the Kafka
          * thread's pause (RL_PIPELINE_HOLD_MAX). */
+        /* The batcher's call in progress ends now, not at the join: an
+         * upload or a poll may take longer than the grace. */
+        if (stopping)
+            ledger_batch_stopping(&lg);
         if (lg.db && stopping)
             ledger_release_ready(&lg);
         else if (lg.db)
@@ -231,7 +235,6 @@ rl_ledger_main(void *arg)
         atomic_fetch_sub(&pl->in_flight, 1);
         rl_item_destroy(it);
     }
-    ledger_batch_stop(&lg);
     if (lg.renewer_started) {
         pthread_mutex_lock(&lg.live_lock);
         lg.renew_stop = 1;
@@ -241,6 +244,9 @@ rl_ledger_main(void *arg)
     }
     /* After the renewer: it would count the released leases as lost. */
     release_leftovers(&lg);
+    /* After the runs' leases are released: a batcher slow to stop never
+     * keeps them. */
+    ledger_batch_stop(&lg);
     pthread_cond_destroy(&lg.renew_wake);
     pthread_mutex_destroy(&lg.live_lock);
     rl_db_destroy(lg.db);

@@ -68,15 +68,48 @@ position_for(struct ledger *lg, const struct rl_item *it)
     return p;
 }
 
+/* A partition the ledger has no row of, which this process registered
+ * nothing of, although offsets before expected were read or committed:
+ * the Kafka thread looks up its first event stamped after the ledger
+ * began keeping positions (positions_kept), and when the group committed
+ * it, the ledger lost that registration, and the row written with it, so
+ * the partition is read again from there. Once per partition and epoch.
+ * Returns 0 or the read's error (logged). */
+static int
+seek_since_kept(struct ledger *lg, int32_t part, uint64_t epoch,
+                int64_t expected)
+{
+    struct ledger_position *p = position_of(lg, part);
+    char errstr[512];
+    int err;
+
+    if (!p || p->since_epoch == epoch)
+        return 0;
+    if (lg->positions_kept_since == 0) {
+        err = rl_db_positions_kept_since(lg->db, &lg->positions_kept_since,
+                                         errstr, sizeof(errstr));
+        if (err) {
+            rl_log_warn(NULL, "ledger: %s; will retry", errstr);
+            return err;
+        }
+        if (lg->positions_kept_since == 0)
+            return 0; /* no row: nothing to go by */
+    }
+    p->since_epoch = epoch;
+    rl_pipeline_seek_since(lg->pl, part, epoch, lg->positions_kept_since,
+                           expected);
+    return 0;
+}
+
 /* Reads the ledger's positions of parts[0..n) and asks for a seek back
  * where one is before what was read or handled: expected[i] is the offset
- * the ledger should be at least at. Returns 0, RL_ERR_NOMEM, or the read's
- * error (logged). */
-/* registered[i] (NULL: none) says this process registered events of
- * parts[i]: a ledger without its row then lost every registration of it
- * (the row is written with the first), and the partition is read again
- * from its beginning. Without it, a missing row is no information (a
- * partition last read before the ledger kept positions). */
+ * the ledger should be at least at. registered[i] (NULL: none) says this
+ * process registered events of parts[i]: a ledger without its row then
+ * lost every registration of it (the row is written with the first), and
+ * the partition is read again from its beginning. Without it, a missing
+ * row is compared by time (seek_since_kept): it may be a partition last
+ * read before the ledger kept positions. Returns 0, RL_ERR_NOMEM, or the
+ * read's error (logged). */
 static int
 compare_with_ledger(struct ledger *lg, const int32_t *parts,
                     const uint64_t *epochs, const int64_t *expected,
@@ -113,6 +146,12 @@ compare_with_ledger(struct ledger *lg, const int32_t *parts,
                                   RL_SEEK_BEGINNING);
             continue;
         }
+        if (ledger[i] < 0 && expected[i] > 0) {
+            err = seek_since_kept(lg, parts[i], epochs[i], expected[i]);
+            if (err)
+                break;
+            continue;
+        }
         if (ledger[i] < 0 || ledger[i] >= expected[i])
             continue;
         rl_log_warn(NULL,
@@ -124,7 +163,7 @@ compare_with_ledger(struct ledger *lg, const int32_t *parts,
         rl_pipeline_seek_back(lg->pl, parts[i], epochs[i], ledger[i]);
     }
     free(ledger);
-    return 0;
+    return err;
 }
 
 /* Before the first events of a partition in an epoch are handled: the

@@ -203,6 +203,7 @@ ledger_sweep(struct ledger *lg)
         it->attempts_before = c->attempts;
         it->ambiguous_prior = c->ambiguous_prior;
         it->ambiguous_count = c->ambiguous_count;
+        memcpy(it->fingerprint, c->fingerprint, sizeof(it->fingerprint));
         it->deadline_passed = c->deadline_passed;
         ledger_trace_claimed(it, c->traceparent);
         rl_claim_clear(c);

@@ -109,6 +109,33 @@ bt_stub_stat(struct e2e *t, const char *name)
     return n;
 }
 
+int
+bt_stub_reset(struct e2e *t)
+{
+    char url[512];
+    const char *v1 = strstr(t->model_base_url, "/v1");
+    int base_len =
+        v1 ? (int)(v1 - t->model_base_url) : (int)strlen(t->model_base_url);
+    CURL *curl = curl_easy_init();
+    struct grow g = {NULL, 0};
+    long status = 0;
+    int rc = -1;
+
+    snprintf(url, sizeof(url), "%.*s/admin/reset", base_len, t->model_base_url);
+    curl_easy_setopt(curl, CURLOPT_URL, url);
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, "");
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, grow_write);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &g);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 10000L);
+    if (curl_easy_perform(curl) == CURLE_OK &&
+        curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status) == CURLE_OK &&
+        status == 200)
+        rc = 0;
+    free(g.data);
+    curl_easy_cleanup(curl);
+    return rc;
+}
+
 /* The answer's "id" of a POST the curl handle is set up for, into id.
  * Returns 0 when the stub answered 200 with an id. */
 static int
@@ -195,6 +222,26 @@ bt_stub_file(struct e2e *t, const char *file_id)
     cJSON *root = NULL;
 
     snprintf(url, sizeof(url), "%s/files/%s", t->model_base_url, file_id);
+    curl_easy_setopt(curl, CURLOPT_URL, url);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, grow_write);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &g);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 10000L);
+    if (curl_easy_perform(curl) == CURLE_OK && g.data)
+        root = cJSON_Parse(g.data);
+    free(g.data);
+    curl_easy_cleanup(curl);
+    return root;
+}
+
+cJSON *
+bt_stub_batch(struct e2e *t, const char *batch_id)
+{
+    char url[512];
+    CURL *curl = curl_easy_init();
+    struct grow g = {NULL, 0};
+    cJSON *root = NULL;
+
+    snprintf(url, sizeof(url), "%s/batches/%s", t->model_base_url, batch_id);
     curl_easy_setopt(curl, CURLOPT_URL, url);
     curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, grow_write);
     curl_easy_setopt(curl, CURLOPT_WRITEDATA, &g);

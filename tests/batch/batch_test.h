@@ -25,6 +25,11 @@ cJSON *bt_stub_stats(struct e2e *t);
  * by_key map outgrows e2e_stub_stat's buffer); -1 on error. */
 long bt_stub_stat(struct e2e *t, const char *name);
 
+/* POST /admin/reset of the test's stub: its files and batches forgotten,
+ * as after a key change the provider serves none of them. Returns 0 or
+ * -1. */
+int bt_stub_reset(struct e2e *t);
+
 /* POST /v1/files of the test's stub: jsonl (purpose "batch") named
  * filename, as another client of the provider would; its id into
  * file_id. Returns 0, or -1 when the stub did not take it. */
@@ -40,5 +45,9 @@ int bt_stub_create_batch(struct e2e *t, const char *file_id,
 /* GET /v1/files/file_id of the test's stub (its "bytes", "filename" ...),
  * parsed (cJSON_Delete it); NULL on error. */
 cJSON *bt_stub_file(struct e2e *t, const char *file_id);
+
+/* GET /v1/batches/batch_id of the test's stub (its "status" ...), parsed
+ * (cJSON_Delete it); NULL on error. */
+cJSON *bt_stub_batch(struct e2e *t, const char *batch_id);
 
 #endif /* RL_BATCH_TEST_H */

@@ -6,6 +6,7 @@ Every test runs against the real PostgreSQL of DATABASE_URL in a schema of
 its own. Without DATABASE_URL a test skips (exit 77), unless
 RL_REQUIRE_SERVICES=1, when it fails."""
 
+import fcntl
 import http.client
 import os
 import re
@@ -62,12 +63,49 @@ def wait_for(cond, what, timeout=30.0):
         time.sleep(0.05)
 
 
+# The C tests' rltest_free_port, the same range and lock files: a port
+# drawn from the ephemeral range and released (bind to 0, close) can be
+# handed to another process's bind to port 0 before the server the test
+# starts binds it. These lie below that range, and a lock per port, held
+# until this process exits, keeps tests running at once apart.
+_PORT_LOW, _PORT_HIGH = 30000, 32700
+_port_locks = []
+
+
 def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    d = os.path.join(os.environ.get("TMPDIR") or "/tmp", "rl-test-ports")
+    try:
+        os.mkdir(d, 0o777)
+        os.chmod(d, 0o1777)
+    except OSError:
+        pass
+    span = _PORT_HIGH - _PORT_LOW
+    first = os.getpid() * 7919 % span
+    for i in range(span):
+        port = _PORT_LOW + (first + i) % span
+        lock = None
+        try:
+            lock = open(os.path.join(d, "%d.lock" % port), "a")
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            continue
+        except OSError:
+            lock = None  # no lock can be taken here: the bind alone decides
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            if lock:
+                lock.close()
+            continue
+        finally:
+            s.close()
+        if lock:
+            _port_locks.append(lock)
+        return port
+    raise Failed("no free port in %d..%d" % (_PORT_LOW, _PORT_HIGH))
 
 
 class Ledger:

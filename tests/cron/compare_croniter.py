@@ -21,6 +21,12 @@ Two comparisons per expression, both exact:
    |jump| + 2 h of a transition are left out of this comparison (and
    counted); every other fire must be the same.
 
+It takes about 30 s on 2 cores (both passes of `make test` run it):
+2,000 expressions by default, up to 96 window starts each around five
+zones' transitions, every one computed by both implementations and by
+croniter's zone handling; fewer would leave rare field combinations (a
+day-of-month and day-of-week pair landing on a skipped hour) undrawn.
+
 Two croniter readings of the syntax differ from cron's and are not drawn:
 a range "a-a" (croniter: the whole field, wrapping around) and a day field
 whose list covers every day (croniter: as if '*').
@@ -171,14 +177,15 @@ def expression(rng):
 
 
 def croniter_naive(expr, start_local, end_local, limit):
+    """Yields the wall-clock matches, lazily: the caller stops at its
+    limit, and a list built first would walk every minute of the span for
+    a '* * * * *'-like expression."""
     it = croniter(expr, start_local)
-    out = []
-    while len(out) < limit:
+    for _ in range(limit):
         n = it.get_next(dt.datetime)
         if n > end_local:
-            break
-        out.append(n)
-    return out
+            return
+        yield n
 
 
 def main():

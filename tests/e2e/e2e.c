@@ -159,12 +159,39 @@ e2e_setup_at(struct e2e *t, const char *prefix, int partitions,
                                      sizeof(errstr)) == 0);
 }
 
+/* A failed test shows what its processes said last: a component that
+ * exits or goes quiet at start is otherwise seen only as a timeout. */
+static void
+print_log_tails(const struct e2e *t)
+{
+    for (int i = 0; i < t->nprocs; i++) {
+        char path[sizeof(t->name) + 32], tail[2049];
+        FILE *f;
+        long size;
+        size_t n;
+
+        snprintf(path, sizeof(path), "%s.%d.log", t->name, i);
+        f = fopen(path, "r");
+        if (!f)
+            continue;
+        fseek(f, 0, SEEK_END);
+        size = ftell(f);
+        fseek(f, size > 2048 ? size - 2048 : 0, SEEK_SET);
+        n = fread(tail, 1, sizeof(tail) - 1, f);
+        tail[n] = '\0';
+        fclose(f);
+        fprintf(stderr, "# the end of %s:\n%s\n", path, tail);
+    }
+}
+
 void
 e2e_teardown(struct e2e *t)
 {
     char sql[160];
     char errstr[256];
 
+    if (rltest_failures > 0)
+        print_log_tails(t);
     for (int i = 0; i < t->nprocs; i++) {
         if (t->procs[i] > 0) {
             kill(t->procs[i], SIGKILL);

@@ -104,25 +104,6 @@ start_receiver(const char *out)
     return port;
 }
 
-/* A loopback port nobody listens on (bound, then closed). */
-static int
-free_port(void)
-{
-    struct sockaddr_in a;
-    socklen_t len = sizeof(a);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    int port;
-
-    memset(&a, 0, sizeof(a));
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    RL_REQUIRE(bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0);
-    RL_REQUIRE(getsockname(fd, (struct sockaddr *)&a, &len) == 0);
-    port = ntohs(a.sin_port);
-    close(fd);
-    return port;
-}
-
 /* The span of out named name for run_id (a cJSON the caller deletes), or
  * NULL. */
 static cJSON *
@@ -394,13 +375,14 @@ collector_down(void)
 {
     struct e2e t;
     char endpoint[128], http[64];
-    int http_port = free_port();
+    int http_port = rltest_free_port();
     int64_t start;
     long long dropped;
 
     e2e_setup(&t, "tracedown", 1);
     snprintf(endpoint, sizeof(endpoint),
-             "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:%d", free_port());
+             "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:%d",
+             rltest_free_port());
     snprintf(http, sizeof(http), "RUNLEDGER_HTTP_PORT=%d", http_port);
     {
         const char *env[] = {endpoint, http, "OTEL_BSP_SCHEDULE_DELAY=100",

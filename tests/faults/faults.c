@@ -51,6 +51,22 @@ fx_spawn(struct e2e *t, const char *cmd, ...)
 }
 
 int
+fx_reconcile_settled(struct e2e *t, int settle_ms)
+{
+    char http[64], settle[64];
+    int port = rltest_free_port();
+
+    snprintf(http, sizeof(http), "RUNLEDGER_HTTP_PORT=%d", port);
+    snprintf(settle, sizeof(settle), "RUNLEDGER_RECONCILE_SETTLE_MS=%d",
+             settle_ms);
+    fx_spawn(t, "consume", "RUNLEDGER_AMBIGUOUS_POLICY=retry_once",
+             "RUNLEDGER_MODEL_STORED_COMPLETIONS=true", settle,
+             "RUNLEDGER_RECONCILE_LOOKUP_TIMEOUT_MS=2000", http, NULL);
+    RL_REQUIRE(fx_settled(t, 60000));
+    return port;
+}
+
+int
 fx_settled(struct e2e *t, long timeout_ms)
 {
     int64_t deadline = rltest_now_ms() + timeout_ms;

@@ -16,6 +16,13 @@ int fx_spawn(struct e2e *t, const char *cmd, ...);
  * committed every offset. Returns 1 when it did. */
 int fx_settled(struct e2e *t, long timeout_ms);
 
+/* Starts a consumer that looks its ambiguous calls up in the endpoint's
+ * record (stored completions on, RUNLEDGER_AMBIGUOUS_POLICY=retry_once,
+ * a settle window of settle_ms, lookups bounded to 2 s) with /metrics on
+ * a port of its own, and waits until every run is settled (required).
+ * Returns that port. */
+int fx_reconcile_settled(struct e2e *t, int settle_ms);
+
 /* The invariants of docs/design.md for one run that completed: one row,
  * completed, outbox_delivered rows = channels (2) and none pending, every
  * notification on the topic carries the run's idempotency keys. */

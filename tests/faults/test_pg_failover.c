@@ -22,7 +22,10 @@
  *
  * EARLY (with MODE async): the standby is detached before the first
  * wave, so the new primary has no consumed position at all for the
- * partitions the consumers registered events on.
+ * partitions the consumers registered events on. With RESTART too, the
+ * new consumers know only the group's committed offsets: the ledger's
+ * time since it keeps positions (positions_kept) is what shows the
+ * missing rows were lost.
  *
  * Either way every event's run must complete on the new primary, once,
  * with one distinct notification per channel, and work must resume within

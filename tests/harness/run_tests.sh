@@ -43,6 +43,7 @@ logs=$build_dir/test-logs
 # shellcheck disable=SC2206 # word splitting is the point
 ctest_args=(${CTEST_ARGS:-})
 
+start=$SECONDS
 passed=0
 failed=0
 skipped=0
@@ -76,6 +77,7 @@ finish() {
     for line in "${phases[@]}"; do
         echo "   $line"
     done
+    echo "   total: $((SECONDS - start))s"
     echo "tests: $passed passed, $failed failed, $skipped skipped"
     exit "$status"
 }
@@ -359,11 +361,21 @@ compat_version=${KAFKA_COMPAT_VERSION:-$(sed -n \
     's:.*<kafka.compat.version>\(.*\)</kafka.compat.version>.*:\1:p' \
     "$root/tests/harness/kafka/pom.xml")}
 
+# Runs one phase and appends its wall time to the summary lines it added,
+# so a CI log shows where the minutes go.
+timed() {
+    local t0=$SECONDS n=${#phases[@]} i
+    "$@"
+    for ((i = n; i < ${#phases[@]}; i++)); do
+        phases[i]="${phases[i]} [$((SECONDS - t0))s]"
+    done
+}
+
 rm -f "$logs/valgrind.counts"
 # The plain pass runs each component as its role's login (the assignment
 # holds, exported, for the call only); the passes below keep the one
 # migrating user, the single-role setup a deployment may still choose.
-RL_TEST_DB_ROLES=1 run_ctest "$build_dir" ctest
+RL_TEST_DB_ROLES=1 timed run_ctest "$build_dir" ctest
 # The sanitizer pass runs every test of the C code except two that gain
 # nothing from it: the fuzz test builds its own ASan+UBSan targets with
 # clang anyway, and the chaos soak repeats, slower, the crash and restart
@@ -372,10 +384,10 @@ RL_TEST_DB_ROLES=1 run_ctest "$build_dir" ctest
 # README) are not rerun either, nor the cluster tests: three brokers and
 # their load leave no room on 2 cores for sanitized consumers, and they
 # run code the e2e and fault tests already run sanitized.
-run_ctest "$asan_dir" ctest-asan -LE '^(chaos|cluster|fuzz|helm|image|stub|docs)$'
-run_valgrind
-run_tsan
+timed run_ctest "$asan_dir" ctest-asan -LE '^(chaos|cluster|fuzz|helm|image|stub|docs)$'
+timed run_valgrind
+timed run_tsan
 if [ -n "$compat_version" ] && [ "$compat_version" != none ] &&
     [ "$compat_version" != "${KAFKA_VERSION:-}" ]; then
-    run_kafka_compat "$compat_version"
+    timed run_kafka_compat "$compat_version"
 fi

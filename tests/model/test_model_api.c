@@ -54,8 +54,12 @@ str_at(const cJSON *obj, const char *a, const char *b)
 static void
 test_store_adds_metadata_and_keeps_the_requests_own(void)
 {
-    struct rl_model_body_opts opts = {
-        .api = RL_MODEL_API_CHAT, .store = 1, .run_id = "r1", .attempt_no = 3};
+    struct rl_model_body_opts opts = {.api = RL_MODEL_API_CHAT,
+                                      .store = 1,
+                                      .run_id = "r1",
+                                      .attempt_no = 3,
+                                      .installation_id = "inst-1",
+                                      .fingerprint = "fp-1"};
     enum rl_model_api api = RL_MODEL_API_RESPONSES;
     cJSON *body = prepare(&opts, &api);
 
@@ -63,6 +67,12 @@ test_store_adds_metadata_and_keeps_the_requests_own(void)
     RL_CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(body, "store")));
     RL_CHECK_STREQ(str_at(body, "metadata", RL_MODEL_META_RUN_ID), "r1");
     RL_CHECK_STREQ(str_at(body, "metadata", RL_MODEL_META_ATTEMPT), "3");
+    /* What tells this ledger's record from another's with the same run
+     * ID: its installation, the run's request and model. */
+    RL_CHECK_STREQ(str_at(body, "metadata", RL_MODEL_META_INSTALLATION),
+                   "inst-1");
+    RL_CHECK_STREQ(str_at(body, "metadata", RL_MODEL_META_FINGERPRINT), "fp-1");
+    RL_CHECK_STREQ(str_at(body, "metadata", RL_MODEL_META_MODEL), "gpt-x");
     RL_CHECK_STREQ(str_at(body, "metadata", "team"), "a");
     /* The chat shape is untouched. */
     RL_CHECK(cJSON_HasObjectItem(body, "messages"));

@@ -98,15 +98,20 @@ run(struct rl_model *m, struct rl_model_call *call)
     pthread_mutex_unlock(&lock);
 }
 
-/* The body of attempt attempt_no of run_id as the ledger sends it. */
+/* The body of attempt attempt_no of run_id as the ledger sends it, from
+ * installation "inst-a" with fingerprint "fp-a". */
 static char *
 body_for(const char *run_id, int attempt_no, enum rl_model_api api)
 {
     static const char chat[] =
         "{\"model\":\"stub-1\",\"stream\":false,\"messages\":[{\"role\":"
         "\"user\",\"content\":\"summarise the record\"}]}";
-    struct rl_model_body_opts opts = {
-        .api = api, .store = 1, .run_id = run_id, .attempt_no = attempt_no};
+    struct rl_model_body_opts opts = {.api = api,
+                                      .store = 1,
+                                      .run_id = run_id,
+                                      .attempt_no = attempt_no,
+                                      .installation_id = "inst-a",
+                                      .fingerprint = "fp-a"};
     enum rl_model_api got;
     char errstr[256];
     char *body =
@@ -166,6 +171,36 @@ test_stored_chat_completion_found_after_its_lag(struct rl_model *m)
 
     lookup(m, &found, run_id, 2, RL_MODEL_API_CHAT, NULL);
     RL_CHECK_INTEQ(found.outcome, RL_MODEL_NOT_FOUND);
+
+    /* Adopted only by the ledger it names: another installation, another
+     * request fingerprint or another model finds it foreign. */
+    {
+        static const char *const wrong[][3] = {{"inst-b", "fp-a", "stub-1"},
+                                               {"inst-a", "fp-b", "stub-1"},
+                                               {"inst-a", "fp-a", "stub-2"},
+                                               {"inst-a", "fp-a", NULL}};
+
+        for (size_t i = 0; i < sizeof(wrong) / sizeof(wrong[0]); i++) {
+            rl_model_call_clear(&found);
+            memset(&found, 0, sizeof(found));
+            found.run_id = run_id;
+            found.lookup = 1;
+            found.attempt_no = 1;
+            found.lookup_installation = wrong[i][0];
+            found.lookup_fingerprint = wrong[i][1];
+            found.lookup_model = wrong[i][2];
+            run(m, &found);
+            if (wrong[i][2]) {
+                RL_CHECK_INTEQ(found.outcome, RL_MODEL_NOT_FOUND);
+                RL_CHECK_INTEQ(found.foreign_records, 1);
+            } else {
+                RL_CHECK_INTEQ(found.outcome, RL_MODEL_OK);
+                RL_CHECK_INTEQ(found.found_records, 1);
+                RL_CHECK_INTEQ(found.found_attempt, 1);
+                RL_CHECK_INTEQ(found.foreign_records, 0);
+            }
+        }
+    }
     free(text);
     rl_model_call_clear(&call);
     rl_model_call_clear(&found);

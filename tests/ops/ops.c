@@ -201,20 +201,7 @@ ops_run(struct e2e *t, const char *const *args, const char *const *extra,
 int
 ops_free_port(void)
 {
-    struct sockaddr_in addr;
-    socklen_t len = sizeof(addr);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    int port;
-
-    RL_REQUIRE(fd >= 0);
-    memset(&addr, 0, sizeof(addr));
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    RL_REQUIRE(bind(fd, (struct sockaddr *)&addr, sizeof(addr)) == 0);
-    RL_REQUIRE(getsockname(fd, (struct sockaddr *)&addr, &len) == 0);
-    port = ntohs(addr.sin_port);
-    close(fd);
-    return port;
+    return rltest_free_port();
 }
 
 struct body {

@@ -28,7 +28,7 @@ int ops_run(struct e2e *t, const char *const *args,
             const char *const *extra_env, const char *stdin_text, char *out,
             size_t out_size, char *err, size_t err_size);
 
-/* A TCP port that was free a moment ago. */
+/* rltest_free_port(): a port for a server the test starts. */
 int ops_free_port(void);
 
 /* GET http://127.0.0.1:port/path; body into buf. Returns the HTTP status,

@@ -65,7 +65,7 @@ main(int argc, char **argv)
     rd_kafka_topic_partition_list_destroy(parts);
 
     /* With /metrics on, so the audit thread runs as in production. */
-    pid = sched_spawn(&t, "bench", sched_free_port(), NULL);
+    pid = sched_spawn(&t, "bench", rltest_free_port(), NULL);
     printf("schedules=%ld every minute; %d minutes measured\n", schedules,
            minutes);
     /* The first minute boundary after start, then `minutes` windows. */

@@ -216,23 +216,6 @@ sched_created(struct e2e *t, const char *name)
                     name);
 }
 
-int
-sched_free_port(void)
-{
-    struct sockaddr_in sa;
-    socklen_t len = sizeof(sa);
-    int fd = socket(AF_INET, SOCK_STREAM, 0), port;
-
-    memset(&sa, 0, sizeof(sa));
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    RL_REQUIRE(fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
-    RL_REQUIRE(getsockname(fd, (struct sockaddr *)&sa, &len) == 0);
-    port = ntohs(sa.sin_port);
-    close(fd);
-    return port;
-}
-
 int64_t
 sched_now(void)
 {

@@ -39,9 +39,6 @@ long sched_gaps(struct e2e *t, const char *name, int64_t from, int64_t to,
 int64_t sched_through(struct e2e *t, const char *name);
 int64_t sched_created(struct e2e *t, const char *name);
 
-/* A loopback port nothing listens on now (for a scheduler's /metrics). */
-int sched_free_port(void);
-
 /* Wall clock, epoch seconds. */
 int64_t sched_now(void);
 

@@ -87,7 +87,7 @@ main(void)
     struct e2e t;
     char job[160], out[65536], from[RL_TIME_UTC_SIZE], to[RL_TIME_UTC_SIZE];
     int64_t created, paused, first;
-    int skipped = 0, published = 0, port = sched_free_port();
+    int skipped = 0, published = 0, port = rltest_free_port();
     int64_t conflict_at = -1;
     const char *const audit[] = {"--audit-every-ms", "500", "--audit-grace",
                                  "PT0S", NULL};

@@ -10,7 +10,10 @@ with half its body, then the connection closes. Standard library
 only. Each record is kept in memory for the stub's life; a batch advances
 when it is read (no background task): validating -> in_progress after
 STUB_BATCH_START_MS, completed after STUB_BATCH_SECONDS, expired after
-STUB_BATCH_EXPIRE_SECONDS when that is set and shorter. A line whose
+STUB_BATCH_EXPIRE_SECONDS when that is set and shorter. The first
+STUB_BATCH_CREATE_DELAY_TIMES (1) creates are made and answered
+STUB_BATCH_CREATE_DELAY_MS late; a file's content is sent in pieces
+over STUB_FILE_CONTENT_SECONDS. A line whose
 url is not its batch's endpoint, or whose body is not that endpoint's
 request, comes back in the error file with a 400; a line whose body
 holds `[[fault:NNN]]` comes back with status NNN; a batch with a line
@@ -87,6 +90,16 @@ class Records:
         self.batch_seconds = _env_float("STUB_BATCH_SECONDS", 0.5)
         self.batch_expire = _env_float("STUB_BATCH_EXPIRE_SECONDS", 0)
         self.store_lag_ms = _env_float("STUB_STORE_LAG_MS", 0)
+        # A create that reaches the provider late: the first
+        # STUB_BATCH_CREATE_DELAY_TIMES (1) creates are made, and
+        # answered, STUB_BATCH_CREATE_DELAY_MS after they arrive.
+        self.create_delay_ms = _env_float("STUB_BATCH_CREATE_DELAY_MS", 0)
+        self.create_delays_left = int(
+            _env_float("STUB_BATCH_CREATE_DELAY_TIMES", 1))
+        # A slow download: a file's content is sent in pieces over
+        # STUB_FILE_CONTENT_SECONDS.
+        self.content_seconds = _env_float("STUB_FILE_CONTENT_SECONDS", 0)
+        self.file_reads = 0     # GET /v1/files/ID/content served
         # The most objects a list page holds, whatever `limit` asks: a
         # small value puts a caller's object past the first page.
         self.page_max = max(1, int(_env_float("STUB_LIST_PAGE_MAX", 100)))
@@ -170,8 +183,18 @@ class Records:
             if len(rest) == 1 and method == "GET":
                 return 200, meta
             if len(rest) == 2 and rest[1] == "content" and method == "GET":
+                self.file_reads += 1
                 return 200, data
         return 404, {"error": {"message": "no such file"}}
+
+    def create_delay(self, method, path):
+        """Seconds a request waits before it is served: a create's
+        STUB_BATCH_CREATE_DELAY_MS, while creates are left to delay."""
+        if method != "POST" or path.rstrip("/") != "/v1/batches" or \
+                self.create_delay_ms <= 0 or self.create_delays_left <= 0:
+            return 0
+        self.create_delays_left -= 1
+        return self.create_delay_ms / 1000.0
 
     # ---- batches ----------------------------------------------------------
 

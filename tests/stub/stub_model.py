@@ -38,7 +38,7 @@ DEFAULT_OVERSIZE_BYTES = 10 * 1024 * 1024
 # Kinds a directive or /admin/fault may name besides a 3-digit HTTP status.
 ACTION_KINDS = frozenset((
     "hang", "close_mid_body", "close", "reset", "oversize", "empty",
-    "invalid_json", "latency", "tool_call", "no_content",
+    "invalid_json", "latency", "tool_call", "no_content", "drop",
 ))
 
 DIRECTIVE_RE = re.compile(r"\[\[fault:\s*([A-Za-z0-9_]+)([^\]]*)\]\]")
@@ -199,7 +199,7 @@ def make_fault(kind, params, spec):
             raise BadDirective("fault status must be 400..599, got %s" % kind)
     elif kind not in ACTION_KINDS:
         raise BadDirective("unknown fault kind %r" % kind)
-    for name in ("times", "ms", "bytes", "retry_after"):
+    for name in ("times", "ms", "bytes", "retry_after", "generations"):
         if name in params:
             try:
                 if int(params[name]) < 0:
@@ -250,13 +250,16 @@ class Entry:
 class Reply:
     """A complete HTTP answer: status, body, extra header lines."""
 
-    __slots__ = ("status", "body", "extra", "ctype")
+    __slots__ = ("status", "body", "extra", "ctype", "more")
 
     def __init__(self, status, body, extra=b"", ctype=CT_JSON):
         self.status = status
         self.body = body
         self.extra = extra
         self.ctype = ctype
+        # Bodies of further generations of the same request (a gateway
+        # that re-sent it upstream): stored, never sent.
+        self.more = ()
 
 
 def parse_pairs(values, flag):
@@ -485,6 +488,9 @@ class Stub:
                 if not done or not keep:
                     return
                 continue
+            delay = self.records.create_delay(method, path)
+            if delay:
+                await asyncio.sleep(delay)
             reply = self.route_other(method, path, query, body, headers)
             if reply is None:
                 return
@@ -499,6 +505,21 @@ class Stub:
                 writer.write(full[:len(full) - len(reply.body) // 2])
                 await writer.drain()
                 return
+            if reply.ctype == b"application/jsonl" and \
+                    self.records.content_seconds > 0 and reply.body:
+                # A slow download: the headers, then the body in pieces.
+                head_len = len(full) - len(reply.body)
+                writer.write(full[:head_len])
+                pieces = 20
+                step = max(1, -(-len(reply.body) // pieces))
+                for i in range(0, len(reply.body), step):
+                    await asyncio.sleep(
+                        self.records.content_seconds / pieces)
+                    writer.write(reply.body[i:i + step])
+                    await writer.drain()
+                if not keep:
+                    return
+                continue
             writer.write(full)
             await writer.drain()
             if not keep:
@@ -556,6 +577,8 @@ class Stub:
                 # keeps what it generated.
                 if (reply.status == 200 and not replay
                         and b'"store"' in body):
+                    for extra in reply.more:
+                        self.keep_stored(body, extra)
                     self.keep_stored(body, reply.body)
         except BadDirective as e:
             reply = Reply(400, error_body(400, "stub: %s" % e))
@@ -794,11 +817,31 @@ class Stub:
                     fault.status, "stub injected fault %s" % kind),
                     extra), None, kind, False)
 
+        if kind == "drop":
+            # Read, then the connection closes before the upstream sees
+            # it: the caller cannot tell, and nothing generated.
+            return Reply(200, b""), "close", kind, False
+
+        # A gateway that re-sent the request upstream (generations=N):
+        # N - 1 generations before the one answered, each billed and
+        # stored, none sent.
+        more = []
+        for _ in range(int(fault.params.get("generations", 1)) - 1
+                       if fault is not None else 0):
+            self.seq += 1
+            more.append(self.generate(
+                self.seq, model, key, chars, last_user, kind,
+                fault.params).body)
+            self.generations += 1
+            if key is not None:
+                self.by_key[key] = self.by_key.get(key, 0) + 1
+
         # From here on the upstream generates: count it now, before any
         # wait, so a client that gives up still sees it billed.
         n = self.seq + 1
         reply = self.generate(n, model, key, chars, last_user, kind,
                               fault.params if fault is not None else None)
+        reply.more = tuple(more)
         reply.extra += rl_extra
         self.seq = n
         self.generations += 1
@@ -995,7 +1038,9 @@ class Stub:
             slot = (ident, fault.spec)
             used = self.times_used.get(slot, 0)
             if used >= int(times):
-                return None
+                # then=KIND: the requests after the first K get KIND.
+                then = fault.params.get("then")
+                return make_fault(then, {}, fault.spec) if then else None
             self.times_used[slot] = used + 1
             return fault
         g = self.global_fault
@@ -1098,6 +1143,7 @@ class Stub:
             "files": len(self.records.files),
             "stored_completions": len(self.records.completions),
             "uploads": self.records.uploads,
+            "file_reads": self.records.file_reads,
             "list_pages": self.records.list_pages,
             "batch_polls": self.records.batch_polls,
             "batch_poll_times": self.records.batch_poll_times,

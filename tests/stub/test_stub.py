@@ -911,6 +911,38 @@ class RecordsTest(unittest.TestCase):
         self.assertEqual(len(found), 1)
         self.assertEqual(stats(stub.port)["batches_created"], 1)
 
+    def test_first_create_made_and_answered_late(self):
+        stub = self.start(STUB_BATCH_SECONDS="30",
+                          STUB_BATCH_CREATE_DELAY_MS="600")
+        f = upload(stub.port, batch_lines(2, "b5"))
+        req = {"input_file_id": f["id"],
+               "endpoint": "/v1/chat/completions"}
+        t0 = time.monotonic()
+        status, _, _ = request(stub.port, "POST", "/v1/batches", req)
+        self.assertEqual(status, 200)
+        self.assertGreaterEqual(time.monotonic() - t0, 0.6)
+        # Only the first: the next is made at once.
+        t0 = time.monotonic()
+        status, _, _ = request(stub.port, "POST", "/v1/batches", req)
+        self.assertEqual(status, 200)
+        self.assertLess(time.monotonic() - t0, 0.5)
+        self.assertEqual(stats(stub.port)["batches_created"], 2)
+
+    def test_content_sent_slowly_and_reads_counted(self):
+        stub = self.start(STUB_BATCH_SECONDS="0.1",
+                          STUB_FILE_CONTENT_SECONDS="1")
+        f = upload(stub.port, batch_lines(3, "b6"))
+        _, _, data = request(stub.port, "POST", "/v1/batches", {
+            "input_file_id": f["id"], "endpoint": "/v1/chat/completions"})
+        doc = self.wait_batch(stub.port, json.loads(data)["id"], "completed")
+        t0 = time.monotonic()
+        status, _, out = request(
+            stub.port, "GET", "/v1/files/%s/content" % doc["output_file_id"])
+        self.assertEqual(status, 200)
+        self.assertGreaterEqual(time.monotonic() - t0, 0.9)
+        self.assertEqual(len(out.splitlines()), 3)
+        self.assertEqual(stats(stub.port)["file_reads"], 1)
+
     def test_batch_expires_with_every_line_refused(self):
         stub = self.start(STUB_BATCH_SECONDS="30",
                           STUB_BATCH_EXPIRE_SECONDS="0.2")
@@ -1022,6 +1054,29 @@ class RecordsTest(unittest.TestCase):
         _, _, other = request(stub.port, "GET", path[:-1] + "2")
         self.assertEqual(json.loads(other)["data"], [])
         self.assertEqual(stats(stub.port, key)["generations"], 1)
+
+    def test_generations_n_stores_each_and_drop_generates_none(self):
+        stub = self.start()
+        key = new_key()
+        # A gateway that re-sent the request: two generations, two
+        # records, each its own id, then a cut reply; the next request
+        # (then=drop) is dropped before the upstream sees it.
+        body = chat("[[fault:close_mid_body times=1 generations=2 "
+                    "then=drop]]", store=True,
+                    metadata={"run": key, "attempt": "1"})
+        with self.assertRaises(http.client.IncompleteRead):
+            post(stub.port, body, key=key)
+        self.assertEqual(stats(stub.port, key)["generations"], 2)
+        path = "/v1/chat/completions?metadata%5Brun%5D=" + key
+        _, _, data = request(stub.port, "GET", path)
+        found = json.loads(data)["data"]
+        self.assertEqual(len(found), 2)
+        self.assertNotEqual(found[0]["id"], found[1]["id"])
+        with self.assertRaises((http.client.RemoteDisconnected,
+                                ConnectionError)):
+            post(stub.port, body, key=key)
+        self.assertEqual(stats(stub.port, key)["generations"], 2)
+        self.assertEqual(stats(stub.port, key)["requests"], 2)
 
     def test_responses_api_answers_and_keeps_a_stored_response(self):
         stub = self.start()

@@ -76,4 +76,12 @@ int64_t rltest_now_ms(void);
  * 8 (do not keep more than 8 at once without copying). */
 const char *rltest_unique(const char *prefix);
 
+/* A TCP port on 127.0.0.1 for a server the test starts, free now and
+ * kept from every other test until this process exits. It lies below the
+ * kernel's ephemeral range (net.ipv4.ip_local_port_range), so no bind to
+ * port 0 and no outgoing connection of any process takes it meanwhile,
+ * and above the harness's service port bases; a lock file per port under
+ * the temporary directory keeps two tests running at once apart. */
+int rltest_free_port(void);
+
 #endif /* RL_TEST_H */

@@ -45,7 +45,8 @@ enum rl_batch_step {
     RL_BATCH_STEP_LOOKUP,    /* not found at the provider (yet): looked
                                 up again in ms; the lease released */
     RL_BATCH_STEP_POLL,      /* arg: the provider's status; polled again
-                                in ms; the lease released */
+                                in ms; failures reset; the lease
+                                released */
     RL_BATCH_STEP_RELEASE    /* arg: why; the step redone in ms; the
                                 lease released */
 };
@@ -58,12 +59,40 @@ int rl_db_batch_step(struct rl_db *db, const struct rl_batch *b,
                      size_t errstr_size);
 
 /* Ends b under its lease: state (completed, failed, expired or
- * cancelled), the provider's status and files, and the lines counted.
- * Returns 0, RL_ERR_STALE or RL_ERR_DB. */
+ * cancelled), the provider's status and files, and detail (NULL or "":
+ * the last step's kept). Its lines are counted from its runs' states in
+ * the ledger, whoever read them (lines_ok completed, lines_failed failed
+ * or retried, lines_ignored ignored plus unmatched: the lines that named
+ * no run of b). Returns 0, RL_ERR_STALE or RL_ERR_DB. */
 int rl_db_batch_finish(struct rl_db *db, const struct rl_batch *b,
                        const char *owner, enum rl_batch_state state,
                        const char *provider_status, const char *output_file_id,
-                       const char *error_file_id, int ok, int failed,
-                       int ignored, char *errstr, size_t errstr_size);
+                       const char *error_file_id, int unmatched,
+                       const char *detail, char *errstr, size_t errstr_size);
+
+/* Extends b's lease to ms from now. Returns 0, RL_ERR_STALE or RL_ERR_DB. */
+int rl_db_batch_renew(struct rl_db *db, const struct rl_batch *b,
+                      const char *owner, int64_t ms, char *errstr,
+                      size_t errstr_size);
+
+/* A poll or read of b that failed at the provider: counted (failures + 1,
+ * the poll backoff grown), why kept as its detail, the lease extended by
+ * lease_ms and kept. The count since the last good poll into *failures.
+ * Returns 0, RL_ERR_STALE or RL_ERR_DB. */
+int rl_db_batch_failure(struct rl_db *db, const struct rl_batch *b,
+                        const char *owner, const char *why, int64_t lease_ms,
+                        int *failures, char *errstr, size_t errstr_size);
+
+/* Begins a transaction on db holding b's row locked under its lease, for
+ * what a line of b's files does to its run: a worker whose lease is gone
+ * acts on nothing (RL_ERR_STALE, the transaction rolled back). End it
+ * with rl_db_batch_fence_end. */
+int rl_db_batch_fence(struct rl_db *db, const struct rl_batch *b,
+                      const char *owner, char *errstr, size_t errstr_size);
+
+/* Commits (commit nonzero) or rolls back the transaction of
+ * rl_db_batch_fence. Returns 0 or RL_ERR_DB. */
+int rl_db_batch_fence_end(struct rl_db *db, int commit, char *errstr,
+                          size_t errstr_size);
 
 #endif /* RL_DB_BATCH_LEASE_H */

@@ -98,12 +98,29 @@ int rl_db_unsettled_attempt(struct rl_db *db, const char *run_id,
 /* Records that the answer of attempt attempt_no of run_id was read back
  * from the endpoint's record (record_id: the stored answer's id, NULL or
  * "": none) instead of arriving as the call's reply: attempts.reconciled_at
- * and reconciled_from (schema/050_reconciled_attempts.sql), while the
- * attempt has no outcome yet; the completion that stores the answer sets
- * its outcome. Not lease-guarded, as an outcome is not. Returns 0,
- * RL_ERR_NOTFOUND (no such attempt, or it has an outcome) or RL_ERR_DB. */
+ * and reconciled_from (schema/050_reconciled_attempts.sql), and
+ * reconciled_attempt (the attempt the stored answer names: attempt_no or
+ * an earlier ambiguous one) and reconciled_generations (the records found
+ * for the run's ambiguous attempts, each a generation; at least 1)
+ * (schema/086_installation.sql), while the attempt has no outcome yet;
+ * the completion that stores the answer sets its outcome. Not
+ * lease-guarded, as an outcome is not. Returns 0, RL_ERR_NOTFOUND (no
+ * such attempt, or it has an outcome) or RL_ERR_DB. */
 int rl_db_mark_reconciled(struct rl_db *db, const char *run_id, int attempt_no,
-                          const char *record_id, char *errstr,
-                          size_t errstr_size);
+                          const char *record_id, int record_attempt,
+                          int generations, char *errstr, size_t errstr_size);
+
+/* The attempts of run_id that may have generated without a result known
+ * (no outcome, or ended ambiguous), ascending, into *attempt_nos
+ * (malloc'd, NULL when *n is 0). Returns 0, RL_ERR_NOMEM or RL_ERR_DB. */
+int rl_db_ambiguous_attempt_nos(struct rl_db *db, const char *run_id,
+                                int **attempt_nos, int *n, char *errstr,
+                                size_t errstr_size);
+
+/* The ledger's installation id (schema/086_installation.sql: generated
+ * once by the migration), into out. Returns 0, RL_ERR_NOTFOUND (no row)
+ * or RL_ERR_DB. */
+int rl_db_installation_id(struct rl_db *db, char *out, size_t size,
+                          char *errstr, size_t errstr_size);
 
 #endif /* RL_DB_DISPATCH_H */

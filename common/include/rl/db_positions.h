@@ -34,6 +34,12 @@ int rl_db_read_positions(struct rl_db *db, const char *topic,
                          int64_t *next_offsets, char *errstr,
                          size_t errstr_size);
 
+/* Since when the ledger keeps consumed positions (positions_kept,
+ * schema/088_positions_kept_since.sql), in ms since the epoch, into
+ * *since_ms (0 when unknown). Returns 0 or an rl_err. */
+int rl_db_positions_kept_since(struct rl_db *db, int64_t *since_ms,
+                               char *errstr, size_t errstr_size);
+
 /* The server's synchronous_standby_names into out ("" when empty: no
  * commit waits for a standby). Returns 0 or an rl_err. */
 int rl_db_synchronous_standby_names(struct rl_db *db, char *out,

@@ -63,10 +63,17 @@ enum rl_model_api {
                                GET {base}/responses/{lookup_id} */
 };
 
-/* The metadata keys a stored call carries (rl_model_body_prepare()) and a
- * chat lookup asks for. */
+/* The metadata keys a stored call carries (rl_model_body_prepare()). A
+ * chat lookup lists a run's records by RL_MODEL_META_RUN_ID and adopts
+ * only one whose other keys are its own: run IDs are deterministic, so
+ * another ledger sending the same run (a staging copy, a second
+ * installation on the same provider project) stores the same run ID and
+ * attempt, never the same installation. */
 #define RL_MODEL_META_RUN_ID "runledger_run_id"
 #define RL_MODEL_META_ATTEMPT "runledger_attempt"
+#define RL_MODEL_META_INSTALLATION "runledger_installation"
+#define RL_MODEL_META_FINGERPRINT "runledger_fingerprint"
+#define RL_MODEL_META_MODEL "runledger_model"
 
 /* Short stable name of an outcome ("ok", "transient", "permanent",
  * "not_sent", "ambiguous", "invalid_output", "cancelled", "not_found");
@@ -138,15 +145,30 @@ struct rl_model_call {
     int lookup;              /* 0: POST body; 1: no body, GET the
                                 endpoint's record of an earlier call
                                 instead: for chat the stored completion
-                                whose metadata names run_id and
-                                attempt_no, for responses the response
-                                lookup_id. Found: RL_MODEL_OK with the
-                                answer's results, as a live answer's;
-                                none: RL_MODEL_NOT_FOUND. Never a
+                                whose metadata names run_id, one of
+                                lookup_attempts, lookup_installation
+                                and lookup_fingerprint, and whose model
+                                is lookup_model (the earliest of them);
+                                for responses the response lookup_id.
+                                Found: RL_MODEL_OK with the answer's
+                                results, as a live answer's; none:
+                                RL_MODEL_NOT_FOUND. Never a
                                 generation */
     int attempt_no;          /* lookup (chat): the attempt looked up */
     const char *lookup_id;   /* lookup (responses): the response id;
                                 copied at submit */
+    /* lookup (chat): what a record must name to be adopted; borrowed
+     * until done() runs. lookup_attempts NULL: attempt_no alone. */
+    const int *lookup_attempts;
+    int lookup_nattempts;
+    const char *lookup_installation; /* NULL/"": not checked */
+    const char *lookup_fingerprint;  /* NULL/"": not checked */
+    const char *lookup_model;        /* NULL/"": not checked; else the
+                                        record's metadata names it as
+                                        the model asked for or, a record
+                                        without that key, the model
+                                        that answered is it or a dated
+                                        snapshot of it ("<model>-...") */
 
     /* Results, valid when done() runs. */
     enum rl_model_outcome outcome;
@@ -182,12 +204,25 @@ struct rl_model_call {
     int request_sent;        /* 1 if any request byte went out:
                                 the line between NOT_SENT and
                                 AMBIGUOUS */
-    char error[256];         /* why it was not RL_MODEL_OK
-                                (lowercase, never the key nor
-                                a header value; the endpoint's
-                                message with control bytes
-                                escaped as \n, \r, \t, \xNN);
-                                "" when OK */
+    /* lookup (chat): the records read. found_attempt: the attempt the
+     * adopted record names; found_records: the records that matched
+     * (each a generation; more than one when an attempt was sent twice,
+     * by a transport or a gateway, or several attempts generated);
+     * found_extra_*: the usage of the matched records not adopted;
+     * foreign_records: records naming run_id whose installation,
+     * fingerprint or model is not the lookup's (never adopted). */
+    int found_attempt;
+    int found_records;
+    int foreign_records;
+    long long found_extra_prompt_tokens;
+    long long found_extra_completion_tokens;
+    long long found_extra_cached_tokens;
+    char error[256]; /* why it was not RL_MODEL_OK
+                        (lowercase, never the key nor
+                        a header value; the endpoint's
+                        message with control bytes
+                        escaped as \n, \r, \t, \xNN);
+                        "" when OK */
 };
 
 /* Frees text, tool_calls, model_name and body (if still set) and zeroes the
@@ -279,17 +314,24 @@ struct rl_model_body_opts {
                                  entries separated by ',': the API a model
                                  named there speaks, over api */
     int store;                /* 1: "store": true and "metadata" naming
-                                 run_id and attempt_no (the request's own
-                                 metadata kept), so the endpoint keeps a
-                                 record a lookup can find */
+                                 run_id, attempt_no, installation_id and
+                                 fingerprint (the request's own metadata
+                                 kept), so the endpoint keeps a record a
+                                 lookup can find and tell from another
+                                 ledger's */
     const char *run_id;
     int attempt_no;
+    const char *installation_id; /* NULL/"": not sent */
+    const char *fingerprint;     /* the run's request fingerprint; NULL/"":
+                                    not sent */
 };
 
 /* The body to send for one attempt, from chat_body (what
  * rl_model_build_body() returns; borrowed): with opts->store, "store": true
  * and "metadata" {RL_MODEL_META_RUN_ID: run_id, RL_MODEL_META_ATTEMPT:
- * "<attempt_no>"} merged into the request's metadata; for a model whose
+ * "<attempt_no>", RL_MODEL_META_INSTALLATION: installation_id,
+ * RL_MODEL_META_FINGERPRINT: fingerprint, RL_MODEL_META_MODEL: the
+ * request's model} merged into the request's metadata; for a model whose
  * API is responses, the request rewritten for POST /responses: messages
  * become "input" (text parts input_text, or output_text for the
  * assistant's; image_url parts input_image), max_tokens or

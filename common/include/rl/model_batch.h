@@ -28,6 +28,14 @@ struct rl_model_batches *rl_model_batches_new(const struct rl_model_config *cfg,
 /* Frees mb (NULL accepted); the key's copy is wiped. */
 void rl_model_batches_destroy(struct rl_model_batches *mb);
 
+/* tick(arg) is called about once a second while any call of mb runs
+ * (NULL: none); a call for which it returns nonzero ends at once with
+ * RL_ERR_IO ("given up"): a create or upload so ended may have been made
+ * anyway. The batcher renews its batch's lease there and stops a call
+ * when the lease is gone or its worker stops. */
+void rl_model_batches_set_tick(struct rl_model_batches *mb,
+                               int (*tick)(void *arg), void *arg);
+
 /* POST /files (multipart/form-data, purpose "batch") of the JSON lines
  * in jsonl (read from its current position to its end) named filename;
  * the provider's file id into file_id. */
@@ -60,6 +68,15 @@ int rl_model_batches_find(struct rl_model_batches *mb, const char *local_id,
                           char *batch_id, size_t batch_id_size, char *errstr,
                           size_t errstr_size);
 
+/* Cancels every batch whose metadata names local_id other than keep_id
+ * (GET /batches, every page; POST /batches/{id}/cancel for those not
+ * ended yet): a create whose worker lost the batch's lease made them, and
+ * nobody reads their lines. The number cancelled into *cancelled. */
+int rl_model_batches_cancel_strays(struct rl_model_batches *mb,
+                                   const char *local_id, const char *keep_id,
+                                   int *cancelled, char *errstr,
+                                   size_t errstr_size);
+
 /* What GET /batches/{id} says. */
 struct rl_model_batch_state {
     char status[32];          /* validating, in_progress, finalizing, completed,
@@ -81,7 +98,8 @@ int rl_model_batches_cancel(struct rl_model_batches *mb, const char *batch_id,
  * each line (NUL-terminated, without its newline; borrowed for the call)
  * and returns 0 to go on, anything else to stop (returned as RL_ERR_IO
  * with errstr "stopped"). At most max_line bytes are held (a longer line
- * ends the read with RL_ERR_INVALID), whatever the file's size. */
+ * ends the read with RL_ERR_INVALID, as does a file the provider refuses
+ * to serve: both are refused again), whatever the file's size. */
 int rl_model_batches_read(struct rl_model_batches *mb, const char *file_id,
                           size_t max_line,
                           int (*on_line)(char *line, size_t len, void *arg),

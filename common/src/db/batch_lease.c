@@ -38,16 +38,36 @@ static const char *const batch_steps[] = {
         "UPDATE batches SET lookup_since = coalesce(lookup_since, now()),"
         " detail = $4," RELEASE FENCE,
     [RL_BATCH_STEP_POLL] = "UPDATE batches SET polls = polls + 1,"
-                           " provider_status = $4," RELEASE FENCE,
+                           " provider_status = $4, failures = 0," RELEASE FENCE,
     [RL_BATCH_STEP_RELEASE] = "UPDATE batches SET detail = $4," RELEASE FENCE,
 };
 
 static const char batch_finish[] =
     "UPDATE batches SET state = $4, provider_status = $5,"
     " output_file_id = nullif($6, ''), error_file_id = nullif($7, ''),"
-    " lines_ok = $8::int4, lines_failed = $9::int4,"
-    " lines_ignored = $10::int4, finished_at = now(),"
+    " lines_ok = (SELECT count(*) FROM batch_runs r"
+    "  WHERE r.batch_id = $1 AND r.state = 'completed'),"
+    " lines_failed = (SELECT count(*) FROM batch_runs r"
+    "  WHERE r.batch_id = $1 AND r.state IN ('failed', 'retried',"
+    "  'go_live')),"
+    " lines_ignored = $8::int4 + (SELECT count(*) FROM batch_runs r"
+    "  WHERE r.batch_id = $1 AND r.state = 'ignored'),"
+    " finished_at = now(), detail = coalesce(nullif($9, ''), detail),"
     " lock_owner = NULL, lock_expires_at = NULL" FENCE;
+
+static const char batch_renew[] =
+    "UPDATE batches SET"
+    " lock_expires_at = now() + $4::int8 * interval '1 millisecond'" FENCE;
+
+static const char batch_failure[] =
+    "UPDATE batches SET failures = failures + 1, polls = polls + 1,"
+    " detail = $4,"
+    " lock_expires_at = now() + $5::int8 * interval '1 millisecond'" FENCE
+    " RETURNING failures";
+
+/* The batches row locked under the lease: a worker whose lease another
+ * took waits here for the taker's commit and then finds no row. */
+static const char batch_fence[] = "SELECT 1 FROM batches" FENCE " FOR UPDATE";
 
 void
 db_batch_row(const PGresult *res, int row, struct rl_batch *b)
@@ -118,18 +138,109 @@ int
 rl_db_batch_finish(struct rl_db *db, const struct rl_batch *b,
                    const char *owner, enum rl_batch_state state,
                    const char *provider_status, const char *output_file_id,
-                   const char *error_file_id, int ok, int failed, int ignored,
+                   const char *error_file_id, int unmatched, const char *detail,
                    char *errstr, size_t errstr_size)
 {
-    char okb[16], failedb[16], ignoredb[16];
+    char unmatchedb[16];
     const char *name = rl_batch_state_name(state);
-    const char *extra[7] = {
-        name, provider_status, output_file_id, error_file_id,
-        okb,  failedb,         ignoredb};
+    const char *extra[6] = {name,           provider_status,
+                            output_file_id, error_file_id,
+                            unmatchedb,     detail ? detail : ""};
 
-    snprintf(okb, sizeof(okb), "%d", ok);
-    snprintf(failedb, sizeof(failedb), "%d", failed);
-    snprintf(ignoredb, sizeof(ignoredb), "%d", ignored);
-    return fenced(db, batch_finish, b, owner, 7, extra, "finish", errstr,
+    snprintf(unmatchedb, sizeof(unmatchedb), "%d", unmatched);
+    return fenced(db, batch_finish, b, owner, 6, extra, "finish", errstr,
                   errstr_size);
+}
+
+int
+rl_db_batch_renew(struct rl_db *db, const struct rl_batch *b, const char *owner,
+                  int64_t ms, char *errstr, size_t errstr_size)
+{
+    char msbuf[32];
+    const char *extra[1] = {msbuf};
+
+    snprintf(msbuf, sizeof(msbuf), "%" PRId64, ms);
+    return fenced(db, batch_renew, b, owner, 1, extra, "renew the lease",
+                  errstr, errstr_size);
+}
+
+int
+rl_db_batch_failure(struct rl_db *db, const struct rl_batch *b,
+                    const char *owner, const char *why, int64_t lease_ms,
+                    int *failures, char *errstr, size_t errstr_size)
+{
+    char epoch[32], msbuf[32];
+    const char *params[5] = {b->batch_id, owner, epoch, why, msbuf};
+    char *text = NULL;
+    int err;
+
+    snprintf(epoch, sizeof(epoch), "%" PRId64, b->epoch);
+    snprintf(msbuf, sizeof(msbuf), "%" PRId64, lease_ms);
+    err = db_one_text(db, batch_failure, 5, params, "count a failure", &text,
+                      errstr, errstr_size);
+    if (err == RL_ERR_NOTFOUND) {
+        rl_set_err(errstr, errstr_size,
+                   "could not count a failure of batch %s: its lease (epoch "
+                   "%" PRId64 ") is gone",
+                   b->batch_id, b->epoch);
+        return RL_ERR_STALE;
+    }
+    *failures = text ? atoi(text) : 0;
+    free(text);
+    return err;
+}
+
+int
+rl_db_batch_fence(struct rl_db *db, const struct rl_batch *b, const char *owner,
+                  char *errstr, size_t errstr_size)
+{
+    char epoch[32];
+    const char *params[3] = {b->batch_id, owner, epoch};
+    char *text = NULL;
+    int err;
+
+    snprintf(epoch, sizeof(epoch), "%" PRId64, b->epoch);
+    err = db_write(db, "BEGIN", 0, NULL, "begin", NULL, errstr, errstr_size);
+    if (err)
+        return err;
+    err = db_one_text(db, batch_fence, 3, params, "lock the batch", &text,
+                      errstr, errstr_size);
+    free(text);
+    if (err == RL_ERR_NOTFOUND) {
+        rl_set_err(errstr, errstr_size,
+                   "could not act on a line of batch %s: its lease (epoch "
+                   "%" PRId64 ") is gone",
+                   b->batch_id, b->epoch);
+        err = RL_ERR_STALE;
+    }
+    if (err) {
+        char ignored[256];
+
+        db_write(db, "ROLLBACK", 0, NULL, "roll back", NULL, ignored,
+                 sizeof(ignored));
+    }
+    return err;
+}
+
+int
+rl_db_batch_fence_end(struct rl_db *db, int commit, char *errstr,
+                      size_t errstr_size)
+{
+    PGresult *res;
+    int err = RL_ERR_DB;
+
+    if (!commit)
+        return db_write(db, "ROLLBACK", 0, NULL, "roll back", NULL, errstr,
+                        errstr_size);
+    res = db_exec_simple(db, "COMMIT", 0, NULL, &err, errstr, errstr_size,
+                         "commit");
+    if (!res)
+        return err;
+    /* A transaction an error aborted answers COMMIT with ROLLBACK. */
+    err = strcmp(PQcmdStatus(res), "COMMIT") == 0 ? 0 : RL_ERR_DB;
+    if (err)
+        rl_set_err(errstr, errstr_size,
+                   "could not commit: the transaction was rolled back");
+    PQclear(res);
+    return err;
 }

@@ -65,6 +65,8 @@ enum db_stmt_id {
     DB_STMT_PROPOSE_ATTEMPT_AWAITING_APPROVAL, /* approval.c */
     DB_STMT_LATEST_ATTEMPT_WITHOUT_OUTCOME,    /* dispatch.c */
     DB_STMT_MARK_ATTEMPT_RECONCILED,           /* dispatch.c */
+    DB_STMT_AMBIGUOUS_ATTEMPT_NOS,             /* dispatch.c */
+    DB_STMT_INSTALLATION_ID,                   /* dispatch.c */
     DB_STMT_COUNT
 };
 

@@ -43,9 +43,23 @@ static const struct db_stmt latest_attempt_without_outcome = {
 
 static const struct db_stmt mark_attempt_reconciled = {
     DB_STMT_MARK_ATTEMPT_RECONCILED, "mark_attempt_reconciled",
-    "UPDATE attempts SET reconciled_at = now(), reconciled_from = $3"
+    "UPDATE attempts SET reconciled_at = now(), reconciled_from = $3,"
+    "       reconciled_attempt = $4::int4, reconciled_generations = $5::int4"
     " WHERE run_id = $1 AND attempt_no = $2::int4 AND outcome IS NULL",
-    3};
+    5};
+
+/* The attempts that may have generated unseen, as rl_ambiguous_attempts
+ * counts them. */
+static const struct db_stmt ambiguous_attempt_nos = {
+    DB_STMT_AMBIGUOUS_ATTEMPT_NOS, "ambiguous_attempt_nos",
+    "SELECT a.attempt_no FROM attempts a"
+    " WHERE a.run_id = $1 AND (a.outcome IS NULL OR a.outcome = 'ambiguous')"
+    " ORDER BY a.attempt_no",
+    1};
+
+static const struct db_stmt installation_id = {
+    DB_STMT_INSTALLATION_ID, "installation_id",
+    "SELECT installation_id FROM installation", 0};
 
 int
 rl_db_dispatch_runs(struct rl_db *db, const struct rl_dispatch_req *reqs,
@@ -207,18 +221,24 @@ rl_db_unsettled_attempt(struct rl_db *db, const char *run_id, int *attempt_no,
 
 int
 rl_db_mark_reconciled(struct rl_db *db, const char *run_id, int attempt_no,
-                      const char *record_id, char *errstr, size_t errstr_size)
+                      const char *record_id, int record_attempt,
+                      int generations, char *errstr, size_t errstr_size)
 {
-    char attempt[16];
-    const char *params[3];
+    char attempt[16], from[16], gens[16];
+    const char *params[5];
     PGresult *res;
     int err = RL_ERR_DB;
     int rows;
 
     snprintf(attempt, sizeof(attempt), "%d", attempt_no);
+    snprintf(from, sizeof(from), "%d",
+             record_attempt > 0 ? record_attempt : attempt_no);
+    snprintf(gens, sizeof(gens), "%d", generations > 0 ? generations : 1);
     params[0] = run_id;
     params[1] = attempt;
     params[2] = record_id && *record_id ? record_id : NULL;
+    params[3] = from;
+    params[4] = gens;
     res = db_exec_stmt(db, &mark_attempt_reconciled, params,
                        "mark the reconciled attempt of run", run_id, &err,
                        errstr, errstr_size);
@@ -233,5 +253,65 @@ rl_db_mark_reconciled(struct rl_db *db, const char *run_id, int attempt_no,
                    attempt_no, run_id);
         return RL_ERR_NOTFOUND;
     }
+    return 0;
+}
+
+int
+rl_db_ambiguous_attempt_nos(struct rl_db *db, const char *run_id,
+                            int **attempt_nos, int *n, char *errstr,
+                            size_t errstr_size)
+{
+    const char *params[1] = {run_id};
+    PGresult *res;
+    int err = RL_ERR_DB;
+    int rows;
+
+    *attempt_nos = NULL;
+    *n = 0;
+    res = db_exec_stmt(db, &ambiguous_attempt_nos, params,
+                       "read the ambiguous attempts of run", run_id, &err,
+                       errstr, errstr_size);
+    if (!res)
+        return err;
+    rows = PQntuples(res);
+    if (rows > 0) {
+        *attempt_nos = malloc((size_t)rows * sizeof(**attempt_nos));
+        if (!*attempt_nos) {
+            PQclear(res);
+            rl_set_err(errstr, errstr_size,
+                       "could not read the ambiguous attempts of run %s: out "
+                       "of memory",
+                       run_id);
+            return RL_ERR_NOMEM;
+        }
+        for (int i = 0; i < rows; i++)
+            (*attempt_nos)[i] = (int)db_int_value(res, i, 0, 0);
+    }
+    *n = rows;
+    PQclear(res);
+    return 0;
+}
+
+int
+rl_db_installation_id(struct rl_db *db, char *out, size_t size, char *errstr,
+                      size_t errstr_size)
+{
+    PGresult *res;
+    int err = RL_ERR_DB;
+
+    out[0] = '\0';
+    res = db_exec_stmt(db, &installation_id, NULL, "read the installation id",
+                       NULL, &err, errstr, errstr_size);
+    if (!res)
+        return err;
+    if (PQntuples(res) != 1 || PQgetisnull(res, 0, 0) ||
+        !*PQgetvalue(res, 0, 0)) {
+        PQclear(res);
+        rl_set_err(errstr, errstr_size,
+                   "the ledger has no installation id (is it migrated?)");
+        return RL_ERR_NOTFOUND;
+    }
+    db_copy_value(res, 0, 0, out, size);
+    PQclear(res);
     return 0;
 }

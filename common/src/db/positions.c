@@ -98,6 +98,27 @@ rl_db_read_positions(struct rl_db *db, const char *topic,
 }
 
 int
+rl_db_positions_kept_since(struct rl_db *db, int64_t *since_ms, char *errstr,
+                           size_t errstr_size)
+{
+    PGresult *res;
+    int err = 0;
+
+    *since_ms = 0;
+    res = db_exec_simple(db,
+                         "SELECT (extract(epoch FROM since) * 1000)::int8"
+                         " FROM positions_kept",
+                         0, NULL, &err, errstr, errstr_size,
+                         "read since when positions are kept");
+    if (!res)
+        return err;
+    if (PQntuples(res) == 1)
+        *since_ms = db_int_value(res, 0, 0, 0);
+    PQclear(res);
+    return 0;
+}
+
+int
 rl_db_synchronous_standby_names(struct rl_db *db, char *out, size_t out_size,
                                 char *errstr, size_t errstr_size)
 {

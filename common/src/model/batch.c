@@ -33,7 +33,52 @@ struct rl_model_batches {
     CURL *easy;
     long connect_timeout_ms;
     long timeout_ms;
+    /* rl_model_batches_set_tick: asked about once a second while a call
+     * runs whether to go on; aborted marks a call it ended. */
+    int (*tick)(void *arg);
+    void *tick_arg;
+    int aborted;
 };
+
+void
+rl_model_batches_set_tick(struct rl_model_batches *mb, int (*tick)(void *arg),
+                          void *arg)
+{
+    mb->tick = tick;
+    mb->tick_arg = arg;
+}
+
+/* libcurl's progress callback: a call the caller no longer wants (its
+ * lease is gone, its worker stops) ends at once, however long its
+ * timeout. */
+static int
+on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+            curl_off_t ulnow)
+{
+    struct rl_model_batches *mb = arg;
+
+    (void)dltotal;
+    (void)dlnow;
+    (void)ultotal;
+    (void)ulnow;
+    if (mb->tick && mb->tick(mb->tick_arg) != 0) {
+        mb->aborted = 1;
+        return 1;
+    }
+    return 0;
+}
+
+/* The options every call of mb's handle shares: the tick, as progress. */
+static void
+set_progress(struct rl_model_batches *mb, CURL *easy)
+{
+    mb->aborted = 0;
+    if (!mb->tick)
+        return;
+    curl_easy_setopt(easy, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(easy, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(easy, CURLOPT_XFERINFODATA, mb);
+}
 
 struct rl_model_batches *
 rl_model_batches_new(const struct rl_model_config *cfg, char *errstr,
@@ -235,6 +280,7 @@ request(struct rl_model_batches *mb, const char *method, const char *path,
     curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, mb->timeout_ms);
     curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(easy, CURLOPT_WRITEDATA, &s);
+    set_progress(mb, easy);
     if (form) {
         curl_easy_setopt(easy, CURLOPT_MIMEPOST, form);
         /* A large file takes longer than one call's timeout: only a
@@ -260,6 +306,12 @@ request(struct rl_model_batches *mb, const char *method, const char *path,
     if (s.buf.failed) {
         rl_set_err(errstr, errstr_size, "%s %s: out of memory", method, path);
         err = RL_ERR_NOMEM;
+    } else if (rc != CURLE_OK && mb->aborted) {
+        rl_set_err(errstr, errstr_size,
+                   "%s %s: given up (the batch's lease is gone or the worker "
+                   "stops)",
+                   method, path);
+        err = RL_ERR_IO;
     } else if (rc != CURLE_OK && !s.over) {
         rl_set_err(errstr, errstr_size, "%s %s: %s", method, path,
                    curl_easy_strerror(rc));
@@ -515,6 +567,57 @@ rl_model_batches_cancel(struct rl_model_batches *mb, const char *batch_id,
     return err;
 }
 
+int
+rl_model_batches_cancel_strays(struct rl_model_batches *mb,
+                               const char *local_id, const char *keep_id,
+                               int *cancelled, char *errstr, size_t errstr_size)
+{
+    char extra[512], after[256] = "", id[128], status[32];
+
+    *cancelled = 0;
+    for (int page = 0; page < PAGES_MAX; page++) {
+        cJSON *answer = NULL;
+        const cJSON *obj, *more;
+        int err;
+
+        snprintf(extra, sizeof(extra), "limit=100%s%s", *after ? "&after=" : "",
+                 after);
+        err = request(mb, "GET", "/batches", extra, NULL, NULL, NULL, &answer,
+                      errstr, errstr_size);
+        if (err)
+            return err;
+        cJSON_ArrayForEach(obj,
+                           cJSON_GetObjectItemCaseSensitive(answer, "data"))
+        {
+            if (!batch_named(obj, local_id) ||
+                copy_string(obj, "id", id, sizeof(id)) != 0 ||
+                strcmp(id, keep_id) == 0)
+                continue;
+            copy_string(obj, "status", status, sizeof(status));
+            if (strcmp(status, "validating") != 0 &&
+                strcmp(status, "in_progress") != 0 &&
+                strcmp(status, "finalizing") != 0)
+                continue;
+            err = rl_model_batches_cancel(mb, id, errstr, errstr_size);
+            if (err) {
+                cJSON_Delete(answer);
+                return err;
+            }
+            (*cancelled)++;
+        }
+        more = cJSON_GetObjectItemCaseSensitive(answer, "has_more");
+        if (!cJSON_IsTrue(more) ||
+            copy_string(answer, "last_id", after, sizeof(after)) != 0 ||
+            strspn(after, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                          "0123456789-_") != strlen(after)) {
+            cJSON_Delete(answer);
+            break;
+        }
+        cJSON_Delete(answer);
+    }
+    return RL_OK;
+}
+
 /* A file's lines as they arrive, at most max bytes held. */
 struct lines {
     struct rl_buf buf;
@@ -600,6 +703,7 @@ rl_model_batches_read(struct rl_model_batches *mb, const char *file_id,
     curl_easy_setopt(easy, CURLOPT_FAILONERROR, 1L);
     curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_lines);
     curl_easy_setopt(easy, CURLOPT_WRITEDATA, &l);
+    set_progress(mb, easy);
     rc = curl_easy_perform(easy);
     curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
     if (rc == CURLE_OK && l.buf.len > 0) {
@@ -620,10 +724,20 @@ rl_model_batches_read(struct rl_model_batches *mb, const char *file_id,
     } else if (l.stopped) {
         rl_set_err(errstr, errstr_size, "stopped");
         err = RL_ERR_IO;
+    } else if (rc != CURLE_OK && mb->aborted) {
+        rl_set_err(errstr, errstr_size,
+                   "reading file %s: given up (the batch's lease is gone or "
+                   "the worker stops)",
+                   file_id);
+        err = RL_ERR_IO;
     } else if (rc != CURLE_OK) {
         rl_set_err(errstr, errstr_size, "reading file %s: %s (status %ld)",
                    file_id, curl_easy_strerror(rc), status);
-        err = status >= 400 ? RL_ERR_HTTP : RL_ERR_IO;
+        /* Gone or refused (an expired file, a key that no longer reads
+         * it) is refused again: RL_ERR_INVALID, as for any call. */
+        err = refused(status) ? RL_ERR_INVALID
+              : status >= 400 ? RL_ERR_HTTP
+                              : RL_ERR_IO;
     }
     rl_buf_free(&l.buf);
     free(url);

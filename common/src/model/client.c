@@ -377,5 +377,8 @@ rl_model_call_clear(struct rl_model_call *call)
     call->prompt_tokens = call->completion_tokens = call->cached_tokens = 0;
     call->latency_ms = 0;
     call->request_sent = 0;
+    call->found_attempt = call->found_records = call->foreign_records = 0;
+    call->found_extra_prompt_tokens = call->found_extra_completion_tokens =
+        call->found_extra_cached_tokens = 0;
     call->error[0] = '\0';
 }

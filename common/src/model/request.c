@@ -103,27 +103,23 @@ model_lookup_url(const struct rl_model *m, const struct rl_model_call *call,
                  char *errstr, size_t errstr_size)
 {
     struct rl_buf path = {0}, extra = {0};
-    char attempt[16];
     char *url = NULL, *p = NULL, *e = NULL;
 
     if (call->api == RL_MODEL_API_RESPONSES) {
         rl_buf_puts(&path, "/responses/");
         put_escaped(&path, call->lookup_id, strlen(call->lookup_id));
     } else {
-        /* The attempt's stored completion, by the metadata every stored
-         * request carries (rl_model_body_prepare). */
-        snprintf(attempt, sizeof(attempt), "%d", call->attempt_no);
+        /* Every stored completion naming the run (rl_model_body_prepare
+         * stores its metadata with each call), oldest first: the reply
+         * picks those of the attempts looked up and of this ledger
+         * (model_parse_completion), and sees another installation's and
+         * a second generation of one attempt too. */
         rl_buf_puts(&path, "/chat/completions");
         put_escaped(&extra, "metadata[" RL_MODEL_META_RUN_ID "]",
                     sizeof("metadata[" RL_MODEL_META_RUN_ID "]") - 1);
         rl_buf_put(&extra, "=", 1);
         put_escaped(&extra, call->run_id, strlen(call->run_id));
-        rl_buf_put(&extra, "&", 1);
-        put_escaped(&extra, "metadata[" RL_MODEL_META_ATTEMPT "]",
-                    sizeof("metadata[" RL_MODEL_META_ATTEMPT "]") - 1);
-        rl_buf_put(&extra, "=", 1);
-        put_escaped(&extra, attempt, strlen(attempt));
-        rl_buf_puts(&extra, "&limit=10");
+        rl_buf_puts(&extra, "&limit=100&order=asc");
     }
     p = rl_buf_take(&path);
     e = rl_buf_take(&extra);

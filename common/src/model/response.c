@@ -215,6 +215,135 @@ usage_number(const cJSON *obj, const char *name)
 static void parse_chat_object(const struct rl_model *m, const cJSON *root,
                               struct rl_model_call *call);
 
+/* The string metadata[key] of a stored record, or NULL. */
+static const char *
+meta_string(const cJSON *record, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(record, "metadata"), key);
+
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* want NULL or "": anything goes; else got is it. */
+static int
+same(const char *want, const char *got)
+{
+    return !want || !*want || (got && strcmp(want, got) == 0);
+}
+
+/* The record answered for the model the run asked for: the same name, or
+ * a dated snapshot of it ("gpt-4o" is answered as "gpt-4o-2024-08-06"). */
+static int
+same_model(const char *want, const char *got)
+{
+    size_t n;
+
+    if (!want || !*want)
+        return 1;
+    if (!got)
+        return 0;
+    n = strlen(want);
+    return strncmp(want, got, n) == 0 && (got[n] == '\0' || got[n] == '-');
+}
+
+static int
+looked_up(const struct rl_model_call *call, int attempt)
+{
+    if (!call->lookup_attempts || call->lookup_nattempts <= 0)
+        return attempt == call->attempt_no;
+    for (int i = 0; i < call->lookup_nattempts; i++)
+        if (call->lookup_attempts[i] == attempt)
+            return 1;
+    return 0;
+}
+
+/* Of a list page of the run's stored completions, the one to adopt: the
+ * earliest ("created", then the list's order, which is oldest first) of
+ * those naming an attempt looked up, this installation, the run's
+ * fingerprint and its model. Every such record is a
+ * generation (an attempt sent twice, by a transport or a gateway,
+ * stores two): call->found_records counts them and found_extra_* holds
+ * the usage of those not adopted. A record naming the run but another
+ * installation, fingerprint or model is another ledger's (run IDs are
+ * deterministic) or another request's: counted in foreign_records,
+ * never adopted. NULL when none matches. */
+static const cJSON *
+pick_stored(const cJSON *data, struct rl_model_call *call)
+{
+    const cJSON *rec, *best = NULL;
+    double best_created = 0;
+    long long prompt = 0, completion = 0, cached = 0;
+
+    call->found_records = call->foreign_records = 0;
+    call->found_attempt = 0;
+    cJSON_ArrayForEach(rec, data)
+    {
+        const char *run = meta_string(rec, RL_MODEL_META_RUN_ID);
+        const char *att = meta_string(rec, RL_MODEL_META_ATTEMPT);
+        /* The model asked for, as the record's metadata names it: an
+         * endpoint may answer under another name (Azure answers a
+         * deployment's request with the model behind it). A record
+         * without that key: the model that answered. */
+        const char *asked = meta_string(rec, RL_MODEL_META_MODEL);
+        const cJSON *model = cJSON_GetObjectItemCaseSensitive(rec, "model");
+        const cJSON *created = cJSON_GetObjectItemCaseSensitive(rec, "created");
+        const cJSON *usage = cJSON_GetObjectItemCaseSensitive(rec, "usage");
+        double when = cJSON_IsNumber(created) ? created->valuedouble : 0;
+        char *end = NULL;
+        long attempt;
+
+        if (!cJSON_IsObject(rec) || !run || strcmp(run, call->run_id) != 0)
+            continue;
+        if (!same(call->lookup_installation,
+                  meta_string(rec, RL_MODEL_META_INSTALLATION)) ||
+            !same(call->lookup_fingerprint,
+                  meta_string(rec, RL_MODEL_META_FINGERPRINT)) ||
+            !(asked ? same(call->lookup_model, asked)
+                    : same_model(call->lookup_model, cJSON_IsString(model)
+                                                         ? model->valuestring
+                                                         : NULL))) {
+            call->foreign_records++;
+            continue;
+        }
+        attempt = att ? strtol(att, &end, 10) : 0;
+        if (!att || end == att || *end || attempt <= 0 || attempt > INT_MAX ||
+            !looked_up(call, (int)attempt))
+            continue;
+        call->found_records++;
+        if (cJSON_IsObject(usage)) {
+            const cJSON *details = cJSON_GetObjectItemCaseSensitive(
+                usage, "prompt_tokens_details");
+
+            prompt += usage_number(usage, "prompt_tokens");
+            completion += usage_number(usage, "completion_tokens");
+            if (cJSON_IsObject(details))
+                cached += usage_number(details, "cached_tokens");
+        }
+        if (!best || when < best_created) {
+            best = rec;
+            best_created = when;
+            call->found_attempt = (int)attempt;
+        }
+    }
+    if (best) {
+        const cJSON *usage = cJSON_GetObjectItemCaseSensitive(best, "usage");
+        const cJSON *details =
+            cJSON_GetObjectItemCaseSensitive(usage, "prompt_tokens_details");
+
+        if (cJSON_IsObject(usage)) {
+            prompt -= usage_number(usage, "prompt_tokens");
+            completion -= usage_number(usage, "completion_tokens");
+            if (cJSON_IsObject(details))
+                cached -= usage_number(details, "cached_tokens");
+        }
+        call->found_extra_prompt_tokens = prompt;
+        call->found_extra_completion_tokens = completion;
+        call->found_extra_cached_tokens = cached;
+    }
+    return best;
+}
+
 /* Reads a 2xx answer into call: a chat completion, a Responses API
  * object, or a lookup's record of one. Usage is kept even when the
  * content is unusable: those tokens were billed. */
@@ -235,8 +364,6 @@ model_parse_completion(const struct rl_model *m, const struct xfer *x,
     }
     answer = root;
     if (x->lookup && x->api == RL_MODEL_API_CHAT) {
-        /* A list page of the stored completions whose metadata matched;
-         * one attempt is sent once, so its first entry is its answer. */
         const cJSON *data = cJSON_GetObjectItemCaseSensitive(root, "data");
 
         if (!cJSON_IsArray(data)) {
@@ -245,11 +372,17 @@ model_parse_completion(const struct rl_model *m, const struct xfer *x,
                              "stored completions list has no data array");
             goto done;
         }
-        answer = cJSON_GetArrayItem(data, 0);
-        if (!cJSON_IsObject(answer)) {
+        answer = pick_stored(data, call);
+        if (!answer) {
             call->outcome = RL_MODEL_NOT_FOUND;
-            model_call_error(m, call, "no stored completion for attempt %d",
-                             call->attempt_no);
+            model_call_error(m, call,
+                             "no stored completion of this ledger for "
+                             "attempt %d%s (%d of another installation, "
+                             "request or model)",
+                             call->attempt_no,
+                             call->lookup_nattempts > 1 ? " or an earlier one"
+                                                        : "",
+                             call->foreign_records);
             goto done;
         }
     }

@@ -255,9 +255,19 @@ to_responses(cJSON *req)
     return 0;
 }
 
+/* Replaces meta's key with value (NULL/"": removed). Returns 0 or -1. */
+static int
+set_meta(cJSON *meta, const char *key, const char *value)
+{
+    cJSON_DeleteItemFromObjectCaseSensitive(meta, key);
+    if (!value || !*value)
+        return 0;
+    return cJSON_AddStringToObject(meta, key, value) ? 0 : -1;
+}
+
 /* Adds "store": true and the run's metadata to req. Returns 0 or -1. */
 static int
-add_store(cJSON *req, const char *run_id, int attempt_no)
+add_store(cJSON *req, const char *model, const struct rl_model_body_opts *opts)
 {
     cJSON *meta = cJSON_GetObjectItemCaseSensitive(req, "metadata");
     char attempt[16];
@@ -271,12 +281,17 @@ add_store(cJSON *req, const char *run_id, int attempt_no)
         if (!meta)
             return -1;
     }
-    snprintf(attempt, sizeof(attempt), "%d", attempt_no);
+    snprintf(attempt, sizeof(attempt), "%d", opts->attempt_no);
+    /* The run ID alone is no proof a record is this ledger's: run IDs are
+     * deterministic, so another installation stores the same one. */
     cJSON_DeleteItemFromObjectCaseSensitive(meta, RL_MODEL_META_RUN_ID);
-    cJSON_DeleteItemFromObjectCaseSensitive(meta, RL_MODEL_META_ATTEMPT);
     if (!cJSON_AddStringToObject(meta, RL_MODEL_META_RUN_ID,
-                                 run_id ? run_id : "") ||
-        !cJSON_AddStringToObject(meta, RL_MODEL_META_ATTEMPT, attempt))
+                                 opts->run_id ? opts->run_id : "") ||
+        set_meta(meta, RL_MODEL_META_ATTEMPT, attempt) != 0 ||
+        set_meta(meta, RL_MODEL_META_INSTALLATION, opts->installation_id) !=
+            0 ||
+        set_meta(meta, RL_MODEL_META_FINGERPRINT, opts->fingerprint) != 0 ||
+        set_meta(meta, RL_MODEL_META_MODEL, model) != 0)
         return -1;
     return 0;
 }
@@ -303,7 +318,7 @@ rl_model_body_prepare(const char *chat_body,
         goto done;
     if (*api == RL_MODEL_API_RESPONSES && to_responses(req) != 0)
         goto nomem;
-    if (opts->store && add_store(req, opts->run_id, opts->attempt_no) != 0)
+    if (opts->store && add_store(req, model->valuestring, opts) != 0)
         goto nomem;
     body = rl_json_print(req);
     if (!body)

@@ -1,0 +1,11 @@
+-- 084_batch_failures.sql: a batch that cannot be polled or read is given
+-- up, not retried forever (docs/batch.md, "A batch that cannot be read").
+--
+-- failures counts the polls and reads of a submitted batch that failed at
+-- the provider since its last good poll (a 404 after a key change, an
+-- output file gone, a line over the limit). The batcher gives the batch up
+-- when it reaches the bound: its runs follow their --on-expiry policy and
+-- the batch ends 'failed' with the reason in detail. The column is of the
+-- table every role already reads; the batcher's role writes it as it
+-- writes the rest of the row.
+ALTER TABLE batches ADD COLUMN failures integer NOT NULL DEFAULT 0;
