@@ -120,8 +120,11 @@ test-trixie: deps
 # `make test-k8s`: a real single-node Kubernetes (v1.34.4 built from the
 # Go module proxy, etcd/containerd/runc/CNI from Debian, cached under
 # $(RL_CACHE_DIR)/k8s-<version>) on a bridge of its own in 198.18.0.0/15;
-# the image `make image` builds; the chart installed as its README's quick
-# start says; install, disruption and security tests (tests/k8s/run.sh).
+# the image `make image` builds, and a second one with a test-only
+# migration for the upgrade; the chart installed as its README's quick
+# start says; install, disruption, upgrade/rollback, security and
+# NetworkPolicy tests, the last with kube-router's policy controller
+# (tests/k8s/run.sh).
 # Everything it starts or changes on the machine it stops and restores.
 test-k8s: deps
 	tests/k8s/run.sh

@@ -513,6 +513,13 @@ if main and {"key": "app.kubernetes.io/component", "operator": "NotIn",
              "values": ["console"]} not in main[0]["spec"]["podSelector"].get(
                  "matchExpressions", []):
     problems.append("the release's NetworkPolicy also selects the console pods")
+# With metricsFrom set (all-on), the helm test pods still reach the
+# metrics port: `helm test` fetches /readyz and /metrics through it.
+if main:
+    peers = [p for i in main[0]["spec"]["ingress"] for p in i.get("from", [])]
+    if not any(p.get("podSelector", {}).get("matchLabels", {}).get(
+            "app.kubernetes.io/component") == "test" for p in peers):
+        problems.append("the metrics port does not admit the helm test pods when metricsFrom is set")
 for p in problems:
     print(p)
 print("dashboard ConfigMap, alerts, receiver, console and NetworkPolicy as configured")

@@ -2,8 +2,9 @@
 # build.sh — builds the Kubernetes binaries the cluster in cluster.sh runs
 # (kube-apiserver, kube-controller-manager, kube-scheduler, kubelet,
 # kube-proxy, kubectl) from the k8s.io/kubernetes module with the installed
-# Go, and CoreDNS, into $RL_CACHE_DIR/k8s-<version>/bin. A second run finds
-# them there and builds nothing.
+# Go, CoreDNS and kube-router (for its NetworkPolicy controller), into
+# $RL_CACHE_DIR/k8s-<version>/bin. A second run finds them there and builds
+# nothing.
 #
 # k8s.io/kubernetes names its staging modules (k8s.io/api, k8s.io/client-go,
 # ...) as v0.0.0 and replaces them with ./staging/src/..., which only works
@@ -15,6 +16,7 @@
 #   K8S_VERSION      default v1.34.4 (cgroup v1 machines need 1.34.x: newer
 #                    kubelets refuse cgroup v1 unless told otherwise)
 #   COREDNS_VERSION  default v1.12.4
+#   KUBE_ROUTER_VERSION  default v2.1.0
 #   RL_CACHE_DIR     default ~/.cache/runledger
 set -euo pipefail
 
@@ -25,6 +27,8 @@ die() {
 
 version=${K8S_VERSION:-v1.34.4}
 coredns_version=${COREDNS_VERSION:-v1.12.4}
+# The one v2 the module proxy serves here.
+kube_router_version=${KUBE_ROUTER_VERSION:-v2.1.0}
 cache=${RL_CACHE_DIR:-$HOME/.cache/runledger}
 out=$cache/k8s-$version
 bin=$out/bin
@@ -100,7 +104,20 @@ if [ ! -x "$bin/coredns" ]; then
         "github.com/coredns/coredns@$coredns_version")
 fi
 
-for t in "${tools[@]}" coredns; do
+# kube-router, for its NetworkPolicy controller only (cluster.sh policy):
+# the bridge plugin enforces no policy. Its go.mod has no replace
+# directive, so `go install` builds it as published.
+if [ ! -x "$bin/kube-router" ]; then
+    kmod=$out/kube-router-mod
+    mkdir -p "$kmod"
+    echo "k8s/build.sh: building kube-router $kube_router_version (about 2 minutes on 2 cores)"
+    (cd "$kmod" && GOBIN=$bin go install -trimpath -ldflags "-s -w" \
+        "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@$kube_router_version")
+    # Its own --version is empty when built with `go install`.
+    echo "$kube_router_version" >"$bin/kube-router.version"
+fi
+
+for t in "${tools[@]}" coredns kube-router; do
     [ -x "$bin/$t" ] || die "$t was not built"
 done
 echo "$bin"

@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
-# cluster.sh up|down|env DIR — a real single-node Kubernetes for the chart's
-# tests (tests/k8s/run.sh), everything under DIR and on a bridge of its own.
+# cluster.sh up|policy|down|env DIR — a real single-node Kubernetes for the
+# chart's tests (tests/k8s/run.sh), everything under DIR and on a bridge of
+# its own.
 #
-#   up    starts etcd, kube-apiserver, kube-controller-manager,
-#         kube-scheduler, containerd, kubelet, kube-proxy and CoreDNS, and
-#         waits until the node is Ready
-#   down  stops all of it and restores the machine (idempotent; also after
-#         a half-done `up`)
-#   env   prints KUBECONFIG=... and the addresses the tests use
+#   up      starts etcd, kube-apiserver, kube-controller-manager,
+#           kube-scheduler, containerd, kubelet, kube-proxy and CoreDNS, and
+#           waits until the node is Ready
+#   policy  starts kube-router's NetworkPolicy controller (firewall only:
+#           no routing, no service proxy) beside the kubelet, so that the
+#           cluster enforces NetworkPolicies from then on; the bridge
+#           plugin alone does not
+#   down    stops all of it and restores the machine (idempotent; also after
+#           a half-done `up`)
+#   env     prints KUBECONFIG=... and the addresses the tests use
 #
 # The network: the bridge rlk8s0 with 198.18.0.1/16 (RFC 2544's range for
 # tests, which no other host uses). Pods get 198.18.1.x from the bridge CNI
@@ -22,8 +27,11 @@
 #   - sysctls: the kubelet sets kernel.panic, kernel.panic_on_oops,
 #     vm.overcommit_memory (and friends), the bridge plugin ip_forward; the
 #     values found before `up` are written back (DIR/sysctl.saved)
-#   - iptables: kube-proxy's and the CNI plugins' rules; `down` runs
-#     kube-proxy --cleanup and restores the tables saved before `up`
+#   - iptables: kube-proxy's, kube-router's and the CNI plugins' rules;
+#     `down` runs kube-proxy --cleanup and restores the tables saved before
+#     `up`
+#   - ipsets: kube-router's; `down` destroys the sets that did not exist
+#     before `up` (after the iptables rules that name them are gone)
 #   - the bridge, the policy rule and its table
 #   - mounts: the kubelet's volumes, containerd's snapshots and the pods'
 #     network namespaces, all under DIR; `down` unmounts what is left
@@ -49,7 +57,7 @@ die() {
 }
 log() { echo "$prog: $*" >&2; }
 usage() {
-    echo "usage: $prog up|down|env DIR" >&2
+    echo "usage: $prog up|policy|down|env DIR" >&2
     exit 2
 }
 
@@ -228,6 +236,9 @@ save_machine() {
         printf '%s=%s\n' "$k" "$v"
     done >"$dir/sysctl.saved.tmp"
     iptables-save >"$dir/iptables.saved"
+    if command -v ipset >/dev/null 2>&1; then
+        ipset list -n >"$dir/ipset.saved" 2>/dev/null || : >"$dir/ipset.saved"
+    fi
     ip6tables-save >"$dir/ip6tables.saved" 2>/dev/null || : >"$dir/ip6tables.saved"
     # Folders outside DIR the parts write to whatever their configuration
     # says: the CNI plugins' result cache and the kubelet's log links.
@@ -267,6 +278,16 @@ restore_machine() {
         done
         [ -s "$dir/ip6tables.saved" ] && ip6tables-restore <"$dir/ip6tables.saved"
         rm -f "$dir/iptables.saved" "$dir/ip6tables.saved"
+    fi
+    # kube-router's sets, now that no rule names them.
+    if [ -f "$dir/ipset.saved" ]; then
+        local set n=0
+        for set in $(ipset list -n 2>/dev/null); do
+            grep -qxF "$set" "$dir/ipset.saved" && continue
+            ipset destroy "$set" 2>/dev/null && n=$((n + 1))
+        done
+        [ "$n" -eq 0 ] || log "destroyed $n ipsets"
+        rm -f "$dir/ipset.saved"
     fi
     # What the parts left outside DIR: entries made since `up` began in
     # folders that existed, and the folders that did not.
@@ -534,6 +555,41 @@ EOF
     log "node $node Ready in $((SECONDS - t0))s ($k8s_version; KUBECONFIG=$dir/admin.kubeconfig)"
 }
 
+# --- policy ---------------------------------------------------------------
+
+# kube-router v2's NetworkPolicy controller as a process on the node, as its
+# DaemonSet would run it with hostNetwork: iptables chains per pod and per
+# policy in the filter table, the peers in ipsets. With the bridge plugin,
+# pod-to-pod traffic on rlk8s0 passes iptables' FORWARD chain through
+# br_netfilter (net.bridge.bridge-nf-call-iptables=1, set by net_up).
+policy() {
+    local hp
+    [ -x "$bin/kube-router" ] || die "$bin/kube-router missing: run tests/k8s/build.sh"
+    command -v ipset >/dev/null 2>&1 || die "ipset is not installed (tests/k8s/deps.sh)"
+    alive kubelet || die "no cluster in $dir"
+    [ -f "$dir/ipset.saved" ] || die "no ipset list saved by up in $dir"
+    if alive kube-router; then
+        log "kube-router already runs"
+        return
+    fi
+    # Its controller reads the node's pod CIDR, which no controller
+    # allocates here (the bridge plugin's host-local IPAM has the range).
+    if [ -z "$(kc get node "$node" -o jsonpath='{.spec.podCIDR}')" ]; then
+        kc patch node "$node" --type merge \
+            -p "{\"spec\":{\"podCIDR\":\"$host_cidr\",\"podCIDRs\":[\"$host_cidr\"]}}" >/dev/null
+    fi
+    hp=$(free_port 20244)
+    start kube-router "$bin/kube-router" --kubeconfig "$dir/admin.kubeconfig" \
+        --hostname-override "$node" \
+        --run-firewall=true --run-router=false --run-service-proxy=false \
+        --enable-cni=false \
+        --service-cluster-ip-range "$svc_cidr" \
+        --health-port "$hp" --metrics-port 0
+    await 60 kube-router curl -sf "http://127.0.0.1:$hp/healthz"
+    alive kube-router || die "kube-router exited (log: $dir/log/kube-router.log)"
+    log "kube-router's NetworkPolicy controller runs (log: $dir/log/kube-router.log)"
+}
+
 # --- down -----------------------------------------------------------------
 
 # Processes in the kubelet's cgroups, in any hierarchy.
@@ -557,6 +613,7 @@ shim_pids() {
 down() {
     local pid id m
     set +e
+    stop kube-router 10
     stop coredns 5
     stop kube-proxy 10
     stop kubelet 20
@@ -600,6 +657,7 @@ down() {
 
 case "$cmd" in
 up) up ;;
+policy) policy ;;
 down) down ;;
 env)
     [ -f "$dir/admin.kubeconfig" ] || die "no cluster in $dir"
@@ -607,6 +665,7 @@ env)
     echo "K8S_HOST_IP=$host_ip"
     echo "K8S_BIN=$bin"
     echo "K8S_CONTAINERD_SOCK=$ctr_sock"
+    echo "K8S_PAUSE_IMAGE=$pause_image"
     ;;
 *) usage ;;
 esac

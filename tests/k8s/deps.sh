@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # deps.sh — the Debian packages the Kubernetes test cluster runs on
 # (cluster.sh): etcd, containerd, runc, the CNI plugins, iptables and
-# conntrack for kube-proxy, buildah and debootstrap for `make image` and the
-# pause image. Installs only what is missing; a second run installs nothing
-# and runs no `apt-get update`. Runs as root, or through sudo otherwise.
+# conntrack for kube-proxy, ipset for kube-router's policy controller,
+# buildah and debootstrap for `make image` and the pause image. Installs
+# only what is missing; a second run installs nothing and runs no
+# `apt-get update`. Runs as root, or through sudo otherwise.
 set -euo pipefail
 
 packages=(etcd-server containerd runc containernetworking-plugins iptables
-    conntrack buildah debootstrap)
+    conntrack ipset buildah debootstrap)
 
 as_root() {
     if [ "$(id -u)" -eq 0 ]; then
