@@ -8,10 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli.h"
 #include "commands.h"
 #include "helpers.h"
+#include "rl/clock.h"
 
 /* Longest body line --expect-line compares; a longer line is no match. */
 #define CHECK_LINE_MAX 4096
@@ -26,11 +28,13 @@ static const char usage_text[] =
 "\n"
 "Sends one GET to URL and compares the answer with what is expected. No\n"
 "shell and no other tool is needed: the chart's helm test pods run it in\n"
-"the Runledger image.\n"
+"the Runledger image. A connection refused or a name not resolved is\n"
+"tried again every half second until the timeout: a NetworkPolicy\n"
+"controller may let a new pod's traffic through a moment after it starts.\n"
 "\n"
 "  --url URL             http:// or https:// URL (redirects are not followed)\n"
-"  --timeout SECONDS     give up after this many seconds, connecting\n"
-"                        included (1 to 3600, default 10)\n"
+"  --timeout SECONDS     give up after this many seconds, connecting and\n"
+"                        its retries included (1 to 3600, default 10)\n"
 "  --expect-status CODE  the HTTP status that counts as success\n"
 "                        (100 to 599, default 200)\n"
 "  --expect-line LINE    also require a line of the body equal to LINE,\n"
@@ -52,6 +56,42 @@ struct body_scan {
     int too_long; /* the current line exceeds CHECK_LINE_MAX */
     int found;
 };
+
+/* A connection refused or a name not resolved: nothing was sent, and a
+ * NetworkPolicy controller (kube-router programs a new pod's address
+ * about a second after it starts) or a Service's DNS record may only be
+ * late. Anything that reached the server is final. */
+static int
+retriable(CURLcode res)
+{
+    return res == CURLE_COULDNT_CONNECT || res == CURLE_COULDNT_RESOLVE_HOST;
+}
+
+/* The GET, tried again every half second while retriable and before
+ * deadline (monotonic ms); each try is bounded by the time left. */
+static CURLcode
+perform_until(CURL *curl, int64_t deadline, const char *shown, char *errbuf)
+{
+    for (int tries = 1;; tries++) {
+        int64_t left = deadline - rl_clock_ms();
+        struct timespec pause = {0, 500 * 1000000L};
+        CURLcode res;
+
+        if (left < 1)
+            left = 1;
+        errbuf[0] = '\0';
+        curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, (long)left);
+        res = curl_easy_perform(curl);
+        if (!retriable(res) || rl_clock_ms() + 500 >= deadline)
+            return res;
+        if (tries == 1)
+            fprintf(stderr,
+                    "runledger check: GET %s: %s; trying again until the "
+                    "timeout\n",
+                    shown, errbuf[0] ? errbuf : curl_easy_strerror(res));
+        nanosleep(&pause, NULL);
+    }
+}
 
 static void
 line_end(struct body_scan *scan)
@@ -259,13 +299,12 @@ rl_cmd_check(int argc, char **argv)
     curl_easy_setopt(curl, CURLOPT_URL, url);
     curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(curl, CURLOPT_TIMEOUT, timeout);
     curl_easy_setopt(curl, CURLOPT_USERAGENT, "runledger-check/" RL_VERSION);
     curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
     curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(curl, CURLOPT_WRITEDATA, &scan);
     curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
-    res = curl_easy_perform(curl);
+    res = perform_until(curl, rl_clock_ms() + timeout * 1000, shown, errbuf);
     if (res != CURLE_OK) {
         /* The error buffer says more ("Failed to connect to ... port
          * ... after 0 ms: Couldn't connect to server") when filled. */

@@ -170,8 +170,13 @@ print_log_tails(const struct e2e *t)
         long size;
         size_t n;
 
+        /* e2e_spawn's name, or ops_spawn's (tests/ops/ops.h). */
         snprintf(path, sizeof(path), "%s.%d.log", t->name, i);
         f = fopen(path, "r");
+        if (!f) {
+            snprintf(path, sizeof(path), "%s.ops%d.log", t->name, i);
+            f = fopen(path, "r");
+        }
         if (!f)
             continue;
         fseek(f, 0, SEEK_END);
@@ -1117,18 +1122,25 @@ e2e_status_kb(pid_t pid, const char *field)
 }
 
 int
-e2e_log_has(const struct e2e *t, int slot, const char *text)
+e2e_file_has(const char *path, const char *text)
 {
-    char path[sizeof(t->name) + 32], line[4096];
-    FILE *f;
+    char line[4096];
+    FILE *f = fopen(path, "r");
     int found = 0;
 
-    snprintf(path, sizeof(path), "%s.%d.log", t->name, slot);
-    f = fopen(path, "r");
     if (!f)
         return 0;
     while (!found && fgets(line, sizeof(line), f))
         found = strstr(line, text) != NULL;
     fclose(f);
     return found;
+}
+
+int
+e2e_log_has(const struct e2e *t, int slot, const char *text)
+{
+    char path[sizeof(t->name) + 32];
+
+    snprintf(path, sizeof(path), "%s.%d.log", t->name, slot);
+    return e2e_file_has(path, text);
 }

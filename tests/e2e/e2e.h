@@ -92,6 +92,9 @@ int e2e_spawn(struct e2e *t, const char *cmd, const char *const *extra_env);
 void e2e_database_url(struct e2e *t, const char *cmd,
                       const char *const *extra_env, char *var, size_t size);
 
+/* 1 when a line of the file at path contains text. */
+int e2e_file_has(const char *path, const char *text);
+
 /* 1 when the log of the process in slot (<name>.<slot>.log) has a line
  * holding text, else 0. */
 int e2e_log_has(const struct e2e *t, int slot, const char *text);

@@ -37,8 +37,9 @@
 #                    kube-router's policy controller started (cluster.sh
 #                    policy): a pod the policies leave out reaches the
 #                    metrics and console ports before and not after, an
-#                    allowed one does; runs complete under enforcement.
-#                    It changes the release's values: it runs last
+#                    allowed one does; runs complete and `helm test`
+#                    passes under enforcement. It changes the release's
+#                    values: it runs last
 #   6. cluster.sh down and the services stopped, on every way out
 #
 # Prints the figures (time to Ready, eviction and delete times, lost and
@@ -922,15 +923,25 @@ test_networkpolicy() {
         fail "networkpolicy: runs did not complete under enforcement"
     fi
     await_consumers_ready 2 || fail "networkpolicy: consumers not Ready under enforcement"
-    # Not checked here: that the helm test pods reach the metrics port.
-    # kube-router evaluates a policy's egress rules on the receiving pod
-    # too, so pods of the release reach each other's metrics port through
-    # the release's egress rule whatever metricsFrom says (the chart
-    # admits its test pods there explicitly, for controllers that keep
-    # ingress and egress apart; tests/helm/check.sh checks the render).
-    # And `helm test` itself sends its one GET as soon as its pod starts,
-    # before kube-router has programmed the pod's address (asynchronously,
-    # from the pod's status), and is refused.
+    # `helm test` under enforcement: a test pod sends its GET as soon as
+    # it starts, before kube-router has programmed the pod's address
+    # (asynchronously, from the pod's status), and is refused at first;
+    # `runledger check` tries a refused connection again within its
+    # --timeout. Not checked here: that the chart admits its test pods at
+    # the metrics port. kube-router evaluates a policy's egress rules on
+    # the receiving pod too, so pods of the release reach each other's
+    # metrics port through the release's egress rule whatever metricsFrom
+    # says (the chart admits its test pods there explicitly, for
+    # controllers that keep ingress and egress apart; tests/helm/check.sh
+    # checks the render).
+    t0=$SECONDS
+    if helm test "$release" -n "$ns" --logs >"$dir/log/helm-test-netpol.log" 2>&1 &&
+        grep -q 'Phase:.*Succeeded' "$dir/log/helm-test-netpol.log"; then
+        figure "helm test under enforcement passed in $((SECONDS - t0)) s ($(grep -c 'trying again until the timeout' "$dir/log/helm-test-netpol.log" || true) test pods were refused at first and tried again)"
+    else
+        tail -n 30 "$dir/log/helm-test-netpol.log" >&2
+        fail "networkpolicy: helm test failed under enforcement (log: $dir/log/helm-test-netpol.log)"
+    fi
 }
 
 for t in $tests; do

@@ -4,14 +4,17 @@
  * fails; /metrics with --expect-line "runledger_ready 1" passes only with
  * the bearer token of RUNLEDGER_METRICS_TOKEN_FILE (--bearer-file), and a
  * line the body lacks fails; a refused port and a server that never
- * answers fail (the latter after --timeout), saying why; bad usage exits
- * 2. No message shows the URL's password or query. */
+ * answers fail after --timeout, saying why, the refused port tried again
+ * until then, so a server that begins to listen meanwhile passes; bad
+ * usage exits 2. No message shows the URL's password or query. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ops.h"
@@ -134,11 +137,45 @@ main(void)
     snprintf(refused, sizeof(refused), "http://127.0.0.1:%d/readyz",
              ops_free_port());
     {
-        const char *a[] = {"--url", refused, NULL};
+        const char *a[] = {"--url", refused, "--timeout", "2", NULL};
+        int64_t took;
 
+        start = rltest_now_ms();
         RL_CHECK_INTEQ(check(&t, a), 1);
+        took = rltest_now_ms() - start;
         RL_CHECK(strstr(err, "connect") != NULL);
-        fprintf(stderr, "refused: %s", err);
+        fprintf(stderr, "refused: %s(after %lld ms of retries)\n", err,
+                (long long)took);
+        /* Tried again until the timeout, not given up at the first. */
+        RL_CHECK(took >= 1000 && took < 10000);
+    }
+
+    /* A server that begins to listen after the check began, as when a
+     * NetworkPolicy controller lets a new pod's traffic through a moment
+     * late: the check waits for it within its timeout. */
+    {
+        char late_url[128], late_env[64];
+        int late_port = ops_free_port(), check_slot, status;
+        const char *check_args[] = {"check",     "--url", late_url,
+                                    "--timeout", "60",    NULL};
+        const char *env[] = {late_env, "RUNLEDGER_HTTP_ADDRESS=127.0.0.1",
+                             NULL};
+
+        snprintf(late_url, sizeof(late_url), "http://127.0.0.1:%d/healthz",
+                 late_port);
+        snprintf(late_env, sizeof(late_env), "RUNLEDGER_HTTP_PORT=%d",
+                 late_port);
+        check_slot = ops_spawn(&t, check_args, NULL);
+        for (int64_t end = rltest_now_ms() + 30000;
+             !e2e_file_has(ops_log_path(&t, check_slot),
+                           "trying again until the timeout") &&
+             rltest_now_ms() < end;)
+            nanosleep(&(struct timespec){0, 20000000L}, NULL);
+        RL_CHECK(e2e_file_has(ops_log_path(&t, check_slot),
+                              "trying again until the timeout"));
+        ops_spawn(&t, consume_args, env);
+        status = e2e_wait_exit(&t, check_slot, 60000);
+        RL_CHECK(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0);
     }
     silent_fd = silent_server(&silent_port);
     snprintf(silent, sizeof(silent), "http://127.0.0.1:%d/readyz", silent_port);
