@@ -53,8 +53,8 @@ enum kind {
 };
 
 static const char *const kind_names[NKINDS] = {
-    "live", "approve", "reject", "cancel", "purge", "dlq", "ambiguous",
-    "responses"};
+    "live",  "approve", "reject",    "cancel",
+    "purge", "dlq",     "ambiguous", "responses"};
 
 /* The kinds of fault the schedule draws. */
 enum fkind {
@@ -72,8 +72,8 @@ enum fkind {
 };
 
 static const char *const fault_names[NFKINDS] = {
-    "kill9",     "sigterm",     "pg_restart", "pg_cut",    "model_429",
-    "model_5xx", "model_hang",  "model_reset", "model_slow", "broker_kill"};
+    "kill9",     "sigterm",    "pg_restart",  "pg_cut",     "model_429",
+    "model_5xx", "model_hang", "model_reset", "model_slow", "broker_kill"};
 
 /* Action states of a run's operator step. */
 enum { ACT_NONE, ACT_PENDING, ACT_DONE, ACT_MOOT };
@@ -90,12 +90,12 @@ struct run {
     int64_t act_at; /* cancel: ms after the start it is issued */
     int act;
     int act_tries;
-    int cancel_rc;     /* exit status of `runs cancel` (-2: not issued) */
-    int decided;       /* approve/reject committed */
+    int cancel_rc; /* exit status of `runs cancel` (-2: not issued) */
+    int decided;   /* approve/reject committed */
     long gens_at_purge;
     int purged;
-    int replayed;      /* purge: event sent again after the purge */
-    int64_t next_try;  /* the action is looked at again from then on */
+    int replayed;     /* purge: event sent again after the purge */
+    int64_t next_try; /* the action is looked at again from then on */
 };
 
 struct event {
@@ -126,6 +126,9 @@ static unsigned long long seed;
 static struct note notes[MAX_NOTES];
 static long nnotes;
 static long term_checked;
+static long planted_seen; /* violations of the planted kind */
+static int plant;         /* --plant: one extra generation per completed,
+                           * purged and cancelled run, behind the ledger */
 
 static const char *const consumer_env[] = {
     "RUNLEDGER_RELAY=false",
@@ -183,8 +186,7 @@ nap_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
-static void
-violation(const char *rule, const char *fmt, ...)
+static void violation(const char *rule, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 static void
@@ -193,6 +195,10 @@ violation(const char *rule, const char *fmt, ...)
     va_list ap;
 
     violations++;
+    if (strcmp(rule, "generations_visible") == 0 ||
+        strcmp(rule, "purged_never_again") == 0 ||
+        strcmp(rule, "cancelled_no_new_call") == 0)
+        planted_seen++;
     fprintf(stderr, "explore: VIOLATION seed=%llu rule=%s: ", seed, rule);
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
@@ -325,8 +331,7 @@ draw(const char *job, int window_s)
         nruns = MAX_RUNS;
     for (int i = 0; i < nruns; i++) {
         draw_run(&runs[i], i, job);
-        events[nevents++] =
-            (struct event){pick((int)(window * 8 / 10)), i, 0};
+        events[nevents++] = (struct event){pick((int)(window * 8 / 10)), i, 0};
     }
     /* Duplicates: an earlier run's event again, later. */
     for (int n = nruns / 4 + pick(nruns / 4 + 1); n > 0; n--) {
@@ -389,6 +394,14 @@ role_name(int role)
     return role < NCONSUMERS ? "consume" : "relay";
 }
 
+static size_t
+discard(char *ptr, size_t size, size_t nmemb, void *opaque)
+{
+    (void)ptr;
+    (void)opaque;
+    return size * nmemb;
+}
+
 /* POST (body) or DELETE (body NULL) on the stub's /admin/fault. */
 static void
 stub_fault(struct e2e *t, const char *body)
@@ -406,6 +419,7 @@ stub_fault(struct e2e *t, const char *body)
     strncat(url, "/admin/fault", sizeof(url) - strlen(url) - 1);
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 5000L);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
     if (body) {
         h = curl_slist_append(h, "Content-Type: application/json");
         curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
@@ -415,6 +429,35 @@ stub_fault(struct e2e *t, const char *body)
     }
     if (curl_easy_perform(c) != CURLE_OK)
         fprintf(stderr, "explore: stub /admin/fault failed\n");
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+}
+
+/* One chat completion for key, as a worker would send it, behind the
+ * ledger's back: the checker must see the generation no attempt
+ * explains. */
+static void
+stub_generate(struct e2e *t, const char *key)
+{
+    CURL *c = curl_easy_init();
+    char url[300], hdr[200];
+    struct curl_slist *h = NULL;
+
+    if (!c)
+        return;
+    snprintf(url, sizeof(url), "%s/chat/completions", t->stub_url);
+    snprintf(hdr, sizeof(hdr), "Idempotency-Key: %s", key);
+    h = curl_slist_append(h, "Content-Type: application/json");
+    h = curl_slist_append(h, hdr);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 5000L);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS,
+                     "{\"model\":\"stub-1\",\"messages\":[{\"role\":"
+                     "\"user\",\"content\":\"planted\"}]}");
+    if (curl_easy_perform(c) != CURLE_OK)
+        fprintf(stderr, "explore: planted call failed\n");
     curl_slist_free_all(h);
     curl_easy_cleanup(c);
 }
@@ -429,13 +472,15 @@ sigterm_checked(struct e2e *t, int role)
     status = e2e_wait_exit(t, slot[role], GRACE_S * 1000 + TERM_MARGIN_MS);
     term_checked++;
     if (status == -1) {
-        violation("sigterm_exit", "%s (slot %d, log %s.%d.log) still runs %d ms "
-                  "after SIGTERM (grace %d s)", role_name(role), slot[role],
-                  t->name, slot[role], GRACE_S * 1000 + TERM_MARGIN_MS,
-                  GRACE_S);
+        violation("sigterm_exit",
+                  "%s (slot %d, log %s.%d.log) still runs %d ms "
+                  "after SIGTERM (grace %d s)",
+                  role_name(role), slot[role], t->name, slot[role],
+                  GRACE_S * 1000 + TERM_MARGIN_MS, GRACE_S);
         e2e_signal(t, slot[role], SIGKILL, 1);
     } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        violation("sigterm_exit", "%s (slot %d, log %s.%d.log) ended with "
+        violation("sigterm_exit",
+                  "%s (slot %d, log %s.%d.log) ended with "
                   "status %d (signal %d) %lld ms after SIGTERM",
                   role_name(role), slot[role], t->name, slot[role],
                   WIFEXITED(status) ? WEXITSTATUS(status) : -1,
@@ -561,12 +606,12 @@ act(struct e2e *t, struct run *r, int64_t published_at, int64_t now)
                            "'%s'",
                            r->id));
         {
-            const char *args[] = {"runs",     r->kind == K_APPROVE ? "approve"
-                                                                  : "reject",
-                                  r->id,      "--digest",
-                                  digest,     "--actor",
-                                  "explorer", "--reason",
-                                  "explore",  NULL};
+            const char *args[] = {
+                "runs",     r->kind == K_APPROVE ? "approve" : "reject",
+                r->id,      "--digest",
+                digest,     "--actor",
+                "explorer", "--reason",
+                "explore",  NULL};
 
             rc = cli(t, args, out, sizeof(out));
         }
@@ -577,7 +622,7 @@ act(struct e2e *t, struct run *r, int64_t published_at, int64_t now)
         break;
     }
     case K_CANCEL: {
-        const char *args[] = {"runs",     "cancel",   r->id,   "--actor",
+        const char *args[] = {"runs",     "cancel",   r->id,     "--actor",
                               "explorer", "--reason", "explore", NULL};
         int rc;
 
@@ -613,8 +658,9 @@ act(struct e2e *t, struct run *r, int64_t published_at, int64_t now)
             return;
         rc = cli(t, args, out, sizeof(out));
         if (rc == 0 &&
-            e2e_intf(t, "SELECT count(*) FROM run_tombstones WHERE run_id = "
-                        "'%s'",
+            e2e_intf(t,
+                     "SELECT count(*) FROM run_tombstones WHERE run_id = "
+                     "'%s'",
                      r->id) == 1) {
             /* Gens read again after the purge committed: a call that was
              * still counted in flight before it would show here. */
@@ -723,15 +769,15 @@ check_run(struct e2e *t, struct run *r, struct figures *fg)
 
     if (r->purged) {
         fg->purged++;
-        n = e2e_intf(t, "SELECT count(*) FROM runs WHERE run_id = '%s'",
-                     r->id);
+        n = e2e_intf(t, "SELECT count(*) FROM runs WHERE run_id = '%s'", r->id);
         if (n != 0)
             violation("purged_never_again",
                       "run %s (%s) purged, its event replayed, and it is in "
                       "runs again: status %s, attempts %s",
                       r->id, kind_names[r->kind],
-                      e2e_textf(t, "SELECT status FROM runs WHERE run_id = "
-                                   "'%s'",
+                      e2e_textf(t,
+                                "SELECT status FROM runs WHERE run_id = "
+                                "'%s'",
                                 r->id),
                       attempts_of(t, r->id));
         if (gens != r->gens_at_purge)
@@ -769,8 +815,7 @@ check_run(struct e2e *t, struct run *r, struct figures *fg)
         /* sscanf skips empty fields: read them again by hand */
         const char *a = strchr(row, '|'), *b = strchr(a + 1, '|');
 
-        snprintf(err_class, sizeof(err_class), "%.*s", (int)(b - a - 1),
-                 a + 1);
+        snprintf(err_class, sizeof(err_class), "%.*s", (int)(b - a - 1), a + 1);
         snprintf(upstream, sizeof(upstream), "%s", b + 1);
     }
     if (strcmp(st, "completed") == 0)
@@ -822,8 +867,8 @@ check_run(struct e2e *t, struct run *r, struct figures *fg)
         if (r->decided)
             fg->rejected++;
         if (strcmp(st, "completed") == 0 ||
-            (r->decided && (strcmp(st, "failed") != 0 ||
-                            strcmp(err_class, "rejected") != 0)))
+            (r->decided &&
+             (strcmp(st, "failed") != 0 || strcmp(err_class, "rejected") != 0)))
             violation("rejected_never_publishes",
                       "run %s rejected=%d ended %s (%s); attempts: %s", r->id,
                       r->decided, st, err_class, attempts_of(t, r->id));
@@ -1034,8 +1079,11 @@ main(int argc, char **argv)
             seed = strtoull(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--window") == 0 && i + 1 < argc)
             window_s = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--plant") == 0)
+            plant = 1;
         else {
-            fprintf(stderr, "usage: %s [--seed S] [--window SECONDS]\n",
+            fprintf(stderr,
+                    "usage: %s [--seed S] [--window SECONDS] [--plant]\n",
                     argv[0]);
             return 2;
         }
@@ -1063,7 +1111,7 @@ main(int argc, char **argv)
 
     for (int k = 0; k < 5; k++) {
         char tenant[32];
-        const char *args[] = {"approvers", "add",     "--tenant", tenant,
+        const char *args[] = {"approvers", "add",      "--tenant", tenant,
                               "--actor",   "explorer", NULL};
 
         snprintf(tenant, sizeof(tenant), "tenant-%d", k);
@@ -1131,6 +1179,18 @@ main(int argc, char **argv)
     for (int i = 0; i < NPROCS; i++)
         sigterm_checked(&t, i);
 
+    if (plant) {
+        for (int i = 0; i < nruns; i++) {
+            const char *st = e2e_textf(&t,
+                                       "SELECT coalesce((SELECT status FROM "
+                                       "runs WHERE run_id = '%s'), 'gone')",
+                                       runs[i].id);
+
+            if (strcmp(st, "completed") == 0 || strcmp(st, "gone") == 0 ||
+                strcmp(st, "cancelled") == 0)
+                stub_generate(&t, runs[i].id);
+        }
+    }
     check(&t, &fg, settled);
 
     printf("explore: seed=%llu events=%d runs=%d completed=%ld unknown=%ld "
@@ -1145,6 +1205,16 @@ main(int argc, char **argv)
            term_checked, fg.gens, fg.beyond, (long long)settle_ms, violations,
            (long long)(rltest_now_ms() - started));
     fflush(stdout);
+    if (plant) {
+        /* The checker's own test: it must have seen the planted calls,
+         * and nothing else. */
+        fprintf(stderr,
+                "explore: planted: %ld violations, %ld of the "
+                "planted kinds\n",
+                violations, planted_seen);
+        e2e_teardown(&t);
+        return planted_seen > 0 && planted_seen == violations ? 0 : 1;
+    }
     if (violations) {
         fprintf(stderr,
                 "explore: FAILED seed=%llu (repeat: runledger_explore "
