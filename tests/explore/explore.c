@@ -49,6 +49,7 @@ enum kind {
     K_DLQ,     /* a 400: failed and dead-lettered, then dlq replay */
     K_AMBIG,   /* reset, hang or cut body once: an ambiguous call */
     K_RESP,    /* the Responses API */
+    K_BATCH,   /* a job in batch mode: the provider's Batch API */
     NKINDS
 };
 
@@ -126,11 +127,23 @@ static unsigned long long seed;
 static struct note notes[MAX_NOTES];
 static long nnotes;
 static long term_checked;
+static int64_t pg_up_at;  /* PostgreSQL is down until then (0: it is up) */
 static long planted_seen; /* violations of the planted kind */
 static int plant;         /* --plant: one extra generation per completed,
                            * purged and cancelled run, behind the ledger */
 
+/* How ambiguous calls are settled, drawn per seed: looked up in the
+ * stub's record of stored completions (then retry_once), retry_once
+ * alone, or dedupe against a deduplicating stub. */
+enum { M_STORED, M_RETRY_ONCE, M_DEDUPE };
+static const char *const mode_names[] = {"stored", "retry_once", "dedupe"};
+static int mode;
+static char stored_env[64] = "RUNLEDGER_MODEL_STORED_COMPLETIONS=true";
+static char policy_env[64] = "RUNLEDGER_AMBIGUOUS_POLICY=retry_once";
+
 static const char *const consumer_env[] = {
+    stored_env,
+    policy_env,
     "RUNLEDGER_RELAY=false",
     "RUNLEDGER_LEASE_SECONDS=3",
     "RUNLEDGER_SWEEP_INTERVAL_MS=200",
@@ -142,7 +155,6 @@ static const char *const consumer_env[] = {
     "RUNLEDGER_KAFKA_SESSION_TIMEOUT_MS=6000",
     "RUNLEDGER_KAFKA_HEARTBEAT_INTERVAL_MS=500",
     "RUNLEDGER_KAFKA_AUTO_COMMIT_INTERVAL_MS=200",
-    "RUNLEDGER_MODEL_STORED_COMPLETIONS=true",
     "RUNLEDGER_RECONCILE_SETTLE_MS=3000",
     "RUNLEDGER_MODEL_API_BY_MODEL=stub-resp=responses",
     "MODEL_TIMEOUT_MS=4000",
@@ -235,11 +247,11 @@ build_event(struct run *r, const char *job)
 }
 
 static void
-draw_run(struct run *r, int idx, const char *job)
+draw_run(struct run *r, int idx, const char *job, const char *batch_job)
 {
     /* weights: live 30, approve 8, reject 6, cancel 10, purge 8, dlq 6,
-     * ambiguous 14, responses 10 */
-    static const int weight[NKINDS] = {30, 8, 6, 10, 8, 6, 14, 10};
+     * ambiguous 14, responses 10, batch 8 */
+    static const int weight[NKINDS] = {30, 8, 6, 10, 8, 6, 14, 10, 8};
     int total = 0, w;
 
     for (int k = 0; k < NKINDS; k++)
@@ -299,6 +311,9 @@ draw_run(struct run *r, int idx, const char *job)
     case K_RESP:
         snprintf(r->model, sizeof(r->model), "stub-resp");
         break;
+    case K_BATCH:
+        job = batch_job;
+        break;
     }
     build_event(r, job);
 }
@@ -320,17 +335,25 @@ cmp_fault(const void *a, const void *b)
 }
 
 static void
-draw(const char *job, int window_s)
+draw(const char *job, const char *batch_job, int window_s)
 {
     int64_t window = (int64_t)window_s * 1000;
     int broker_killed = 0;
 
     rng_state = seed;
+    mode = pick(4);
+    mode = mode < 2 ? M_STORED : mode == 2 ? M_RETRY_ONCE : M_DEDUPE;
+    if (mode != M_STORED)
+        snprintf(stored_env, sizeof(stored_env),
+                 "RUNLEDGER_MODEL_STORED_COMPLETIONS=false");
+    if (mode == M_DEDUPE)
+        snprintf(policy_env, sizeof(policy_env),
+                 "RUNLEDGER_AMBIGUOUS_POLICY=dedupe");
     nruns = 40 + window_s * 2 + pick(window_s * 2);
     if (nruns > MAX_RUNS)
         nruns = MAX_RUNS;
     for (int i = 0; i < nruns; i++) {
-        draw_run(&runs[i], i, job);
+        draw_run(&runs[i], i, job, batch_job);
         events[nevents++] = (struct event){pick((int)(window * 8 / 10)), i, 0};
     }
     /* Duplicates: an earlier run's event again, later. */
@@ -512,9 +535,12 @@ inject(struct e2e *t, const struct fault *f, const char *pg_dir,
         slot[f->target] = spawn_role(t, f->target);
         break;
     case F_PG_RESTART:
-        RL_REQUIRE(e2e_harness("pg.sh", "kill", pg_dir) == 0);
-        nap_ms(300 + pick(1500));
-        RL_REQUIRE(e2e_harness("pg.sh", "restart", pg_dir) == 0);
+        /* Down for 0.5 to 4.5 s, while the schedule goes on: kills,
+         * SIGTERMs and model faults meet a ledger that is away. */
+        if (!pg_up_at) {
+            RL_REQUIRE(e2e_harness("pg.sh", "kill", pg_dir) == 0);
+            pg_up_at = rltest_now_ms() + f->param * 1000 - 500;
+        }
         break;
     case F_PG_CUT:
         e2e_int(t, "SELECT count(pg_terminate_backend(pid)) FROM "
@@ -555,6 +581,27 @@ inject(struct e2e *t, const struct fault *f, const char *pg_dir,
         RL_REQUIRE(e2e_harness("kafka.sh", "restart", kafka_dir) == 0);
         break;
     }
+}
+
+/* The stub's generations for run r: its live calls (Idempotency-Key =
+ * run ID) and its batch lines (custom_id = <run ID>:<attempt>). */
+static long
+run_generations(struct e2e *t, const struct run *r)
+{
+    long gens = e2e_stub_generations(t, r->id);
+
+    if (r->kind == K_BATCH && gens >= 0) {
+        for (int a = 1; a <= MAX_ATTEMPTS + 2; a++) {
+            char key[RL_HEX_SIZE + 16];
+            long g;
+
+            snprintf(key, sizeof(key), "%s:%d", r->id, a);
+            g = e2e_stub_generations(t, key);
+            if (g > 0)
+                gens += g;
+        }
+    }
+    return gens;
 }
 
 /* ---- operator actions -------------------------------------------------- */
@@ -649,7 +696,6 @@ act(struct e2e *t, struct run *r, int64_t published_at, int64_t now)
         if (e2e_intf(t, "SELECT count(*) FROM outbox WHERE run_id = '%s'",
                      r->id) != 0)
             return;
-        r->gens_at_purge = e2e_stub_generations(t, r->id);
         if (e2e_intf(t,
                      "WITH u AS (UPDATE runs SET updated_at = now() - "
                      "interval '40 days' WHERE run_id = '%s' RETURNING 1) "
@@ -664,7 +710,7 @@ act(struct e2e *t, struct run *r, int64_t published_at, int64_t now)
                      r->id) == 1) {
             /* Gens read again after the purge committed: a call that was
              * still counted in flight before it would show here. */
-            r->gens_at_purge = e2e_stub_generations(t, r->id);
+            r->gens_at_purge = run_generations(t, r);
             r->purged = 1;
             r->act = ACT_DONE;
             e2e_produce(t, r->tenant, r->value);
@@ -750,7 +796,7 @@ notes_of(const char *run_id, const char *channel, long *copies, long *distinct,
 
 struct figures {
     long completed, unknown, failed, cancelled, purged, rejected, approved;
-    long gens, beyond;
+    long gens, beyond, batch;
 };
 
 static void
@@ -759,7 +805,7 @@ check_run(struct e2e *t, struct run *r, struct figures *fg)
     static const char *const channels[] = {"email", "slack"};
     char st[32], err_class[64], upstream[128];
     const char *row;
-    long gens = e2e_stub_generations(t, r->id);
+    long gens = run_generations(t, r);
     int64_t may_generate, ok, ok_accepted, n;
 
     if (gens > 0)
@@ -820,6 +866,8 @@ check_run(struct e2e *t, struct run *r, struct figures *fg)
     }
     if (strcmp(st, "completed") == 0)
         fg->completed++;
+    if (strcmp(st, "completed") == 0 && r->kind == K_BATCH)
+        fg->batch++;
     else if (strcmp(st, "unknown") == 0)
         fg->unknown++;
     else if (strcmp(st, "failed") == 0)
@@ -843,6 +891,7 @@ check_run(struct e2e *t, struct run *r, struct figures *fg)
     case K_LIVE:
     case K_AMBIG:
     case K_RESP:
+    case K_BATCH:
     case K_PURGE:
         if (strcmp(st, "cancelled") == 0 ||
             (strcmp(st, "failed") == 0 &&
@@ -928,6 +977,14 @@ check_run(struct e2e *t, struct run *r, struct figures *fg)
                   "ledger has %lld attempts that may have generated: %s",
                   r->id, kind_names[r->kind], r->directive, gens,
                   (long long)may_generate, attempts_of(t, r->id));
+    /* With dedupe the endpoint answers every retry of a key from its
+     * store: one generation per run whatever died or timed out. */
+    if (mode == M_DEDUPE && r->kind != K_BATCH && gens > 1)
+        violation("generations_policy",
+                  "run %s (%s, %s): %ld generations under the dedupe policy "
+                  "against a deduplicating endpoint; attempts: %s",
+                  r->id, kind_names[r->kind], r->directive, gens,
+                  attempts_of(t, r->id));
     if (strcmp(st, "completed") == 0) {
         ok_accepted = e2e_intf(t,
                                "SELECT count(*) FROM attempts WHERE run_id = "
@@ -1064,8 +1121,10 @@ main(int argc, char **argv)
 {
     struct e2e t;
     char cwd[PATH_MAX - 64], pg_dir[PATH_MAX], kafka_dir[PATH_MAX];
-    char pg_url[512], servers[256], job[160], stub_seed[64];
-    const char *stub_env[] = {"STUB_STORE_LAG_MS=300", stub_seed, NULL};
+    char pg_url[512], servers[256], job[160], batch_job[176], stub_seed[64];
+    char stub_dedupe[32];
+    const char *stub_env[] = {"STUB_STORE_LAG_MS=300", stub_seed, stub_dedupe,
+                              NULL};
     int window_s = 40;
     int64_t started, faults_off, settle_ms = -1;
     int64_t published_at[MAX_RUNS];
@@ -1103,11 +1162,14 @@ main(int argc, char **argv)
     e2e_private_pg(pg_dir, pg_url, sizeof(pg_url));
     e2e_private_kafka(kafka_dir, servers, sizeof(servers));
     e2e_setup_at(&t, "explore", 4, pg_url, servers);
-    e2e_stub_start(&t, stub_env);
     snprintf(job, sizeof(job), "job-%s", t.name);
-    draw(job, window_s);
-    fprintf(stderr, "explore: %d runs, %d events, %d faults drawn\n", nruns,
-            nevents, nfaults);
+    snprintf(batch_job, sizeof(batch_job), "%s-batch", job);
+    draw(job, batch_job, window_s);
+    snprintf(stub_dedupe, sizeof(stub_dedupe), "STUB_DEDUPE=%d",
+             mode == M_DEDUPE);
+    e2e_stub_start(&t, stub_env);
+    fprintf(stderr, "explore: %d runs, %d events, %d faults drawn; mode %s\n",
+            nruns, nevents, nfaults, mode_names[mode]);
 
     for (int k = 0; k < 5; k++) {
         char tenant[32];
@@ -1115,6 +1177,13 @@ main(int argc, char **argv)
                               "--actor",   "explorer", NULL};
 
         snprintf(tenant, sizeof(tenant), "tenant-%d", k);
+        RL_REQUIRE(cli(&t, args, NULL, 0) == 0);
+    }
+    {
+        const char *args[] = {"batch",   "set",      "--job",
+                              batch_job, "--window", "2s",
+                              "--actor", "explorer", NULL};
+
         RL_REQUIRE(cli(&t, args, NULL, 0) == 0);
     }
     for (int i = 0; i < NPROCS; i++)
@@ -1138,6 +1207,10 @@ main(int argc, char **argv)
         }
         if (fi < nfaults && faults[fi].at_ms <= at)
             inject(&t, &faults[fi++], pg_dir, kafka_dir);
+        if (pg_up_at && rltest_now_ms() >= pg_up_at) {
+            RL_REQUIRE(e2e_harness("pg.sh", "restart", pg_dir) == 0);
+            pg_up_at = 0;
+        }
         for (int i = 0; i < nruns; i++)
             act(&t, &runs[i], published_at[i], rltest_now_ms());
         if (ev >= nevents && fi >= nfaults && at >= (int64_t)window_s * 1000)
@@ -1150,6 +1223,10 @@ main(int argc, char **argv)
     /* The faults stop: no model fault left, every process running. */
     faults_off = rltest_now_ms();
     stub_fault(&t, NULL);
+    if (pg_up_at) {
+        RL_REQUIRE(e2e_harness("pg.sh", "restart", pg_dir) == 0);
+        pg_up_at = 0;
+    }
     for (int i = 0; i < NPROCS; i++) {
         if (!e2e_alive(&t, slot[i]))
             slot[i] = spawn_role(&t, i);
@@ -1193,11 +1270,17 @@ main(int argc, char **argv)
     }
     check(&t, &fg, settled);
 
-    printf("explore: seed=%llu events=%d runs=%d completed=%ld unknown=%ld "
+    printf("explore: seed=%llu mode=%s events=%d runs=%d completed=%ld "
+           "unknown=%ld "
            "failed=%ld cancelled=%ld purged=%ld approved=%ld rejected=%ld "
+           "batch_completed=%ld reconciled=%lld "
            "faults=%ld",
-           seed, nevents, nruns, fg.completed, fg.unknown, fg.failed,
-           fg.cancelled, fg.purged, fg.approved, fg.rejected, total_faults);
+           seed, mode_names[mode], nevents, nruns, fg.completed, fg.unknown,
+           fg.failed, fg.cancelled, fg.purged, fg.approved, fg.rejected,
+           fg.batch,
+           (long long)e2e_int(&t, "SELECT count(*) FROM attempts WHERE "
+                                  "reconciled_at IS NOT NULL"),
+           total_faults);
     for (int i = 0; i < NFKINDS; i++)
         printf(" %s=%ld", fault_names[i], fault_count[i]);
     printf(" sigterms_checked=%ld generations=%ld generations_beyond_one=%ld "
