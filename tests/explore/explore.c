@@ -625,7 +625,8 @@ act(struct e2e *t, struct run *r, int64_t published_at, int64_t now)
     static char out[1 << 14];
     const char *st;
 
-    if (r->act != ACT_PENDING || published_at < 0 || now < r->next_try)
+    if (r->act != ACT_PENDING || published_at < 0 || now < r->next_try ||
+        pg_up_at)
         return;
     /* Each pending action looks at its run at most twice a second (the
      * dead-letter replay once a second: it reads the whole topic). */
