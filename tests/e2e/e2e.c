@@ -623,6 +623,15 @@ e2e_stub_generations(struct e2e *t, const char *key)
 }
 
 long
+e2e_stub_key_stat(struct e2e *t, const char *key, const char *name)
+{
+    char query[256];
+
+    snprintf(query, sizeof(query), "?key=%s", key);
+    return stub_stats_number(t, query, name);
+}
+
+long
 e2e_stub_max_concurrent(struct e2e *t, const char *key)
 {
     char query[256];

@@ -209,7 +209,8 @@ violation(const char *rule, const char *fmt, ...)
     violations++;
     if (strcmp(rule, "generations_visible") == 0 ||
         strcmp(rule, "purged_never_again") == 0 ||
-        strcmp(rule, "cancelled_no_new_call") == 0)
+        strcmp(rule, "cancelled_no_new_call") == 0 ||
+        strcmp(rule, "calls_visible") == 0)
         planted_seen++;
     fprintf(stderr, "explore: VIOLATION seed=%llu rule=%s: ", seed, rule);
     va_start(ap, fmt);
@@ -978,6 +979,20 @@ check_run(struct e2e *t, struct run *r, struct figures *fg)
                   "ledger has %lld attempts that may have generated: %s",
                   r->id, kind_names[r->kind], r->directive, gens,
                   (long long)may_generate, attempts_of(t, r->id));
+    /* Every request that reached the endpoint with the run's key is a
+     * dispatch the ledger recorded first (batch lines carry no key). */
+    if (r->kind != K_BATCH) {
+        long calls = e2e_stub_key_stat(t, r->id, "requests");
+        int64_t attempts = e2e_intf(
+            t, "SELECT count(*) FROM attempts WHERE run_id = '%s'", r->id);
+
+        if (calls > attempts)
+            violation("calls_visible",
+                      "run %s (%s, %s): the stub had %ld requests with its "
+                      "key, the ledger %lld attempts: %s",
+                      r->id, kind_names[r->kind], r->directive, calls,
+                      (long long)attempts, attempts_of(t, r->id));
+    }
     /* With dedupe the endpoint answers every retry of a key from its
      * store: one generation per run whatever died or timed out. */
     if (mode == M_DEDUPE && r->kind != K_BATCH && gens > 1)
@@ -1127,7 +1142,7 @@ main(int argc, char **argv)
     const char *stub_env[] = {"STUB_STORE_LAG_MS=300", stub_seed, stub_dedupe,
                               NULL};
     int window_s = 40;
-    int64_t started, faults_off, settle_ms = -1;
+    int64_t started, faults_off, settle_ms = -1, last_note = 0;
     int64_t published_at[MAX_RUNS];
     struct figures fg = {0};
     long total_faults = 0;
@@ -1240,6 +1255,24 @@ main(int argc, char **argv)
         for (int i = 0; i < nruns; i++) {
             act(&t, &runs[i], published_at[i], rltest_now_ms());
             expected += !runs[i].purged;
+        }
+        if (rltest_now_ms() - last_note >= 10000) {
+            int acts = 0;
+
+            last_note = rltest_now_ms();
+            for (int i = 0; i < nruns; i++)
+                acts += runs[i].act == ACT_PENDING;
+            fprintf(stderr,
+                    "explore: settling %lld ms: %s; outbox %lld; lag %lld; "
+                    "%d operator steps pending\n",
+                    (long long)(last_note - faults_off),
+                    e2e_text(&t,
+                             "SELECT string_agg(status || CASE WHEN job LIKE "
+                             "'%-batch' THEN '(batch)' ELSE '' END || "
+                             "'=' || n, ' ') FROM (SELECT status, job, "
+                             "count(*) n FROM runs GROUP BY 1, 2) s"),
+                    (long long)e2e_int(&t, "SELECT count(*) FROM outbox"),
+                    (long long)e2e_group_lag(&t), acts);
         }
         if (settled_now(&t, expected)) {
             settled = 1;
