@@ -156,6 +156,12 @@ static const char *const consumer_env[] = {
     "RUNLEDGER_KAFKA_HEARTBEAT_INTERVAL_MS=500",
     "RUNLEDGER_KAFKA_AUTO_COMMIT_INTERVAL_MS=200",
     "RUNLEDGER_RECONCILE_SETTLE_MS=3000",
+    /* batch mode at the pace of a test: polls a second apart, a lost
+     * create looked up for 3 s, a batch lease that a kill lets expire */
+    "RUNLEDGER_BATCH_POLL_MS=1000",
+    "RUNLEDGER_BATCH_SETTLE_MS=3000",
+    "RUNLEDGER_BATCH_LEASE_SECONDS=10",
+    "RUNLEDGER_BATCH_MAX_POLLS_PER_MINUTE=600",
     "RUNLEDGER_MODEL_API_BY_MODEL=stub-resp=responses",
     "MODEL_TIMEOUT_MS=4000",
     "RUNLEDGER_LOG_LEVEL=warn",
