@@ -519,12 +519,29 @@ sigterm_checked(struct e2e *t, int role)
     }
 }
 
+static int down[NPROCS]; /* stopped, to be started once the ledger is up */
+
+/* Starts role again, or once PostgreSQL is back: with a login per role
+ * (RL_TEST_DB_ROLES=1) a start needs the ledger to create it. */
+static void
+respawn(struct e2e *t, int role)
+{
+    if (pg_up_at) {
+        down[role] = 1;
+        return;
+    }
+    slot[role] = spawn_role(t, role);
+    down[role] = 0;
+}
+
 static void
 inject(struct e2e *t, const struct fault *f, const char *pg_dir,
        const char *kafka_dir)
 {
     char body[256];
 
+    if ((f->kind == F_KILL9 || f->kind == F_TERM) && down[f->target])
+        return; /* already stopped, waiting for the ledger */
     fault_count[f->kind]++;
     fprintf(stderr, "explore: t+%lld ms fault %s", (long long)f->at_ms,
             fault_names[f->kind]);
@@ -535,11 +552,11 @@ inject(struct e2e *t, const struct fault *f, const char *pg_dir,
     case F_KILL9:
         e2e_signal(t, slot[f->target], SIGKILL, 1);
         nap_ms(pick(1000));
-        slot[f->target] = spawn_role(t, f->target);
+        respawn(t, f->target);
         break;
     case F_TERM:
         sigterm_checked(t, f->target);
-        slot[f->target] = spawn_role(t, f->target);
+        respawn(t, f->target);
         break;
     case F_PG_RESTART:
         /* Down for 0.5 to 4.5 s, while the schedule goes on: kills,
@@ -1232,6 +1249,10 @@ main(int argc, char **argv)
         if (pg_up_at && rltest_now_ms() >= pg_up_at) {
             RL_REQUIRE(e2e_harness("pg.sh", "restart", pg_dir) == 0);
             pg_up_at = 0;
+            for (int i = 0; i < NPROCS; i++) {
+                if (down[i])
+                    respawn(&t, i);
+            }
         }
         for (int i = 0; i < nruns; i++)
             act(&t, &runs[i], published_at[i], rltest_now_ms());
@@ -1250,8 +1271,8 @@ main(int argc, char **argv)
         pg_up_at = 0;
     }
     for (int i = 0; i < NPROCS; i++) {
-        if (!e2e_alive(&t, slot[i]))
-            slot[i] = spawn_role(&t, i);
+        if (down[i] || !e2e_alive(&t, slot[i]))
+            respawn(&t, i);
     }
     fprintf(stderr, "explore: %ld faults in %lld ms; settling\n", total_faults,
             (long long)(faults_off - started));
