@@ -69,12 +69,14 @@ enum fkind {
     F_MODEL_RESET, /* ... a TCP reset after the request */
     F_MODEL_SLOW,  /* ... answered after 1 to 3 s */
     F_BROKER_KILL, /* the broker killed -9 and restarted */
+    F_FAILOVER,    /* the primary killed, its sync standby promoted */
     NFKINDS
 };
 
 static const char *const fault_names[NFKINDS] = {
-    "kill9",     "sigterm",    "pg_restart",  "pg_cut",     "model_429",
-    "model_5xx", "model_hang", "model_reset", "model_slow", "broker_kill"};
+    "kill9",      "sigterm",     "pg_restart", "pg_cut",
+    "model_429",  "model_5xx",   "model_hang", "model_reset",
+    "model_slow", "broker_kill", "failover"};
 
 /* Action states of a run's operator step. */
 enum { ACT_NONE, ACT_PENDING, ACT_DONE, ACT_MOOT };
@@ -127,6 +129,29 @@ static unsigned long long seed;
 static struct note notes[MAX_NOTES];
 static long nnotes;
 static long term_checked;
+/* A quarter of the seeds run the ledger as a primary with a synchronous
+ * standby (tests/harness/pg_replica.sh) and fail over once. Drawn from
+ * the seed by a generator of its own, so the rest of a seed's schedule is
+ * the same with or without it. */
+static int failover;
+static char pair[PATH_MAX - 64];
+
+static unsigned long long
+mix(unsigned long long z)
+{
+    z += 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static void
+destroy_pair(void)
+{
+    if (pair[0])
+        e2e_harness("pg_replica.sh", "destroy", pair);
+}
+
 static int64_t pg_up_at;  /* PostgreSQL is down until then (0: it is up) */
 static long planted_seen; /* violations of the planted kind */
 static int plant;         /* --plant: one extra generation per completed,
@@ -404,6 +429,10 @@ draw(const char *job, const char *batch_job, int window_s)
         }
         f->param = 1 + pick(4);
     }
+    if (failover && nfaults < MAX_FAULTS)
+        faults[nfaults++] = (struct fault){
+            window * (3 + (int64_t)(mix(seed ^ 0x70726f6d6f7465ULL) % 5)) / 10,
+            F_FAILOVER, 0, 0};
     qsort(faults, (size_t)nfaults, sizeof(faults[0]), cmp_fault);
 }
 
@@ -535,7 +564,7 @@ respawn(struct e2e *t, int role)
 }
 
 static void
-inject(struct e2e *t, const struct fault *f, const char *pg_dir,
+inject(struct e2e *t, const struct fault *f, char *pg_dir,
        const char *kafka_dir)
 {
     char body[256];
@@ -603,6 +632,21 @@ inject(struct e2e *t, const struct fault *f, const char *pg_dir,
         RL_REQUIRE(e2e_harness("kafka.sh", "kill", kafka_dir) == 0);
         nap_ms(500 + pick(1000));
         RL_REQUIRE(e2e_harness("kafka.sh", "restart", kafka_dir) == 0);
+        break;
+    case F_FAILOVER:
+        /* A primary that is down for a pg_restart fault comes back
+         * first: failover kills a running primary. */
+        if (pg_up_at) {
+            RL_REQUIRE(e2e_harness("pg.sh", "restart", pg_dir) == 0);
+            pg_up_at = 0;
+        }
+        RL_REQUIRE(e2e_harness("pg_replica.sh", "failover", pair) == 0);
+        /* later pg_restart faults stop the new primary */
+        snprintf(pg_dir, PATH_MAX, "%s/standby", pair);
+        for (int i = 0; i < NPROCS; i++) {
+            if (down[i])
+                respawn(t, i);
+        }
         break;
     }
 }
@@ -1162,11 +1206,30 @@ settled_now(struct e2e *t, int64_t expected)
            e2e_group_lag(t) == 0;
 }
 
+static struct e2e *running; /* for on_signal */
+
+/* Ctrl-C or SIGTERM of the explorer: its processes are killed and exit()
+ * runs the atexit hooks that stop the private PostgreSQL (or the pair),
+ * broker and stub, so nothing of a seed outlives it. */
+static void
+on_signal(int sig)
+{
+    if (running) {
+        for (int i = 0; i < running->nprocs; i++) {
+            if (running->procs[i] > 0)
+                kill(running->procs[i], SIGKILL);
+        }
+        if (running->stub_pid > 0)
+            kill(running->stub_pid, SIGKILL);
+    }
+    exit(128 + sig);
+}
+
 int
 main(int argc, char **argv)
 {
     struct e2e t;
-    char cwd[PATH_MAX - 64], pg_dir[PATH_MAX], kafka_dir[PATH_MAX];
+    char cwd[PATH_MAX - 128], pg_dir[PATH_MAX], kafka_dir[PATH_MAX];
     char pg_url[512], servers[256], job[160], batch_job[176], stub_seed[64];
     char stub_dedupe[32];
     const char *stub_env[] = {"STUB_STORE_LAG_MS=300", stub_seed, stub_dedupe,
@@ -1201,21 +1264,49 @@ main(int argc, char **argv)
             seed, window_s, seed, window_s);
     snprintf(stub_seed, sizeof(stub_seed), "STUB_SEED=%llu", seed);
 
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
     RL_REQUIRE(getcwd(cwd, sizeof(cwd)));
     snprintf(pg_dir, sizeof(pg_dir), "%s/explore-pg-%d", cwd, (int)getpid());
     snprintf(kafka_dir, sizeof(kafka_dir), "%s/explore-kafka-%d", cwd,
              (int)getpid());
-    e2e_private_pg(pg_dir, pg_url, sizeof(pg_url));
+    failover = mix(seed ^ 0x6661696c6f766572ULL) % 4 == 0;
+    if (failover) {
+        char base[16], env[PATH_MAX];
+        FILE *f;
+
+        rltest_service_env("DATABASE_URL"); /* skip without services */
+        snprintf(pair, sizeof(pair), "%s/explore-pair-%d", cwd, (int)getpid());
+        setenv("PG_REPLICA_MODE", "sync", 1);
+        /* the standby restarts on its own port at the failover: below
+         * the ephemeral range, spread by pid (as test_pg_failover) */
+        snprintf(base, sizeof(base), "%d", 16000 + (int)(getpid() % 350) * 5);
+        setenv("PG_PORT_BASE", base, 0);
+        atexit(destroy_pair);
+        RL_REQUIRE(e2e_harness("pg_replica.sh", "start", pair) == 0);
+        snprintf(env, sizeof(env), "%s/env", pair);
+        f = fopen(env, "r");
+        RL_REQUIRE(f && fgets(pg_url, sizeof(pg_url), f));
+        fclose(f);
+        pg_url[strcspn(pg_url, "\r\n")] = '\0';
+        memmove(pg_url, pg_url + strlen("DATABASE_URL="),
+                strlen(pg_url) - strlen("DATABASE_URL=") + 1);
+        snprintf(pg_dir, sizeof(pg_dir), "%s/primary", pair);
+    } else {
+        e2e_private_pg(pg_dir, pg_url, sizeof(pg_url));
+    }
     e2e_private_kafka(kafka_dir, servers, sizeof(servers));
     e2e_setup_at(&t, "explore", 4, pg_url, servers);
+    running = &t;
     snprintf(job, sizeof(job), "job-%s", t.name);
     snprintf(batch_job, sizeof(batch_job), "%s-batch", job);
     draw(job, batch_job, window_s);
     snprintf(stub_dedupe, sizeof(stub_dedupe), "STUB_DEDUPE=%d",
              mode == M_DEDUPE);
     e2e_stub_start(&t, stub_env);
-    fprintf(stderr, "explore: %d runs, %d events, %d faults drawn; mode %s\n",
-            nruns, nevents, nfaults, mode_names[mode]);
+    fprintf(stderr, "explore: %d runs, %d events, %d faults drawn; mode %s%s\n",
+            nruns, nevents, nfaults, mode_names[mode],
+            failover ? "; ledger with a sync standby" : "");
 
     for (int k = 0; k < 5; k++) {
         char tenant[32];
