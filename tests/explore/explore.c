@@ -70,13 +70,14 @@ enum fkind {
     F_MODEL_SLOW,  /* ... answered after 1 to 3 s */
     F_BROKER_KILL, /* the broker killed -9 and restarted */
     F_FAILOVER,    /* the primary killed, its sync standby promoted */
+    F_FREEZE,      /* SIGSTOP of a consumer or relay past its lease, SIGCONT */
     NFKINDS
 };
 
 static const char *const fault_names[NFKINDS] = {
     "kill9",      "sigterm",     "pg_restart", "pg_cut",
     "model_429",  "model_5xx",   "model_hang", "model_reset",
-    "model_slow", "broker_kill", "failover"};
+    "model_slow", "broker_kill", "failover",   "freeze"};
 
 /* Action states of a run's operator step. */
 enum { ACT_NONE, ACT_PENDING, ACT_DONE, ACT_MOOT };
@@ -405,8 +406,10 @@ draw(const char *job, const char *batch_job, int window_s)
 
         f->at_ms = at;
         f->target = pick(NPROCS);
-        if (w < 30)
+        if (w < 24)
             f->kind = F_KILL9;
+        else if (w < 30)
+            f->kind = F_FREEZE;
         else if (w < 45)
             f->kind = F_TERM;
         else if (w < 52)
@@ -549,6 +552,17 @@ sigterm_checked(struct e2e *t, int role)
 }
 
 static int down[NPROCS]; /* stopped, to be started once the ledger is up */
+static int64_t frozen_until[NPROCS]; /* SIGSTOPped until then (0: not) */
+
+/* SIGCONT of role when frozen (before a signal that must reach it). */
+static void
+thaw(struct e2e *t, int role)
+{
+    if (frozen_until[role]) {
+        e2e_signal(t, slot[role], SIGCONT, 0);
+        frozen_until[role] = 0;
+    }
+}
 
 /* Starts role again, or once PostgreSQL is back: with a login per role
  * (RL_TEST_DB_ROLES=1) a start needs the ledger to create it. */
@@ -569,7 +583,8 @@ inject(struct e2e *t, const struct fault *f, char *pg_dir,
 {
     char body[256];
 
-    if ((f->kind == F_KILL9 || f->kind == F_TERM) && down[f->target])
+    if ((f->kind == F_KILL9 || f->kind == F_TERM || f->kind == F_FREEZE) &&
+        down[f->target])
         return; /* already stopped, waiting for the ledger */
     fault_count[f->kind]++;
     fprintf(stderr, "explore: t+%lld ms fault %s", (long long)f->at_ms,
@@ -579,11 +594,13 @@ inject(struct e2e *t, const struct fault *f, char *pg_dir,
     fputc('\n', stderr);
     switch (f->kind) {
     case F_KILL9:
+        frozen_until[f->target] = 0; /* SIGKILL ends a stopped process */
         e2e_signal(t, slot[f->target], SIGKILL, 1);
         nap_ms(pick(1000));
         respawn(t, f->target);
         break;
     case F_TERM:
+        thaw(t, f->target);
         sigterm_checked(t, f->target);
         respawn(t, f->target);
         break;
@@ -632,6 +649,15 @@ inject(struct e2e *t, const struct fault *f, char *pg_dir,
         RL_REQUIRE(e2e_harness("kafka.sh", "kill", kafka_dir) == 0);
         nap_ms(500 + pick(1000));
         RL_REQUIRE(e2e_harness("kafka.sh", "restart", kafka_dir) == 0);
+        break;
+    case F_FREEZE:
+        /* A worker paused past its 3 s lease (a long GC, a stalled VM)
+         * wakes up to find its runs taken over: every write it still
+         * tries must be refused as stale. */
+        if (!frozen_until[f->target]) {
+            e2e_signal(t, slot[f->target], SIGSTOP, 0);
+            frozen_until[f->target] = rltest_now_ms() + 2000 + f->param * 1500;
+        }
         break;
     case F_FAILOVER:
         /* A primary that is down for a pg_restart fault comes back
@@ -712,8 +738,18 @@ act(struct e2e *t, struct run *r, int64_t published_at, int64_t now)
         int rc;
 
         if (strcmp(st, "awaiting_approval") != 0) {
-            if (strcmp(st, "unknown") == 0 || strcmp(st, "failed") == 0)
+            /* a decision whose exit status a cut connection lost */
+            if (e2e_intf(t,
+                         "SELECT count(*) FROM approvals WHERE run_id = '%s' "
+                         "AND decision = '%s'",
+                         r->id,
+                         r->kind == K_APPROVE ? "approve" : "reject") == 1) {
+                r->decided = 1;
+                r->act = ACT_DONE;
+            } else if (strcmp(st, "unknown") == 0 ||
+                       strcmp(st, "failed") == 0) {
                 r->act = ACT_MOOT;
+            }
             return;
         }
         snprintf(digest, sizeof(digest), "%s",
@@ -747,6 +783,13 @@ act(struct e2e *t, struct run *r, int64_t published_at, int64_t now)
         if (strcmp(st, "missing") == 0)
             return; /* not registered yet */
         rc = cli(t, args, out, sizeof(out));
+        /* refused as cancelled already: an earlier try committed and a
+         * cut connection lost its exit status */
+        if (rc == 3 && e2e_intf(t,
+                                "SELECT count(*) FROM run_decisions WHERE "
+                                "run_id = '%s' AND decision = 'cancel'",
+                                r->id) > 0)
+            rc = 0;
         if (rc == 0 || rc == 3) {
             r->cancel_rc = rc;
             r->act = ACT_DONE;
@@ -832,18 +875,24 @@ on_note(const rd_kafka_message_t *rkm, void *opaque)
     nnotes++;
 }
 
+/* The attempts of run_id, one line (a buffer of its own: violation()
+ * calls print it beside other e2e_textf answers). */
 static const char *
 attempts_of(struct e2e *t, const char *run_id)
 {
-    return e2e_textf(t,
-                     "SELECT coalesce(string_agg(attempt_no || ':' || "
-                     "coalesce(outcome, 'none') || coalesce('/' || "
-                     "http_status, '') || ' at ' || to_char(dispatched_at, "
-                     "'HH24:MI:SS.MS') || ' by ' || worker || coalesce(' "
-                     "reconciled_from=' || reconciled_from, ''), '; ' "
-                     "ORDER BY attempt_no), 'none') FROM attempts WHERE "
-                     "run_id = '%s'",
-                     run_id);
+    static char buf[4096];
+
+    snprintf(buf, sizeof(buf), "%s",
+             e2e_textf(t,
+                       "SELECT coalesce(string_agg(attempt_no || ':' || "
+                       "coalesce(outcome, 'none') || coalesce('/' || "
+                       "http_status, '') || ' at ' || to_char(dispatched_at, "
+                       "'HH24:MI:SS.MS') || ' by ' || worker || coalesce(' "
+                       "reconciled_from=' || reconciled_from, ''), '; ' "
+                       "ORDER BY attempt_no), 'none') FROM attempts WHERE "
+                       "run_id = '%s'",
+                       run_id));
+    return buf;
 }
 
 /* The notifications on the topic of run_id's channel: copies, and
@@ -1012,14 +1061,25 @@ check_run(struct e2e *t, struct run *r, struct figures *fg)
                          "FROM run_decisions d WHERE d.run_id = '%s' AND "
                          "d.decision = 'cancel')",
                          r->id, r->id);
+            /* The cancel decision records the attempts made so far: a
+             * dispatch whose transaction began before the cancel but
+             * committed after it would escape the time comparison, not
+             * this count. */
+            n += e2e_intf(t,
+                          "SELECT greatest(0, (SELECT count(*) FROM attempts "
+                          "WHERE run_id = '%s') - (SELECT min(attempts) FROM "
+                          "run_decisions WHERE run_id = '%s' AND decision = "
+                          "'cancel'))",
+                          r->id, r->id);
             if (n != 0)
                 violation("cancelled_no_new_call",
                           "run %s: %lld attempts dispatched after its cancel "
                           "committed at %s; attempts: %s",
                           r->id, (long long)n,
                           e2e_textf(t,
-                                    "SELECT min(decided_at)::text FROM "
-                                    "run_decisions WHERE run_id = '%s'",
+                                    "SELECT min(decided_at)::text || ' "
+                                    "with ' || min(attempts) || ' attempts' "
+                                    "FROM run_decisions WHERE run_id = '%s'",
                                     r->id),
                           attempts_of(t, r->id));
         }
@@ -1344,6 +1404,10 @@ main(int argc, char **argv)
         }
         if (fi < nfaults && faults[fi].at_ms <= at)
             inject(&t, &faults[fi++], pg_dir, kafka_dir);
+        for (int i = 0; i < NPROCS; i++) {
+            if (frozen_until[i] && rltest_now_ms() >= frozen_until[i])
+                thaw(&t, i);
+        }
         if (pg_up_at && rltest_now_ms() >= pg_up_at) {
             RL_REQUIRE(e2e_harness("pg.sh", "restart", pg_dir) == 0);
             pg_up_at = 0;
@@ -1369,6 +1433,7 @@ main(int argc, char **argv)
         pg_up_at = 0;
     }
     for (int i = 0; i < NPROCS; i++) {
+        thaw(&t, i);
         if (down[i] || !e2e_alive(&t, slot[i]))
             respawn(&t, i);
     }
