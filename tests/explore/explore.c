@@ -1128,8 +1128,11 @@ check_run(struct e2e *t, struct run *r, struct figures *fg)
                       (long long)attempts, attempts_of(t, r->id));
     }
     /* With dedupe the endpoint answers every retry of a key from its
-     * store: one generation per run whatever died or timed out. */
-    if (mode == M_DEDUPE && r->kind != K_BATCH && gens > 1)
+     * store: one generation per run whatever died or timed out. The
+     * stub deduplicates chat completions only (its /v1/responses counts
+     * every call, as the provider's Responses API takes no
+     * Idempotency-Key), and batch lines have keys of their own. */
+    if (mode == M_DEDUPE && r->kind != K_BATCH && r->kind != K_RESP && gens > 1)
         violation("generations_policy",
                   "run %s (%s, %s): %ld generations under the dedupe policy "
                   "against a deduplicating endpoint; attempts: %s",
