@@ -54,8 +54,8 @@ enum kind {
 };
 
 static const char *const kind_names[NKINDS] = {
-    "live",  "approve", "reject",    "cancel",
-    "purge", "dlq",     "ambiguous", "responses"};
+    "live", "approve",   "reject",    "cancel", "purge",
+    "dlq",  "ambiguous", "responses", "batch"};
 
 /* The kinds of fault the schedule draws. */
 enum fkind {
@@ -1145,17 +1145,16 @@ check_run(struct e2e *t, struct run *r, struct figures *fg)
                                "(upstream_request_id = '%s' OR "
                                "reconciled_from = '%s')",
                                r->id, upstream, upstream);
-        if (ok != 1 || ok_accepted != 1 || !upstream[0])
+        /* Other attempts may have ended ok too: an answer whose
+         * completion was refused because the lease had passed to
+         * another worker keeps its outcome (the call did generate) and
+         * is an extra generation, counted above. */
+        if (ok_accepted != 1 || !upstream[0])
             violation("one_accepted_output",
                       "completed run %s (%s): %lld ok attempts, %lld carry the "
                       "accepted output %s; attempts: %s",
                       r->id, kind_names[r->kind], (long long)ok,
                       (long long)ok_accepted, upstream, attempts_of(t, r->id));
-    } else if (ok > 0 && !(r->kind == K_REJECT || r->kind == K_APPROVE) &&
-               strcmp(st, "cancelled") != 0) {
-        violation("one_accepted_output",
-                  "run %s ended %s with %lld ok attempts: %s", r->id, st,
-                  (long long)ok, attempts_of(t, r->id));
     }
 
     /* Rule: a completed run has one notification key per channel, every
