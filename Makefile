@@ -11,6 +11,9 @@
 #   make build-asan     AddressSanitizer + UBSan build in $(ASAN_BUILD_DIR)
 #   make build-tsan     ThreadSanitizer build of what ctest-tsan runs, in
 #                       $(TSAN_BUILD_DIR)
+#   make explore        the seeded fault explorer: seeds SEED, SEED+1, ... for
+#                       MINUTES, each a drawn workload under drawn faults on
+#                       private services, checked (tests/explore/README.md)
 #   make services-up    PostgreSQL, Kafka, stub model; writes $(SERVICES_ENV)
 #   make services-down  stops them (idempotent)
 #   make format-check   clang-format over common/ consumer/ tests/
@@ -59,7 +62,7 @@ export RL_SERVICES_ENV := $(abspath $(SERVICES_ENV))
 .NOTPARALLEL:
 
 .PHONY: all deps build build-asan build-tsan services-up services-down \
-	format-check test test-trixie test-k8s demo bench image image-smoke schema clean \
+	format-check test test-trixie test-k8s demo explore bench image image-smoke schema clean \
 	distclean interop
 
 all: build
@@ -131,6 +134,16 @@ test-k8s: deps
 
 demo: deps build
 	$(HARNESS)/demo.sh
+
+# `make explore SEED=S MINUTES=M [WINDOW=SECONDS]`: seeds S, S+1, ... until
+# M minutes passed (at least one seed), one figure line each; stops at the
+# first seed whose history breaks a rule and prints how to repeat it. Not
+# part of `make test` beyond the three seeds of `ctest -L explore`.
+SEED    ?= 20261206
+MINUTES ?= 5
+WINDOW  ?= 40
+explore: build
+	SEED=$(SEED) MINUTES=$(MINUTES) WINDOW=$(WINDOW) tests/explore/explore.sh
 
 # `make bench`: throughput, overhead and footprint against the PostgreSQL
 # ceiling and against peers, on private services (tests/bench/README.md).

@@ -388,14 +388,24 @@ e2e_alive(struct e2e *t, int slot)
 /* rl_db_exec that survives a restart of PostgreSQL under the test: after
  * a connection error it reconnects once and tries again. */
 static int
+exec_retry_params(struct e2e *t, const char *sql, int n,
+                  const char *const *params, char *value, size_t size,
+                  char *errstr, size_t errstr_size)
+{
+    int rc =
+        rl_db_exec(t->db, sql, n, params, value, size, errstr, errstr_size);
+
+    if (rc == RL_ERR_DB && rl_db_ping(t->db, errstr, errstr_size) == 0)
+        rc =
+            rl_db_exec(t->db, sql, n, params, value, size, errstr, errstr_size);
+    return rc;
+}
+
+static int
 exec_retry(struct e2e *t, const char *sql, char *value, size_t size,
            char *errstr, size_t errstr_size)
 {
-    int rc = rl_db_exec(t->db, sql, 0, NULL, value, size, errstr, errstr_size);
-
-    if (rc == RL_ERR_DB && rl_db_ping(t->db, errstr, errstr_size) == 0)
-        rc = rl_db_exec(t->db, sql, 0, NULL, value, size, errstr, errstr_size);
-    return rc;
+    return exec_retry_params(t, sql, 0, NULL, value, size, errstr, errstr_size);
 }
 
 int64_t
@@ -642,6 +652,15 @@ e2e_stub_generations(struct e2e *t, const char *key)
 
     snprintf(query, sizeof(query), "?key=%s", key);
     return stub_stats_number(t, query, "generations");
+}
+
+long
+e2e_stub_key_stat(struct e2e *t, const char *key, const char *name)
+{
+    char query[256];
+
+    snprintf(query, sizeof(query), "?key=%s", key);
+    return stub_stats_number(t, query, name);
 }
 
 long
@@ -912,8 +931,8 @@ bound_int(struct e2e *t, const struct bound *b)
     char value[64];
     char errstr[512];
 
-    if (rl_db_exec(t->db, b->sql, b->n, b->params, value, sizeof(value), errstr,
-                   sizeof(errstr)) < 0) {
+    if (exec_retry_params(t, b->sql, b->n, b->params, value, sizeof(value),
+                          errstr, sizeof(errstr)) < 0) {
         fprintf(stderr, "query failed: %s: %s\n", b->sql, errstr);
         return -1;
     }
@@ -943,8 +962,8 @@ e2e_textf(struct e2e *t, const char *fmt, ...)
     va_start(ap, fmt);
     bind_format(&b, fmt, ap);
     va_end(ap);
-    if (rl_db_exec(t->db, b.sql, b.n, b.params, value, sizeof(value), errstr,
-                   sizeof(errstr)) < 0) {
+    if (exec_retry_params(t, b.sql, b.n, b.params, value, sizeof(value), errstr,
+                          sizeof(errstr)) < 0) {
         fprintf(stderr, "query failed: %s: %s\n", b.sql, errstr);
         value[0] = '\0';
     }

@@ -136,6 +136,10 @@ void e2e_header(const rd_kafka_message_t *rkm, const char *name, char *buf,
 /* Generations the stub counted for Idempotency-Key key (-1 on error). */
 long e2e_stub_generations(struct e2e *t, const char *key);
 
+/* A figure of the stub's /stats?key=key, e.g. "requests" (completion
+ * requests that carried the key, faulted ones included) (-1 on error). */
+long e2e_stub_key_stat(struct e2e *t, const char *key, const char *name);
+
 /* The most calls the stub had in flight at once for key (its
  * STUB_CONCURRENCY_KEY), since start or reset; 0 for a key never seen,
  * -1 on error. */
