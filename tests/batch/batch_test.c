@@ -213,15 +213,16 @@ bt_stub_create_batch(struct e2e *t, const char *file_id, const char *local_id,
     return rc;
 }
 
-cJSON *
-bt_stub_file(struct e2e *t, const char *file_id)
+/* GET of the stub's base URL + path, parsed; NULL when it failed. */
+static cJSON *
+stub_get_json(struct e2e *t, const char *path, const char *id)
 {
     char url[512];
     CURL *curl = curl_easy_init();
     struct grow g = {NULL, 0};
     cJSON *root = NULL;
 
-    snprintf(url, sizeof(url), "%s/files/%s", t->model_base_url, file_id);
+    snprintf(url, sizeof(url), "%s/%s/%s", t->model_base_url, path, id);
     curl_easy_setopt(curl, CURLOPT_URL, url);
     curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, grow_write);
     curl_easy_setopt(curl, CURLOPT_WRITEDATA, &g);
@@ -234,21 +235,13 @@ bt_stub_file(struct e2e *t, const char *file_id)
 }
 
 cJSON *
+bt_stub_file(struct e2e *t, const char *file_id)
+{
+    return stub_get_json(t, "files", file_id);
+}
+
+cJSON *
 bt_stub_batch(struct e2e *t, const char *batch_id)
 {
-    char url[512];
-    CURL *curl = curl_easy_init();
-    struct grow g = {NULL, 0};
-    cJSON *root = NULL;
-
-    snprintf(url, sizeof(url), "%s/batches/%s", t->model_base_url, batch_id);
-    curl_easy_setopt(curl, CURLOPT_URL, url);
-    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, grow_write);
-    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &g);
-    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 10000L);
-    if (curl_easy_perform(curl) == CURLE_OK && g.data)
-        root = cJSON_Parse(g.data);
-    free(g.data);
-    curl_easy_cleanup(curl);
-    return root;
+    return stub_get_json(t, "batches", batch_id);
 }

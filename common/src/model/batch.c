@@ -355,6 +355,20 @@ copy_string(const cJSON *obj, const char *name, char *dst, size_t size)
     return 0;
 }
 
+/* Whether a list answer has a next page; its cursor (last_id) copied into
+ * after, which goes into the next URL: an id of the provider's alphabet
+ * only. */
+static int
+next_page(const cJSON *answer, char *after, size_t after_size)
+{
+    const cJSON *more = cJSON_GetObjectItemCaseSensitive(answer, "has_more");
+
+    return cJSON_IsTrue(more) &&
+           copy_string(answer, "last_id", after, after_size) == 0 &&
+           strspn(after, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                         "0123456789-_") == strlen(after);
+}
+
 /* Reads the upload from the caller's file. */
 static size_t
 read_file(char *buf, size_t size, size_t nitems, void *arg)
@@ -411,7 +425,7 @@ find_in_pages(struct rl_model_batches *mb, const char *path, const char *filter,
 
     for (int page = 0; page < PAGES_MAX; page++) {
         cJSON *answer = NULL;
-        const cJSON *data, *obj, *more;
+        const cJSON *data, *obj;
         int err;
 
         snprintf(extra, sizeof(extra), "limit=100%s%s%s%s", filter ? "&" : "",
@@ -428,11 +442,7 @@ find_in_pages(struct rl_model_batches *mb, const char *path, const char *filter,
                 return RL_OK;
             }
         }
-        more = cJSON_GetObjectItemCaseSensitive(answer, "has_more");
-        if (!cJSON_IsTrue(more) ||
-            copy_string(answer, "last_id", after, sizeof(after)) != 0 ||
-            strspn(after, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                          "0123456789-_") != strlen(after)) {
+        if (!next_page(answer, after, sizeof(after))) {
             cJSON_Delete(answer);
             break;
         }
@@ -577,7 +587,7 @@ rl_model_batches_cancel_strays(struct rl_model_batches *mb,
     *cancelled = 0;
     for (int page = 0; page < PAGES_MAX; page++) {
         cJSON *answer = NULL;
-        const cJSON *obj, *more;
+        const cJSON *obj;
         int err;
 
         snprintf(extra, sizeof(extra), "limit=100%s%s", *after ? "&after=" : "",
@@ -605,11 +615,7 @@ rl_model_batches_cancel_strays(struct rl_model_batches *mb,
             }
             (*cancelled)++;
         }
-        more = cJSON_GetObjectItemCaseSensitive(answer, "has_more");
-        if (!cJSON_IsTrue(more) ||
-            copy_string(answer, "last_id", after, sizeof(after)) != 0 ||
-            strspn(after, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                          "0123456789-_") != strlen(after)) {
+        if (!next_page(answer, after, sizeof(after))) {
             cJSON_Delete(answer);
             break;
         }
