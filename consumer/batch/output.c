@@ -587,7 +587,7 @@ finish(struct rl_batcher *bt, struct rl_batch *b,
 {
     struct lines ls = {.bt = bt, .b = b};
     struct rl_batch_run left[64];
-    char errstr[512], why[600], gave_up[700] = "";
+    char errstr[512], gave_up[700] = "", why[sizeof(gave_up) + 64];
     size_t n;
     int err = 0;
 
