@@ -75,8 +75,10 @@ static const struct cfg_row rows[] = {
      S(model_stored_completions), "false", 0, 0, 0,
      "the endpoint keeps a record of the calls it answered (OpenAI's stored "
      "completions): every call is sent with store: true and metadata naming "
-     "the run and attempt, and an ambiguous attempt is looked up there "
-     "before RUNLEDGER_AMBIGUOUS_POLICY applies (not with dedupe)"},
+     "the run, attempt, installation id (the ledger's, no setting), request "
+     "fingerprint and model, and an ambiguous attempt is looked up there "
+     "before RUNLEDGER_AMBIGUOUS_POLICY applies, adopting only this "
+     "installation's record of this request (not with dedupe)"},
     {"RUNLEDGER_RECONCILE_SETTLE_MS", CFG_INT, S(reconcile_settle_ms), "30000",
      0, 3600000, 0,
      "how long an ambiguous attempt is looked up in the endpoint's record, "
