@@ -74,12 +74,34 @@ marker=$dir/.runledger-kafka
 # The topics every Runledger test and the demo expect (name:partitions).
 default_topics=(runledger.schedules:4 runledger.notifications:4 runledger.dlq:1)
 
+# Brokers of tests running at once claim their ports here, so that a
+# broker killed to be restarted (or reformatted) on its ports does not
+# find them taken by another test's new broker meanwhile: a claim names
+# its broker's folder and holds while that folder does (tests remove it).
+claims=${TMPDIR:-/tmp}/rl-test-ports
+
+# Whether port $1 is claimed by a broker folder other than this one.
+port_claimed() {
+    local owner
+    owner=$(readlink "$claims/kafka-$1" 2>/dev/null) || return 1
+    [ "$owner" != "$dir" ] && [ -f "$owner/ports" ] &&
+        grep -qw -- "$1" "$owner/ports"
+}
+
+claim_ports() {
+    local p
+    mkdir -p "$claims" 2>/dev/null && chmod 1777 "$claims" 2>/dev/null || true
+    for p in "$@"; do
+        ln -sfn "$dir" "$claims/kafka-$p" 2>/dev/null || true
+    done
+}
+
 # Prints the first free port at or above $1 that is not $2.
 pick_port() {
     local port
     for ((port = $1; port < $1 + 200; port++)); do
         [ "$port" != "${2:-}" ] || continue
-        if port_is_free "$port"; then
+        if ! port_claimed "$port" && port_is_free "$port"; then
             echo "$port"
             return
         fi
@@ -231,6 +253,7 @@ start_fresh() {
         port=$(pick_port "$from")
         cport=$(pick_port $((port + 1)) "$port")
         write_config "$port" "$cport"
+        claim_ports "$port" "$cport"
         echo "$kafka_version" >"$dir/version"
         format_storage
         launch
