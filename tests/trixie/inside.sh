@@ -21,6 +21,11 @@
 #   oauth2proxy  puts the cached oauth2-proxy, a static Go binary built on
 #          the host, in front of the console: the console's proxy mode is
 #          tested here by console_proxy_header_only_from_trusted_proxy
+#   chaos, explore  the chaos soak and the fault explorer's seeds (about 4
+#          minutes of the 2 cores together) exercise our code under kills
+#          and restarts, not the libraries: every call they make into
+#          librdkafka, libpq and libcurl, the e2e, fault and failover
+#          tests make here too; the Debian 12 pass runs both
 #
 # Exit status: ctest's (non-zero when a test failed), or 1 when the build
 # or the library check failed.
@@ -38,7 +43,7 @@ build_dir=$(realpath -m -- "${BUILD_DIR:-build-trixie}")
 jobs=${JOBS:-2}
 # shellcheck disable=SC2206 # word splitting is the point
 ctest_args=(${CTEST_ARGS:-})
-skip_labels=${RL_TRIXIE_SKIP_LABELS:-image|helm|fuzz|browser|oauth2proxy}
+skip_labels=${RL_TRIXIE_SKIP_LABELS:-image|helm|fuzz|browser|oauth2proxy|chaos|explore}
 
 [ -f /etc/debian_version ] || die "not in a Debian root"
 case "$(cat /etc/debian_version)" in
