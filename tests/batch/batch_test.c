@@ -75,18 +75,26 @@ grow_write(char *p, size_t size, size_t nmemb, void *arg)
     return n;
 }
 
+/* The stub's own path (not under /v1) at the model base URL's host. */
+static void
+stub_admin_url(struct e2e *t, const char *path, char *url, size_t size)
+{
+    const char *v1 = strstr(t->model_base_url, "/v1");
+    int base_len =
+        v1 ? (int)(v1 - t->model_base_url) : (int)strlen(t->model_base_url);
+
+    snprintf(url, size, "%.*s%s", base_len, t->model_base_url, path);
+}
+
 cJSON *
 bt_stub_stats(struct e2e *t)
 {
     char url[512];
-    const char *v1 = strstr(t->model_base_url, "/v1");
-    int base_len =
-        v1 ? (int)(v1 - t->model_base_url) : (int)strlen(t->model_base_url);
     CURL *curl = curl_easy_init();
     struct grow g = {NULL, 0};
     cJSON *root = NULL;
 
-    snprintf(url, sizeof(url), "%.*s/stats", base_len, t->model_base_url);
+    stub_admin_url(t, "/stats", url, sizeof(url));
     curl_easy_setopt(curl, CURLOPT_URL, url);
     curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, grow_write);
     curl_easy_setopt(curl, CURLOPT_WRITEDATA, &g);
@@ -113,15 +121,12 @@ int
 bt_stub_reset(struct e2e *t)
 {
     char url[512];
-    const char *v1 = strstr(t->model_base_url, "/v1");
-    int base_len =
-        v1 ? (int)(v1 - t->model_base_url) : (int)strlen(t->model_base_url);
     CURL *curl = curl_easy_init();
     struct grow g = {NULL, 0};
     long status = 0;
     int rc = -1;
 
-    snprintf(url, sizeof(url), "%.*s/admin/reset", base_len, t->model_base_url);
+    stub_admin_url(t, "/admin/reset", url, sizeof(url));
     curl_easy_setopt(curl, CURLOPT_URL, url);
     curl_easy_setopt(curl, CURLOPT_POSTFIELDS, "");
     curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, grow_write);

@@ -7,6 +7,7 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdarg.h>
@@ -756,6 +757,34 @@ e2e_private_pg(const char *dir, char *url, size_t size)
     track(NULL);
     private_port_base("PG_PORT_BASE", 12000);
     RL_REQUIRE(e2e_harness("pg.sh", "start", dir) == 0);
+    snprintf(file, sizeof(file), "%s/env", dir);
+    RL_REQUIRE(read_env_file(file, url, size) == 0);
+}
+
+static char replica_pair[PATH_MAX];
+
+static void
+destroy_replica_pair(void)
+{
+    if (replica_pair[0])
+        e2e_harness("pg_replica.sh", "destroy", replica_pair);
+}
+
+void
+e2e_replica_pair(const char *dir, const char *mode, char *url, size_t size)
+{
+    char file[PATH_MAX + 8], base[16];
+
+    rltest_service_env("DATABASE_URL"); /* skip when services are absent */
+    setenv("PG_REPLICA_MODE", mode, 1);
+    /* The standby restarts on its own port at the failover: below the
+     * ephemeral range (no client connection takes it meanwhile), away
+     * from the ports other tests scan from, spread by pid. */
+    snprintf(base, sizeof(base), "%d", 16000 + (int)(getpid() % 350) * 5);
+    setenv("PG_PORT_BASE", base, 0);
+    snprintf(replica_pair, sizeof(replica_pair), "%s", dir);
+    atexit(destroy_replica_pair);
+    RL_REQUIRE(e2e_harness("pg_replica.sh", "start", dir) == 0);
     snprintf(file, sizeof(file), "%s/env", dir);
     RL_REQUIRE(read_env_file(file, url, size) == 0);
 }

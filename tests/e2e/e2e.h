@@ -54,6 +54,14 @@ void e2e_setup_at(struct e2e *t, const char *prefix, int partitions,
  * Fails the test when it cannot start. Call it before e2e_setup_at. */
 void e2e_private_pg(const char *dir, char *url, size_t size);
 
+/* Starts a PostgreSQL primary with one streaming standby in dir
+ * (tests/harness/pg_replica.sh start, PG_REPLICA_MODE mode) and copies its
+ * multi-host URL into url; the standby restarts on a port of its own at
+ * the failover, below the ephemeral range, spread by pid. Destroyed at
+ * process exit. Fails the test when it cannot start. */
+void e2e_replica_pair(const char *dir, const char *mode, char *url,
+                      size_t size);
+
 /* Starts a Kafka broker of the test's own in dir (tests/harness/kafka.sh
  * start) and copies its bootstrap servers into servers. Killed at
  * e2e_teardown or process exit. Call it before e2e_setup_at. */

@@ -146,13 +146,6 @@ mix(unsigned long long z)
     return z ^ (z >> 31);
 }
 
-static void
-destroy_pair(void)
-{
-    if (pair[0])
-        e2e_harness("pg_replica.sh", "destroy", pair);
-}
-
 static int64_t pg_up_at;  /* PostgreSQL is down until then (0: it is up) */
 static long planted_seen; /* violations of the planted kind */
 static int plant;         /* --plant: one extra generation per completed,
@@ -1334,25 +1327,8 @@ main(int argc, char **argv)
              (int)getpid());
     failover = mix(seed ^ 0x6661696c6f766572ULL) % 4 == 0;
     if (failover) {
-        char base[16], env[PATH_MAX];
-        FILE *f;
-
-        rltest_service_env("DATABASE_URL"); /* skip without services */
         snprintf(pair, sizeof(pair), "%s/explore-pair-%d", cwd, (int)getpid());
-        setenv("PG_REPLICA_MODE", "sync", 1);
-        /* the standby restarts on its own port at the failover: below
-         * the ephemeral range, spread by pid (as test_pg_failover) */
-        snprintf(base, sizeof(base), "%d", 16000 + (int)(getpid() % 350) * 5);
-        setenv("PG_PORT_BASE", base, 0);
-        atexit(destroy_pair);
-        RL_REQUIRE(e2e_harness("pg_replica.sh", "start", pair) == 0);
-        snprintf(env, sizeof(env), "%s/env", pair);
-        f = fopen(env, "r");
-        RL_REQUIRE(f && fgets(pg_url, sizeof(pg_url), f));
-        fclose(f);
-        pg_url[strcspn(pg_url, "\r\n")] = '\0';
-        memmove(pg_url, pg_url + strlen("DATABASE_URL="),
-                strlen(pg_url) - strlen("DATABASE_URL=") + 1);
+        e2e_replica_pair(pair, "sync", pg_url, sizeof(pg_url));
         snprintf(pg_dir, sizeof(pg_dir), "%s/primary", pair);
     } else {
         e2e_private_pg(pg_dir, pg_url, sizeof(pg_url));

@@ -64,13 +64,6 @@
 
 static char pair[PATH_MAX];
 
-static void
-destroy_pair(void)
-{
-    if (pair[0])
-        e2e_harness("pg_replica.sh", "destroy", pair);
-}
-
 /* A notification as read from the topic: its idempotency key and a hash
  * of its payload (the run's output: the stub's answer names its
  * generation, so a second generation's notification differs). */
@@ -134,32 +127,17 @@ main(void)
 {
     struct e2e t;
     struct notes notes = {0, 0, NULL};
-    char cwd[PATH_MAX - 64], env[PATH_MAX + 8], url[1024], base[16];
+    char cwd[PATH_MAX - 64], url[1024];
     char job[4][160];
     int slot[2];
     int64_t killed_ms, resumed_ms = -1, runs, lost, again;
     long answers_differ = 0;
     struct timespec killed_wall;
-    FILE *f;
 
     rltest_service_env("DATABASE_URL"); /* skip when services are absent */
     RL_REQUIRE(getcwd(cwd, sizeof(cwd)));
     snprintf(pair, sizeof(pair), "%s/failover-%s-%d", cwd, MODE, (int)getpid());
-    setenv("PG_REPLICA_MODE", MODE, 1);
-    /* The standby restarts on its own port at the failover: below the
-     * ephemeral range (no client connection takes it meanwhile), away from
-     * the ports other tests scan from, spread by pid. */
-    snprintf(base, sizeof(base), "%d", 16000 + (int)(getpid() % 350) * 5);
-    setenv("PG_PORT_BASE", base, 0);
-    atexit(destroy_pair);
-    RL_REQUIRE(e2e_harness("pg_replica.sh", "start", pair) == 0);
-    snprintf(env, sizeof(env), "%s/env", pair);
-    f = fopen(env, "r");
-    RL_REQUIRE(f && fgets(url, sizeof(url), f));
-    fclose(f);
-    url[strcspn(url, "\r\n")] = '\0';
-    memmove(url, url + strlen("DATABASE_URL="),
-            strlen(url) - strlen("DATABASE_URL=") + 1);
+    e2e_replica_pair(pair, MODE, url, sizeof(url));
 
     e2e_setup_at(&t, "fover" MODE, 2, url, NULL);
     for (int i = 0; i < 4; i++)
