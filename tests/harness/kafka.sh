@@ -296,9 +296,7 @@ restart)
     fi
     stop_broker >/dev/null
     read -r port cport <"$dir/ports"
-    for p in "$port" "$cport"; do
-        port_is_free "$p" || die "port $p is taken: cannot restart on the same port"
-    done
+    ports_freed "$port" "$cport" || die "port $port or $cport is taken: cannot restart on the same ports"
     launch
     wait_ready || die "kafka broker could not bind its ports again"
     create_topics || die "another broker took this broker's port"
@@ -311,9 +309,7 @@ reformat)
     fi
     stop_broker >/dev/null
     read -r port cport <"$dir/ports"
-    for p in "$port" "$cport"; do
-        port_is_free "$p" || die "port $p is taken: cannot reformat on the same port"
-    done
+    ports_freed "$port" "$cport" || die "port $port or $cport is taken: cannot reformat on the same ports"
     rm -rf "$dir/data"
     mkdir -p "$dir/data"
     format_storage

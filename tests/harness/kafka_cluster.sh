@@ -285,9 +285,7 @@ restart)
         die "no formatted node $node_arg in $dir: use start"
     signal_and_wait "$node_arg" KILL 10 || die "could not stop node $node_arg"
     read -r port cport <"$nd/ports"
-    for p in "$port" "$cport"; do
-        port_is_free "$p" || die "port $p is taken: cannot restart node $node_arg on it"
-    done
+    ports_freed "$port" "$cport" || die "port $port or $cport is taken: cannot restart node $node_arg on them"
     launch "$node_arg"
     wait_ready "$node_arg" || die "node $node_arg could not bind its ports again"
     write_env

@@ -16,6 +16,18 @@ except OSError:
 EOF
 }
 
+# Whether ports $@ are free within 10 s: a broker just stopped frees its
+# own when the kernel has closed the last of its sockets.
+ports_freed() {
+    local p deadline=$((SECONDS + 10))
+    for p in "$@"; do
+        until port_is_free "$p"; do
+            ((SECONDS < deadline)) || return 1
+            sleep 0.2
+        done
+    done
+}
+
 java_cp() {
     [ -f "$libs/.complete" ] ||
         die "kafka $kafka_version jars missing in $libs: run KAFKA_VERSION=$kafka_version tests/harness/deps.sh"
@@ -150,8 +162,14 @@ signal_node() {
     kill "-$sig" "$pid" 2>/dev/null || true
     deadline=$((SECONDS + wait_s))
     while [ -e "/proc/$pid" ]; do
-        # A zombie has exited; only its parent can reap it.
-        [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ] || break
+        # A zombie has exited; only its parent can reap it. A JVM's main
+        # thread is a zombie too while its other threads still tear down,
+        # holding the process's sockets (and ports) until the last one
+        # goes: done when the zombie is alone.
+        if [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" = Z ] &&
+            [ "$(find "/proc/$pid/task" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)" -le 1 ]; then
+            break
+        fi
         ((SECONDS < deadline)) || return 1
         sleep 0.2
     done
