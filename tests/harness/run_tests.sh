@@ -13,8 +13,8 @@
 #   4. ctest-tsan: two e2e tests of $TSAN_BUILD_DIR (ThreadSanitizer), with
 #      tests/tsan's shim preloaded into the test and every consumer it
 #      starts; any TSan report from any of those processes fails the test
-#   5. the Kafka-facing tests of $BUILD_DIR (labels e2e, kafka) once
-#      more against the older broker line (KAFKA_COMPAT_VERSION, default
+#   5. the tests of $BUILD_DIR whose subject is the broker (label kafka)
+#      once more against the older broker line (KAFKA_COMPAT_VERSION, default
 #      the pom's kafka.compat.version, 3.9.x): the broker is swapped for one
 #      of that version, and the tests' private brokers run it too
 #   6. services.sh down — always, also after a failure or Ctrl-C
@@ -252,14 +252,18 @@ run_kafka_compat() {
     cat "$up_log"
     # shellcheck disable=SC1090 # written by services.sh
     . "$RL_SERVICES_ENV"
-    # Not the tests whose subject is elsewhere (the ledger's failover, the
-    # upgrade, rate limits, budgets, approvals, the console): their Kafka
-    # traffic is the intake and relay the others cover. Nor the chaos
-    # soak (4 minutes): its subject is our processes killed at random,
-    # which the e2e tests' rebalances, restarts and broker kills cover
-    # against this broker too.
-    run_ctest "$build_dir" "$name" -L '^(e2e|kafka)$' \
-        -LE '^(failover|upgrade|ratelimit|budget|approval|console)$'
+    # The tests labelled kafka: those whose subject is the broker (intake,
+    # groups and rebalances, offsets, the relay's delivery and fencing,
+    # dead letters, a broker killed or replaced, shutdown with it gone).
+    # Not those whose subject is elsewhere (the ledger's failover, the
+    # upgrade, rate limits, budgets, approvals, the console, provider
+    # batches, the model's faults and crash points): their Kafka traffic is
+    # the intake and relay the others cover. Nor the chaos soak (4
+    # minutes): its subject is our processes killed at random, which the
+    # rebalances, restarts and broker kills here cover against this broker
+    # too.
+    run_ctest "$build_dir" "$name" -L '^kafka$' \
+        -LE '^(failover|upgrade|ratelimit|budget|approval|console|batch|chaos)$'
 }
 
 # ThreadSanitizer over the e2e tests that run the whole pipeline: the test
