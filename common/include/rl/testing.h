@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 struct rl_model;
+struct rl_model_call;
 struct rl_offsets;
 
 /* SHA-256 hex of the canonical text of item into out (65 bytes).
@@ -28,6 +29,14 @@ int rl_kafka_topic_ensure(rd_kafka_t *rk, const char *topic, int partitions,
  * threads submit.
  * @locality any thread */
 size_t rl_model_in_flight(const struct rl_model *m);
+
+/* Of data, the "data" array of a chat lookup's list of stored
+ * completions, the record the lookup adopts for call (its run_id and
+ * lookup_* fields), as a lookup's answer is read: found_records,
+ * foreign_records and found_attempt are set in call. Returns a borrowed
+ * item of data, or NULL when no record matches. */
+const cJSON *rl_model_pick_stored(const cJSON *data,
+                                  struct rl_model_call *call);
 
 /* Offsets in flight (added, not yet popped as done) over all partitions. */
 size_t rl_offsets_in_flight(const struct rl_offsets *tracker);

@@ -12,6 +12,7 @@
 #include <strings.h>
 
 #include "rl/json.h"
+#include "rl/testing.h"
 
 /* An error body only explains a status: keep its start, drain the rest. */
 #define ERROR_BODY_KEEP 4096
@@ -233,10 +234,12 @@ same(const char *want, const char *got)
 }
 
 /* The record answered for the model the run asked for: the same name, or
- * a dated snapshot of it ("gpt-4o" is answered as "gpt-4o-2024-08-06"). */
+ * a dated snapshot of it ("gpt-4o" is answered as "gpt-4o-2024-08-06",
+ * "gpt-4" as "gpt-4-0613"). */
 static int
 same_model(const char *want, const char *got)
 {
+    const char *date;
     size_t n;
 
     if (!want || !*want)
@@ -244,10 +247,23 @@ same_model(const char *want, const char *got)
     if (!got)
         return 0;
     n = strlen(want);
-    /* A dated snapshot, not another model of the family ("gpt-4o-mini"). */
-    return strncmp(want, got, n) == 0 &&
-           (got[n] == '\0' ||
-            (got[n] == '-' && got[n + 1] >= '0' && got[n + 1] <= '9'));
+    if (strncmp(want, got, n) != 0)
+        return 0;
+    if (got[n] == '\0')
+        return 1;
+    if (got[n] != '-')
+        return 0;
+    /* A date of digits and dashes, not another model of the family whose
+     * name goes on with a digit ("claude-3" is not "claude-3-5-sonnet-
+     * 20241022", "gpt-4" not "gpt-4-32k"). */
+    date = got + n + 1;
+    if (*date < '0' || *date > '9')
+        return 0;
+    for (; *date; date++) {
+        if ((*date < '0' || *date > '9') && *date != '-')
+            return 0;
+    }
+    return date[-1] != '-';
 }
 
 static int
@@ -345,6 +361,12 @@ pick_stored(const cJSON *data, struct rl_model_call *call)
         call->found_extra_cached_tokens = cached;
     }
     return best;
+}
+
+const cJSON *
+rl_model_pick_stored(const cJSON *data, struct rl_model_call *call)
+{
+    return pick_stored(data, call);
 }
 
 /* Reads a 2xx answer into call: a chat completion, a Responses API
