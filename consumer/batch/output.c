@@ -26,6 +26,7 @@
 #include "rl/db_dispatch.h"
 #include "rl/db_lease.h"
 #include "rl/err.h"
+#include "rl/failpoint.h"
 #include "rl/log.h"
 #include "rl/model.h"
 #include "rl/model_batch.h"
@@ -38,6 +39,14 @@
  * file's answers than this, whatever the file's size. */
 #define STORE_LINES_MAX 256
 #define STORE_BYTES_MAX ((size_t)4 * 1024 * 1024)
+
+/* The dead letter of a run failed inside a fence not yet committed. */
+struct held_letter {
+    struct rl_item *item; /* the dead letter's, as dead_letter built it */
+    char *error_class;
+    char *detail;
+    struct held_letter *next;
+};
 
 /* What the lines of a finished batch came to. */
 struct lines {
@@ -53,7 +62,14 @@ struct lines {
     size_t npending;
     size_t pending_bytes;
     size_t held_max; /* the most output bytes pending at once */
+    /* The dead letters of the open fence, in the order their runs
+     * failed: produced when it commits, dropped when it is rolled back
+     * (its runs are then still in the batch, and dead-lettered when they
+     * are acted on again). */
+    struct held_letter *held, **held_tail;
 };
+
+static void letters_release(struct lines *ls, int produce);
 
 /* Begins what a line does to its run, fenced by the batch's lease: a
  * worker whose lease another took acts on nothing (RL_ERR_STALE), so two
@@ -71,7 +87,13 @@ fence_begin(struct lines *ls)
 }
 
 /* Ends it: committed when err is 0, else rolled back. Returns err, or
- * the commit's error. */
+ * the commit's error. The fence's dead letters go out only once it has
+ * committed: produced inside it, a dead letter whose fence was then
+ * rolled back (a later statement failed, the commit failed, the process
+ * died before it) was produced again when its line was acted on again.
+ * A COMMIT that got no answer may have committed, and then nothing acts
+ * on the line again: its dead letters go out (at least once, as every
+ * dead letter). */
 static int
 fence_end(struct lines *ls, int err)
 {
@@ -81,26 +103,40 @@ fence_end(struct lines *ls, int err)
 
     if (end && !err)
         batch_log(ls->b, RL_LOG_WARN, "acting on its lines: ", errstr);
+    letters_release(ls, err == 0 && (end == 0 || end == RL_ERR_IO));
     return err ? err : end;
 }
 
 /* A run the batcher failed for good is dead-lettered as a live run that
  * fails for good is (ledger_give_up): source "run", its reason the error
  * class, its event rebuilt from the ledger row (the batcher never holds
- * the Kafka value), through the process's dead-letter producer. The item
- * built here is the dead letter's: freed once the broker has it. */
+ * the Kafka value), through the process's dead-letter producer, once the
+ * fence that failed it has committed (fence_end). The item built here is
+ * the dead letter's: freed once the broker has it, or when its fence is
+ * rolled back. */
 static void
-dead_letter(struct rl_batcher *bt, const struct rl_batch_run *r,
+dead_letter(struct lines *ls, const struct rl_batch_run *r,
             struct rl_batch_failed_run *f, const char *error_class,
             const char *detail)
 {
+    struct rl_batcher *bt = ls->bt;
     struct rl_item *item = bt->pl ? calloc(1, sizeof(*item)) : NULL;
-    struct rl_log_ctx ctx = RL_LOG_CTX_INIT;
+    struct held_letter *hl = item ? calloc(1, sizeof(*hl)) : NULL;
 
-    if (!item) {
+    if (hl) {
+        hl->error_class = strdup(error_class);
+        hl->detail = strdup(detail);
+    }
+    if (!hl || !hl->error_class || !hl->detail) {
         rl_log_error(NULL, "run %s failed (%s) but could not be dead-lettered",
                      r->run_id, error_class);
         rl_batch_failed_run_clear(f);
+        if (hl) {
+            free(hl->error_class);
+            free(hl->detail);
+            free(hl);
+        }
+        free(item);
         return;
     }
     memcpy(item->run_id, r->run_id,
@@ -119,20 +155,52 @@ dead_letter(struct rl_batcher *bt, const struct rl_batch_run *r,
     item->lease_epoch = r->lease_epoch;
     item->attempt_no = r->attempt_no;
     rl_batch_failed_run_clear(f);
-    /* Counted as every item the process holds until its dead letter is
-     * acknowledged (rl_pipeline_finish takes it off). */
-    atomic_fetch_add(&bt->pl->in_flight, 1);
-    atomic_fetch_add(&bt->pl->counters.failed, 1);
-    /* The ledger's context of a run, as far as the batcher knows it: the
-     * item comes from no Kafka record and carries no trace. */
-    ctx.run_id = item->run_id;
-    ctx.job = item->job;
-    ctx.tenant = item->tenant;
-    ctx.attempt = item->attempt_no > 0 ? item->attempt_no : -1;
-    ctx.lease_epoch = item->lease_epoch > 0 ? item->lease_epoch : -1;
-    rl_log_warn(&ctx, "run failed: %s: %s", error_class, detail);
-    rl_pipeline_dead_letter(bt->pl, item, RL_DEADLETTER_RUN, error_class,
-                            detail);
+    hl->item = item;
+    if (!ls->held)
+        ls->held_tail = &ls->held;
+    *ls->held_tail = hl;
+    ls->held_tail = &hl->next;
+}
+
+/* The fence's held dead letters produced (produce nonzero) or dropped
+ * with their items. */
+static void
+letters_release(struct lines *ls, int produce)
+{
+    struct rl_batcher *bt = ls->bt;
+
+    while (ls->held) {
+        struct held_letter *hl = ls->held;
+        struct rl_item *item = hl->item;
+
+        ls->held = hl->next;
+        if (produce) {
+            struct rl_log_ctx ctx = RL_LOG_CTX_INIT;
+
+            /* Counted as every item the process holds until its dead
+             * letter is acknowledged (rl_pipeline_finish takes it off). */
+            atomic_fetch_add(&bt->pl->in_flight, 1);
+            atomic_fetch_add(&bt->pl->counters.failed, 1);
+            /* The ledger's context of a run, as far as the batcher knows
+             * it: the item comes from no Kafka record and carries no
+             * trace. */
+            ctx.run_id = item->run_id;
+            ctx.job = item->job;
+            ctx.tenant = item->tenant;
+            ctx.attempt = item->attempt_no > 0 ? item->attempt_no : -1;
+            ctx.lease_epoch = item->lease_epoch > 0 ? item->lease_epoch : -1;
+            rl_log_warn(&ctx, "run failed: %s: %s", hl->error_class,
+                        hl->detail);
+            rl_pipeline_dead_letter(bt->pl, item, RL_DEADLETTER_RUN,
+                                    hl->error_class, hl->detail);
+        } else {
+            rl_item_destroy(item);
+        }
+        free(hl->error_class);
+        free(hl->detail);
+        free(hl);
+    }
+    ls->held_tail = &ls->held;
 }
 
 /* A line (or a run no line named) that brought no answer: the attempt's
@@ -171,8 +239,13 @@ line_failed(struct lines *ls, struct rl_batch_run *r, enum rl_outcome outcome,
          * found failed and its dead letter produced then. */
         if (err == RL_ERR_NOMEM)
             return err;
-        if (err == 0)
-            dead_letter(bt, r, &f, error_class, detail);
+        if (err == 0) {
+            dead_letter(ls, r, &f, error_class, detail);
+            /* A fault test's failure of the fence after the run is
+             * failed: it is rolled back, the run is in the batch again. */
+            if (rl_failpoint("batch_after_fail_run"))
+                return RL_ERR_DB;
+        }
         state = RL_BATCH_RUN_FAILED;
     } else {
         err = rl_db_release_after_batch(bt->db, &lease, error_class, detail,

@@ -91,7 +91,9 @@ int rl_db_batch_fence(struct rl_db *db, const struct rl_batch *b,
                       const char *owner, char *errstr, size_t errstr_size);
 
 /* Commits (commit nonzero) or rolls back the transaction of
- * rl_db_batch_fence. Returns 0 or RL_ERR_DB. */
+ * rl_db_batch_fence. Returns 0; RL_ERR_DB when it was rolled back (or
+ * the rollback failed); RL_ERR_IO when the connection went before the
+ * COMMIT was answered, so it may have committed. */
 int rl_db_batch_fence_end(struct rl_db *db, int commit, char *errstr,
                           size_t errstr_size);
 

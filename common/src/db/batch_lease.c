@@ -234,8 +234,9 @@ rl_db_batch_fence_end(struct rl_db *db, int commit, char *errstr,
                         errstr_size);
     res = db_exec_simple(db, "COMMIT", 0, NULL, &err, errstr, errstr_size,
                          "commit");
+    /* No answer to the COMMIT: the server may have committed it. */
     if (!res)
-        return err;
+        return PQstatus(db->conn) == CONNECTION_OK ? err : RL_ERR_IO;
     /* A transaction an error aborted answers COMMIT with ROLLBACK. */
     err = strcmp(PQcmdStatus(res), "COMMIT") == 0 ? 0 : RL_ERR_DB;
     if (err)
