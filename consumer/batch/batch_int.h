@@ -54,6 +54,10 @@ struct rl_batcher {
     int64_t renew_at;
     int64_t lease_until;
     int lease_lost;
+    /* The batch whose runs no line named could not be settled, as last
+     * logged: a pass tried again is logged once, not at every try.
+     * Batcher thread. */
+    char unsettled[64];
 };
 
 /* step.c: what every stage writes of a batch. */
@@ -66,6 +70,9 @@ int64_t batch_lease_ms(const struct rl_batcher *bt);
  * gone already (err RL_ERR_STALE). */
 void batch_step_failed(struct rl_batcher *bt, const struct rl_batch *b, int err,
                        const char *why);
+/* As batch_step_failed for a step whose failure is logged already. */
+void batch_step_again(struct rl_batcher *bt, const struct rl_batch *b,
+                      const char *why);
 
 /* Whether the batcher is to stop (rl_batcher_stop, or the ledger's
  * stopping): a stage takes nothing more. */

@@ -651,6 +651,155 @@ read_failed(struct lines *ls, int err, const char *errstr, char *gave_up,
     return 0;
 }
 
+/* A run no line named whose policy could not be written, the batch's
+ * last try: sent live (its lease handed back, due at once, its line
+ * go_live), which needs neither its attempt's outcome nor a dead letter.
+ * Returns 0, RL_ERR_STALE, or the error of the fence. */
+static int
+send_live(struct lines *ls, const struct rl_batch_run *r, const char *why)
+{
+    const struct rl_lease lease = {
+        .run_id = r->run_id, .worker = RL_BATCH_OWNER, .epoch = r->lease_epoch};
+    enum rl_batch_run_state state = RL_BATCH_RUN_GO_LIVE;
+    char errstr[512];
+    int err = fence_begin(ls);
+
+    if (err)
+        return err;
+    err = rl_db_release_after_batch(ls->bt->db, &lease, "batch_unwritable", why,
+                                    errstr, sizeof(errstr));
+    if (err && err != RL_ERR_DB) {
+        /* Cancelled (or finished) meanwhile: nothing to send. */
+        state = RL_BATCH_RUN_IGNORED;
+        err = 0;
+    }
+    if (!err)
+        err =
+            rl_db_batch_run_state(ls->bt->db, ls->b->batch_id, r->run_id,
+                                  r->attempt_no, state, errstr, sizeof(errstr));
+    err = fence_end(ls, err);
+    if (!err && state == RL_BATCH_RUN_GO_LIVE)
+        ls->failed++;
+    else if (!err)
+        ls->ignored++;
+    return err;
+}
+
+/* The runs of b no line named, each by its run's policy (line_failed),
+ * 64 read at a time. Stops at the first run whose policy cannot be
+ * written, unless last: then that run is sent live (send_live), and one
+ * that cannot be is left running under the batch, logged, and passed
+ * over. Returns 0 or the error, with errstr set. */
+static int
+settle_unanswered(struct lines *ls, const struct rl_model_batch_state *st,
+                  const char *gave_up, int last, char *errstr,
+                  size_t errstr_size)
+{
+    struct rl_batch_run left[64];
+    char why[800];
+    size_t n, skip = 0;
+    int err = 0;
+
+    if (*gave_up)
+        snprintf(why, sizeof(why), "the batch was %s", gave_up);
+    else
+        snprintf(why, sizeof(why),
+                 "the batch ended %s with no line for this run", st->status);
+    while (!err) {
+        err = rl_db_batch_unanswered(ls->bt->db, ls->b->batch_id, skip, left,
+                                     64, &n, errstr, errstr_size);
+        if (err || n == 0)
+            break;
+        for (size_t i = 0; i < n; i++) {
+            if (!err) {
+                err = fence_begin(ls);
+                /* A fault test's write that the ledger keeps refusing. */
+                if (!err)
+                    err = fence_end(
+                        ls,
+                        rl_failpoint("batch_unanswered_write")
+                            ? RL_ERR_DB
+                            : line_failed(ls, &left[i], RL_OUTCOME_TRANSIENT, 0,
+                                          *gave_up ? "batch_unreadable"
+                                          : strcmp(st->status, "expired") == 0
+                                              ? "batch_expired"
+                                          : strcmp(st->status, "refused") == 0
+                                              ? "batch_refused"
+                                              : "batch_failed",
+                                          0, why));
+                if (err && err != RL_ERR_STALE && last) {
+                    err = send_live(ls, &left[i], why);
+                    if (err && err != RL_ERR_STALE) {
+                        rl_log_error(NULL,
+                                     "batch %s: run %s could not be sent "
+                                     "live either and stays running under "
+                                     "the batch",
+                                     ls->b->batch_id, left[i].run_id);
+                        skip++;
+                        err = 0;
+                    }
+                }
+                if (err)
+                    rl_set_err(errstr, errstr_size,
+                               "could not write the policy of run %s",
+                               left[i].run_id);
+            }
+            free(left[i].request_json);
+        }
+    }
+    return err;
+}
+
+/* A pass over the runs no line named that failed (err, errstr): counted
+ * in b's failures as a failed read is, and b released to be tried again
+ * (-1), logged at its first failure only; at BATCH_FAILURES_MAX, 0: the
+ * pass is tried once more, its last (settle_unanswered), and b is given
+ * up, why into gave_up. -1 too when the lease is gone or the batcher
+ * stops (tried again later), and when the database is away (not
+ * counted; the lease runs out). */
+static int
+unanswered_failed(struct lines *ls, int err, const char *errstr, char *gave_up,
+                  size_t gave_up_size)
+{
+    struct rl_batcher *bt = ls->bt;
+    char dberr[512], why[600];
+    int failures = 0;
+
+    snprintf(why, sizeof(why), "settling the runs no line named: %s", errstr);
+    if (err == RL_ERR_STALE)
+        return -1;
+    if (bt->lease_lost || batch_stopping(bt)) {
+        batch_step_failed(bt, ls->b, err, why);
+        return -1;
+    }
+    if (rl_db_batch_failure(bt->db, ls->b, bt->cfg->worker_id, why,
+                            batch_lease_ms(bt), &failures, dberr,
+                            sizeof(dberr)) != 0)
+        return -1;
+    if (failures < BATCH_FAILURES_MAX) {
+        if (strcmp(bt->unsettled, ls->b->batch_id) != 0) {
+            char line[700];
+
+            snprintf(line, sizeof(line),
+                     "%s; tried again every 2 s, given up after %d failures",
+                     why, BATCH_FAILURES_MAX);
+            batch_log(ls->b, RL_LOG_WARN, "", line);
+            snprintf(bt->unsettled, sizeof(bt->unsettled), "%s",
+                     ls->b->batch_id);
+        }
+        batch_step_again(bt, ls->b, why);
+        return -1;
+    }
+    bt->unsettled[0] = '\0';
+    if (!*gave_up)
+        snprintf(gave_up, gave_up_size, "given up: %s (failed too often)", why);
+    batch_log(ls->b, RL_LOG_WARN, "",
+              "given up: settling the runs no line named failed too "
+              "often: the runs whose policy still cannot be written are "
+              "sent live");
+    return 0;
+}
+
 /* The end of b: its files read (none when gave_up, the reason it is
  * given up, is set), the runs no line named retried per their policy,
  * b closed. */
@@ -659,9 +808,8 @@ finish(struct rl_batcher *bt, struct rl_batch *b,
        const struct rl_model_batch_state *st, const char *why_given_up)
 {
     struct lines ls = {.bt = bt, .b = b};
-    struct rl_batch_run left[64];
     char errstr[512], gave_up[700] = "", why[sizeof(gave_up) + 64];
-    size_t n;
+    char unsettled[sizeof(gave_up)] = "";
     int err = 0;
 
     if (why_given_up)
@@ -684,43 +832,23 @@ finish(struct rl_batcher *bt, struct rl_batch *b,
             return;
         err = 0;
     }
-    while (!err) {
-        err = rl_db_batch_unanswered(bt->db, b->batch_id, left, 64, &n, errstr,
-                                     sizeof(errstr));
-        if (err || n == 0)
-            break;
-        for (size_t i = 0; i < n; i++) {
-            if (!err) {
-                if (*gave_up)
-                    snprintf(why, sizeof(why), "the batch was %s", gave_up);
-                else
-                    snprintf(why, sizeof(why),
-                             "the batch ended %s with no line "
-                             "for this run",
-                             st->status);
-                err = fence_begin(&ls);
-                if (!err)
-                    err = fence_end(
-                        &ls, line_failed(&ls, &left[i], RL_OUTCOME_TRANSIENT, 0,
-                                         *gave_up ? "batch_unreadable"
-                                         : strcmp(st->status, "expired") == 0
-                                             ? "batch_expired"
-                                         : strcmp(st->status, "refused") == 0
-                                             ? "batch_refused"
-                                             : "batch_failed",
-                                         0, why));
-                if (err)
-                    snprintf(errstr, sizeof(errstr),
-                             "could not retry a run of the batch");
-            }
-            free(left[i].request_json);
-        }
-    }
+    err = settle_unanswered(&ls, st, gave_up, 0, errstr, sizeof(errstr));
     if (err) {
-        snprintf(why, sizeof(why), "reading the results: %s", errstr);
-        batch_step_failed(bt, b, err, why);
-        return;
+        if (unanswered_failed(&ls, err, errstr, unsettled, sizeof(unsettled)) !=
+            0)
+            return;
+        err = settle_unanswered(&ls, st, gave_up, 1, errstr, sizeof(errstr));
+        if (err) {
+            snprintf(why, sizeof(why), "settling the runs no line named: %s",
+                     errstr);
+            batch_step_failed(bt, b, err, why);
+            return;
+        }
+        if (!*gave_up)
+            snprintf(gave_up, sizeof(gave_up), "%s", unsettled);
     }
+    if (strcmp(bt->unsettled, b->batch_id) == 0)
+        bt->unsettled[0] = '\0';
     err = rl_db_batch_finish(
         bt->db, b, bt->cfg->worker_id,
         *gave_up                               ? RL_BATCH_FAILED

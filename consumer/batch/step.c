@@ -47,6 +47,16 @@ batch_step_failed(struct rl_batcher *bt, const struct rl_batch *b, int err,
                      RETRY_STEP_MS, errstr, sizeof(errstr));
 }
 
+void
+batch_step_again(struct rl_batcher *bt, const struct rl_batch *b,
+                 const char *why)
+{
+    char errstr[512];
+
+    rl_db_batch_step(bt->db, b, bt->cfg->worker_id, RL_BATCH_STEP_RELEASE, why,
+                     RETRY_STEP_MS, errstr, sizeof(errstr));
+}
+
 int
 batch_stopping(struct rl_batcher *bt)
 {

@@ -32,8 +32,9 @@ int rl_db_batch_run(struct rl_db *db, const char *batch_id, const char *run_id,
                     size_t errstr_size);
 
 /* The runs of batch_id still in the batch (no line of the batch's files
- * named them), up to max, into out (free each request_json). */
-int rl_db_batch_unanswered(struct rl_db *db, const char *batch_id,
+ * named them), in run ID order past the first skip of them, up to max,
+ * into out (free each request_json). */
+int rl_db_batch_unanswered(struct rl_db *db, const char *batch_id, size_t skip,
                            struct rl_batch_run *out, size_t max, size_t *n,
                            char *errstr, size_t errstr_size);
 

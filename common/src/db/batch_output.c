@@ -24,7 +24,7 @@ static const char batch_unanswered[] =
     "       r.request::text"
     "  FROM batch_runs b JOIN runs r ON r.run_id = b.run_id"
     " WHERE b.batch_id = $1 AND b.state = 'in_batch'"
-    " ORDER BY b.run_id LIMIT $2::int4";
+    " ORDER BY b.run_id LIMIT $2::int4 OFFSET $3::int4";
 
 static const char batch_run_state[] =
     "UPDATE batch_runs SET state = $4"
@@ -110,18 +110,19 @@ rl_db_batch_run(struct rl_db *db, const char *batch_id, const char *run_id,
 }
 
 int
-rl_db_batch_unanswered(struct rl_db *db, const char *batch_id,
+rl_db_batch_unanswered(struct rl_db *db, const char *batch_id, size_t skip,
                        struct rl_batch_run *out, size_t max, size_t *n,
                        char *errstr, size_t errstr_size)
 {
-    char limit[16];
-    const char *params[2] = {batch_id, limit};
+    char limit[16], offset[16];
+    const char *params[3] = {batch_id, limit, offset};
     PGresult *res;
     int err = 0;
 
     *n = 0;
     snprintf(limit, sizeof(limit), "%zu", max);
-    res = db_exec_simple(db, batch_unanswered, 2, params, &err, errstr,
+    snprintf(offset, sizeof(offset), "%zu", skip);
+    res = db_exec_simple(db, batch_unanswered, 3, params, &err, errstr,
                          errstr_size, "read the batch's unanswered runs");
     if (!res)
         return err;
