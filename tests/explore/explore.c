@@ -71,13 +71,14 @@ enum fkind {
     F_BROKER_KILL, /* the broker killed -9 and restarted */
     F_FAILOVER,    /* the primary killed, its sync standby promoted */
     F_FREEZE,      /* SIGSTOP of a consumer or relay past its lease, SIGCONT */
+    F_KILL_AT,     /* kill -9, restarted to crash at a failpoint, restarted */
     NFKINDS
 };
 
 static const char *const fault_names[NFKINDS] = {
-    "kill9",      "sigterm",     "pg_restart", "pg_cut",
-    "model_429",  "model_5xx",   "model_hang", "model_reset",
-    "model_slow", "broker_kill", "failover",   "freeze"};
+    "kill9",     "sigterm",    "pg_restart",  "pg_cut",     "model_429",
+    "model_5xx", "model_hang", "model_reset", "model_slow", "broker_kill",
+    "failover",  "freeze",     "kill_at"};
 
 /* Action states of a run's operator step. */
 enum { ACT_NONE, ACT_PENDING, ACT_DONE, ACT_MOOT };
@@ -399,8 +400,14 @@ draw(const char *job, const char *batch_job, int window_s)
 
         f->at_ms = at;
         f->target = pick(NPROCS);
+        /* A third of the kills (by a generator of their own, so the rest
+         * of the schedule stays the seed's) start the process again set
+         * to crash at a failpoint. */
         if (w < 24)
-            f->kind = F_KILL9;
+            f->kind =
+                mix(seed ^ 0x6b696c6c6174ULL ^ (unsigned long long)at) % 3 == 0
+                    ? F_KILL_AT
+                    : F_KILL9;
         else if (w < 30)
             f->kind = F_FREEZE;
         else if (w < 45)
@@ -436,11 +443,45 @@ draw(const char *job, const char *batch_job, int window_s)
 
 static int slot[NPROCS];
 
+/* The failpoints a kill_at fault sets a process to crash at
+ * (tests/faults/CMakeLists.txt's crash cases and the batcher's), per
+ * role. */
+static const char *const consume_points[] = {
+    "after_claim",           "after_collect",
+    "after_dispatch_record", "after_model_response",
+    "after_complete_commit", "before_complete_statement",
+    "batch_after_upload",    "batch_after_create",
+};
+static const char *const relay_points[] = {"relay_after_produce"};
+
+/* Per slot, the RL_FAILPOINTS entry its process was started with by a
+ * kill_at fault ("" when none): it crashes there, and is started again
+ * without it. */
+static char armed[NPROCS][96];
+static long kill_at_fired; /* of them, the processes that crashed there */
+
+/* Starts role with its settings and extra (NULL: none) after them. */
+static int
+spawn_role_with(struct e2e *t, int role, const char *extra)
+{
+    const char *const *base = role < NCONSUMERS ? consumer_env : relay_env;
+    const char *env[48];
+    size_t n = 0;
+
+    while (base[n] && n < sizeof(env) / sizeof(env[0]) - 2) {
+        env[n] = base[n];
+        n++;
+    }
+    if (extra)
+        env[n++] = extra;
+    env[n] = NULL;
+    return e2e_spawn(t, role < NCONSUMERS ? "consume" : "relay", env);
+}
+
 static int
 spawn_role(struct e2e *t, int role)
 {
-    return e2e_spawn(t, role < NCONSUMERS ? "consume" : "relay",
-                     role < NCONSUMERS ? consumer_env : relay_env);
+    return spawn_role_with(t, role, NULL);
 }
 
 static const char *
@@ -533,6 +574,12 @@ sigterm_checked(struct e2e *t, int role)
                   role_name(role), slot[role], t->name, slot[role],
                   GRACE_S * 1000 + TERM_MARGIN_MS, GRACE_S);
         e2e_signal(t, slot[role], SIGKILL, 1);
+    } else if (armed[role][0] && WIFSIGNALED(status) &&
+               WTERMSIG(status) == SIGKILL) {
+        /* It reached its failpoint while it stopped: the crash asked for. */
+        kill_at_fired++;
+        fprintf(stderr, "explore: %s#%d crashed at %s while stopping\n",
+                role_name(role), role, armed[role] + strlen("RL_FAILPOINTS="));
     } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         violation("sigterm_exit",
                   "%s (slot %d, log %s.%d.log) ended with "
@@ -562,6 +609,7 @@ thaw(struct e2e *t, int role)
 static void
 respawn(struct e2e *t, int role)
 {
+    armed[role][0] = '\0';
     if (pg_up_at) {
         down[role] = 1;
         return;
@@ -570,19 +618,36 @@ respawn(struct e2e *t, int role)
     down[role] = 0;
 }
 
+/* A process a kill_at fault armed that has crashed at its failpoint:
+ * started again without it. */
+static void
+restart_crashed(struct e2e *t)
+{
+    for (int i = 0; i < NPROCS; i++) {
+        if (!armed[i][0] || down[i] || e2e_alive(t, slot[i]))
+            continue;
+        kill_at_fired++;
+        fprintf(stderr, "explore: %s#%d crashed at %s; restarted without it\n",
+                role_name(i), i, armed[i] + strlen("RL_FAILPOINTS="));
+        respawn(t, i);
+    }
+}
+
 static void
 inject(struct e2e *t, const struct fault *f, char *pg_dir,
        const char *kafka_dir)
 {
     char body[256];
 
-    if ((f->kind == F_KILL9 || f->kind == F_TERM || f->kind == F_FREEZE) &&
+    restart_crashed(t);
+    if ((f->kind == F_KILL9 || f->kind == F_TERM || f->kind == F_FREEZE ||
+         f->kind == F_KILL_AT) &&
         down[f->target])
         return; /* already stopped, waiting for the ledger */
     fault_count[f->kind]++;
     fprintf(stderr, "explore: t+%lld ms fault %s", (long long)f->at_ms,
             fault_names[f->kind]);
-    if (f->kind == F_KILL9 || f->kind == F_TERM)
+    if (f->kind == F_KILL9 || f->kind == F_TERM || f->kind == F_KILL_AT)
         fprintf(stderr, " %s#%d", role_name(f->target), f->target);
     fputc('\n', stderr);
     switch (f->kind) {
@@ -652,6 +717,34 @@ inject(struct e2e *t, const struct fault *f, char *pg_dir,
             frozen_until[f->target] = rltest_now_ms() + 2000 + f->param * 1500;
         }
         break;
+    case F_KILL_AT: {
+        /* Killed, then started set to crash at a failpoint on its
+         * param-th hit there; restart_crashed starts it again without. */
+        const char *const *points =
+            f->target < NCONSUMERS ? consume_points : relay_points;
+        size_t npoints = f->target < NCONSUMERS
+                             ? sizeof(consume_points) / sizeof(*points)
+                             : sizeof(relay_points) / sizeof(*points);
+        const char *fp =
+            points[mix(seed ^ 0x706f696e74ULL ^ (unsigned long long)f->at_ms) %
+                   npoints];
+
+        frozen_until[f->target] = 0;
+        e2e_signal(t, slot[f->target], SIGKILL, 1);
+        nap_ms(pick(1000));
+        if (pg_up_at) {
+            /* The ledger is away: started plain once it is back. */
+            respawn(t, f->target);
+            break;
+        }
+        snprintf(armed[f->target], sizeof(armed[f->target]),
+                 "RL_FAILPOINTS=%s=crash@%d", fp, f->param);
+        slot[f->target] = spawn_role_with(t, f->target, armed[f->target]);
+        down[f->target] = 0;
+        fprintf(stderr, "explore: %s#%d started to crash at %s=crash@%d\n",
+                role_name(f->target), f->target, fp, f->param);
+        break;
+    }
     case F_FAILOVER:
         /* A primary that is down for a pg_restart fault comes back
          * first: failover kills a running primary. */
@@ -1382,6 +1475,7 @@ main(int argc, char **argv)
         }
         if (fi < nfaults && faults[fi].at_ms <= at)
             inject(&t, &faults[fi++], pg_dir, kafka_dir);
+        restart_crashed(&t);
         for (int i = 0; i < NPROCS; i++) {
             if (frozen_until[i] && rltest_now_ms() >= frozen_until[i])
                 thaw(&t, i);
@@ -1410,8 +1504,13 @@ main(int argc, char **argv)
         RL_REQUIRE(e2e_harness("pg.sh", "restart", pg_dir) == 0);
         pg_up_at = 0;
     }
+    restart_crashed(&t);
     for (int i = 0; i < NPROCS; i++) {
         thaw(&t, i);
+        /* One still set to crash at its failpoint is killed and started
+         * plain: nothing crashes while the history settles. */
+        if (armed[i][0] && !down[i])
+            e2e_signal(&t, slot[i], SIGKILL, 1);
         if (down[i] || !e2e_alive(&t, slot[i]))
             respawn(&t, i);
     }
@@ -1485,9 +1584,11 @@ main(int argc, char **argv)
            total_faults);
     for (int i = 0; i < NFKINDS; i++)
         printf(" %s=%ld", fault_names[i], fault_count[i]);
-    printf(" sigterms_checked=%ld generations=%ld generations_beyond_one=%ld "
-           "settle_ms=%lld violations=%ld elapsed_ms=%lld\n",
-           term_checked, fg.gens, fg.beyond, (long long)settle_ms, violations,
+    printf(" kill_at_crashed=%ld sigterms_checked=%ld generations=%ld "
+           "generations_beyond_one=%ld settle_ms=%lld violations=%ld "
+           "elapsed_ms=%lld\n",
+           kill_at_fired, term_checked, fg.gens, fg.beyond,
+           (long long)settle_ms, violations,
            (long long)(rltest_now_ms() - started));
     fflush(stdout);
     if (plant) {
