@@ -1148,10 +1148,11 @@ quiet_release(struct e2e *t)
 }
 
 /* A run's history as one line: its status, accepted output, creation
- * and attempts (number @ dispatch in microseconds : may have generated),
- * and its operator steps. The same query on the old primary and on the
- * promoted ledger: an attempt or a creation whose time differs is one
- * the failover lost. */
+ * and attempts (number @ dispatch in microseconds : may have generated;
+ * a batch line put in a batch whose attempt is not recorded yet as
+ * b<number> @ parked), and its operator steps. The same query on the old
+ * primary and on the promoted ledger: an attempt or a creation whose time
+ * differs is one the failover lost. */
 static const char *
 history_of(struct e2e *t, const char *run_id)
 {
@@ -1164,11 +1165,16 @@ history_of(struct e2e *t, const char *run_id)
         "'@' || (extract(epoch FROM dispatched_at) * 1000000)::bigint || ':' "
         "|| (outcome IS NULL OR outcome IN ('ok', 'ambiguous', 'cancelled', "
         "'lease_lost', 'invalid_output'))::int, ',' ORDER BY attempt_no) || "
-        "',' FROM attempts WHERE run_id = '%s'), '') || '|' || ((SELECT "
+        "',' FROM attempts WHERE run_id = '%s'), '') || coalesce((SELECT "
+        "string_agg('b' || attempt_no || '@' || (extract(epoch FROM "
+        "parked_at) * 1000000)::bigint || ':1', ',' ORDER BY attempt_no) || "
+        "',' FROM batch_runs b WHERE b.run_id = '%s' AND b.batch_id IS NOT "
+        "NULL AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.run_id = "
+        "b.run_id AND a.attempt_no = b.attempt_no)), '') || '|' || ((SELECT "
         "count(*) FROM approvals WHERE run_id = '%s') + (SELECT count(*) "
         "FROM run_decisions WHERE run_id = '%s') + (SELECT count(*) FROM "
         "run_tombstones WHERE run_id = '%s'))",
-        run_id, run_id, run_id, run_id, run_id);
+        run_id, run_id, run_id, run_id, run_id, run_id);
 }
 
 /* Splits a history_of line into its parts; 0 when it is not one. */
@@ -1289,7 +1295,7 @@ lost_window(struct e2e *t, const struct run *r, const char *upstream,
             break;
         snprintf(tok, sizeof(tok), "%.*s", (int)(colon - p + 1), p);
         if (!strstr(atts, tok)) {
-            (*lost_att)++;
+            *lost_att += tok[1] != 'b'; /* a batch line is no call */
             *lost_gen += colon[1] == '1';
         }
         p = colon;
