@@ -111,9 +111,10 @@ struct run {
     int o_present;
     char o_status[24];
     char o_upstream[128];
-    char o_created[32];   /* created_at in microseconds since the epoch */
-    char o_attempts[512]; /* ",no@dispatched_us:may_generate,..." */
-    long o_steps;         /* approvals, decisions and tombstones */
+    char o_created[32];    /* created_at in microseconds since the epoch */
+    char o_attempts[1024]; /* ",no@dispatched_us:may_generate,..." */
+    char p_upstream[128];  /* the output the ledger held when purged */
+    long o_steps;          /* approvals, decisions and tombstones */
 };
 
 struct event {
@@ -1018,6 +1019,12 @@ act(struct e2e *t, struct run *r, int64_t published_at, int64_t now)
             if (e2e_intf(t, "SELECT count(*) FROM outbox WHERE run_id = '%s'",
                          r->id) != 0)
                 return;
+            snprintf(r->p_upstream, sizeof(r->p_upstream), "%s",
+                     e2e_textf(t,
+                               "SELECT coalesce(output->>"
+                               "'upstream_request_id', '') FROM runs WHERE "
+                               "run_id = '%s'",
+                               r->id));
             if (e2e_intf(t,
                          "WITH u AS (UPDATE runs SET updated_at = now() - "
                          "interval '40 days' WHERE run_id = '%s' RETURNING "
@@ -1149,10 +1156,11 @@ quiet_release(struct e2e *t)
 
 /* A run's history as one line: its status, accepted output, creation
  * and attempts (number @ dispatch in microseconds : may have generated;
- * a batch line put in a batch whose attempt is not recorded yet as
- * b<number> @ parked), and its operator steps. The same query on the old
- * primary and on the promoted ledger: an attempt or a creation whose time
- * differs is one the failover lost. */
+ * a batch line put in a batch also as b<number> @ parked / the
+ * provider's batch: a create the failover lost is made again, a second
+ * generation under an attempt it kept), and its operator steps. The same query
+ * on the old primary and on the promoted ledger: an attempt or a creation whose
+ * time differs is one the failover lost. */
 static const char *
 history_of(struct e2e *t, const char *run_id)
 {
@@ -1167,10 +1175,11 @@ history_of(struct e2e *t, const char *run_id)
         "'lease_lost', 'invalid_output'))::int, ',' ORDER BY attempt_no) || "
         "',' FROM attempts WHERE run_id = '%s'), '') || coalesce((SELECT "
         "string_agg('b' || attempt_no || '@' || (extract(epoch FROM "
-        "parked_at) * 1000000)::bigint || ':1', ',' ORDER BY attempt_no) || "
+        "parked_at) * 1000000)::bigint || '/' || coalesce((SELECT "
+        "provider_batch_id FROM batches x WHERE x.batch_id = b.batch_id), "
+        "'') || ':1', ',' ORDER BY attempt_no) || "
         "',' FROM batch_runs b WHERE b.run_id = '%s' AND b.batch_id IS NOT "
-        "NULL AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.run_id = "
-        "b.run_id AND a.attempt_no = b.attempt_no)), '') || '|' || ((SELECT "
+        "NULL), '') || '|' || ((SELECT "
         "count(*) FROM approvals WHERE run_id = '%s') + (SELECT count(*) "
         "FROM run_decisions WHERE run_id = '%s') + (SELECT count(*) FROM "
         "run_tombstones WHERE run_id = '%s'))",
@@ -1263,6 +1272,23 @@ struct figures {
     long notified_twice, notified_lost_only;
 };
 
+/* 1 when the old primary's attempt no (in its history o_atts) is not in
+ * the promoted ledger's (atts). */
+static int
+attempt_lost(const char *o_atts, const char *atts, int no)
+{
+    char pre[32], tok[160];
+    const char *a, *colon;
+
+    snprintf(pre, sizeof(pre), ",%d@", no);
+    a = strstr(o_atts, pre);
+    colon = a ? strchr(a + 1, ':') : NULL;
+    if (!colon)
+        return 0;
+    snprintf(tok, sizeof(tok), "%.*s", (int)(colon - a + 1), a);
+    return strstr(atts, tok) == NULL;
+}
+
 /* What the failover lost of run r: the old primary's attempts the
  * promoted ledger lacks (*lost_att; *lost_gen of them may have
  * generated), whether its registration was lost (created again) and
@@ -1273,7 +1299,7 @@ lost_window(struct e2e *t, const struct run *r, const char *upstream,
             long *lost_att, long *lost_gen, int *lost_completion,
             struct figures *fg)
 {
-    char st[24], up[128], created[32], atts[512];
+    char st[24], up[128], created[32], atts[1024];
     long steps;
     const char *p = r->o_attempts;
 
@@ -1289,14 +1315,20 @@ lost_window(struct e2e *t, const struct run *r, const char *upstream,
     /* ",no@us:g,no@us:g," */
     while ((p = strchr(p, ',')) && p[1]) {
         const char *colon = strchr(p, ':');
-        char tok[64];
+        char tok[160];
 
         if (!colon)
             break;
         snprintf(tok, sizeof(tok), "%.*s", (int)(colon - p + 1), p);
         if (!strstr(atts, tok)) {
-            *lost_att += tok[1] != 'b'; /* a batch line is no call */
-            *lost_gen += colon[1] == '1';
+            if (tok[1] != 'b') {
+                (*lost_att)++;
+                *lost_gen += colon[1] == '1';
+            } else if (!attempt_lost(r->o_attempts, atts, atoi(tok + 2))) {
+                /* the batch's create was lost, its attempt kept (a lost
+                 * attempt counts once, above) */
+                (*lost_gen)++;
+            }
         }
         p = colon;
     }
@@ -1321,12 +1353,14 @@ static int
 check_lost_notes(struct e2e *t, const struct run *r, const char *st,
                  const char *channel)
 {
-    char key[RL_HEX_SIZE + 16], quoted[140];
+    char key[RL_HEX_SIZE + 16], quoted[140], pquoted[140];
     const char *old = NULL, *cur = NULL;
     int first_is_old = -1;
 
     snprintf(key, sizeof(key), "%s:%s", r->id, channel);
     snprintf(quoted, sizeof(quoted), "\"%s\"", r->o_upstream);
+    /* a purged run: the ledger's answer as it held it at the purge */
+    snprintf(pquoted, sizeof(pquoted), "\"%s\"", r->p_upstream);
     for (long i = 0; i < nnotes; i++) {
         const char *pl = notes[i].payload;
         int is_old;
@@ -1343,13 +1377,21 @@ check_lost_notes(struct e2e *t, const struct run *r, const char *st,
                           "primary's answer %s",
                           r->id, channel, r->o_upstream);
             old = pl;
-        } else if (strcmp(st, "completed") == 0 &&
-                   e2e_intf(t,
-                            "SELECT count(*) FROM outbox_delivered d WHERE "
-                            "d.run_id = '%s' AND d.channel = '%s' AND "
-                            "rl_payload_as_sent(d.run_id, d.channel, "
-                            "d.explicit_payload) = '%s'::jsonb",
-                            r->id, channel, pl) == 1) {
+        } else if (
+            r->purged
+                ? r->p_upstream[0] && strstr(pl, pquoted)
+                : strcmp(st, "completed") == 0 &&
+                      e2e_intf(t,
+                               "SELECT count(*) FROM outbox_delivered d WHERE "
+                               "d.run_id = '%s' AND d.channel = '%s' AND "
+                               "rl_payload_as_sent(d.run_id, d.channel, "
+                               "d.explicit_payload) = '%s'::jsonb",
+                               r->id, channel, pl) == 1) {
+            if (cur && strcmp(cur, pl) != 0)
+                violation("one_notification_per_channel",
+                          "run %s channel %s: two payloads with the ledger's "
+                          "answer",
+                          r->id, channel);
             cur = pl;
         } else {
             violation("notification_carries_output",
@@ -1407,6 +1449,17 @@ check_run(struct e2e *t, struct run *r, struct figures *fg)
                       "run %s purged with %ld generations at the stub, %ld "
                       "now (event replayed after the purge)",
                       r->id, r->gens_at_purge, gens);
+        /* Completed again after the failover lost its completion, then
+         * purged: the old answer and the one purged, as for a run kept. */
+        if (async_standby && r->o_present &&
+            strcmp(r->o_status, "completed") == 0 &&
+            strcmp(r->o_upstream, r->p_upstream) != 0) {
+            fg->lost_completions++;
+            for (int c = 0; c < 2; c++)
+                twice |= check_lost_notes(t, r, "completed", channels[c]);
+            fg->notified_twice += twice;
+            return;
+        }
         for (int c = 0; c < 2; c++) {
             long copies, distinct;
             const char *first;
