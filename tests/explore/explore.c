@@ -1213,7 +1213,8 @@ parse_history(const char *line, char *status, size_t ssize, char *upstream,
  * old primary started again on its own data (nothing writes to it any
  * more) and every run read as it held it at the kill; then stopped
  * again. lost_wal_bytes: its WAL past the promoted timeline's switch
- * point. */
+ * point (from the newest history file: the checkpoint after a promotion
+ * may not have named the new timeline yet). */
 static void
 read_old_primary(struct e2e *t)
 {
@@ -1224,9 +1225,8 @@ read_old_primary(struct e2e *t)
 
     snprintf(sw, sizeof(sw), "%s",
              e2e_text(t, "SELECT split_part(split_part(pg_read_file("
-                         "'pg_wal/' || lpad(upper(to_hex(timeline_id)), 8, "
-                         "'0') || '.history'), E'\\n', 1), E'\\t', 2) FROM "
-                         "pg_control_checkpoint()"));
+                         "'pg_wal/' || max(name)), E'\\n', 1), E'\\t', 2) "
+                         "FROM pg_ls_waldir() WHERE name LIKE '%.history'"));
     snprintf(dir, sizeof(dir), "%s/primary", pair);
     RL_REQUIRE(e2e_harness("pg.sh", "restart", dir) == 0);
     snprintf(file, sizeof(file), "%s/port", dir);
