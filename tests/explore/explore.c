@@ -13,6 +13,7 @@
 #include <curl/curl.h>
 #include <limits.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,11 +22,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cluster.h"
 #include "e2e.h"
 #include "ops.h"
 #include "rl/runid.h"
 #include "rl/timefmt.h"
 #include "rltest.h"
+
+extern char **environ;
 
 #define MAX_RUNS 400
 #define MAX_EVENTS 800
@@ -69,16 +73,18 @@ enum fkind {
     F_MODEL_RESET, /* ... a TCP reset after the request */
     F_MODEL_SLOW,  /* ... answered after 1 to 3 s */
     F_BROKER_KILL, /* the broker killed -9 and restarted */
-    F_FAILOVER,    /* the primary killed, its sync standby promoted */
+    F_FAILOVER,    /* the primary killed, its standby promoted */
     F_FREEZE,      /* SIGSTOP of a consumer or relay past its lease, SIGCONT */
     F_KILL_AT,     /* kill -9, restarted to crash at a failpoint, restarted */
+    F_DETACH,      /* the async standby stopped: the lost window opens */
+    F_NODE_KILL,   /* a node of the 3-broker cluster killed -9, restarted */
     NFKINDS
 };
 
 static const char *const fault_names[NFKINDS] = {
     "kill9",     "sigterm",    "pg_restart",  "pg_cut",     "model_429",
     "model_5xx", "model_hang", "model_reset", "model_slow", "broker_kill",
-    "failover",  "freeze",     "kill_at"};
+    "failover",  "freeze",     "kill_at",     "detach",     "node_kill"};
 
 /* Action states of a run's operator step. */
 enum { ACT_NONE, ACT_PENDING, ACT_DONE, ACT_MOOT };
@@ -101,6 +107,15 @@ struct run {
     int purged;
     int replayed;     /* purge: event sent again after the purge */
     int64_t next_try; /* the action is looked at again from then on */
+    /* After an asynchronous failover: the run as the old primary held it
+     * when it was killed (read from its data after the seed). */
+    int o_present;
+    char o_status[24];
+    char o_upstream[128];
+    char o_created[32];    /* created_at in microseconds since the epoch */
+    char o_attempts[1024]; /* ",no@dispatched_us:may_generate,..." */
+    char p_upstream[128];  /* the output the ledger held when purged */
+    long o_steps;          /* approvals, decisions and tombstones */
 };
 
 struct event {
@@ -137,6 +152,29 @@ static long term_checked;
  * the same with or without it. */
 static int failover;
 static char pair[PATH_MAX - 64];
+/* Among the failover seeds, half have an asynchronous standby whose WAL
+ * receipt stops (F_DETACH) 2 to 8 s before the primary is killed: what
+ * the primary commits in between is lost (the lost window). A third of
+ * those are quiet (no event published after the promotion, and the
+ * operator steps that publish wait until the ledger holds every run
+ * again), a third kill the consumers with the primary and start them
+ * after the promotion. Each drawn by a generator of its own. */
+static int async_standby, quiet, restart_consumers;
+static int hold_ops;   /* operator steps wait: the lost window is open */
+static int quiet_hold; /* quiet: publishing operator steps wait */
+static int64_t detach_ms, killed_ms, quiet_recovered_ms = -1;
+static long long lost_wal_bytes = -1;
+/* A fifth of the seeds run on a three-broker KRaft cluster
+ * (harness/kafka_cluster.sh: replication factor 3, min.insync.replicas
+ * 2) instead of one broker; F_NODE_KILL kills one node (a partition's
+ * leader, the group coordinator or any) and restarts it. */
+static int cluster;
+static char cluster_dir[PATH_MAX - 64];
+static int node_down;           /* the node killed, 0: all up */
+static int64_t node_up_at;      /* when its restart begins */
+static pid_t node_restart_pid;  /* kafka_cluster.sh restart under way */
+static long node_kills_by[3];   /* leader, coordinator, any */
+static long node_kills_skipped; /* a node still down or out of sync */
 
 static unsigned long long
 mix(unsigned long long z)
@@ -427,15 +465,43 @@ draw(const char *job, const char *batch_job, int window_s)
         else if (w < 97 || broker_killed)
             f->kind = F_MODEL_SLOW;
         else {
-            f->kind = F_BROKER_KILL;
+            /* on the cluster: one node of three, restarted later */
+            f->kind = cluster ? F_NODE_KILL : F_BROKER_KILL;
             broker_killed = 1;
         }
         f->param = 1 + pick(4);
     }
-    if (failover && nfaults < MAX_FAULTS)
-        faults[nfaults++] = (struct fault){
-            window * (3 + (int64_t)(mix(seed ^ 0x70726f6d6f7465ULL) % 5)) / 10,
-            F_FAILOVER, 0, 0};
+    /* The topologies' own faults come from generators of their own: the
+     * draws above are the same with or without them. */
+    if (failover && nfaults + 2 < MAX_FAULTS) {
+        int64_t fo =
+            window * (3 + (int64_t)(mix(seed ^ 0x70726f6d6f7465ULL) % 5)) / 10;
+
+        /* Quiet: after the last event (duplicates included), so no
+         * partition has anything new to deliver once promoted. */
+        if (quiet)
+            fo = events[nevents - 1].at_ms + 1000 +
+                 (int64_t)(mix(seed ^ 0x7175696574ULL) % 2000);
+        faults[nfaults++] = (struct fault){fo, F_FAILOVER, 0, 0};
+        if (async_standby) {
+            int64_t lead =
+                2000 + (int64_t)(mix(seed ^ 0x646574616368ULL) % 6000);
+
+            faults[nfaults++] = (struct fault){
+                fo - lead < 2500 ? 2500 : fo - lead, F_DETACH, 0, 0};
+        }
+    }
+    if (cluster) {
+        unsigned long long z = mix(seed ^ 0x6e6f6465ULL);
+        int kills = 2 + (int)(z % 2);
+
+        for (int k = 0; k < kills && nfaults < MAX_FAULTS; k++) {
+            z = mix(z);
+            faults[nfaults++] = (struct fault){
+                window * (15 + 70 * k / kills + (int64_t)(z % 10)) / 100,
+                F_NODE_KILL, (int)((z >> 8) % 3), 1 + (int)((z >> 16) % 4)};
+        }
+    }
     qsort(faults, (size_t)nfaults, sizeof(faults[0]), cmp_fault);
 }
 
@@ -633,22 +699,131 @@ restart_crashed(struct e2e *t)
     }
 }
 
+/* Starts `kafka_cluster.sh restart DIR node` without waiting for it (it
+ * waits until the node sees all three brokers, seconds of a JVM's start
+ * the schedule goes on through); node_restarted reaps it. */
+static void
+node_restart_begin(int node)
+{
+    const char *src = getenv("RL_SOURCE_DIR");
+    char line[2 * PATH_MAX];
+    char *argv[] = {"sh", "-c", line, NULL};
+
+    snprintf(line, sizeof(line),
+             "'%s/tests/harness/kafka_cluster.sh' restart '%s' %d >>'%s.log' "
+             "2>&1",
+             src ? src : ".", cluster_dir, node, cluster_dir);
+    RL_REQUIRE(posix_spawn(&node_restart_pid, "/bin/sh", NULL, NULL, argv,
+                           environ) == 0);
+}
+
+/* 1 once the node killed is up again (and reaped), waiting up to
+ * wait_ms for it. */
+static int
+node_restarted(int64_t wait_ms)
+{
+    int64_t deadline = rltest_now_ms() + wait_ms;
+    int status;
+    pid_t pid;
+
+    if (!node_down)
+        return 1;
+    if (!node_restart_pid)
+        node_restart_begin(node_down);
+    for (;;) {
+        pid = waitpid(node_restart_pid, &status, WNOHANG);
+        if (pid == node_restart_pid)
+            break;
+        if (rltest_now_ms() >= deadline)
+            return 0;
+        nap_ms(100);
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fprintf(stderr, "explore: restart of node %d failed (log %s.log)\n",
+                node_down, cluster_dir);
+        RL_REQUIRE(0);
+    }
+    fprintf(stderr, "explore: node %d up again\n", node_down);
+    node_down = 0;
+    node_restart_pid = 0;
+    return 1;
+}
+
+/* The node a F_NODE_KILL takes: the leader of one of the schedule
+ * topic's partitions, the group's coordinator, or any node; 0 when the
+ * cluster does not say. */
+static int
+node_victim(struct e2e *t, const struct fault *f, int *how)
+{
+    int leader[CLUSTER_MAX_PARTITIONS], isr[CLUSTER_MAX_PARTITIONS];
+    int n, node = 0;
+
+    *how = f->target % 3;
+    if (*how == 0) {
+        n = cluster_leaders(t->producer, t->topic, leader, isr,
+                            CLUSTER_MAX_PARTITIONS);
+        if (n > 0)
+            node = leader[f->param % n];
+    } else if (*how == 1) {
+        node = cluster_coordinator(t, t->name, 3000);
+    } else {
+        node = 1 + f->param % CLUSTER_NODES;
+    }
+    return node >= 1 && node <= CLUSTER_NODES ? node : 0;
+}
+
+/* The standby has replayed everything the primary had written when
+ * asked (operator steps hold from then on, so none of them falls in the
+ * lost window the detach opens). */
+static void
+standby_catch_up(struct e2e *t)
+{
+    char lsn[64];
+    int64_t deadline = rltest_now_ms() + 10000;
+
+    snprintf(lsn, sizeof(lsn), "%s",
+             e2e_text(t, "SELECT pg_current_wal_lsn()"));
+    while (lsn[0] && rltest_now_ms() < deadline &&
+           e2e_intf(t,
+                    "SELECT count(*) FROM pg_stat_replication WHERE "
+                    "replay_lsn >= '%s'::pg_lsn",
+                    lsn) != 1)
+        nap_ms(50);
+}
+
 static void
 inject(struct e2e *t, const struct fault *f, char *pg_dir,
        const char *kafka_dir)
 {
     char body[256];
+    int victim = 0, how = 0;
 
     restart_crashed(t);
     if ((f->kind == F_KILL9 || f->kind == F_TERM || f->kind == F_FREEZE ||
          f->kind == F_KILL_AT) &&
         down[f->target])
         return; /* already stopped, waiting for the ledger */
+    if (f->kind == F_NODE_KILL) {
+        /* One node down at a time, and only with every replica in sync:
+         * two down would leave partitions below min.insync.replicas. */
+        if (node_down || !cluster_wait_in_sync(t, 0) ||
+            !(victim = node_victim(t, f, &how))) {
+            node_kills_skipped++;
+            fprintf(stderr, "explore: t+%lld ms node_kill skipped\n",
+                    (long long)f->at_ms);
+            return;
+        }
+    }
     fault_count[f->kind]++;
     fprintf(stderr, "explore: t+%lld ms fault %s", (long long)f->at_ms,
             fault_names[f->kind]);
     if (f->kind == F_KILL9 || f->kind == F_TERM || f->kind == F_KILL_AT)
         fprintf(stderr, " %s#%d", role_name(f->target), f->target);
+    if (f->kind == F_NODE_KILL)
+        fprintf(stderr, " node %d (%s)", victim,
+                how == 0   ? "a partition leader"
+                : how == 1 ? "the group coordinator"
+                           : "any");
     fputc('\n', stderr);
     switch (f->kind) {
     case F_KILL9:
@@ -752,6 +927,16 @@ inject(struct e2e *t, const struct fault *f, char *pg_dir,
             RL_REQUIRE(e2e_harness("pg.sh", "restart", pg_dir) == 0);
             pg_up_at = 0;
         }
+        /* The consumers die with the primary: the new ones start from
+         * the group's committed offsets, past what the new primary
+         * holds. */
+        for (int i = 0; restart_consumers && i < NCONSUMERS; i++) {
+            frozen_until[i] = 0;
+            if (!down[i])
+                e2e_signal(t, slot[i], SIGKILL, 1);
+            down[i] = 1;
+        }
+        killed_ms = rltest_now_ms();
         RL_REQUIRE(e2e_harness("pg_replica.sh", "failover", pair) == 0);
         /* later pg_restart faults stop the new primary */
         snprintf(pg_dir, PATH_MAX, "%s/standby", pair);
@@ -759,6 +944,28 @@ inject(struct e2e *t, const struct fault *f, char *pg_dir,
             if (down[i])
                 respawn(t, i);
         }
+        hold_ops = 0;
+        quiet_hold = quiet;
+        break;
+    case F_DETACH:
+        if (pg_up_at) {
+            RL_REQUIRE(e2e_harness("pg.sh", "restart", pg_dir) == 0);
+            pg_up_at = 0;
+            for (int i = 0; i < NPROCS; i++) {
+                if (down[i])
+                    respawn(t, i);
+            }
+        }
+        hold_ops = 1;
+        standby_catch_up(t);
+        RL_REQUIRE(e2e_harness("pg_replica.sh", "detach", pair) == 0);
+        detach_ms = rltest_now_ms();
+        break;
+    case F_NODE_KILL:
+        node_kills_by[how]++;
+        RL_REQUIRE(cluster_node("kill", victim) == 0);
+        node_down = victim;
+        node_up_at = rltest_now_ms() + 1000 + f->param * 1000;
         break;
     }
 }
@@ -806,7 +1013,11 @@ act(struct e2e *t, struct run *r, int64_t published_at, int64_t now)
     const char *st;
 
     if (r->act != ACT_PENDING || published_at < 0 || now < r->next_try ||
-        pg_up_at)
+        pg_up_at || hold_ops)
+        return;
+    /* Quiet: a purge's replay or a dead letter's would prompt its
+     * partition; the consumers must find the lost runs on their own. */
+    if (quiet_hold && (r->kind == K_PURGE || r->kind == K_DLQ))
         return;
     /* Each pending action looks at its run at most twice a second (the
      * dead-letter replay once a second: it reads the whole topic). */
@@ -901,6 +1112,12 @@ act(struct e2e *t, struct run *r, int64_t published_at, int64_t now)
             if (e2e_intf(t, "SELECT count(*) FROM outbox WHERE run_id = '%s'",
                          r->id) != 0)
                 return;
+            snprintf(r->p_upstream, sizeof(r->p_upstream), "%s",
+                     e2e_textf(t,
+                               "SELECT coalesce(output->>"
+                               "'upstream_request_id', '') FROM runs WHERE "
+                               "run_id = '%s'",
+                               r->id));
             if (e2e_intf(t,
                          "WITH u AS (UPDATE runs SET updated_at = now() - "
                          "interval '40 days' WHERE run_id = '%s' RETURNING "
@@ -1005,10 +1222,291 @@ notes_of(const char *run_id, const char *channel, long *copies, long *distinct,
     }
 }
 
+/* ---- the lost window --------------------------------------------------- */
+
+/* Quiet: the publishing operator steps wait until the ledger holds a run
+ * for every event published (the lost ones found again). */
+static void
+quiet_release(struct e2e *t)
+{
+    static int64_t next;
+    int64_t expected = 0;
+
+    if (!quiet_hold || rltest_now_ms() < next)
+        return;
+    next = rltest_now_ms() + 500;
+    for (int i = 0; i < nruns; i++)
+        expected += !runs[i].purged;
+    if (e2e_int(t, "SELECT count(*) FROM runs") == expected) {
+        quiet_hold = 0;
+        quiet_recovered_ms = rltest_now_ms() - killed_ms;
+        fprintf(stderr,
+                "explore: quiet: every run in the promoted ledger %lld ms "
+                "after the kill\n",
+                (long long)quiet_recovered_ms);
+    }
+}
+
+/* A run's history as one line: its status, accepted output, creation
+ * and attempts (number @ dispatch in microseconds : may have generated;
+ * a batch line put in a batch also as b<number> @ parked / the
+ * provider's batch: a create the failover lost is made again, a second
+ * generation under an attempt it kept), and its operator steps. The same query
+ * on the old primary and on the promoted ledger: an attempt or a creation whose
+ * time differs is one the failover lost. */
+static const char *
+history_of(struct e2e *t, const char *run_id)
+{
+    return e2e_textf(
+        t,
+        "SELECT coalesce((SELECT status || '|' || coalesce(output->>"
+        "'upstream_request_id', '') || '|' || (extract(epoch FROM "
+        "created_at) * 1000000)::bigint FROM runs WHERE run_id = '%s'), "
+        "'missing||0') || '|,' || coalesce((SELECT string_agg(attempt_no || "
+        "'@' || (extract(epoch FROM dispatched_at) * 1000000)::bigint || ':' "
+        "|| (outcome IS NULL OR outcome IN ('ok', 'ambiguous', 'cancelled', "
+        "'lease_lost', 'invalid_output'))::int, ',' ORDER BY attempt_no) || "
+        "',' FROM attempts WHERE run_id = '%s'), '') || coalesce((SELECT "
+        "string_agg('b' || attempt_no || '@' || (extract(epoch FROM "
+        "parked_at) * 1000000)::bigint || '/' || coalesce((SELECT "
+        "provider_batch_id FROM batches x WHERE x.batch_id = b.batch_id), "
+        "'') || ':1', ',' ORDER BY attempt_no) || "
+        "',' FROM batch_runs b WHERE b.run_id = '%s' AND b.batch_id IS NOT "
+        "NULL), '') || '|' || ((SELECT "
+        "count(*) FROM approvals WHERE run_id = '%s') + (SELECT count(*) "
+        "FROM run_decisions WHERE run_id = '%s') + (SELECT count(*) FROM "
+        "run_tombstones WHERE run_id = '%s'))",
+        run_id, run_id, run_id, run_id, run_id, run_id);
+}
+
+/* Splits a history_of line into its parts; 0 when it is not one. */
+static int
+parse_history(const char *line, char *status, size_t ssize, char *upstream,
+              size_t usize, char *created, size_t csize, char *atts,
+              size_t asize, long *steps)
+{
+    const char *p[5];
+
+    p[0] = line;
+    for (int i = 1; i < 5; i++) {
+        p[i] = strchr(p[i - 1], '|');
+        if (!p[i])
+            return 0;
+        p[i]++;
+    }
+    snprintf(status, ssize, "%.*s", (int)(p[1] - p[0] - 1), p[0]);
+    snprintf(upstream, usize, "%.*s", (int)(p[2] - p[1] - 1), p[1]);
+    snprintf(created, csize, "%.*s", (int)(p[3] - p[2] - 1), p[2]);
+    snprintf(atts, asize, "%.*s", (int)(p[4] - p[3] - 1), p[3]);
+    *steps = strtol(p[4], NULL, 10);
+    return 1;
+}
+
+/* After an asynchronous failover, once every process has stopped: the
+ * old primary started again on its own data (nothing writes to it any
+ * more) and every run read as it held it at the kill; then stopped
+ * again. lost_wal_bytes: its WAL past the promoted timeline's switch
+ * point (from the newest history file: the checkpoint after a promotion
+ * may not have named the new timeline yet). */
+static void
+read_old_primary(struct e2e *t)
+{
+    char dir[PATH_MAX], file[PATH_MAX + 8], url[256], errstr[256];
+    char sw[64], port[16] = "";
+    struct rl_db *promoted = t->db, *old;
+    FILE *f;
+
+    snprintf(sw, sizeof(sw), "%s",
+             e2e_text(t, "SELECT split_part(split_part(pg_read_file("
+                         "'pg_wal/' || max(name)), E'\\n', 1), E'\\t', 2) "
+                         "FROM pg_ls_waldir() WHERE name LIKE '%.history'"));
+    snprintf(dir, sizeof(dir), "%s/primary", pair);
+    RL_REQUIRE(e2e_harness("pg.sh", "restart", dir) == 0);
+    snprintf(file, sizeof(file), "%s/port", dir);
+    f = fopen(file, "r");
+    RL_REQUIRE(f);
+    RL_REQUIRE(fgets(port, sizeof(port), f));
+    fclose(f);
+    port[strcspn(port, "\r\n")] = '\0';
+    snprintf(url, sizeof(url), "postgresql://postgres@127.0.0.1:%s/postgres",
+             port);
+    old = rl_db_connect_schema(url, t->schema, errstr, sizeof(errstr));
+    if (!old)
+        fprintf(stderr, "explore: the old primary: %s\n", errstr);
+    RL_REQUIRE(old);
+    t->db = old;
+    for (int i = 0; i < nruns; i++) {
+        struct run *r = &runs[i];
+
+        r->o_present = parse_history(history_of(t, r->id), r->o_status,
+                                     sizeof(r->o_status), r->o_upstream,
+                                     sizeof(r->o_upstream), r->o_created,
+                                     sizeof(r->o_created), r->o_attempts,
+                                     sizeof(r->o_attempts), &r->o_steps);
+        RL_REQUIRE(r->o_present);
+        r->o_present = strcmp(r->o_status, "missing") != 0;
+    }
+    if (sw[0])
+        lost_wal_bytes = e2e_intf(t,
+                                  "SELECT pg_wal_lsn_diff(redo_lsn, "
+                                  "'%s'::pg_lsn)::bigint FROM "
+                                  "pg_control_checkpoint()",
+                                  sw);
+    t->db = promoted;
+    rl_db_destroy(old);
+    RL_REQUIRE(e2e_harness("pg.sh", "kill", dir) == 0);
+}
+
 struct figures {
     long completed, unknown, failed, cancelled, purged, rejected, approved;
     long gens, beyond, batch;
+    /* the lost window of an asynchronous failover */
+    long lost_runs, lost_attempts, lost_completions, regenerated;
+    long notified_twice, notified_lost_only;
 };
+
+/* 1 when the old primary's attempt no (in its history o_atts) is not in
+ * the promoted ledger's (atts). */
+static int
+attempt_lost(const char *o_atts, const char *atts, int no)
+{
+    char pre[32], tok[160];
+    const char *a, *colon;
+
+    snprintf(pre, sizeof(pre), ",%d@", no);
+    a = strstr(o_atts, pre);
+    colon = a ? strchr(a + 1, ':') : NULL;
+    if (!colon)
+        return 0;
+    snprintf(tok, sizeof(tok), "%.*s", (int)(colon - a + 1), a);
+    return strstr(atts, tok) == NULL;
+}
+
+/* What the failover lost of run r: the old primary's attempts the
+ * promoted ledger lacks (*lost_att; *lost_gen of them may have
+ * generated), whether its registration was lost (created again) and
+ * whether its completion was (the old primary completed it with another
+ * answer than the ledger's, or the ledger has not completed it). */
+static void
+lost_window(struct e2e *t, const struct run *r, const char *upstream,
+            long *lost_att, long *lost_gen, int *lost_completion,
+            struct figures *fg)
+{
+    char st[24], up[128], created[32], atts[1024];
+    long steps;
+    const char *p = r->o_attempts;
+
+    *lost_att = *lost_gen = 0;
+    *lost_completion = 0;
+    if (!async_standby || !r->o_present)
+        return;
+    if (!parse_history(history_of(t, r->id), st, sizeof(st), up, sizeof(up),
+                       created, sizeof(created), atts, sizeof(atts), &steps))
+        return;
+    if (strcmp(created, r->o_created) != 0)
+        fg->lost_runs++;
+    /* ",no@us:g,no@us:g," */
+    while ((p = strchr(p, ',')) && p[1]) {
+        const char *colon = strchr(p, ':');
+        char tok[160];
+
+        if (!colon)
+            break;
+        snprintf(tok, sizeof(tok), "%.*s", (int)(colon - p + 1), p);
+        if (!strstr(atts, tok)) {
+            if (tok[1] != 'b') {
+                (*lost_att)++;
+                *lost_gen += colon[1] == '1';
+            } else if (!attempt_lost(r->o_attempts, atts, atoi(tok + 2))) {
+                /* the batch's create was lost, its attempt kept (a lost
+                 * attempt counts once, above) */
+                (*lost_gen)++;
+            }
+        }
+        p = colon;
+    }
+    fg->lost_attempts += *lost_att;
+    *lost_completion = strcmp(r->o_status, "completed") == 0 &&
+                       strcmp(r->o_upstream, upstream) != 0;
+    fg->lost_completions += *lost_completion;
+    /* Operator steps hold while the window is open: none is lost. */
+    if (r->o_steps > steps)
+        violation("operator_steps_kept",
+                  "run %s (%s): the old primary had %ld approvals, decisions "
+                  "and tombstones, the promoted ledger %ld",
+                  r->id, kind_names[r->kind], r->o_steps, steps);
+}
+
+/* The notifications of a run whose completion the failover lost, on one
+ * channel: copies of the old primary's answer (sent before the kill;
+ * the receiver keeps the first) and of the ledger's, nothing else; at
+ * most one payload each, the old one first; the ledger's there when the
+ * run completed. Returns 1 when both were sent. */
+static int
+check_lost_notes(struct e2e *t, const struct run *r, const char *st,
+                 const char *channel)
+{
+    char key[RL_HEX_SIZE + 16], quoted[140], pquoted[140];
+    const char *old = NULL, *cur = NULL;
+    int first_is_old = -1;
+
+    snprintf(key, sizeof(key), "%s:%s", r->id, channel);
+    snprintf(quoted, sizeof(quoted), "\"%s\"", r->o_upstream);
+    /* a purged run: the ledger's answer as it held it at the purge */
+    snprintf(pquoted, sizeof(pquoted), "\"%s\"", r->p_upstream);
+    for (long i = 0; i < nnotes; i++) {
+        const char *pl = notes[i].payload;
+        int is_old;
+
+        if (strcmp(notes[i].key, key) != 0)
+            continue;
+        is_old = r->o_upstream[0] && strstr(pl, quoted) != NULL;
+        if (first_is_old < 0)
+            first_is_old = is_old;
+        if (is_old) {
+            if (old && strcmp(old, pl) != 0)
+                violation("one_notification_per_channel",
+                          "run %s channel %s: two payloads with the old "
+                          "primary's answer %s",
+                          r->id, channel, r->o_upstream);
+            old = pl;
+        } else if (
+            r->purged
+                ? r->p_upstream[0] && strstr(pl, pquoted)
+                : strcmp(st, "completed") == 0 &&
+                      e2e_intf(t,
+                               "SELECT count(*) FROM outbox_delivered d WHERE "
+                               "d.run_id = '%s' AND d.channel = '%s' AND "
+                               "rl_payload_as_sent(d.run_id, d.channel, "
+                               "d.explicit_payload) = '%s'::jsonb",
+                               r->id, channel, pl) == 1) {
+            if (cur && strcmp(cur, pl) != 0)
+                violation("one_notification_per_channel",
+                          "run %s channel %s: two payloads with the ledger's "
+                          "answer",
+                          r->id, channel);
+            cur = pl;
+        } else {
+            violation("notification_carries_output",
+                      "run %s (%s) ended %s, its completion lost by the "
+                      "failover (old answer %s): a payload on channel %s "
+                      "is neither the old primary's nor the ledger's: %.400s",
+                      r->id, kind_names[r->kind], st, r->o_upstream, channel,
+                      pl);
+        }
+    }
+    if (strcmp(st, "completed") == 0 && !cur)
+        violation("one_notification_per_channel",
+                  "completed run %s channel %s: no notification with the "
+                  "ledger's output (the old primary's answer %s: %s)",
+                  r->id, channel, r->o_upstream, old ? "sent" : "not sent");
+    if (old && cur && first_is_old != 1)
+        violation("one_notification_per_channel",
+                  "run %s channel %s: the ledger's answer was sent before the "
+                  "old primary's %s",
+                  r->id, channel, r->o_upstream);
+    return old && cur;
+}
 
 static void
 check_run(struct e2e *t, struct run *r, struct figures *fg)
@@ -1018,6 +1516,8 @@ check_run(struct e2e *t, struct run *r, struct figures *fg)
     const char *row;
     long gens = run_generations(t, r);
     int64_t may_generate, ok, ok_accepted, n;
+    long lost_att = 0, lost_gen = 0;
+    int lost_completion = 0, twice = 0;
 
     if (gens > 0)
         fg->gens += gens;
@@ -1042,6 +1542,17 @@ check_run(struct e2e *t, struct run *r, struct figures *fg)
                       "run %s purged with %ld generations at the stub, %ld "
                       "now (event replayed after the purge)",
                       r->id, r->gens_at_purge, gens);
+        /* Completed again after the failover lost its completion, then
+         * purged: the old answer and the one purged, as for a run kept. */
+        if (async_standby && r->o_present &&
+            strcmp(r->o_status, "completed") == 0 &&
+            strcmp(r->o_upstream, r->p_upstream) != 0) {
+            fg->lost_completions++;
+            for (int c = 0; c < 2; c++)
+                twice |= check_lost_notes(t, r, "completed", channels[c]);
+            fg->notified_twice += twice;
+            return;
+        }
         for (int c = 0; c < 2; c++) {
             long copies, distinct;
             const char *first;
@@ -1075,6 +1586,7 @@ check_run(struct e2e *t, struct run *r, struct figures *fg)
         snprintf(err_class, sizeof(err_class), "%.*s", (int)(b - a - 1), a + 1);
         snprintf(upstream, sizeof(upstream), "%s", b + 1);
     }
+    lost_window(t, r, upstream, &lost_att, &lost_gen, &lost_completion, fg);
     if (strcmp(st, "completed") == 0)
         fg->completed++;
     if (strcmp(st, "completed") == 0 && r->kind == K_BATCH)
@@ -1193,12 +1705,17 @@ check_run(struct e2e *t, struct run *r, struct figures *fg)
                   "SELECT count(*) FROM attempts WHERE run_id = '%s' AND "
                   "outcome = 'ok'",
                   r->id);
-    if (gens > may_generate)
+    /* An attempt the failover lost was visible in the old primary's
+     * ledger: it counts, and only it. */
+    if (gens > may_generate + lost_gen)
         violation("generations_visible",
                   "run %s (%s, %s): the stub counted %ld generations, the "
-                  "ledger has %lld attempts that may have generated: %s",
+                  "ledger has %lld attempts that may have generated (%ld "
+                  "more lost by the failover): %s",
                   r->id, kind_names[r->kind], r->directive, gens,
-                  (long long)may_generate, attempts_of(t, r->id));
+                  (long long)may_generate, lost_gen, attempts_of(t, r->id));
+    else if (gens > may_generate)
+        fg->regenerated++;
     /* Every request that reached the endpoint with the run's key is a
      * dispatch the ledger recorded first (batch lines carry no key). */
     if (r->kind != K_BATCH) {
@@ -1206,12 +1723,13 @@ check_run(struct e2e *t, struct run *r, struct figures *fg)
         int64_t attempts = e2e_intf(
             t, "SELECT count(*) FROM attempts WHERE run_id = '%s'", r->id);
 
-        if (calls > attempts)
+        if (calls > attempts + lost_att)
             violation("calls_visible",
                       "run %s (%s, %s): the stub had %ld requests with its "
-                      "key, the ledger %lld attempts: %s",
+                      "key, the ledger %lld attempts (%ld more lost by the "
+                      "failover): %s",
                       r->id, kind_names[r->kind], r->directive, calls,
-                      (long long)attempts, attempts_of(t, r->id));
+                      (long long)attempts, lost_att, attempts_of(t, r->id));
     }
     /* With dedupe the endpoint answers every retry of a key from its
      * store: one generation per run whatever died or timed out. The
@@ -1235,7 +1753,11 @@ check_run(struct e2e *t, struct run *r, struct figures *fg)
          * completion was refused because the lease had passed to
          * another worker keeps its outcome (the call did generate) and
          * is an extra generation, counted above. */
-        if (ok_accepted != 1 || !upstream[0])
+        /* Under dedupe the endpoint answers a repeated key from its
+         * store: an attempt after one refused as stale gets the same
+         * answer (the same id, one generation: generations_policy). */
+        if ((mode == M_DEDUPE ? ok_accepted < 1 : ok_accepted != 1) ||
+            !upstream[0])
             violation("one_accepted_output",
                       "completed run %s (%s): %lld ok attempts, %lld carry the "
                       "accepted output %s; attempts: %s",
@@ -1250,6 +1772,15 @@ check_run(struct e2e *t, struct run *r, struct figures *fg)
         long copies, distinct;
         const char *first;
 
+        if (lost_completion) {
+            twice |= check_lost_notes(t, r, st, channels[c]);
+            notes_of(r->id, channels[c], &copies, &distinct, &first);
+            /* the receiver holds an answer for a run the ledger did not
+             * complete again (a later attempt ended otherwise) */
+            if (strcmp(st, "completed") != 0 && copies > 0 && c == 0)
+                fg->notified_lost_only++;
+            continue;
+        }
         notes_of(r->id, channels[c], &copies, &distinct, &first);
         if (strcmp(st, "completed") != 0) {
             if (copies != 0)
@@ -1289,6 +1820,7 @@ check_run(struct e2e *t, struct run *r, struct figures *fg)
                       "not the ledger's (output %s): %.400s",
                       r->id, channels[c], upstream, first);
     }
+    fg->notified_twice += twice;
 }
 
 static void
@@ -1419,15 +1951,34 @@ main(int argc, char **argv)
     snprintf(kafka_dir, sizeof(kafka_dir), "%s/explore-kafka-%d", cwd,
              (int)getpid());
     failover = mix(seed ^ 0x6661696c6f766572ULL) % 4 == 0;
+    async_standby = failover && mix(seed ^ 0x6173796e63ULL) % 2 == 0;
+    quiet = async_standby && mix(seed ^ 0x7175696574ULL) % 3 == 0;
+    restart_consumers = async_standby && mix(seed ^ 0x72657374ULL) % 3 == 0;
+    cluster = mix(seed ^ 0x636c7573746572ULL) % 5 == 0;
     if (failover) {
         snprintf(pair, sizeof(pair), "%s/explore-pair-%d", cwd, (int)getpid());
-        e2e_replica_pair(pair, "sync", pg_url, sizeof(pg_url));
+        e2e_replica_pair(pair, async_standby ? "async" : "sync", pg_url,
+                         sizeof(pg_url));
         snprintf(pg_dir, sizeof(pg_dir), "%s/primary", pair);
     } else {
         e2e_private_pg(pg_dir, pg_url, sizeof(pg_url));
     }
-    e2e_private_kafka(kafka_dir, servers, sizeof(servers));
+    if (cluster) {
+        /* Three JVMs beside everything else on two cores: smaller heaps
+         * than the cluster tests' (the explorer's load is light). */
+        setenv("KAFKA_HEAP_OPTS", "-Xmx256m -Xms128m", 0);
+        snprintf(cluster_dir, sizeof(cluster_dir), "%s/explore-cluster-%d", cwd,
+                 (int)getpid());
+        cluster_start(cluster_dir, servers, sizeof(servers));
+    } else {
+        e2e_private_kafka(kafka_dir, servers, sizeof(servers));
+    }
     e2e_setup_at(&t, "explore", 4, pg_url, servers);
+    /* An idempotent producer can turn a leader change into a fatal
+     * sequence error (cluster.h): the cluster's events go through a
+     * plain acks=all one. */
+    if (cluster)
+        cluster_plain_publisher(&t);
     running = &t;
     snprintf(job, sizeof(job), "job-%s", t.name);
     snprintf(batch_job, sizeof(batch_job), "%s-batch", job);
@@ -1435,9 +1986,15 @@ main(int argc, char **argv)
     snprintf(stub_dedupe, sizeof(stub_dedupe), "STUB_DEDUPE=%d",
              mode == M_DEDUPE);
     e2e_stub_start(&t, stub_env);
-    fprintf(stderr, "explore: %d runs, %d events, %d faults drawn; mode %s%s\n",
+    fprintf(stderr,
+            "explore: %d runs, %d events, %d faults drawn; mode %s%s%s%s%s\n",
             nruns, nevents, nfaults, mode_names[mode],
-            failover ? "; ledger with a sync standby" : "");
+            !failover       ? ""
+            : async_standby ? "; ledger with an async standby"
+                            : "; ledger with a sync standby",
+            quiet ? ", quiet after the promotion" : "",
+            restart_consumers ? ", consumers killed with the primary" : "",
+            cluster ? "; a three-broker cluster" : "");
 
     for (int k = 0; k < 5; k++) {
         char tenant[32];
@@ -1488,6 +2045,9 @@ main(int argc, char **argv)
                     respawn(&t, i);
             }
         }
+        if (node_down && rltest_now_ms() >= node_up_at)
+            node_restarted(0);
+        quiet_release(&t);
         for (int i = 0; i < nruns; i++)
             act(&t, &runs[i], published_at[i], rltest_now_ms());
         if (ev >= nevents && fi >= nfaults && at >= (int64_t)window_s * 1000)
@@ -1514,11 +2074,14 @@ main(int argc, char **argv)
         if (down[i] || !e2e_alive(&t, slot[i]))
             respawn(&t, i);
     }
+    if (node_down)
+        RL_REQUIRE(node_restarted(120000));
     fprintf(stderr, "explore: %ld faults in %lld ms; settling\n", total_faults,
             (long long)(faults_off - started));
     while (rltest_now_ms() - faults_off < SETTLE_MS) {
         int64_t expected = 0;
 
+        quiet_release(&t);
         for (int i = 0; i < nruns; i++) {
             act(&t, &runs[i], published_at[i], rltest_now_ms());
             expected += !runs[i].purged;
@@ -1556,6 +2119,8 @@ main(int argc, char **argv)
     /* Every process ends with SIGTERM and must exit 0 in its grace. */
     for (int i = 0; i < NPROCS; i++)
         sigterm_checked(&t, i);
+    if (async_standby)
+        read_old_primary(&t);
 
     if (plant) {
         for (int i = 0; i < nruns; i++) {
@@ -1584,6 +2149,28 @@ main(int argc, char **argv)
            total_faults);
     for (int i = 0; i < NFKINDS; i++)
         printf(" %s=%ld", fault_names[i], fault_count[i]);
+    printf(" ledger=%s brokers=%d",
+           !failover                    ? "single"
+           : !async_standby             ? "sync"
+           : quiet && restart_consumers ? "async_quiet_restart"
+           : quiet                      ? "async_quiet"
+           : restart_consumers          ? "async_restart"
+                                        : "async",
+           cluster ? 3 : 1);
+    if (async_standby)
+        printf(" lost_window_ms=%lld lost_wal_bytes=%lld lost_runs=%ld "
+               "lost_attempts=%ld lost_completions=%ld regenerated=%ld "
+               "notified_twice=%ld notified_lost_only=%ld "
+               "quiet_recovered_ms=%lld",
+               (long long)(killed_ms - detach_ms), lost_wal_bytes, fg.lost_runs,
+               fg.lost_attempts, fg.lost_completions, fg.regenerated,
+               fg.notified_twice, fg.notified_lost_only,
+               (long long)quiet_recovered_ms);
+    if (cluster)
+        printf(" node_kills_leader=%ld node_kills_coordinator=%ld "
+               "node_kills_any=%ld node_kills_skipped=%ld",
+               node_kills_by[0], node_kills_by[1], node_kills_by[2],
+               node_kills_skipped);
     printf(" kill_at_crashed=%ld sigterms_checked=%ld generations=%ld "
            "generations_beyond_one=%ld settle_ms=%lld violations=%ld "
            "elapsed_ms=%lld\n",
