@@ -626,9 +626,17 @@ finish(struct rl_batcher *bt, struct rl_batch *b,
                              "for this run",
                              st->status);
                 err = fence_begin(&ls);
+                /* A batch given up unread may have run at the provider
+                 * all the same (its polls failed, not its lines): the
+                 * attempt may have generated, as a live call that got no
+                 * answer. A batch that ended without a line for the run
+                 * did not answer it. */
                 if (!err)
                     err = fence_end(
-                        &ls, line_failed(&ls, &left[i], RL_OUTCOME_TRANSIENT, 0,
+                        &ls, line_failed(&ls, &left[i],
+                                         *gave_up ? RL_OUTCOME_AMBIGUOUS
+                                                  : RL_OUTCOME_TRANSIENT,
+                                         0,
                                          *gave_up ? "batch_unreadable"
                                          : strcmp(st->status, "expired") == 0
                                              ? "batch_expired"
