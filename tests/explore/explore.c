@@ -1366,11 +1366,17 @@ check_run(struct e2e *t, struct run *r, struct figures *fg)
                       r->id, r->cancel_rc, st, err_class,
                       attempts_of(t, r->id));
         if (r->cancel_rc == 0) {
+            /* Both times are their transactions' starts: a cancel
+             * begun first that waited for a dispatch's lock decides after
+             * that dispatch committed, and counts it (seed 6: an attempt
+             * 1 ms after decided_at, counted in its attempts), so an
+             * attempt the decision counted is one before it. */
             n = e2e_intf(t,
-                         "SELECT count(*) FROM attempts a WHERE a.run_id = "
-                         "'%s' AND a.dispatched_at > (SELECT min(decided_at) "
-                         "FROM run_decisions d WHERE d.run_id = '%s' AND "
-                         "d.decision = 'cancel')",
+                         "SELECT count(*) FROM attempts a JOIN (SELECT "
+                         "min(decided_at) at, min(attempts) n FROM "
+                         "run_decisions WHERE run_id = '%s' AND decision = "
+                         "'cancel') d ON a.dispatched_at > d.at AND "
+                         "a.attempt_no > d.n WHERE a.run_id = '%s'",
                          r->id, r->id);
             /* The cancel decision records the attempts made so far: a
              * dispatch whose transaction began before the cancel but
