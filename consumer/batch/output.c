@@ -713,13 +713,21 @@ settle_unanswered(struct lines *ls, const struct rl_model_batch_state *st,
         for (size_t i = 0; i < n; i++) {
             if (!err) {
                 err = fence_begin(ls);
-                /* A fault test's write that the ledger keeps refusing. */
+                /* A batch given up unread may have run at the provider
+                 * all the same (its polls or its files failed, not its
+                 * lines): the attempt may have generated, as a live call
+                 * that got no answer. A batch that ended without a line
+                 * for the run did not answer it. A fault test's write
+                 * that the ledger keeps refusing comes first. */
                 if (!err)
                     err = fence_end(
                         ls,
                         rl_failpoint("batch_unanswered_write")
                             ? RL_ERR_DB
-                            : line_failed(ls, &left[i], RL_OUTCOME_TRANSIENT, 0,
+                            : line_failed(ls, &left[i],
+                                          *gave_up ? RL_OUTCOME_AMBIGUOUS
+                                                   : RL_OUTCOME_TRANSIENT,
+                                          0,
                                           *gave_up ? "batch_unreadable"
                                           : strcmp(st->status, "expired") == 0
                                               ? "batch_expired"

@@ -65,8 +65,12 @@ poll_batch(struct rl_batcher *bt, struct rl_batch *b)
         return;
     }
     /* A create that reached the provider late has made its batch by
-     * now, most likely: cancelled before it costs. */
-    if (b->polls == 0)
+     * now, most likely: cancelled before it costs. A batch created more
+     * than once is looked at every poll: the provider may list the other
+     * create's batch only later (its list lags, or that create arrives
+     * late), and it is to be cancelled before it runs, not when this one
+     * ends. */
+    if (b->polls == 0 || b->create_tries > 1)
         batch_cancel_strays(bt, b);
     /* Every run of it cancelled: nobody wants its answers. */
     if (strcmp(st.status, "cancelling") != 0 &&

@@ -141,6 +141,38 @@ bt_stub_reset(struct e2e *t)
     return rc;
 }
 
+long
+bt_stub_call(struct e2e *t, const char *method, const char *path,
+             const char *body)
+{
+    char url[512];
+    CURL *curl = curl_easy_init();
+    struct grow g = {NULL, 0};
+    struct curl_slist *h = NULL;
+    long status = -1;
+
+    if (!curl)
+        return -1;
+    stub_admin_url(t, path, url, sizeof(url));
+    curl_easy_setopt(curl, CURLOPT_URL, url);
+    curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method);
+    if (body) {
+        h = curl_slist_append(h, "Content-Type: application/json");
+        curl_easy_setopt(curl, CURLOPT_HTTPHEADER, h);
+        curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body);
+    }
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, grow_write);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &g);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 10000L);
+    if (curl_easy_perform(curl) != CURLE_OK ||
+        curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status) != CURLE_OK)
+        status = -1;
+    curl_slist_free_all(h);
+    free(g.data);
+    curl_easy_cleanup(curl);
+    return status;
+}
+
 /* The answer's "id" of a POST the curl handle is set up for, into id.
  * Returns 0 when the stub answered 200 with an id. */
 static int

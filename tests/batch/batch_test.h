@@ -30,6 +30,12 @@ long bt_stub_stat(struct e2e *t, const char *name);
  * -1. */
 int bt_stub_reset(struct e2e *t);
 
+/* method (GET, POST, DELETE) on path of the test's stub ("/v1/batches",
+ * "/admin/batch_fault"), with body (POST) when not NULL. Returns the HTTP
+ * status, or -1 when the stub did not answer. */
+long bt_stub_call(struct e2e *t, const char *method, const char *path,
+                  const char *body);
+
 /* POST /v1/files of the test's stub: jsonl (purpose "batch") named
  * filename, as another client of the provider would; its id into
  * file_id. Returns 0, or -1 when the stub did not take it. */

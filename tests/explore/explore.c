@@ -10,6 +10,7 @@
  * of a seed meet the same schedule, not the same interleaving. A failing
  * run prints "explore: VIOLATION seed=S rule=...: <history excerpt>" per
  * broken rule and exits 1; the last line on stdout is the figure line. */
+#include <cjson/cJSON.h>
 #include <curl/curl.h>
 #include <limits.h>
 #include <signal.h>
@@ -78,13 +79,25 @@ enum fkind {
     F_KILL_AT,     /* kill -9, restarted to crash at a failpoint, restarted */
     F_DETACH,      /* the async standby stopped: the lost window opens */
     F_NODE_KILL,   /* a node of the 3-broker cluster killed -9, restarted */
+    /* Batch faults (the stub's /admin/batch_fault), drawn only while
+     * batch runs are about: */
+    F_BATCH_CREATE_LATE,    /* the next creates made and answered 12-15 s
+                             * late, past the 10 s batch lease */
+    F_BATCH_DROP_REPLY,     /* the next create made, its reply lost */
+    F_BATCH_LIST_LAG,       /* new batches missing from the list a while */
+    F_BATCH_POLL_404,       /* the next 2-8 polls answered 404 */
+    F_BATCH_EXPIRE_PARTIAL, /* the next batches expire half answered */
     NFKINDS
 };
 
 static const char *const fault_names[NFKINDS] = {
-    "kill9",     "sigterm",    "pg_restart",  "pg_cut",     "model_429",
-    "model_5xx", "model_hang", "model_reset", "model_slow", "broker_kill",
-    "failover",  "freeze",     "kill_at",     "detach",     "node_kill"};
+    "kill9",          "sigterm",           "pg_restart",
+    "pg_cut",         "model_429",         "model_5xx",
+    "model_hang",     "model_reset",       "model_slow",
+    "broker_kill",    "failover",          "freeze",
+    "kill_at",        "detach",            "node_kill",
+    "batch_create_late", "batch_drop_reply", "batch_list_lag",
+    "batch_poll_404", "batch_expire_partial"};
 
 /* Action states of a run's operator step. */
 enum { ACT_NONE, ACT_PENDING, ACT_DONE, ACT_MOOT };
@@ -129,6 +142,7 @@ struct fault {
     int kind;
     int target; /* process slot index for kill9/sigterm */
     int param;
+    int ms; /* batch faults: the delay or lag */
 };
 
 struct note {
@@ -399,6 +413,61 @@ cmp_fault(const void *a, const void *b)
     return x->at_ms < y->at_ms ? -1 : x->at_ms > y->at_ms;
 }
 
+/* Batch faults take the place of some of the faults drawn at times when
+ * batch runs are about (from 2.5 s after the first batch run's event to
+ * 10 s after the last one's: waiting, submitted or being read), about one
+ * in six there. They are drawn by a generator of their own, so the rest
+ * of a seed's schedule is the one it had before they were drawn. */
+static void
+draw_batch_faults(int64_t window)
+{
+    unsigned long long b = mix(seed ^ 0x6261746368ULL);
+    int64_t first = -1, last = -1;
+
+    for (int i = 0; i < nevents; i++) {
+        if (runs[events[i].run].kind != K_BATCH)
+            continue;
+        if (first < 0 || events[i].at_ms < first)
+            first = events[i].at_ms;
+        if (events[i].at_ms > last)
+            last = events[i].at_ms;
+    }
+    if (first < 0)
+        return;
+    for (int i = 0; i < nfaults; i++) {
+        struct fault *f = &faults[i];
+        int w;
+
+        b = mix(b);
+        if (f->at_ms < first + 2500 || f->at_ms > last + 10000 ||
+            f->at_ms >= window || f->kind == F_BROKER_KILL || b % 100 >= 17)
+            continue;
+        b = mix(b);
+        w = (int)(b % 100);
+        b = mix(b);
+        if (w < 25) {
+            f->kind = F_BATCH_CREATE_LATE;
+            f->param = 1; /* creates */
+            f->ms = 12000 + (int)(b % 3001);
+        } else if (w < 45) {
+            f->kind = F_BATCH_DROP_REPLY;
+            f->param = 1;
+        } else if (w < 65) {
+            f->kind = F_BATCH_LIST_LAG;
+            f->param = 1 + (int)(b % 3); /* batches */
+            f->ms = 1000 + (int)(b / 3 % 3001);
+        } else if (w < 85) {
+            /* fewer or more than the worker's 5 failed polls in a row
+             * before it gives a batch up (consumer/batch/poll.c) */
+            f->kind = F_BATCH_POLL_404;
+            f->param = 2 + (int)(b % 7);
+        } else {
+            f->kind = F_BATCH_EXPIRE_PARTIAL;
+            f->param = 1 + (int)(b % 2);
+        }
+    }
+}
+
 static void
 draw(const char *job, const char *batch_job, int window_s)
 {
@@ -471,6 +540,7 @@ draw(const char *job, const char *batch_job, int window_s)
         }
         f->param = 1 + pick(4);
     }
+    draw_batch_faults(window);
     /* The topologies' own faults come from generators of their own: the
      * draws above are the same with or without them. */
     if (failover && nfaults + 2 < MAX_FAULTS) {
@@ -482,13 +552,13 @@ draw(const char *job, const char *batch_job, int window_s)
         if (quiet)
             fo = events[nevents - 1].at_ms + 1000 +
                  (int64_t)(mix(seed ^ 0x7175696574ULL) % 2000);
-        faults[nfaults++] = (struct fault){fo, F_FAILOVER, 0, 0};
+        faults[nfaults++] = (struct fault){fo, F_FAILOVER, 0, 0, 0};
         if (async_standby) {
             int64_t lead =
                 2000 + (int64_t)(mix(seed ^ 0x646574616368ULL) % 6000);
 
             faults[nfaults++] = (struct fault){
-                fo - lead < 2500 ? 2500 : fo - lead, F_DETACH, 0, 0};
+                fo - lead < 2500 ? 2500 : fo - lead, F_DETACH, 0, 0, 0};
         }
     }
     if (cluster) {
@@ -499,7 +569,7 @@ draw(const char *job, const char *batch_job, int window_s)
             z = mix(z);
             faults[nfaults++] = (struct fault){
                 window * (15 + 70 * k / kills + (int64_t)(z % 10)) / 100,
-                F_NODE_KILL, (int)((z >> 8) % 3), 1 + (int)((z >> 16) % 4)};
+                F_NODE_KILL, (int)((z >> 8) % 3), 1 + (int)((z >> 16) % 4), 0};
         }
     }
     qsort(faults, (size_t)nfaults, sizeof(faults[0]), cmp_fault);
@@ -564,9 +634,10 @@ discard(char *ptr, size_t size, size_t nmemb, void *opaque)
     return size * nmemb;
 }
 
-/* POST (body) or DELETE (body NULL) on the stub's /admin/fault. */
+/* POST (body) or DELETE (body NULL) on the stub's admin path
+ * (/admin/fault, /admin/batch_fault). */
 static void
-stub_fault(struct e2e *t, const char *body)
+stub_admin(struct e2e *t, const char *path, const char *body)
 {
     CURL *c = curl_easy_init();
     char url[300];
@@ -578,7 +649,7 @@ stub_fault(struct e2e *t, const char *body)
     /* stub_url ends in /v1: the admin path is beside it */
     if (strlen(url) > 3 && strcmp(url + strlen(url) - 3, "/v1") == 0)
         url[strlen(url) - 3] = '\0';
-    strncat(url, "/admin/fault", sizeof(url) - strlen(url) - 1);
+    strncat(url, path, sizeof(url) - strlen(url) - 1);
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 5000L);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
@@ -590,9 +661,25 @@ stub_fault(struct e2e *t, const char *body)
         curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, "DELETE");
     }
     if (curl_easy_perform(c) != CURLE_OK)
-        fprintf(stderr, "explore: stub /admin/fault failed\n");
+        fprintf(stderr, "explore: stub %s failed\n", path);
     curl_slist_free_all(h);
     curl_easy_cleanup(c);
+}
+
+static void
+stub_fault(struct e2e *t, const char *body)
+{
+    stub_admin(t, "/admin/fault", body);
+}
+
+static void
+stub_batch_fault(struct e2e *t, const char *fault, int times, int ms)
+{
+    char body[160];
+
+    snprintf(body, sizeof(body), "{\"mode\":\"%s\",\"times\":%d,\"ms\":%d}",
+             fault, times, ms);
+    stub_admin(t, "/admin/batch_fault", body);
 }
 
 /* One chat completion for key, as a worker would send it, behind the
@@ -824,6 +911,8 @@ inject(struct e2e *t, const struct fault *f, char *pg_dir,
                 how == 0   ? "a partition leader"
                 : how == 1 ? "the group coordinator"
                            : "any");
+    if (f->kind >= F_BATCH_CREATE_LATE)
+        fprintf(stderr, " times=%d ms=%d", f->param, f->ms);
     fputc('\n', stderr);
     switch (f->kind) {
     case F_KILL9:
@@ -920,6 +1009,21 @@ inject(struct e2e *t, const struct fault *f, char *pg_dir,
                 role_name(f->target), f->target, fp, f->param);
         break;
     }
+    case F_BATCH_CREATE_LATE:
+        stub_batch_fault(t, "create_late", f->param, f->ms);
+        break;
+    case F_BATCH_DROP_REPLY:
+        stub_batch_fault(t, "create_drop_reply", f->param, 0);
+        break;
+    case F_BATCH_LIST_LAG:
+        stub_batch_fault(t, "list_lag", f->param, f->ms);
+        break;
+    case F_BATCH_POLL_404:
+        stub_batch_fault(t, "poll_404", f->param, 0);
+        break;
+    case F_BATCH_EXPIRE_PARTIAL:
+        stub_batch_fault(t, "expire_partial", f->param, 0);
+        break;
     case F_FAILOVER:
         /* A primary that is down for a pg_restart fault comes back
          * first: failover kills a running primary. */
@@ -1363,6 +1467,8 @@ struct figures {
     /* the lost window of an asynchronous failover */
     long lost_runs, lost_attempts, lost_completions, regenerated;
     long notified_twice, notified_lost_only;
+    /* provider batches */
+    long provider_batches, strays, strays_cancelled;
 };
 
 /* 1 when the old primary's attempt no (in its history o_atts) is not in
@@ -1506,6 +1612,210 @@ check_lost_notes(struct e2e *t, const struct run *r, const char *st,
                   "old primary's %s",
                   r->id, channel, r->o_upstream);
     return old && cur;
+}
+
+struct grow {
+    char *buf;
+    size_t len;
+};
+
+static size_t
+grow_write(char *ptr, size_t size, size_t nmemb, void *opaque)
+{
+    struct grow *g = opaque;
+    size_t n = size * nmemb;
+    char *p = realloc(g->buf, g->len + n + 1);
+
+    if (!p)
+        return 0;
+    memcpy(p + g->len, ptr, n);
+    g->len += n;
+    p[g->len] = '\0';
+    g->buf = p;
+    return n;
+}
+
+/* A GET of the stub's admin path (/admin/batches: every provider batch
+ * it holds, as it stands; /admin/batch_fault) as JSON (NULL on error;
+ * cJSON_Delete it). */
+static cJSON *
+stub_get(struct e2e *t, const char *path)
+{
+    CURL *c = curl_easy_init();
+    char url[300];
+    struct grow g = {NULL, 0};
+    cJSON *doc = NULL;
+
+    if (!c)
+        return NULL;
+    snprintf(url, sizeof(url), "%s", t->stub_url);
+    if (strlen(url) > 3 && strcmp(url + strlen(url) - 3, "/v1") == 0)
+        url[strlen(url) - 3] = '\0';
+    strncat(url, path, sizeof(url) - strlen(url) - 1);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 10000L);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, grow_write);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &g);
+    if (curl_easy_perform(c) == CURLE_OK && g.buf)
+        doc = cJSON_Parse(g.buf);
+    free(g.buf);
+    curl_easy_cleanup(c);
+    return doc;
+}
+
+static const char *
+json_str(const cJSON *o, const char *name)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+
+    return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+static int
+json_true(const cJSON *o, const char *name)
+{
+    return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, name));
+}
+
+static const char *
+local_of(const cJSON *b)
+{
+    return json_str(cJSON_GetObjectItemCaseSensitive(b, "metadata"),
+                    "runledger_batch");
+}
+
+/* One provider batch, for a violation: id, status, cancelled, read, the
+ * stub's faults on it, its lines. */
+static void
+describe_batch(const cJSON *b, char *out, size_t size)
+{
+    const cJSON *f, *ids = cJSON_GetObjectItemCaseSensitive(b, "custom_ids");
+    size_t n;
+
+    n = (size_t)snprintf(out, size, "%s %s%s%s faults=", json_str(b, "id"),
+                         json_str(b, "status"),
+                         json_true(b, "cancelled") ? " cancelled" : "",
+                         json_true(b, "read") ? " read" : " unread");
+    cJSON_ArrayForEach(f, cJSON_GetObjectItemCaseSensitive(b, "faults"))
+    {
+        if (n < size && cJSON_IsString(f))
+            n += (size_t)snprintf(out + n, size - n, "%s,", f->valuestring);
+    }
+    if (n < size)
+        snprintf(out + n, size - n, " lines=%d", cJSON_GetArraySize(ids));
+}
+
+/* Rule one_provider_batch_per_intent, over the stub's batches grouped by
+ * the local id their metadata carries (the ledger's batches row): the
+ * batch the ledger adopted is the only one read; every other one (a
+ * stray: made by a create whose worker lost the lease or never heard the
+ * reply) is cancelled and never read; and no line (custom_id
+ * <run>:<attempt>) is in two batches read. */
+static void
+check_batches(struct e2e *t, struct figures *fg)
+{
+    cJSON *doc = stub_get(t, "/admin/batches"), *all, *b, *o;
+    char adopted[128], state[32], desc[512];
+
+    if (!doc) {
+        violation("one_provider_batch_per_intent",
+                  "the stub's /admin/batches could not be read");
+        return;
+    }
+    all = cJSON_GetObjectItemCaseSensitive(doc, "batches");
+    cJSON_ArrayForEach(b, all)
+    {
+        const char *local = local_of(b), *row;
+        int is_read = json_true(b, "read"), read_in_group = 0, group = 0;
+
+        fg->provider_batches++;
+        if (!local[0] || strspn(local, "abcdefghijklmnopqrstuvwxyz0123456789"
+                                       "_-") != strlen(local)) {
+            describe_batch(b, desc, sizeof(desc));
+            violation("one_provider_batch_per_intent",
+                      "provider batch %s names no intent of the ledger", desc);
+            continue;
+        }
+        row = e2e_textf(t,
+                        "SELECT coalesce((SELECT coalesce(provider_batch_id, "
+                        "'') || '|' || state FROM batches WHERE batch_id = "
+                        "'%s'), 'missing')",
+                        local);
+        adopted[0] = state[0] = '\0';
+        if (strchr(row, '|'))
+            sscanf(row, "%127[^|]|%31s", adopted, state);
+        if (row[0] == '|')
+            sscanf(row, "|%31s", state);
+        cJSON_ArrayForEach(o, all)
+        {
+            if (strcmp(local_of(o), local) != 0)
+                continue;
+            group++;
+            read_in_group += json_true(o, "read");
+        }
+        if (strcmp(json_str(b, "id"), adopted) == 0) {
+            if (read_in_group > 1) {
+                describe_batch(b, desc, sizeof(desc));
+                violation("one_provider_batch_per_intent",
+                          "intent %s (%s): %d of its %d provider batches "
+                          "read; adopted %s",
+                          local, state, read_in_group, group, desc);
+            }
+            continue;
+        }
+        /* A stray: the ledger holds another provider batch for this
+         * intent (or none). */
+        fg->strays++;
+        fg->strays_cancelled += json_true(b, "cancelled");
+        if (is_read || !json_true(b, "cancelled")) {
+            describe_batch(b, desc, sizeof(desc));
+            violation("one_provider_batch_per_intent",
+                      "intent %s (%s, adopted %s): stray provider batch %s "
+                      "(%d in the group) is %s%s",
+                      local, state[0] ? state : row,
+                      adopted[0] ? adopted : "none", desc, group,
+                      json_true(b, "cancelled") ? "" : "not cancelled",
+                      is_read ? " read" : "");
+        }
+    }
+    /* No line answered through two batches read. */
+    cJSON_ArrayForEach(b, all)
+    {
+        const cJSON *id;
+
+        if (!json_true(b, "read"))
+            continue;
+        cJSON_ArrayForEach(id,
+                           cJSON_GetObjectItemCaseSensitive(b, "custom_ids"))
+        {
+            int in = 0;
+
+            if (!cJSON_IsString(id))
+                continue;
+            cJSON_ArrayForEach(o, all)
+            {
+                const cJSON *x;
+
+                if (o == b || !json_true(o, "read"))
+                    continue;
+                cJSON_ArrayForEach(x,
+                                   cJSON_GetObjectItemCaseSensitive(o, "custom_"
+                                                                       "ids"))
+                {
+                    in += cJSON_IsString(x) &&
+                          strcmp(x->valuestring, id->valuestring) == 0;
+                }
+            }
+            if (in > 0) {
+                describe_batch(b, desc, sizeof(desc));
+                violation("one_provider_batch_per_intent",
+                          "line %s is in %d other provider batches read "
+                          "besides %s",
+                          id->valuestring, in, desc);
+            }
+        }
+    }
+    cJSON_Delete(doc);
 }
 
 static void
@@ -1653,11 +1963,17 @@ check_run(struct e2e *t, struct run *r, struct figures *fg)
                       r->id, r->cancel_rc, st, err_class,
                       attempts_of(t, r->id));
         if (r->cancel_rc == 0) {
+            /* Both times are their transactions' starts: a cancel
+             * begun first that waited for a dispatch's lock decides after
+             * that dispatch committed, and counts it (seed 6: an attempt
+             * 1 ms after decided_at, counted in its attempts), so an
+             * attempt the decision counted is one before it. */
             n = e2e_intf(t,
-                         "SELECT count(*) FROM attempts a WHERE a.run_id = "
-                         "'%s' AND a.dispatched_at > (SELECT min(decided_at) "
-                         "FROM run_decisions d WHERE d.run_id = '%s' AND "
-                         "d.decision = 'cancel')",
+                         "SELECT count(*) FROM attempts a JOIN (SELECT "
+                         "min(decided_at) at, min(attempts) n FROM "
+                         "run_decisions WHERE run_id = '%s' AND decision = "
+                         "'cancel') d ON a.dispatched_at > d.at AND "
+                         "a.attempt_no > d.n WHERE a.run_id = '%s'",
                          r->id, r->id);
             /* The cancel decision records the attempts made so far: a
              * dispatch whose transaction began before the cancel but
@@ -1839,6 +2155,7 @@ check(struct e2e *t, struct figures *fg, int settled)
                   (long long)e2e_int(t, "SELECT count(*) FROM outbox"),
                   (long long)e2e_group_lag(t));
     e2e_read_topic(t, t->notify, on_note, NULL);
+    check_batches(t, fg);
     for (int i = 0; i < nruns; i++) {
         check_run(t, &runs[i], fg);
         expected += !runs[i].purged;
@@ -1912,8 +2229,11 @@ main(int argc, char **argv)
     char cwd[PATH_MAX - 128], pg_dir[PATH_MAX], kafka_dir[PATH_MAX];
     char pg_url[512], servers[256], job[160], batch_job[176], stub_seed[64];
     char stub_dedupe[32];
-    const char *stub_env[] = {"STUB_STORE_LAG_MS=300", stub_seed, stub_dedupe,
-                              NULL};
+    /* A provider batch takes 6 s: long enough for the worker's polls
+     * (1 and 3 s after its create) to find a stray still running, as a
+     * provider's batches of hours are, short enough to settle a seed. */
+    const char *stub_env[] = {"STUB_STORE_LAG_MS=300", "STUB_BATCH_SECONDS=6",
+                              stub_seed, stub_dedupe, NULL};
     int window_s = 40;
     int64_t started, faults_off, settle_ms = -1, last_note = 0;
     int64_t published_at[MAX_RUNS];
@@ -2060,6 +2380,7 @@ main(int argc, char **argv)
     /* The faults stop: no model fault left, every process running. */
     faults_off = rltest_now_ms();
     stub_fault(&t, NULL);
+    stub_admin(&t, "/admin/batch_fault", NULL);
     if (pg_up_at) {
         RL_REQUIRE(e2e_harness("pg.sh", "restart", pg_dir) == 0);
         pg_up_at = 0;
@@ -2171,6 +2492,25 @@ main(int argc, char **argv)
                "node_kills_any=%ld node_kills_skipped=%ld",
                node_kills_by[0], node_kills_by[1], node_kills_by[2],
                node_kills_skipped);
+    printf(" provider_batches=%ld strays=%ld strays_cancelled=%ld "
+           "batch_fault_uses=",
+           fg.provider_batches, fg.strays, fg.strays_cancelled);
+    {
+        /* How many times the stub applied each batch fault (a fault set
+         * may meet no create or poll before the window ends). */
+        static const char *const modes[] = {"create_late", "create_drop_reply",
+                                            "list_lag", "poll_404",
+                                            "expire_partial"};
+        cJSON *doc = stub_get(&t, "/admin/batch_fault");
+        const cJSON *uses = cJSON_GetObjectItemCaseSensitive(doc, "uses");
+
+        for (int i = 0; i < 5; i++) {
+            const cJSON *n = cJSON_GetObjectItemCaseSensitive(uses, modes[i]);
+
+            printf("%s%d", i ? "/" : "", cJSON_IsNumber(n) ? n->valueint : -1);
+        }
+        cJSON_Delete(doc);
+    }
     printf(" kill_at_crashed=%ld sigterms_checked=%ld generations=%ld "
            "generations_beyond_one=%ld settle_ms=%lld violations=%ld "
            "elapsed_ms=%lld\n",

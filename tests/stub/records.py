@@ -20,6 +20,16 @@ holds `[[fault:NNN]]` comes back with status NNN; a batch with a line
 holding `[[fault:batch_expire]]` expires instead of completing. A stored
 completion becomes visible to list calls STUB_STORE_LAG_MS after it was
 made (eventual consistency, as the provider's is).
+
+Batch faults set at run time (POST /admin/batch_fault, served through
+stub_model.py), each counted down per use: create_late (the next N
+creates made and answered M ms late), create_drop_reply (the next N
+creates made, their connection closed unanswered), list_lag (the next N
+batches missing from GET /v1/batches for M ms after their creation),
+poll_404 (the next N GET /v1/batches/ID answered 404), expire_partial
+(the next N batches expire with the first half of their lines answered
+and the rest refused batch_expired). GET /admin/batches lists every batch
+held, read-only, for a checker.
 """
 
 import json
@@ -29,6 +39,9 @@ import time
 from urllib.parse import parse_qs
 
 POLL_TIMES_MAX = 10000
+# The batch faults /admin/batch_fault may set.
+BATCH_FAULT_MODES = ("create_late", "create_drop_reply", "list_lag",
+                     "poll_404", "expire_partial")
 
 DIRECTIVE_RE = re.compile(r"\[\[fault:\s*([A-Za-z0-9_]+)([^\]]*)\]\]")
 
@@ -119,6 +132,78 @@ class Records:
         # and lines refused for their url or body.
         self.batch_lines = {"/v1/chat/completions": 0, "/v1/responses": 0}
         self.batch_lines_refused = 0
+        # mode -> {"times": uses left, "ms": M}; /admin/batch_fault.
+        self.batch_faults = {}
+        self.batch_fault_uses = {m: 0 for m in BATCH_FAULT_MODES}
+        # File ids whose content was served: a batch whose output or
+        # error file is among them was read.
+        self.files_read = set()
+
+    # ---- batch faults (/admin/batch_fault) --------------------------------
+
+    def take_batch_fault(self, mode):
+        """The fault of mode, counted down by one use, or None."""
+        f = self.batch_faults.get(mode)
+        if f is None:
+            return None
+        f["times"] -= 1
+        if f["times"] <= 0:
+            del self.batch_faults[mode]
+        self.batch_fault_uses[mode] += 1
+        return f
+
+    def admin_batch_fault(self, method, body):
+        """(status, dict): GET the faults set, DELETE clears them all,
+        POST {"mode", "times" (1), "ms" (0)} sets one (replacing the same
+        mode's)."""
+        if method == "GET":
+            return 200, {"faults": self.batch_faults,
+                         "uses": self.batch_fault_uses}
+        if method == "DELETE":
+            self.batch_faults = {}
+            return 200, {"faults": {}}
+        if method != "POST":
+            return 405, {"error": {"message": "use GET, POST or DELETE"}}
+        try:
+            cfg = json.loads(body)
+            if not isinstance(cfg, dict):
+                raise ValueError("body must be a JSON object")
+            mode = cfg.get("mode")
+            if mode not in BATCH_FAULT_MODES:
+                raise ValueError("mode must be one of %s"
+                                 % ", ".join(BATCH_FAULT_MODES))
+            times = int(cfg.get("times", 1))
+            ms = int(cfg.get("ms", 0))
+            if times < 1 or ms < 0:
+                raise ValueError("times must be >= 1 and ms >= 0")
+        except (ValueError, TypeError) as e:
+            return 400, {"error": {"message": "bad batch fault: %s" % e}}
+        self.batch_faults[mode] = {"times": times, "ms": ms}
+        return 200, {"faults": self.batch_faults}
+
+    def admin_batches(self):
+        """Every batch held, as it stands (nothing advances): for a
+        checker that groups them by their metadata."""
+        out = []
+        for b in self.batches.values():
+            _, data = self.files.get(b["input_file_id"], (None, b""))
+            cids = []
+            for line in data.splitlines():
+                try:
+                    cids.append(json.loads(line).get("custom_id"))
+                except ValueError:
+                    pass
+            out.append({
+                "id": b["id"], "status": b["status"],
+                "metadata": b["metadata"], "custom_ids": cids,
+                "cancelled": b["cancelled_at"] is not None,
+                "output_file_id": b["output_file_id"],
+                "error_file_id": b["error_file_id"],
+                "read": b["output_file_id"] in self.files_read or
+                b["error_file_id"] in self.files_read,
+                "answered": b["request_counts"]["completed"],
+                "faults": b["_faults"]})
+        return 200, {"batches": out}
 
     def _id(self, prefix):
         self.seq += 1
@@ -184,14 +269,19 @@ class Records:
                 return 200, meta
             if len(rest) == 2 and rest[1] == "content" and method == "GET":
                 self.file_reads += 1
+                self.files_read.add(rest[0])
                 return 200, data
         return 404, {"error": {"message": "no such file"}}
 
     def create_delay(self, method, path):
         """Seconds a request waits before it is served: a create's
         STUB_BATCH_CREATE_DELAY_MS, while creates are left to delay."""
-        if method != "POST" or path.rstrip("/") != "/v1/batches" or \
-                self.create_delay_ms <= 0 or self.create_delays_left <= 0:
+        if method != "POST" or path.rstrip("/") != "/v1/batches":
+            return 0
+        late = self.take_batch_fault("create_late")
+        if late is not None:
+            return late["ms"] / 1000.0
+        if self.create_delay_ms <= 0 or self.create_delays_left <= 0:
             return 0
         self.create_delays_left -= 1
         return self.create_delay_ms / 1000.0
@@ -225,20 +315,38 @@ class Records:
                 # A line asking for it makes the whole batch expire (at
                 # STUB_BATCH_SECONDS), whatever the stub's expiry.
                 "_expire": b"[[fault:batch_expire]]" in self.files[fid][1],
+                "_hidden_until": 0, "_partial": False, "_faults": [],
             }
+            lag = self.take_batch_fault("list_lag")
+            if lag is not None:
+                batch["_hidden_until"] = now + lag["ms"] / 1000.0
+                batch["_faults"].append("list_lag")
+            if self.take_batch_fault("expire_partial") is not None:
+                batch["_partial"] = True
+                batch["_faults"].append("expire_partial")
             self.batches[bid] = batch
             self.batches_created += 1
-            if headers.get("x-stub-fault") == "drop_reply":
+            drop = self.take_batch_fault("create_drop_reply")
+            if drop is not None:
+                batch["_faults"].append("create_drop_reply")
+            if drop is not None or headers.get("x-stub-fault") == "drop_reply":
                 # The batch exists; the caller never hears of it (a crash
                 # or a cut connection between create and reply).
                 return 0, None
             return 200, self._public(batch)
         if not rest and method == "GET":
+            now = time.time()
+            # A batch under list_lag is made but not listed yet.
             items = [self._public(self._advance(b))
-                     for b in self.batches.values()]
+                     for b in self.batches.values()
+                     if b["_hidden_until"] <= now]
             items.reverse()     # newest first, as the provider lists them
             self.list_pages["batches"] += 1
             return 200, _page(items, query, self.page_max)
+        if len(rest) == 1 and method == "GET" and \
+                self.take_batch_fault("poll_404") is not None:
+            return 404, {"error": {"message": "no such batch (stub fault "
+                                              "poll_404)"}}
         if rest and rest[0] in self.batches:
             batch = self._advance(self.batches[rest[0]])
             if len(rest) == 1 and method == "GET":
@@ -264,10 +372,11 @@ class Records:
         if (self.batch_expire and age >= self.batch_expire and
                 (not self.batch_seconds or
                  self.batch_expire < self.batch_seconds)) or \
-                (batch["_expire"] and age >= self.batch_seconds):
+                ((batch["_expire"] or batch["_partial"]) and
+                 age >= self.batch_seconds):
             batch["status"] = "expired"
             batch["expired_at"] = int(time.time())
-            self._finish(batch, expired=True)
+            self._finish(batch, expired=True, partial=batch["_partial"])
             return batch
         if age * 1000 >= self.batch_start_ms and \
                 batch["status"] == "validating":
@@ -279,19 +388,19 @@ class Records:
             batch["completed_at"] = int(time.time())
         return batch
 
-    def _finish(self, batch, expired):
+    def _finish(self, batch, expired, partial=False):
         """Answers every line of the input file (or, expired, refuses
-        them): the output file holds the answers, the error file the
-        refused lines, each with its custom_id."""
+        them; partial: the first half answered, the rest refused): the
+        output file holds the answers, the error file the refused lines,
+        each with its custom_id."""
         _, data = self.files[batch["input_file_id"]]
         out, err = [], []
-        for line in data.splitlines():
-            if not line.strip():
-                continue
+        lines = [x for x in data.splitlines() if x.strip()]
+        for i, line in enumerate(lines):
             req = json.loads(line)
             cid = req.get("custom_id")
             batch["request_counts"]["total"] += 1
-            if expired:
+            if expired and (not partial or i >= len(lines) // 2):
                 err.append({"id": self._id("batch_req"), "custom_id": cid,
                             "response": None, "error": {
                                 "code": "batch_expired",

@@ -1094,6 +1094,15 @@ class Stub:
             return Reply(200, b'{"reset":true}')
         if path == "/admin/fault":
             return self.admin_fault(method, body)
+        if path == "/admin/batch_fault":
+            status, doc = self.records.admin_batch_fault(method, body)
+            return Reply(status, json.dumps(doc).encode())
+        if path == "/admin/batches":
+            if method != "GET":
+                return Reply(405, error_body(405, "use GET"),
+                             b"Allow: GET\r\n")
+            status, doc = self.records.admin_batches()
+            return Reply(status, json.dumps(doc).encode())
         return Reply(404, error_body(404, "no such path: %s" % path))
 
     def stats(self, query):
@@ -1147,6 +1156,7 @@ class Stub:
             "list_pages": self.records.list_pages,
             "batch_polls": self.records.batch_polls,
             "batch_poll_times": self.records.batch_poll_times,
+            "batch_fault_uses": self.records.batch_fault_uses,
             "dedupe": self.dedupe,
             "rate_limit": {
                 "rpm": self.rpm, "tpm": self.tpm,

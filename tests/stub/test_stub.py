@@ -943,6 +943,121 @@ class RecordsTest(unittest.TestCase):
         self.assertEqual(len(out.splitlines()), 3)
         self.assertEqual(stats(stub.port)["file_reads"], 1)
 
+    def batch_fault(self, port, mode, times=1, ms=0):
+        status, _, out = request(port, "POST", "/admin/batch_fault",
+                                 {"mode": mode, "times": times, "ms": ms})
+        self.assertEqual(status, 200, out)
+
+    def create(self, port, fid, local_id, expect=200):
+        status, _, data = request(port, "POST", "/v1/batches", {
+            "input_file_id": fid, "endpoint": "/v1/chat/completions",
+            "metadata": {"runledger_batch": local_id}})
+        self.assertEqual(status, expect, data)
+        return json.loads(data)["id"]
+
+    def admin_batches(self, port):
+        status, _, out = request(port, "GET", "/admin/batches")
+        self.assertEqual(status, 200)
+        return {b["id"]: b for b in json.loads(out)["batches"]}
+
+    def test_batch_fault_create_late_counted_down(self):
+        stub = self.start(STUB_BATCH_SECONDS="30")
+        f = upload(stub.port, batch_lines(1, "bf1"))
+        self.batch_fault(stub.port, "create_late", times=2, ms=400)
+        for _ in range(2):
+            t0 = time.monotonic()
+            self.create(stub.port, f["id"], "L1")
+            self.assertGreaterEqual(time.monotonic() - t0, 0.4)
+        t0 = time.monotonic()
+        self.create(stub.port, f["id"], "L1")
+        self.assertLess(time.monotonic() - t0, 0.3)
+        self.assertEqual(stats(stub.port)["batch_fault_uses"]["create_late"],
+                         2)
+
+    def test_batch_fault_create_drop_reply_makes_the_batch(self):
+        stub = self.start(STUB_BATCH_SECONDS="30")
+        f = upload(stub.port, batch_lines(2, "bf2"))
+        self.batch_fault(stub.port, "create_drop_reply")
+        with self.assertRaises((http.client.HTTPException, OSError)):
+            self.create(stub.port, f["id"], "L2")
+        self.create(stub.port, f["id"], "L2")     # the next is answered
+        held = list(self.admin_batches(stub.port).values())
+        self.assertEqual(len(held), 2)
+        self.assertEqual({b["metadata"]["runledger_batch"] for b in held},
+                         {"L2"})
+        self.assertEqual(held[0]["custom_ids"], ["bf2-0:1", "bf2-1:1"])
+
+    def test_batch_fault_list_lag_hides_a_new_batch(self):
+        stub = self.start(STUB_BATCH_SECONDS="30")
+        f = upload(stub.port, batch_lines(1, "bf3"))
+        self.batch_fault(stub.port, "list_lag", ms=500)
+        bid = self.create(stub.port, f["id"], "L3")
+
+        def listed():
+            _, _, page = request(stub.port, "GET", "/v1/batches")
+            return [b["id"] for b in json.loads(page)["data"]]
+        self.assertNotIn(bid, listed())
+        status, _, _ = request(stub.port, "GET", "/v1/batches/" + bid)
+        self.assertEqual(status, 200)
+        time.sleep(0.6)
+        self.assertIn(bid, listed())
+
+    def test_batch_fault_poll_404_then_answered(self):
+        stub = self.start(STUB_BATCH_SECONDS="30")
+        f = upload(stub.port, batch_lines(1, "bf4"))
+        bid = self.create(stub.port, f["id"], "L4")
+        self.batch_fault(stub.port, "poll_404", times=2)
+        for want in (404, 404, 200):
+            status, _, _ = request(stub.port, "GET", "/v1/batches/" + bid)
+            self.assertEqual(status, want)
+
+    def test_batch_fault_expire_partial_answers_half(self):
+        stub = self.start(STUB_BATCH_SECONDS="0.2")
+        f = upload(stub.port, batch_lines(4, "bf5"))
+        self.batch_fault(stub.port, "expire_partial")
+        bid = self.create(stub.port, f["id"], "L5")
+        doc = self.wait_batch(stub.port, bid, "expired")
+        self.assertEqual(doc["status"], "expired")
+        _, _, out = request(stub.port, "GET",
+                            "/v1/files/%s/content" % doc["output_file_id"])
+        self.assertEqual([json.loads(x)["custom_id"]
+                          for x in out.splitlines()], ["bf5-0:1", "bf5-1:1"])
+        _, _, err = request(stub.port, "GET",
+                            "/v1/files/%s/content" % doc["error_file_id"])
+        self.assertEqual([(json.loads(x)["custom_id"],
+                           json.loads(x)["error"]["code"])
+                          for x in err.splitlines()],
+                         [("bf5-2:1", "batch_expired"),
+                          ("bf5-3:1", "batch_expired")])
+        self.assertEqual(stats(stub.port)["generations"], 2)
+        held = self.admin_batches(stub.port)[bid]
+        self.assertTrue(held["read"])
+        self.assertEqual(held["faults"], ["expire_partial"])
+        # The next batch completes.
+        bid = self.create(stub.port, f["id"], "L6")
+        self.assertEqual(self.wait_batch(stub.port, bid, "completed")
+                         ["status"], "completed")
+
+    def test_batch_fault_refused_and_cleared(self):
+        stub = self.start()
+        status, _, _ = request(stub.port, "POST", "/admin/batch_fault",
+                               {"mode": "nope"})
+        self.assertEqual(status, 400)
+        self.batch_fault(stub.port, "poll_404", times=3)
+        status, _, out = request(stub.port, "DELETE", "/admin/batch_fault")
+        self.assertEqual(status, 200)
+        _, _, out = request(stub.port, "GET", "/admin/batch_fault")
+        self.assertEqual(json.loads(out)["faults"], {})
+
+    def test_admin_batches_shows_cancelled_unread(self):
+        stub = self.start(STUB_BATCH_SECONDS="30")
+        f = upload(stub.port, batch_lines(1, "bf7"))
+        bid = self.create(stub.port, f["id"], "L7")
+        request(stub.port, "POST", "/v1/batches/%s/cancel" % bid)
+        held = self.admin_batches(stub.port)[bid]
+        self.assertEqual((held["status"], held["cancelled"], held["read"]),
+                         ("cancelled", True, False))
+
     def test_batch_expires_with_every_line_refused(self):
         stub = self.start(STUB_BATCH_SECONDS="30",
                           STUB_BATCH_EXPIRE_SECONDS="0.2")
