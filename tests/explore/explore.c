@@ -90,14 +90,26 @@ enum fkind {
     NFKINDS
 };
 
-static const char *const fault_names[NFKINDS] = {
-    "kill9",          "sigterm",           "pg_restart",
-    "pg_cut",         "model_429",         "model_5xx",
-    "model_hang",     "model_reset",       "model_slow",
-    "broker_kill",    "failover",          "freeze",
-    "kill_at",        "detach",            "node_kill",
-    "batch_create_late", "batch_drop_reply", "batch_list_lag",
-    "batch_poll_404", "batch_expire_partial"};
+static const char *const fault_names[NFKINDS] = {"kill9",
+                                                 "sigterm",
+                                                 "pg_restart",
+                                                 "pg_cut",
+                                                 "model_429",
+                                                 "model_5xx",
+                                                 "model_hang",
+                                                 "model_reset",
+                                                 "model_slow",
+                                                 "broker_kill",
+                                                 "failover",
+                                                 "freeze",
+                                                 "kill_at",
+                                                 "detach",
+                                                 "node_kill",
+                                                 "batch_create_late",
+                                                 "batch_drop_reply",
+                                                 "batch_list_lag",
+                                                 "batch_poll_404",
+                                                 "batch_expire_partial"};
 
 /* Action states of a run's operator step. */
 enum { ACT_NONE, ACT_PENDING, ACT_DONE, ACT_MOOT };
