@@ -615,6 +615,28 @@ batch_cancel_strays(struct rl_batcher *bt, const struct rl_batch *b)
     }
 }
 
+/* A step of b's end that failed (err, why): counted in b's failures
+ * (into *failures), 0. -1, b released as a failed step is, when the
+ * lease is gone or the batcher stops (tried again later); -1 too when
+ * the count cannot be written (the database away: not counted, the lease
+ * runs out). */
+static int
+step_failure(struct lines *ls, int err, const char *why, int *failures)
+{
+    struct rl_batcher *bt = ls->bt;
+    char dberr[512];
+
+    if (bt->lease_lost || batch_stopping(bt)) {
+        batch_step_failed(bt, ls->b, err, why);
+        return -1;
+    }
+    return rl_db_batch_failure(bt->db, ls->b, bt->cfg->worker_id, why,
+                               batch_lease_ms(bt), failures, dberr,
+                               sizeof(dberr)) != 0
+               ? -1
+               : 0;
+}
+
 /* A read that failed (err, errstr): whether b is given up now, why into
  * gave_up. A file the provider refuses, or a line over the limit, is
  * refused again: given up at once, never downloaded again. Otherwise
@@ -626,17 +648,11 @@ read_failed(struct lines *ls, int err, const char *errstr, char *gave_up,
             size_t gave_up_size)
 {
     struct rl_batcher *bt = ls->bt;
-    char dberr[512], why[600];
+    char why[600];
     int failures = 0;
 
     snprintf(why, sizeof(why), "reading the results: %s", errstr);
-    if (bt->lease_lost || batch_stopping(bt)) {
-        batch_step_failed(bt, ls->b, err, why);
-        return -1;
-    }
-    if (rl_db_batch_failure(bt->db, ls->b, bt->cfg->worker_id, why,
-                            batch_lease_ms(bt), &failures, dberr,
-                            sizeof(dberr)) != 0)
+    if (step_failure(ls, err, why, &failures) != 0)
         return -1;
     if ((err != RL_ERR_INVALID || ls->db_failed) &&
         failures < BATCH_FAILURES_MAX) {
@@ -770,19 +786,11 @@ unanswered_failed(struct lines *ls, int err, const char *errstr, char *gave_up,
                   size_t gave_up_size)
 {
     struct rl_batcher *bt = ls->bt;
-    char dberr[512], why[600];
+    char why[600];
     int failures = 0;
 
     snprintf(why, sizeof(why), "settling the runs no line named: %s", errstr);
-    if (err == RL_ERR_STALE)
-        return -1;
-    if (bt->lease_lost || batch_stopping(bt)) {
-        batch_step_failed(bt, ls->b, err, why);
-        return -1;
-    }
-    if (rl_db_batch_failure(bt->db, ls->b, bt->cfg->worker_id, why,
-                            batch_lease_ms(bt), &failures, dberr,
-                            sizeof(dberr)) != 0)
+    if (err == RL_ERR_STALE || step_failure(ls, err, why, &failures) != 0)
         return -1;
     if (failures < BATCH_FAILURES_MAX) {
         if (strcmp(bt->unsettled, ls->b->batch_id) != 0) {
