@@ -87,14 +87,16 @@ stub_admin_url(struct e2e *t, const char *path, char *url, size_t size)
 }
 
 cJSON *
-bt_stub_stats(struct e2e *t)
+bt_stub_get(struct e2e *t, const char *path)
 {
     char url[512];
     CURL *curl = curl_easy_init();
     struct grow g = {NULL, 0};
     cJSON *root = NULL;
 
-    stub_admin_url(t, "/stats", url, sizeof(url));
+    if (!curl)
+        return NULL;
+    stub_admin_url(t, path, url, sizeof(url));
     curl_easy_setopt(curl, CURLOPT_URL, url);
     curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, grow_write);
     curl_easy_setopt(curl, CURLOPT_WRITEDATA, &g);
@@ -104,6 +106,12 @@ bt_stub_stats(struct e2e *t)
     free(g.data);
     curl_easy_cleanup(curl);
     return root;
+}
+
+cJSON *
+bt_stub_stats(struct e2e *t)
+{
+    return bt_stub_get(t, "/stats");
 }
 
 long

@@ -18,6 +18,10 @@ void bt_batch_set(struct e2e *t, const char *job, ...);
  * NAME=value entries (NULL-terminated) win. */
 int bt_spawn(struct e2e *t, ...);
 
+/* A GET of the stub's own path (not under /v1: /stats, /admin/batches,
+ * /admin/batch_fault) as JSON; NULL on error. cJSON_Delete it. */
+cJSON *bt_stub_get(struct e2e *t, const char *path);
+
 /* The test's stub's /stats, parsed (cJSON_Delete it); NULL on error. */
 cJSON *bt_stub_stats(struct e2e *t);
 

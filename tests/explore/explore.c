@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "batch_test.h"
 #include "cluster.h"
 #include "e2e.h"
 #include "ops.h"
@@ -1633,55 +1634,6 @@ check_lost_notes(struct e2e *t, const struct run *r, const char *st,
     return old && cur;
 }
 
-struct grow {
-    char *buf;
-    size_t len;
-};
-
-static size_t
-grow_write(char *ptr, size_t size, size_t nmemb, void *opaque)
-{
-    struct grow *g = opaque;
-    size_t n = size * nmemb;
-    char *p = realloc(g->buf, g->len + n + 1);
-
-    if (!p)
-        return 0;
-    memcpy(p + g->len, ptr, n);
-    g->len += n;
-    p[g->len] = '\0';
-    g->buf = p;
-    return n;
-}
-
-/* A GET of the stub's admin path (/admin/batches: every provider batch
- * it holds, as it stands; /admin/batch_fault) as JSON (NULL on error;
- * cJSON_Delete it). */
-static cJSON *
-stub_get(struct e2e *t, const char *path)
-{
-    CURL *c = curl_easy_init();
-    char url[300];
-    struct grow g = {NULL, 0};
-    cJSON *doc = NULL;
-
-    if (!c)
-        return NULL;
-    snprintf(url, sizeof(url), "%s", t->stub_url);
-    if (strlen(url) > 3 && strcmp(url + strlen(url) - 3, "/v1") == 0)
-        url[strlen(url) - 3] = '\0';
-    strncat(url, path, sizeof(url) - strlen(url) - 1);
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 10000L);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, grow_write);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &g);
-    if (curl_easy_perform(c) == CURLE_OK && g.buf)
-        doc = cJSON_Parse(g.buf);
-    free(g.buf);
-    curl_easy_cleanup(c);
-    return doc;
-}
-
 static const char *
 json_str(const cJSON *o, const char *name)
 {
@@ -1746,7 +1698,7 @@ lost_intent(const char *local)
 static void
 check_batches(struct e2e *t, struct figures *fg)
 {
-    cJSON *doc = stub_get(t, "/admin/batches"), *all, *b, *o;
+    cJSON *doc = bt_stub_get(t, "/admin/batches"), *all, *b, *o;
     char adopted[128], state[32], desc[512];
 
     if (!doc) {
@@ -2545,7 +2497,7 @@ main(int argc, char **argv)
         static const char *const modes[] = {"create_late", "create_drop_reply",
                                             "list_lag", "poll_404",
                                             "expire_partial"};
-        cJSON *doc = stub_get(&t, "/admin/batch_fault");
+        cJSON *doc = bt_stub_get(&t, "/admin/batch_fault");
         const cJSON *uses = cJSON_GetObjectItemCaseSensitive(doc, "uses");
 
         for (int i = 0; i < 5; i++) {
