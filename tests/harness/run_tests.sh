@@ -257,13 +257,14 @@ run_kafka_compat() {
     # dead letters, a broker killed or replaced, shutdown with it gone).
     # Not those whose subject is elsewhere (the ledger's failover, the
     # upgrade, rate limits, budgets, approvals, the console, provider
-    # batches, the model's faults and crash points): their Kafka traffic is
-    # the intake and relay the others cover. Nor the chaos soak (4
-    # minutes): its subject is our processes killed at random, which the
+    # batches, the model's faults and crash points, operations' probes,
+    # CLI and purge, the scheduler's windows): their Kafka traffic is the
+    # intake and relay the others cover. Nor the chaos soak (4 minutes):
+    # its subject is our processes killed at random, which the
     # rebalances, restarts and broker kills here cover against this broker
     # too.
     run_ctest "$build_dir" "$name" -L '^kafka$' \
-        -LE '^(failover|upgrade|ratelimit|budget|approval|console|batch|chaos)$'
+        -LE '^(failover|upgrade|ratelimit|budget|approval|console|batch|chaos|ops|scheduler)$'
 }
 
 # ThreadSanitizer over the e2e tests that run the whole pipeline: the test
