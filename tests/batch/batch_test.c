@@ -290,3 +290,28 @@ bt_stub_batch(struct e2e *t, const char *batch_id)
 {
     return stub_get_json(t, "batches", batch_id);
 }
+
+void
+bt_count_strays(struct e2e *t, const char *adopted, int *others, int *cancelled)
+{
+    cJSON *list = bt_stub_batch(t, "");
+    const cJSON *obj;
+
+    *others = *cancelled = 0;
+    RL_REQUIRE(list != NULL);
+    cJSON_ArrayForEach(obj, cJSON_GetObjectItemCaseSensitive(list, "data"))
+    {
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(obj, "id");
+        const cJSON *st = cJSON_GetObjectItemCaseSensitive(obj, "status");
+
+        if (!cJSON_IsString(id) || strcmp(id->valuestring, adopted) == 0)
+            continue;
+        (*others)++;
+        if (cJSON_IsString(st) && strcmp(st->valuestring, "cancelled") == 0)
+            (*cancelled)++;
+        else
+            printf("batch %s not adopted, left %s\n", id->valuestring,
+                   cJSON_IsString(st) ? st->valuestring : "?");
+    }
+    cJSON_Delete(list);
+}

@@ -60,4 +60,10 @@ cJSON *bt_stub_file(struct e2e *t, const char *file_id);
  * (cJSON_Delete it); NULL on error. */
 cJSON *bt_stub_batch(struct e2e *t, const char *batch_id);
 
+/* The provider batches in the stub's list (GET /v1/batches) other than
+ * adopted, into *others, and how many of them are cancelled; each one
+ * not cancelled is printed. */
+void bt_count_strays(struct e2e *t, const char *adopted, int *others,
+                     int *cancelled);
+
 #endif /* RL_BATCH_TEST_H */

@@ -26,8 +26,6 @@ main(void)
     char key[RL_HEX_SIZE + 8];
     const char *const stub_env[] = {"STUB_BATCH_SECONDS=6",
                                     "STUB_BATCH_CREATE_DELAY_MS=3000", NULL};
-    const cJSON *obj;
-    cJSON *list;
     int cancelled = 0, others = 0;
 
     e2e_setup(&t, "batchstray", 1);
@@ -57,24 +55,7 @@ main(void)
     snprintf(adopted, sizeof(adopted), "%s",
              e2e_text(&t, "SELECT provider_batch_id FROM batches"));
     RL_CHECK_INTEQ(bt_stub_stat(&t, "batches_created"), 2);
-    /* GET /v1/batches/: the stub's list. */
-    list = bt_stub_batch(&t, "");
-    RL_REQUIRE(list != NULL);
-    cJSON_ArrayForEach(obj, cJSON_GetObjectItemCaseSensitive(list, "data"))
-    {
-        const cJSON *id = cJSON_GetObjectItemCaseSensitive(obj, "id");
-        const cJSON *st = cJSON_GetObjectItemCaseSensitive(obj, "status");
-
-        if (!cJSON_IsString(id) || strcmp(id->valuestring, adopted) == 0)
-            continue;
-        others++;
-        if (cJSON_IsString(st) && strcmp(st->valuestring, "cancelled") == 0)
-            cancelled++;
-        else
-            printf("batch %s not adopted, left %s\n", id->valuestring,
-                   cJSON_IsString(st) ? st->valuestring : "?");
-    }
-    cJSON_Delete(list);
+    bt_count_strays(&t, adopted, &others, &cancelled);
     RL_CHECK_INTEQ(others, 1);
     RL_CHECK_INTEQ(cancelled, 1);
     RL_CHECK_INTEQ(bt_stub_stat(&t, "file_reads"), 1);
