@@ -38,13 +38,10 @@ void
 batch_step_failed(struct rl_batcher *bt, const struct rl_batch *b, int err,
                   const char *why)
 {
-    char errstr[512];
-
     if (err == RL_ERR_STALE)
         return;
     batch_log(b, RL_LOG_WARN, "", why);
-    rl_db_batch_step(bt->db, b, bt->cfg->worker_id, RL_BATCH_STEP_RELEASE, why,
-                     RETRY_STEP_MS, errstr, sizeof(errstr));
+    batch_step_again(bt, b, why);
 }
 
 void

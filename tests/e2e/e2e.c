@@ -773,15 +773,13 @@ destroy_replica_pair(void)
 void
 e2e_replica_pair(const char *dir, const char *mode, char *url, size_t size)
 {
-    char file[PATH_MAX + 8], base[16];
+    char file[PATH_MAX + 8];
 
     rltest_service_env("DATABASE_URL"); /* skip when services are absent */
     setenv("PG_REPLICA_MODE", mode, 1);
     /* The standby restarts on its own port at the failover: below the
-     * ephemeral range (no client connection takes it meanwhile), away
-     * from the ports other tests scan from, spread by pid. */
-    snprintf(base, sizeof(base), "%d", 16000 + (int)(getpid() % 350) * 5);
-    setenv("PG_PORT_BASE", base, 0);
+     * ephemeral range (no client connection takes it meanwhile). */
+    private_port_base("PG_PORT_BASE", 16000);
     snprintf(replica_pair, sizeof(replica_pair), "%s", dir);
     atexit(destroy_replica_pair);
     RL_REQUIRE(e2e_harness("pg_replica.sh", "start", dir) == 0);

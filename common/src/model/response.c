@@ -287,8 +287,8 @@ looked_up(const struct rl_model_call *call, int attempt)
  * installation, fingerprint or model is another ledger's (run IDs are
  * deterministic) or another request's: counted in foreign_records,
  * never adopted. NULL when none matches. */
-static const cJSON *
-pick_stored(const cJSON *data, struct rl_model_call *call)
+const cJSON *
+rl_model_pick_stored(const cJSON *data, struct rl_model_call *call)
 {
     const cJSON *rec, *best = NULL;
     double best_created = 0;
@@ -363,12 +363,6 @@ pick_stored(const cJSON *data, struct rl_model_call *call)
     return best;
 }
 
-const cJSON *
-rl_model_pick_stored(const cJSON *data, struct rl_model_call *call)
-{
-    return pick_stored(data, call);
-}
-
 /* Reads a 2xx answer into call: a chat completion, a Responses API
  * object, or a lookup's record of one. Usage is kept even when the
  * content is unusable: those tokens were billed. */
@@ -397,7 +391,7 @@ model_parse_completion(const struct rl_model *m, const struct xfer *x,
                              "stored completions list has no data array");
             goto done;
         }
-        answer = pick_stored(data, call);
+        answer = rl_model_pick_stored(data, call);
         if (!answer) {
             call->outcome = RL_MODEL_NOT_FOUND;
             model_call_error(m, call,
