@@ -5,7 +5,7 @@
 #      CoreDNS and kube-router (build.sh, cached under
 #      $RL_CACHE_DIR/k8s-<version>), the image `make image` builds
 #      (tests/image/build.sh --no-smoke), and the upgrade test's second
-#      image
+#      image, the two images built while the binaries build
 #   2. the cluster (cluster.sh up) in $K8S_DIR, default $BUILD_DIR/k8s
 #   3. PostgreSQL, Kafka and the stub model outside the cluster, on the
 #      bridge's host address, as managed services usually are
@@ -88,20 +88,11 @@ figure() {
 # --- 1. the parts -----------------------------------------------------------
 
 "$here/deps.sh"
-if [ -n "${K8S_BIN:-}" ]; then
-    k8s_bin=$K8S_BIN
-else
-    k8s_bin=$("$here/build.sh" | tail -n 1)
-fi
-export K8S_BIN=$k8s_bin
-[ -x "$k8s_bin/kubectl" ] || die "no kubectl from build.sh"
 helm_bin=$RL_CACHE_DIR/bin/helm
 [ -x "$helm_bin" ] || "$root/tests/helm/check.sh" --tools-only >&2
-export PATH=$k8s_bin:$RL_CACHE_DIR/bin:$PATH
-RL_CACHE_DIR=$RL_CACHE_DIR "$root/tests/image/build.sh" --no-smoke >&2
+export PATH=$RL_CACHE_DIR/bin:$PATH
 rl_version=$(sed -n 's/^project(runledger VERSION \([0-9][0-9.]*\).*/\1/p' CMakeLists.txt)
 archive=$build_dir/runledger-$rl_version.oci.tar
-[ -f "$archive" ] || die "$archive missing after the image build"
 
 # The upgrade test's second image: these sources plus one test-only
 # migration that adds a nullable column to a table the workers write,
@@ -116,7 +107,13 @@ upgrade_src=$build_dir/k8s-upgrade-src
 upgrade_archive=$upgrade_src/build/runledger-$upgrade_tag.oci.tar
 if [ -n "${K8S_TESTS:-}" ] && ! grep -qw upgrade <<<"$K8S_TESTS"; then
     upgrade_archive=
-else
+fi
+
+build_images() {
+    local t0
+    RL_CACHE_DIR=$RL_CACHE_DIR "$root/tests/image/build.sh" --no-smoke
+    [ -f "$archive" ] || { echo "$archive missing after the image build"; return 1; }
+    [ -n "$upgrade_archive" ] || return 0
     t0=$SECONDS
     mkdir -p "$upgrade_src"
     # Everything but build/, where the archive stays between runs.
@@ -132,11 +129,36 @@ else
 ALTER TABLE runs ADD COLUMN $upgrade_column text;
 EOF
     RL_CACHE_DIR=$RL_CACHE_DIR RL_IMAGE_TAG=$upgrade_tag \
-        "$upgrade_src/tests/image/build.sh" --no-smoke >"$build_dir/k8s-upgrade-image.log" 2>&1 ||
-        die "the upgrade image did not build (log: $build_dir/k8s-upgrade-image.log)"
-    [ -f "$upgrade_archive" ] || die "$upgrade_archive missing after the upgrade image build"
-    t_upgrade_image=$((SECONDS - t0))
+        "$upgrade_src/tests/image/build.sh" --no-smoke
+    [ -f "$upgrade_archive" ] ||
+        { echo "$upgrade_archive missing after the upgrade image build"; return 1; }
+    echo "$((SECONDS - t0))" >"$build_dir/k8s-upgrade-image.seconds"
+}
+
+# The images build while the Kubernetes binaries do: on a cold machine
+# both wait on downloads (apt, the Go module proxy) as much as they
+# compile, and each fills the other's waits.
+mkdir -p "$build_dir"
+rm -f "$build_dir/k8s-upgrade-image.seconds"
+images_log=$build_dir/k8s-images.log
+build_images >"$images_log" 2>&1 &
+images_pid=$!
+if [ -n "${K8S_BIN:-}" ]; then
+    k8s_bin=$K8S_BIN
+elif ! k8s_bin=$("$here/build.sh" | tail -n 1); then
+    kill "$images_pid" 2>/dev/null || true
+    wait "$images_pid" 2>/dev/null || true
+    die "the Kubernetes binaries did not build"
 fi
+export K8S_BIN=$k8s_bin
+[ -x "$k8s_bin/kubectl" ] || die "no kubectl from build.sh"
+export PATH=$k8s_bin:$PATH
+wait "$images_pid" || {
+    tail -n 40 "$images_log" >&2
+    die "the images did not build (log: $images_log)"
+}
+grep '^build.sh: ' "$images_log" >&2 || true
+t_upgrade_image=$(cat "$build_dir/k8s-upgrade-image.seconds" 2>/dev/null || echo '?')
 
 # --- 2. the cluster, 3. the services -----------------------------------------
 
