@@ -111,7 +111,9 @@ go_install() { # <what> <package@version> [ldflags]
         die "no $1 in $bin and no Go toolchain to build it (install golang)"
     log "building $1 from the Go module proxy (first run only; minutes)"
     mkdir -p "$bin"
-    GOBIN=$bin GOFLAGS=-mod=mod CGO_ENABLED=0 \
+    # GOGC=400: the compiler collects garbage less often (about a sixth
+    # less CPU for a build this size, for a little more memory).
+    GOBIN=$bin GOFLAGS=-mod=mod CGO_ENABLED=0 GOGC=${GOGC:-400} \
         go install -trimpath -ldflags "${3:-}" "$2" ||
         die "could not build $1 ($2)"
 }
