@@ -1,4 +1,5 @@
-/* The batcher thread (rl-batcher): its turn every TICK_MS, which moves
+/* The batcher thread (rl-batcher): its turn every TICK_MS, which sweeps
+ * the provider's list for orphan batches when due (sweep.c), moves
  * intents on (submit.c) and polls the batches that are due (poll.c) on a
  * connection of its own, dropped and opened again when a statement
  * fails; and its start and stop with the ledger thread. Apart from the
@@ -13,12 +14,18 @@
 #include "batch_int.h"
 #include "rl/clock.h"
 #include "rl/db_conn.h"
+#include "rl/db_dispatch.h"
 #include "rl/log.h"
 #include "rl/model.h"
 #include "rl/model_batch.h"
 
 /* The batcher's turn: forming intents and taking due batches. */
 #define TICK_MS 250
+/* Between two orphan sweeps besides the one at each new connection (a
+ * failover reconnects): a listing of the provider's batches, every page,
+ * costs what a few polls do; an orphan found later than this may have
+ * run to its end. */
+#define SWEEP_MS 300000
 
 /* One turn: intents formed and moved on, due batches polled. Returns 0,
  * or -1 when the connection is to be dropped. */
@@ -27,6 +34,13 @@ turn(struct rl_batcher *bt)
 {
     if (batch_stopping(bt))
         return 0;
+    if (rl_clock_ms() >= bt->sweep_due) {
+        bt->sweep_due = rl_clock_ms() + SWEEP_MS;
+        if (batch_sweep_orphans(bt) != 0)
+            return -1;
+        if (batch_stopping(bt))
+            return 0;
+    }
     if (batch_submit_due(bt) != 0)
         return -1;
     return batch_stopping(bt) ? 0 : batch_poll_due(bt);
@@ -63,9 +77,20 @@ batcher_main(void *arg)
     for (;;) {
         int stop;
 
-        if (!bt->db)
+        if (!bt->db) {
             bt->db = rl_db_connect_role(bt->cfg, RL_DB_ROLE_BATCHER, errstr,
                                         sizeof(errstr));
+            if (bt->db && rl_db_installation_id(bt->db, bt->installation_id,
+                                                sizeof(bt->installation_id),
+                                                errstr, sizeof(errstr)) != 0) {
+                rl_log_warn(NULL, "batcher: %s", errstr);
+                rl_db_destroy(bt->db);
+                bt->db = NULL;
+            }
+            /* A new connection may reach a promoted standby that lost
+             * intents: their batches are looked for at once. */
+            bt->sweep_due = 0;
+        }
         if (bt->db && turn(bt) != 0) {
             rl_db_destroy(bt->db);
             bt->db = NULL;
