@@ -12,12 +12,19 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "batch_int.h"
 #include "rl/db_batch_poll.h"
 #include "rl/err.h"
 #include "rl/log.h"
 #include "rl/model_batch.h"
+
+/* How far back the provider's list is read: a batch ends within its
+ * completion window (24 h at OpenAI and Azure OpenAI, the only one they
+ * take), so one created a week ago has ended, and the pages past it are
+ * of no use to a sweep that runs every few minutes. */
+#define HORIZON_S (7LL * 24 * 3600)
 
 int
 batch_sweep_orphans(struct rl_batcher *bt)
@@ -35,8 +42,9 @@ batch_sweep_orphans(struct rl_batcher *bt)
     }
     if (!in_use)
         return 0;
-    err = rl_model_batches_list_live(bt->mb, bt->installation_id, &refs, &n,
-                                     errstr, sizeof(errstr));
+    err = rl_model_batches_list_live(bt->mb, bt->installation_id,
+                                     (long long)time(NULL) - HORIZON_S, &refs,
+                                     &n, errstr, sizeof(errstr));
     if (err) {
         /* Tried again at the next sweep; the batches' own steps go on. */
         rl_log_warn(NULL,

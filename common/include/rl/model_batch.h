@@ -91,12 +91,15 @@ struct rl_model_batch_ref {
 
 /* The batches not ended yet (validating, in_progress, finalizing) whose
  * metadata names installation_id as RL_MODEL_META_INSTALLATION and a
- * local id (GET /batches, every page), into *refs (malloc'd, the caller
- * frees it; NULL when *n is 0), newest first. A batch naming no
- * installation (created by a release that sent none) or another one is
- * never listed. */
+ * local id (GET /batches, page by page), into *refs (malloc'd, the
+ * caller frees it; NULL when *n is 0), newest first. The provider lists
+ * newest first: the pages end at the first whose every batch was created
+ * before created_after (Unix seconds; 0: every page is read). A batch
+ * naming no installation (created by a release that sent none) or
+ * another one is never listed. */
 int rl_model_batches_list_live(struct rl_model_batches *mb,
                                const char *installation_id,
+                               long long created_after,
                                struct rl_model_batch_ref **refs, size_t *n,
                                char *errstr, size_t errstr_size);
 

@@ -649,7 +649,7 @@ rl_model_batches_cancel_strays(struct rl_model_batches *mb,
 
 int
 rl_model_batches_list_live(struct rl_model_batches *mb,
-                           const char *installation_id,
+                           const char *installation_id, long long created_after,
                            struct rl_model_batch_ref **refs, size_t *n,
                            char *errstr, size_t errstr_size)
 {
@@ -667,7 +667,7 @@ rl_model_batches_list_live(struct rl_model_batches *mb,
     for (int page = 0; page < PAGES_MAX; page++) {
         cJSON *answer = NULL;
         const cJSON *obj;
-        int more;
+        int more, recent = 0;
 
         snprintf(extra, sizeof(extra), "limit=100%s%s", *after ? "&after=" : "",
                  after);
@@ -680,7 +680,14 @@ rl_model_batches_list_live(struct rl_model_batches *mb,
         {
             const char *inst = batch_meta(obj, RL_MODEL_META_INSTALLATION);
             const char *local = batch_meta(obj, RL_MODEL_META_BATCH);
+            const cJSON *created =
+                cJSON_GetObjectItemCaseSensitive(obj, "created_at");
             struct rl_model_batch_ref *ref;
+
+            /* A batch without its creation time may be recent. */
+            if (!cJSON_IsNumber(created) ||
+                created->valuedouble >= (double)created_after)
+                recent = 1;
 
             /* Only this ledger's: another installation's intents are not
              * in this ledger, and a batch of a release that named none
@@ -707,7 +714,9 @@ rl_model_batches_list_live(struct rl_model_batches *mb,
             snprintf(ref->local_id, sizeof(ref->local_id), "%s", local);
             (*n)++;
         }
-        more = !err && next_page(answer, after, sizeof(after));
+        /* A page of only old batches: the rest are older, ended long
+         * since (a whole history is not read at every sweep). */
+        more = !err && recent && next_page(answer, after, sizeof(after));
         cJSON_Delete(answer);
         if (!more)
             break;
