@@ -44,11 +44,13 @@ struct rl_batcher {
     pthread_cond_t wake;
     int stop;         /* @locks lock */
     struct rl_db *db; /* batcher thread */
-    /* The ledger's installation id, read at each connection (a failover
-     * may bring another ledger), named in each batch's metadata; and when
-     * the next orphan sweep is due (monotonic ms, 0: at once). Batcher
-     * thread. */
+    /* The ledger's installation id and its database cluster's system
+     * identifier ("" when the server refuses it: no orphan sweep), read
+     * at each connection (a failover may bring another ledger), named in
+     * each batch's metadata; and when the next orphan sweep is due
+     * (monotonic ms, 0: at once). Batcher thread. */
     char installation_id[128];
+    char cluster_id[32];
     int64_t sweep_due;
     struct rl_model_batches *mb;
     char provider[512]; /* the poll slots' key: the base URL, bare */
@@ -94,9 +96,10 @@ int batch_guard(struct rl_batcher *bt, const struct rl_batch *b);
  * outlives the lease it was made under. */
 int batch_tick(void *arg);
 
-/* sweep.c: the provider's batches naming this installation whose
- * intent the ledger lacks or ended with another batch, cancelled at the
- * provider and never read. A listing or cancel that fails is logged and
+/* sweep.c: the provider's batches naming this installation and this
+ * cluster whose intent the ledger lacks or ended with another batch,
+ * cancelled at the provider and never read; nothing when the cluster's
+ * identifier is unknown. A listing or cancel that fails is logged and
  * left to the next sweep. Returns 0, or -1 when the connection is to be
  * dropped. */
 int batch_sweep_orphans(struct rl_batcher *bt);

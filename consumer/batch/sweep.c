@@ -1,5 +1,11 @@
-/* The orphan sweep: the provider batches this installation made whose
- * intent the ledger does not hold, cancelled unread. An intent is
+/* The orphan sweep: the provider batches this installation made in
+ * this database cluster whose intent the ledger does not hold, cancelled
+ * unread. The cluster's identifier is what tells this ledger from a copy
+ * of it restored from a pg_dump into another environment: the copy keeps
+ * the installation id and knows this ledger's intents only up to the
+ * dump, so its sweep would take every batch this ledger made since for
+ * an orphan. A standby promoted after a failover keeps the identifier,
+ * and sweeps. An intent is
  * committed before its batch is created, so a batch of this
  * installation's always has its row, unless a failover to an
  * asynchronous standby lost that row: nobody polls such a batch, and it
@@ -34,6 +40,10 @@ batch_sweep_orphans(struct rl_batcher *bt)
     size_t n = 0;
     int in_use = 0, err, rc = 0;
 
+    /* The server refused its identifier (warned at the connection): this
+     * ledger's batches cannot be told from a copy's. */
+    if (!bt->cluster_id[0])
+        return 0;
     /* A ledger that never batched made no batch: no listing (which a
      * gateway without the batch API would refuse at every sweep). */
     if (rl_db_batch_in_use(bt->db, &in_use, errstr, sizeof(errstr)) != 0) {
@@ -42,9 +52,9 @@ batch_sweep_orphans(struct rl_batcher *bt)
     }
     if (!in_use)
         return 0;
-    err = rl_model_batches_list_live(bt->mb, bt->installation_id,
-                                     (long long)time(NULL) - HORIZON_S, &refs,
-                                     &n, errstr, sizeof(errstr));
+    err = rl_model_batches_list_live(
+        bt->mb, bt->installation_id, bt->cluster_id,
+        (long long)time(NULL) - HORIZON_S, &refs, &n, errstr, sizeof(errstr));
     if (err) {
         /* Tried again at the next sweep; the batches' own steps go on. */
         rl_log_warn(NULL,

@@ -5,6 +5,7 @@
  * fails; and its start and stop with the ledger thread. Apart from the
  * stages so that the loop and its lifetime read in one place. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include "rl/clock.h"
 #include "rl/db_conn.h"
 #include "rl/db_dispatch.h"
+#include "rl/err.h"
 #include "rl/log.h"
 #include "rl/model.h"
 #include "rl/model_batch.h"
@@ -67,30 +69,64 @@ provider_key(const char *base_url, char *out, size_t size)
              base_url, (int)len, host);
 }
 
+/* Whether this process has said why its orphan sweep is off: once is
+ * enough, the cause (a revoked function) does not change between
+ * connections. */
+static atomic_flag cluster_warned = ATOMIC_FLAG_INIT;
+
+/* A new connection and the ledger it reaches: its installation id and
+ * its cluster's identifier, read again at each connection (a failover
+ * may bring another ledger). bt->db stays NULL when it fails. */
+static void
+connect_ledger(struct rl_batcher *bt)
+{
+    char errstr[512];
+    int err;
+
+    bt->db =
+        rl_db_connect_role(bt->cfg, RL_DB_ROLE_BATCHER, errstr, sizeof(errstr));
+    if (!bt->db)
+        return;
+    err = rl_db_installation_id(bt->db, bt->installation_id,
+                                sizeof(bt->installation_id), errstr,
+                                sizeof(errstr));
+    if (!err) {
+        err = rl_db_cluster_id(bt->db, bt->cluster_id, sizeof(bt->cluster_id),
+                               errstr, sizeof(errstr));
+        /* Without it the sweep cannot tell this ledger's batches from
+         * those of a copy of it, so it does not run; the batches are
+         * created all the same, naming no cluster. */
+        if (err == RL_ERR_NOTFOUND) {
+            if (!atomic_flag_test_and_set(&cluster_warned))
+                rl_log_warn(NULL,
+                            "batcher: the orphan sweep is off: %s; batches "
+                            "are created without the cluster key and never "
+                            "swept",
+                            errstr);
+            err = 0;
+        }
+    }
+    if (err) {
+        rl_log_warn(NULL, "batcher: %s", errstr);
+        rl_db_destroy(bt->db);
+        bt->db = NULL;
+    }
+    /* A new connection may reach a promoted standby that lost intents:
+     * their batches are looked for at once. */
+    bt->sweep_due = 0;
+}
+
 static void *
 batcher_main(void *arg)
 {
     struct rl_batcher *bt = arg;
-    char errstr[512];
 
     rl_thread_name("rl-batcher");
     for (;;) {
         int stop;
 
-        if (!bt->db) {
-            bt->db = rl_db_connect_role(bt->cfg, RL_DB_ROLE_BATCHER, errstr,
-                                        sizeof(errstr));
-            if (bt->db && rl_db_installation_id(bt->db, bt->installation_id,
-                                                sizeof(bt->installation_id),
-                                                errstr, sizeof(errstr)) != 0) {
-                rl_log_warn(NULL, "batcher: %s", errstr);
-                rl_db_destroy(bt->db);
-                bt->db = NULL;
-            }
-            /* A new connection may reach a promoted standby that lost
-             * intents: their batches are looked for at once. */
-            bt->sweep_due = 0;
-        }
+        if (!bt->db)
+            connect_ledger(bt);
         if (bt->db && turn(bt) != 0) {
             rl_db_destroy(bt->db);
             bt->db = NULL;

@@ -1,10 +1,12 @@
-/* A provider batch naming this ledger's installation whose intent the
- * ledger does not hold (a failover to an asynchronous standby lost the
- * row) is cancelled at the provider by a worker's orphan sweep, and
- * never read; so is one whose intent ended with another batch. The
- * batches of another installation, and those naming no installation
- * (made by a release that sent none), are left alone, as is the batch
- * the ledger polls. A first worker submits the ledger's batch (the stub
+/* A provider batch naming this ledger's installation and database
+ * cluster whose intent the ledger does not hold (a failover to an
+ * asynchronous standby lost the row) is cancelled at the provider by a
+ * worker's orphan sweep, and never read; so is one whose intent ended
+ * with another batch. The batches of another installation, those of
+ * this installation made in another cluster (a copy of this ledger
+ * restored from a pg_dump), and those naming no installation or no
+ * cluster (made by a release that sent none), are left alone, as is the
+ * batch the ledger polls. A first worker submits the ledger's batch (the stub
  * finishes a batch 30 s after its create); the lost intent's batch and
  * the others are then created at the stub directly, and a second worker
  * sweeps at its start: the orphans cancelled while the others run on,
@@ -64,7 +66,8 @@ main(void)
     static char ids[RUNS][RL_HEX_SIZE];
     static char orphans[2][128];
     char job[160], key[RL_HEX_SIZE + 8], http[64], file[128], meta[512];
-    char inst[128], foreign[128], legacy[128], ours[128], line[320];
+    char inst[128], cluster[32], foreign[128], legacy[128], ours[128];
+    char copy[128], early[128], line[320];
     const char *const stub_env[] = {"STUB_BATCH_SECONDS=30", NULL};
     const char *jsonl =
         "{\"custom_id\":\"orphan:1\",\"method\":\"POST\",\"url\":"
@@ -90,14 +93,18 @@ main(void)
     snprintf(inst, sizeof(inst), "%s",
              e2e_text(&t, "SELECT installation_id FROM installation"));
     RL_REQUIRE(*inst != '\0');
+    snprintf(cluster, sizeof(cluster), "%s",
+             e2e_text(&t, "SELECT system_identifier::text FROM "
+                          "pg_control_system()"));
+    RL_REQUIRE(*cluster != '\0');
 
     RL_REQUIRE(bt_stub_upload(&t, "other.jsonl", jsonl, file, sizeof(file)) ==
                0);
     /* The lost intent's batch: its local id is in no row. */
     snprintf(meta, sizeof(meta),
              "{\"runledger_batch\":\"rlb_lostintent\","
-             "\"runledger_installation\":\"%s\"}",
-             inst);
+             "\"runledger_installation\":\"%s\",\"runledger_cluster\":\"%s\"}",
+             inst, cluster);
     RL_REQUIRE(bt_stub_create_batch_meta(&t, file, meta, orphans[0],
                                          sizeof(orphans[0])) == 0);
     /* A stray of an intent that ended with another batch. */
@@ -107,8 +114,8 @@ main(void)
                            "'failed', 'batch-gone', now()) RETURNING 1") == 1);
     snprintf(meta, sizeof(meta),
              "{\"runledger_batch\":\"rlb_endedintent\","
-             "\"runledger_installation\":\"%s\"}",
-             inst);
+             "\"runledger_installation\":\"%s\",\"runledger_cluster\":\"%s\"}",
+             inst, cluster);
     RL_REQUIRE(bt_stub_create_batch_meta(&t, file, meta, orphans[1],
                                          sizeof(orphans[1])) == 0);
     /* Another ledger's, with a local id this ledger lacks too. */
@@ -120,6 +127,21 @@ main(void)
     /* A release's that named no installation. */
     RL_REQUIRE(bt_stub_create_batch(&t, file, "rlb_lostintent", legacy,
                                     sizeof(legacy)) == 0);
+    /* A release's that named the installation but no cluster. */
+    snprintf(meta, sizeof(meta),
+             "{\"runledger_batch\":\"rlb_lostintent\","
+             "\"runledger_installation\":\"%s\"}",
+             inst);
+    RL_REQUIRE(bt_stub_create_batch_meta(&t, file, meta, early,
+                                         sizeof(early)) == 0);
+    /* A copy's of this ledger, restored from a pg_dump into another
+     * cluster: its intents are not in this ledger either. */
+    snprintf(meta, sizeof(meta),
+             "{\"runledger_batch\":\"rlb_lostintent\","
+             "\"runledger_installation\":\"%s\",\"runledger_cluster\":\"1\"}",
+             inst);
+    RL_REQUIRE(bt_stub_create_batch_meta(&t, file, meta, copy,
+                                         sizeof(copy)) == 0);
 
     snprintf(http, sizeof(http), "RUNLEDGER_HTTP_PORT=%d", port);
     slot = bt_spawn(&t, http, NULL);
@@ -139,9 +161,12 @@ main(void)
         snprintf(line, sizeof(line), "orphan provider batch %s", orphans[i]);
         RL_CHECK(e2e_log_has(&t, slot, line));
     }
-    RL_REQUIRE(held(list, foreign) != NULL && held(list, legacy) != NULL);
+    RL_REQUIRE(held(list, foreign) != NULL && held(list, legacy) != NULL &&
+               held(list, early) != NULL && held(list, copy) != NULL);
     RL_CHECK(!flag(held(list, foreign), "cancelled"));
     RL_CHECK(!flag(held(list, legacy), "cancelled"));
+    RL_CHECK(!flag(held(list, early), "cancelled"));
+    RL_CHECK(!flag(held(list, copy), "cancelled"));
     obj = held(list, ours);
     RL_REQUIRE(obj != NULL);
     RL_CHECK(!flag(obj, "cancelled"));
@@ -150,6 +175,9 @@ main(void)
         cJSON_GetObjectItemCaseSensitive(obj, "metadata"),
         "runledger_installation");
     RL_CHECK(cJSON_IsString(v) && strcmp(v->valuestring, inst) == 0);
+    v = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(obj, "metadata"), "runledger_cluster");
+    RL_CHECK(cJSON_IsString(v) && strcmp(v->valuestring, cluster) == 0);
     cJSON_Delete(list);
     RL_CHECK(ops_scrape(port, "runledger_batch_orphans_cancelled_total") == 2);
     /* Only the ledger's batch was read. */

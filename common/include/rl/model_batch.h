@@ -19,8 +19,8 @@
 #include "rl/model.h"
 
 /* The metadata key of a provider batch that names its intent's local id
- * (the batches row); RL_MODEL_META_INSTALLATION beside it names the
- * ledger that made it. */
+ * (the batches row); RL_MODEL_META_INSTALLATION and RL_MODEL_META_CLUSTER
+ * beside it name the ledger that made it and its database cluster. */
 #define RL_MODEL_META_BATCH "runledger_batch"
 
 struct rl_model_batches;
@@ -58,14 +58,16 @@ int rl_model_batches_find_file(struct rl_model_batches *mb,
 
 /* POST /batches: input_file_id, endpoint (e.g. "/v1/chat/completions"),
  * completion_window, and metadata {RL_MODEL_META_BATCH: local_id,
- * RL_MODEL_META_INSTALLATION: installation_id (NULL or "": not sent)};
- * the provider's batch id into batch_id. fault (NULL: none) is sent as
- * X-Stub-Fault, for the fault tests' stub. */
+ * RL_MODEL_META_INSTALLATION: installation_id, RL_MODEL_META_CLUSTER:
+ * cluster_id (each NULL or "": not sent)}; the provider's batch id into
+ * batch_id. fault (NULL: none) is sent as X-Stub-Fault, for the fault
+ * tests' stub. */
 int rl_model_batches_create(struct rl_model_batches *mb,
                             const char *input_file_id, const char *endpoint,
                             const char *completion_window, const char *local_id,
-                            const char *installation_id, const char *fault,
-                            char *batch_id, size_t batch_id_size, char *errstr,
+                            const char *installation_id, const char *cluster_id,
+                            const char *fault, char *batch_id,
+                            size_t batch_id_size, char *errstr,
                             size_t errstr_size);
 
 /* The batch whose metadata names local_id (GET /batches, every page) into
@@ -90,16 +92,18 @@ struct rl_model_batch_ref {
 };
 
 /* The batches not ended yet (validating, in_progress, finalizing) whose
- * metadata names installation_id as RL_MODEL_META_INSTALLATION and a
- * local id (GET /batches, page by page), into *refs (malloc'd, the
- * caller frees it; NULL when *n is 0), newest first. The provider lists
- * newest first: the pages end at the first whose every batch was created
- * before created_after (Unix seconds; 0: every page is read). A batch
- * naming no installation (created by a release that sent none) or
- * another one is never listed. */
+ * metadata names installation_id as RL_MODEL_META_INSTALLATION,
+ * cluster_id as RL_MODEL_META_CLUSTER and a local id (GET /batches, page
+ * by page), into *refs (malloc'd, the caller frees it; NULL when *n is
+ * 0), newest first. The provider lists newest first: the pages end at
+ * the first whose every batch was created before created_after (Unix
+ * seconds; 0: every page is read). A batch naming no installation or no
+ * cluster (created by a release that sent none), or another of either, is
+ * never listed. Returns 0, RL_ERR_INVALID (installation_id or cluster_id
+ * NULL or "") or the request's error. */
 int rl_model_batches_list_live(struct rl_model_batches *mb,
                                const char *installation_id,
-                               long long created_after,
+                               const char *cluster_id, long long created_after,
                                struct rl_model_batch_ref **refs, size_t *n,
                                char *errstr, size_t errstr_size);
 

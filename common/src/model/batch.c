@@ -513,8 +513,9 @@ int
 rl_model_batches_create(struct rl_model_batches *mb, const char *input_file_id,
                         const char *endpoint, const char *completion_window,
                         const char *local_id, const char *installation_id,
-                        const char *fault, char *batch_id, size_t batch_id_size,
-                        char *errstr, size_t errstr_size)
+                        const char *cluster_id, const char *fault,
+                        char *batch_id, size_t batch_id_size, char *errstr,
+                        size_t errstr_size)
 {
     cJSON *req = cJSON_CreateObject(), *meta, *answer = NULL;
     char *json;
@@ -526,10 +527,14 @@ rl_model_batches_create(struct rl_model_batches *mb, const char *input_file_id,
     cJSON_AddStringToObject(req, "completion_window", completion_window);
     cJSON_AddStringToObject(meta, RL_MODEL_META_BATCH, local_id);
     /* So that the orphan sweep of this ledger, and of no other sharing
-     * the provider project, finds the batch when its intent is lost. */
+     * the provider project (a copy restored from a pg_dump keeps the
+     * installation id, never the cluster), finds the batch when its
+     * intent is lost. */
     if (installation_id && *installation_id)
         cJSON_AddStringToObject(meta, RL_MODEL_META_INSTALLATION,
                                 installation_id);
+    if (cluster_id && *cluster_id)
+        cJSON_AddStringToObject(meta, RL_MODEL_META_CLUSTER, cluster_id);
     json = cJSON_PrintUnformatted(req);
     cJSON_Delete(req);
     if (!json) {
@@ -649,7 +654,8 @@ rl_model_batches_cancel_strays(struct rl_model_batches *mb,
 
 int
 rl_model_batches_list_live(struct rl_model_batches *mb,
-                           const char *installation_id, long long created_after,
+                           const char *installation_id, const char *cluster_id,
+                           long long created_after,
                            struct rl_model_batch_ref **refs, size_t *n,
                            char *errstr, size_t errstr_size)
 {
@@ -660,8 +666,8 @@ rl_model_batches_list_live(struct rl_model_batches *mb,
 
     *refs = NULL;
     *n = 0;
-    if (!installation_id || !*installation_id) {
-        rl_set_err(errstr, errstr_size, "no installation id");
+    if (!installation_id || !*installation_id || !cluster_id || !*cluster_id) {
+        rl_set_err(errstr, errstr_size, "no installation id or cluster id");
         return RL_ERR_INVALID;
     }
     for (int page = 0; page < PAGES_MAX; page++) {
@@ -679,6 +685,7 @@ rl_model_batches_list_live(struct rl_model_batches *mb,
                            cJSON_GetObjectItemCaseSensitive(answer, "data"))
         {
             const char *inst = batch_meta(obj, RL_MODEL_META_INSTALLATION);
+            const char *cluster = batch_meta(obj, RL_MODEL_META_CLUSTER);
             const char *local = batch_meta(obj, RL_MODEL_META_BATCH);
             const cJSON *created =
                 cJSON_GetObjectItemCaseSensitive(obj, "created_at");
@@ -690,11 +697,13 @@ rl_model_batches_list_live(struct rl_model_batches *mb,
                 recent = 1;
 
             /* Only this ledger's: another installation's intents are not
-             * in this ledger, and a batch of a release that named none
-             * cannot be told from another's. */
-            if (!inst || strcmp(inst, installation_id) != 0 || !local ||
-                !*local || strlen(local) >= sizeof(ref->local_id) ||
-                !batch_live(obj))
+             * in this ledger, nor are those a copy of this ledger (same
+             * installation, another cluster) made since the copy; and a
+             * batch of a release that named neither cannot be told from
+             * another's. */
+            if (!inst || strcmp(inst, installation_id) != 0 || !cluster ||
+                strcmp(cluster, cluster_id) != 0 || !local || !*local ||
+                strlen(local) >= sizeof(ref->local_id) || !batch_live(obj))
                 continue;
             if (*n == cap) {
                 size_t grown = cap ? cap * 2 : 16;
