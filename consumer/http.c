@@ -186,6 +186,8 @@ collect(struct rl_http *h)
                    (double)atomic_load(&c->reconciled_generations));
     rl_metrics_set(m, "runledger_reconcile_foreign_records_total", NULL,
                    (double)atomic_load(&c->reconcile_foreign));
+    rl_metrics_set(m, "runledger_batch_orphans_cancelled_total", NULL,
+                   (double)atomic_load(&c->batch_orphans_cancelled));
 }
 
 /* ---- HTTP -----------------------------------------------------------------

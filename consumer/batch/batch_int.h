@@ -3,11 +3,12 @@
 
 /* The batcher's stages (docs/batch.md), private to consumer/batch/: the
  * state they share (struct rl_batcher) and the functions of each file,
- * prefixed batch_. The thread (thread.c) runs a turn: submit.c moves
- * intents on to the provider, poll.c polls the batches that are due, and
- * both end a batch through output.c, which turns its lines into each
- * run's one durable state. Every stage writes its steps through step.c.
- * Calls go one way, down that list: no stage calls back into the one
+ * prefixed batch_. The thread (thread.c) runs a turn: sweep.c cancels
+ * the provider batches no intent of the ledger reads (when due),
+ * submit.c moves intents on to the provider, poll.c polls the batches
+ * that are due, and both end a batch through output.c, which turns its lines
+ * into each run's one durable state. Every stage writes its steps through
+ * step.c. Calls go one way, down that list: no stage calls back into the one
  * that called it. handoff.c runs on the ledger thread and shares only the
  * configuration and the modes it reads.
  *
@@ -43,6 +44,14 @@ struct rl_batcher {
     pthread_cond_t wake;
     int stop;         /* @locks lock */
     struct rl_db *db; /* batcher thread */
+    /* The ledger's installation id and its database cluster's system
+     * identifier ("" when the server refuses it: no orphan sweep), read
+     * at each connection (a failover may bring another ledger), named in
+     * each batch's metadata; and when the next orphan sweep is due
+     * (monotonic ms, 0: at once). Batcher thread. */
+    char installation_id[128];
+    char cluster_id[32];
+    int64_t sweep_due;
     struct rl_model_batches *mb;
     char provider[512]; /* the poll slots' key: the base URL, bare */
     int64_t poll_spacing_ms;
@@ -86,6 +95,14 @@ int batch_guard(struct rl_batcher *bt, const struct rl_batch *b);
  * when the batcher stops or the lease is gone or about to be, so no call
  * outlives the lease it was made under. */
 int batch_tick(void *arg);
+
+/* sweep.c: the provider's batches naming this installation and this
+ * cluster whose intent the ledger lacks or ended with another batch,
+ * cancelled at the provider and never read; nothing when the cluster's
+ * identifier is unknown. A listing or cancel that fails is logged and
+ * left to the next sweep. Returns 0, or -1 when the connection is to be
+ * dropped. */
+int batch_sweep_orphans(struct rl_batcher *bt);
 
 /* submit.c: intents formed, taken, uploaded and created. Returns 0, or
  * -1 when the connection is to be dropped. */

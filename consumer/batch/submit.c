@@ -141,7 +141,7 @@ submit(struct rl_batcher *bt, struct rl_batch *b)
     }
     err = rl_model_batches_create(
         bt->mb, b->input_file_id, b->endpoint, b->completion_window,
-        b->batch_id,
+        b->batch_id, bt->installation_id, bt->cluster_id,
         rl_failpoint("batch_create_drop_reply") ? "drop_reply" : NULL,
         b->provider_batch_id, sizeof(b->provider_batch_id), errstr,
         sizeof(errstr));

@@ -1,9 +1,11 @@
-/* The batcher thread (rl-batcher): its turn every TICK_MS, which moves
+/* The batcher thread (rl-batcher): its turn every TICK_MS, which sweeps
+ * the provider's list for orphan batches when due (sweep.c), moves
  * intents on (submit.c) and polls the batches that are due (poll.c) on a
  * connection of its own, dropped and opened again when a statement
  * fails; and its start and stop with the ledger thread. Apart from the
  * stages so that the loop and its lifetime read in one place. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,12 +15,19 @@
 #include "batch_int.h"
 #include "rl/clock.h"
 #include "rl/db_conn.h"
+#include "rl/db_dispatch.h"
+#include "rl/err.h"
 #include "rl/log.h"
 #include "rl/model.h"
 #include "rl/model_batch.h"
 
 /* The batcher's turn: forming intents and taking due batches. */
 #define TICK_MS 250
+/* Between two orphan sweeps besides the one at each new connection (a
+ * failover reconnects): a listing of the provider's batches, every page,
+ * costs what a few polls do; an orphan found later than this may have
+ * run to its end. */
+#define SWEEP_MS 300000
 
 /* One turn: intents formed and moved on, due batches polled. Returns 0,
  * or -1 when the connection is to be dropped. */
@@ -27,6 +36,13 @@ turn(struct rl_batcher *bt)
 {
     if (batch_stopping(bt))
         return 0;
+    if (rl_clock_ms() >= bt->sweep_due) {
+        bt->sweep_due = rl_clock_ms() + SWEEP_MS;
+        if (batch_sweep_orphans(bt) != 0)
+            return -1;
+        if (batch_stopping(bt))
+            return 0;
+    }
     if (batch_submit_due(bt) != 0)
         return -1;
     return batch_stopping(bt) ? 0 : batch_poll_due(bt);
@@ -53,19 +69,64 @@ provider_key(const char *base_url, char *out, size_t size)
              base_url, (int)len, host);
 }
 
+/* Whether this process has said why its orphan sweep is off: once is
+ * enough, the cause (a revoked function) does not change between
+ * connections. */
+static atomic_flag cluster_warned = ATOMIC_FLAG_INIT;
+
+/* A new connection and the ledger it reaches: its installation id and
+ * its cluster's identifier, read again at each connection (a failover
+ * may bring another ledger). bt->db stays NULL when it fails. */
+static void
+connect_ledger(struct rl_batcher *bt)
+{
+    char errstr[512];
+    int err;
+
+    bt->db =
+        rl_db_connect_role(bt->cfg, RL_DB_ROLE_BATCHER, errstr, sizeof(errstr));
+    if (!bt->db)
+        return;
+    err = rl_db_installation_id(bt->db, bt->installation_id,
+                                sizeof(bt->installation_id), errstr,
+                                sizeof(errstr));
+    if (!err) {
+        err = rl_db_cluster_id(bt->db, bt->cluster_id, sizeof(bt->cluster_id),
+                               errstr, sizeof(errstr));
+        /* Without it the sweep cannot tell this ledger's batches from
+         * those of a copy of it, so it does not run; the batches are
+         * created all the same, naming no cluster. */
+        if (err == RL_ERR_NOTFOUND) {
+            if (!atomic_flag_test_and_set(&cluster_warned))
+                rl_log_warn(NULL,
+                            "batcher: the orphan sweep is off: %s; batches "
+                            "are created without the cluster key and never "
+                            "swept",
+                            errstr);
+            err = 0;
+        }
+    }
+    if (err) {
+        rl_log_warn(NULL, "batcher: %s", errstr);
+        rl_db_destroy(bt->db);
+        bt->db = NULL;
+    }
+    /* A new connection may reach a promoted standby that lost intents:
+     * their batches are looked for at once. */
+    bt->sweep_due = 0;
+}
+
 static void *
 batcher_main(void *arg)
 {
     struct rl_batcher *bt = arg;
-    char errstr[512];
 
     rl_thread_name("rl-batcher");
     for (;;) {
         int stop;
 
         if (!bt->db)
-            bt->db = rl_db_connect_role(bt->cfg, RL_DB_ROLE_BATCHER, errstr,
-                                        sizeof(errstr));
+            connect_ledger(bt);
         if (bt->db && turn(bt) != 0) {
             rl_db_destroy(bt->db);
             bt->db = NULL;

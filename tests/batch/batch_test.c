@@ -238,7 +238,18 @@ int
 bt_stub_create_batch(struct e2e *t, const char *file_id, const char *local_id,
                      char *batch_id, size_t batch_id_size)
 {
-    char url[512], body[512];
+    char meta[256];
+
+    snprintf(meta, sizeof(meta), "{\"runledger_batch\":\"%s\"}", local_id);
+    return bt_stub_create_batch_meta(t, file_id, meta, batch_id, batch_id_size);
+}
+
+int
+bt_stub_create_batch_meta(struct e2e *t, const char *file_id,
+                          const char *metadata, char *batch_id,
+                          size_t batch_id_size)
+{
+    char url[512], body[1024];
     CURL *curl = curl_easy_init();
     struct curl_slist *headers =
         curl_slist_append(NULL, "Content-Type: application/json");
@@ -247,8 +258,8 @@ bt_stub_create_batch(struct e2e *t, const char *file_id, const char *local_id,
     snprintf(body, sizeof(body),
              "{\"input_file_id\":\"%s\",\"endpoint\":"
              "\"/v1/chat/completions\",\"completion_window\":\"24h\","
-             "\"metadata\":{\"runledger_batch\":\"%s\"}}",
-             file_id, local_id);
+             "\"metadata\":%s}",
+             file_id, metadata);
     curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
     curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body);
     snprintf(url, sizeof(url), "%s/batches", t->model_base_url);

@@ -52,6 +52,12 @@ int bt_stub_create_batch(struct e2e *t, const char *file_id,
                          const char *local_id, char *batch_id,
                          size_t batch_id_size);
 
+/* As bt_stub_create_batch, with metadata (a JSON object's text) as the
+ * batch's metadata. */
+int bt_stub_create_batch_meta(struct e2e *t, const char *file_id,
+                              const char *metadata, char *batch_id,
+                              size_t batch_id_size);
+
 /* GET /v1/files/file_id of the test's stub (its "bytes", "filename" ...),
  * parsed (cJSON_Delete it); NULL on error. */
 cJSON *bt_stub_file(struct e2e *t, const char *file_id);

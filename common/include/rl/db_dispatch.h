@@ -123,4 +123,13 @@ int rl_db_ambiguous_attempt_nos(struct rl_db *db, const char *run_id,
 int rl_db_installation_id(struct rl_db *db, char *out, size_t size,
                           char *errstr, size_t errstr_size);
 
+/* The database cluster's system identifier (pg_control_system()), as
+ * decimal text, into out: a physical standby promoted after a failover
+ * has its primary's, a cluster a pg_dump is restored into has another.
+ * Returns 0, RL_ERR_NOTFOUND when the server refuses it (a managed
+ * service that revokes the function: the connection stays usable,
+ * errstr says why) or RL_ERR_DB when the connection is lost. */
+int rl_db_cluster_id(struct rl_db *db, char *out, size_t size, char *errstr,
+                     size_t errstr_size);
+
 #endif /* RL_DB_DISPATCH_H */

@@ -72,6 +72,12 @@ enum rl_model_api {
 #define RL_MODEL_META_RUN_ID "runledger_run_id"
 #define RL_MODEL_META_ATTEMPT "runledger_attempt"
 #define RL_MODEL_META_INSTALLATION "runledger_installation"
+/* Beside RL_MODEL_META_INSTALLATION in a provider batch's metadata: the
+ * system identifier of the database cluster whose ledger made it. A
+ * ledger restored from a pg_dump keeps the installation id but lives in
+ * another cluster, so the orphan sweep, which cancels only batches naming
+ * both, never takes another environment's batches for its own. */
+#define RL_MODEL_META_CLUSTER "runledger_cluster"
 #define RL_MODEL_META_FINGERPRINT "runledger_fingerprint"
 #define RL_MODEL_META_MODEL "runledger_model"
 

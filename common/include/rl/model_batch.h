@@ -18,6 +18,11 @@
 
 #include "rl/model.h"
 
+/* The metadata key of a provider batch that names its intent's local id
+ * (the batches row); RL_MODEL_META_INSTALLATION and RL_MODEL_META_CLUSTER
+ * beside it name the ledger that made it and its database cluster. */
+#define RL_MODEL_META_BATCH "runledger_batch"
+
 struct rl_model_batches;
 
 /* A client for cfg (copied). Returns it (rl_model_batches_destroy) or
@@ -52,12 +57,15 @@ int rl_model_batches_find_file(struct rl_model_batches *mb,
                                size_t errstr_size);
 
 /* POST /batches: input_file_id, endpoint (e.g. "/v1/chat/completions"),
- * completion_window, and metadata {"runledger_batch": local_id}; the
- * provider's batch id into batch_id. fault (NULL: none) is sent as
- * X-Stub-Fault, for the fault tests' stub. */
+ * completion_window, and metadata {RL_MODEL_META_BATCH: local_id,
+ * RL_MODEL_META_INSTALLATION: installation_id, RL_MODEL_META_CLUSTER:
+ * cluster_id (each NULL or "": not sent)}; the provider's batch id into
+ * batch_id. fault (NULL: none) is sent as X-Stub-Fault, for the fault
+ * tests' stub. */
 int rl_model_batches_create(struct rl_model_batches *mb,
                             const char *input_file_id, const char *endpoint,
                             const char *completion_window, const char *local_id,
+                            const char *installation_id, const char *cluster_id,
                             const char *fault, char *batch_id,
                             size_t batch_id_size, char *errstr,
                             size_t errstr_size);
@@ -76,6 +84,28 @@ int rl_model_batches_cancel_strays(struct rl_model_batches *mb,
                                    const char *local_id, const char *keep_id,
                                    int *cancelled, char *errstr,
                                    size_t errstr_size);
+
+/* A provider batch as the orphan sweep lists it. */
+struct rl_model_batch_ref {
+    char id[128];      /* the provider's batch id */
+    char local_id[64]; /* its metadata's RL_MODEL_META_BATCH */
+};
+
+/* The batches not ended yet (validating, in_progress, finalizing) whose
+ * metadata names installation_id as RL_MODEL_META_INSTALLATION,
+ * cluster_id as RL_MODEL_META_CLUSTER and a local id (GET /batches, page
+ * by page), into *refs (malloc'd, the caller frees it; NULL when *n is
+ * 0), newest first. The provider lists newest first: the pages end at
+ * the first whose every batch was created before created_after (Unix
+ * seconds; 0: every page is read). A batch naming no installation or no
+ * cluster (created by a release that sent none), or another of either, is
+ * never listed. Returns 0, RL_ERR_INVALID (installation_id or cluster_id
+ * NULL or "") or the request's error. */
+int rl_model_batches_list_live(struct rl_model_batches *mb,
+                               const char *installation_id,
+                               const char *cluster_id, long long created_after,
+                               struct rl_model_batch_ref **refs, size_t *n,
+                               char *errstr, size_t errstr_size);
 
 /* What GET /batches/{id} says. */
 struct rl_model_batch_state {

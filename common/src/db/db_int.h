@@ -67,6 +67,7 @@ enum db_stmt_id {
     DB_STMT_MARK_ATTEMPT_RECONCILED,           /* dispatch.c */
     DB_STMT_AMBIGUOUS_ATTEMPT_NOS,             /* dispatch.c */
     DB_STMT_INSTALLATION_ID,                   /* dispatch.c */
+    DB_STMT_CLUSTER_ID,                        /* dispatch.c */
     DB_STMT_COUNT
 };
 

@@ -61,6 +61,13 @@ static const struct db_stmt installation_id = {
     DB_STMT_INSTALLATION_ID, "installation_id",
     "SELECT installation_id FROM installation", 0};
 
+/* The database cluster's identifier: kept by a physical standby and by
+ * a copy of the cluster's files, new in any cluster a pg_dump is
+ * restored into. */
+static const struct db_stmt cluster_id = {
+    DB_STMT_CLUSTER_ID, "cluster_id",
+    "SELECT system_identifier::text FROM pg_control_system()", 0};
+
 int
 rl_db_dispatch_runs(struct rl_db *db, const struct rl_dispatch_req *reqs,
                     size_t n, const char *worker, int64_t wait_ms,
@@ -309,6 +316,36 @@ rl_db_installation_id(struct rl_db *db, char *out, size_t size, char *errstr,
         PQclear(res);
         rl_set_err(errstr, errstr_size,
                    "the ledger has no installation id (is it migrated?)");
+        return RL_ERR_NOTFOUND;
+    }
+    db_copy_value(res, 0, 0, out, size);
+    PQclear(res);
+    return 0;
+}
+
+int
+rl_db_cluster_id(struct rl_db *db, char *out, size_t size, char *errstr,
+                 size_t errstr_size)
+{
+    PGresult *res;
+    int err = RL_ERR_DB;
+
+    out[0] = '\0';
+    res = db_exec_stmt(db, &cluster_id, NULL,
+                       "read the cluster's system identifier "
+                       "(pg_control_system())",
+                       NULL, &err, errstr, errstr_size);
+    /* A server that answers with an error refuses the function (a
+     * managed service may revoke it); one that does not answer is gone. */
+    if (!res)
+        return PQstatus(db->conn) == CONNECTION_OK ? RL_ERR_NOTFOUND
+                                                   : RL_ERR_DB;
+    if (PQntuples(res) != 1 || PQgetisnull(res, 0, 0) ||
+        !*PQgetvalue(res, 0, 0)) {
+        PQclear(res);
+        rl_set_err(errstr, errstr_size,
+                   "could not read the cluster's system identifier: "
+                   "pg_control_system() returned none");
         return RL_ERR_NOTFOUND;
     }
     db_copy_value(res, 0, 0, out, size);

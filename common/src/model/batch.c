@@ -469,13 +469,35 @@ rl_model_batches_find_file(struct rl_model_batches *mb, const char *filename,
                          file_id, file_id_size, errstr, errstr_size);
 }
 
+/* The string metadata[key] of a batch object; NULL when it has none. */
+static const char *
+batch_meta(const cJSON *obj, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(obj, "metadata"), key);
+
+    return cJSON_IsString(v) && v->valuestring ? v->valuestring : NULL;
+}
+
 static int
 batch_named(const cJSON *obj, const char *local_id)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(
-        cJSON_GetObjectItemCaseSensitive(obj, "metadata"), "runledger_batch");
+    const char *v = batch_meta(obj, RL_MODEL_META_BATCH);
 
-    return cJSON_IsString(v) && strcmp(v->valuestring, local_id) == 0;
+    return v && strcmp(v, local_id) == 0;
+}
+
+/* Whether a batch object's status is one the provider may still run to
+ * its end (and bill): a cancel stops it. */
+static int
+batch_live(const cJSON *obj)
+{
+    char status[32];
+
+    copy_string(obj, "status", status, sizeof(status));
+    return strcmp(status, "validating") == 0 ||
+           strcmp(status, "in_progress") == 0 ||
+           strcmp(status, "finalizing") == 0;
 }
 
 int
@@ -490,8 +512,10 @@ rl_model_batches_find(struct rl_model_batches *mb, const char *local_id,
 int
 rl_model_batches_create(struct rl_model_batches *mb, const char *input_file_id,
                         const char *endpoint, const char *completion_window,
-                        const char *local_id, const char *fault, char *batch_id,
-                        size_t batch_id_size, char *errstr, size_t errstr_size)
+                        const char *local_id, const char *installation_id,
+                        const char *cluster_id, const char *fault,
+                        char *batch_id, size_t batch_id_size, char *errstr,
+                        size_t errstr_size)
 {
     cJSON *req = cJSON_CreateObject(), *meta, *answer = NULL;
     char *json;
@@ -501,7 +525,16 @@ rl_model_batches_create(struct rl_model_batches *mb, const char *input_file_id,
     cJSON_AddStringToObject(req, "input_file_id", input_file_id);
     cJSON_AddStringToObject(req, "endpoint", endpoint);
     cJSON_AddStringToObject(req, "completion_window", completion_window);
-    cJSON_AddStringToObject(meta, "runledger_batch", local_id);
+    cJSON_AddStringToObject(meta, RL_MODEL_META_BATCH, local_id);
+    /* So that the orphan sweep of this ledger, and of no other sharing
+     * the provider project (a copy restored from a pg_dump keeps the
+     * installation id, never the cluster), finds the batch when its
+     * intent is lost. */
+    if (installation_id && *installation_id)
+        cJSON_AddStringToObject(meta, RL_MODEL_META_INSTALLATION,
+                                installation_id);
+    if (cluster_id && *cluster_id)
+        cJSON_AddStringToObject(meta, RL_MODEL_META_CLUSTER, cluster_id);
     json = cJSON_PrintUnformatted(req);
     cJSON_Delete(req);
     if (!json) {
@@ -582,7 +615,7 @@ rl_model_batches_cancel_strays(struct rl_model_batches *mb,
                                const char *local_id, const char *keep_id,
                                int *cancelled, char *errstr, size_t errstr_size)
 {
-    char extra[512], after[256] = "", id[128], status[32];
+    char extra[512], after[256] = "", id[128];
 
     *cancelled = 0;
     for (int page = 0; page < PAGES_MAX; page++) {
@@ -601,12 +634,7 @@ rl_model_batches_cancel_strays(struct rl_model_batches *mb,
         {
             if (!batch_named(obj, local_id) ||
                 copy_string(obj, "id", id, sizeof(id)) != 0 ||
-                strcmp(id, keep_id) == 0)
-                continue;
-            copy_string(obj, "status", status, sizeof(status));
-            if (strcmp(status, "validating") != 0 &&
-                strcmp(status, "in_progress") != 0 &&
-                strcmp(status, "finalizing") != 0)
+                strcmp(id, keep_id) == 0 || !batch_live(obj))
                 continue;
             err = rl_model_batches_cancel(mb, id, errstr, errstr_size);
             if (err) {
@@ -621,6 +649,95 @@ rl_model_batches_cancel_strays(struct rl_model_batches *mb,
         }
         cJSON_Delete(answer);
     }
+    return RL_OK;
+}
+
+int
+rl_model_batches_list_live(struct rl_model_batches *mb,
+                           const char *installation_id, const char *cluster_id,
+                           long long created_after,
+                           struct rl_model_batch_ref **refs, size_t *n,
+                           char *errstr, size_t errstr_size)
+{
+    char extra[512], after[256] = "";
+    struct rl_model_batch_ref *out = NULL;
+    size_t cap = 0;
+    int err = RL_OK;
+
+    *refs = NULL;
+    *n = 0;
+    if (!installation_id || !*installation_id || !cluster_id || !*cluster_id) {
+        rl_set_err(errstr, errstr_size, "no installation id or cluster id");
+        return RL_ERR_INVALID;
+    }
+    for (int page = 0; page < PAGES_MAX; page++) {
+        cJSON *answer = NULL;
+        const cJSON *obj;
+        int more, recent = 0;
+
+        snprintf(extra, sizeof(extra), "limit=100%s%s", *after ? "&after=" : "",
+                 after);
+        err = request(mb, "GET", "/batches", extra, NULL, NULL, NULL, &answer,
+                      errstr, errstr_size);
+        if (err)
+            break;
+        cJSON_ArrayForEach(obj,
+                           cJSON_GetObjectItemCaseSensitive(answer, "data"))
+        {
+            const char *inst = batch_meta(obj, RL_MODEL_META_INSTALLATION);
+            const char *cluster = batch_meta(obj, RL_MODEL_META_CLUSTER);
+            const char *local = batch_meta(obj, RL_MODEL_META_BATCH);
+            const cJSON *created =
+                cJSON_GetObjectItemCaseSensitive(obj, "created_at");
+            struct rl_model_batch_ref *ref;
+
+            /* A batch without its creation time may be recent. */
+            if (!cJSON_IsNumber(created) ||
+                created->valuedouble >= (double)created_after)
+                recent = 1;
+
+            /* Only this ledger's: another installation's intents are not
+             * in this ledger, nor are those a copy of this ledger (same
+             * installation, another cluster) made since the copy; and a
+             * batch of a release that named neither cannot be told from
+             * another's. */
+            if (!inst || strcmp(inst, installation_id) != 0 || !cluster ||
+                strcmp(cluster, cluster_id) != 0 || !local || !*local ||
+                strlen(local) >= sizeof(ref->local_id) || !batch_live(obj))
+                continue;
+            if (*n == cap) {
+                size_t grown = cap ? cap * 2 : 16;
+                struct rl_model_batch_ref *tmp =
+                    realloc(out, grown * sizeof(*out));
+
+                if (!tmp) {
+                    err = RL_ERR_NOMEM;
+                    break;
+                }
+                out = tmp;
+                cap = grown;
+            }
+            ref = &out[*n];
+            if (copy_string(obj, "id", ref->id, sizeof(ref->id)) != 0)
+                continue;
+            snprintf(ref->local_id, sizeof(ref->local_id), "%s", local);
+            (*n)++;
+        }
+        /* A page of only old batches: the rest are older, ended long
+         * since (a whole history is not read at every sweep). */
+        more = !err && recent && next_page(answer, after, sizeof(after));
+        cJSON_Delete(answer);
+        if (!more)
+            break;
+    }
+    if (err == RL_ERR_NOMEM)
+        rl_set_err(errstr, errstr_size, "GET /batches: out of memory");
+    if (err || *n == 0) {
+        free(out);
+        *n = 0;
+        return err;
+    }
+    *refs = out;
     return RL_OK;
 }
 
