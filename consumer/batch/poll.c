@@ -3,7 +3,9 @@
  * (RUNLEDGER_BATCH_MAX_POLLS_PER_MINUTE). A batch the provider ended goes
  * to output.c; one whose every run was cancelled is cancelled at the
  * provider. A poll that fails at the provider BATCH_FAILURES_MAX times in
- * a row gives the batch up (output.c). @locality batcher thread */
+ * a row gives the batch up (output.c). An intent created more than once
+ * is still looked for strays a while after its end (batch_watch_due).
+ * @locality batcher thread */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -92,6 +94,10 @@ poll_batch(struct rl_batcher *bt, struct rl_batch *b)
 int
 batch_poll_due(struct rl_batcher *bt)
 {
+    /* The intents this worker ended after more than one create, looked
+     * for strays a while longer (output.c): leased by nobody, each look
+     * only lists and cancels. */
+    batch_watch_due(bt);
     for (int i = 0; i < BATCH_TAKE_MAX; i++) {
         struct rl_batch b;
         char errstr[512];
