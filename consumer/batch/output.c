@@ -617,19 +617,20 @@ batch_cancel_strays(struct rl_batcher *bt, const struct rl_batch *b)
 }
 
 /* b, ended with its adopted batch, watched for strays from now on when
- * it was created more than once: the create that got no answer may
- * reach the provider after the adopted batch ended (later than the
- * settle period and the adopted batch's whole run), and no poll of b is
- * left to find it. For a batch lease: a create that reaches the
- * provider later still is not this intent's to find. A full table drops
- * the watch whose time is nearest its end. */
+ * a create of it got no answer (created more than once, or adopted by
+ * its metadata, whose other create a failover may have lost from the
+ * ledger): that create may reach the provider after the adopted batch
+ * ended (later than the settle period and the adopted batch's whole
+ * run), and no poll of b is left to find it. For a batch lease: a
+ * create that reaches the provider later still is not this intent's to
+ * find. A full table drops the watch whose time is nearest its end. */
 static void
 watch(struct rl_batcher *bt, const struct rl_batch *b)
 {
     struct batch_watched *w = &bt->watched[0];
     int64_t now = rl_clock_ms();
 
-    if (b->create_tries < 2 || !*b->provider_batch_id)
+    if ((b->create_tries < 2 && b->lookup_ms < 0) || !*b->provider_batch_id)
         return;
     for (int i = 0; i < BATCH_WATCHED_MAX; i++) {
         if (bt->watched[i].until_ms < w->until_ms)

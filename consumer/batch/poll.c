@@ -71,8 +71,10 @@ poll_batch(struct rl_batcher *bt, struct rl_batch *b)
      * than once is looked at every poll: the provider may list the other
      * create's batch only later (its list lags, or that create arrives
      * late), and it is to be cancelled before it runs, not when this one
-     * ends. */
-    if (b->polls == 0 || b->create_tries > 1)
+     * ends. So is one adopted by its metadata (lookup_ms set): a
+     * failover to an asynchronous standby may have lost the ledger's
+     * record of its other create, create_tries included. */
+    if (b->polls == 0 || b->create_tries > 1 || b->lookup_ms >= 0)
         batch_cancel_strays(bt, b);
     /* Every run of it cancelled: nobody wants its answers. */
     if (strcmp(st.status, "cancelling") != 0 &&
