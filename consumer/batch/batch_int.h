@@ -31,6 +31,8 @@
 /* Polls or reads of a batch that failed at the provider, since its last
  * good poll, before it is given up (output.c, batch_give_up). */
 #define BATCH_FAILURES_MAX 5
+/* Ended intents watched for strays at once (output.c, batch_watch_due). */
+#define BATCH_WATCHED_MAX 8
 
 struct rl_batcher {
     const struct rl_config *cfg;
@@ -67,6 +69,16 @@ struct rl_batcher {
      * logged: a pass tried again is logged once, not at every try.
      * Batcher thread. */
     char unsettled[64];
+    /* The intents this worker ended that were created more than once,
+     * each looked for at the provider every poll period until a batch
+     * lease after its end (until_ms 0: a free slot): a create of theirs
+     * that got no answer may reach the provider only after the adopted
+     * batch ended, when no poll of the intent is left to find it.
+     * Batcher thread. */
+    struct batch_watched {
+        struct rl_batch b;
+        int64_t next_ms, until_ms;
+    } watched[BATCH_WATCHED_MAX];
 };
 
 /* step.c: what every stage writes of a batch. */
@@ -126,6 +138,10 @@ void batch_refused(struct rl_batcher *bt, struct rl_batch *b, const char *why);
  * at the provider; their lines are never read. At b's first poll and
  * before its files are read. */
 void batch_cancel_strays(struct rl_batcher *bt, const struct rl_batch *b);
+/* The strays of the watched intents (struct rl_batcher's watched) whose
+ * look is due, cancelled as batch_cancel_strays does; each intent's
+ * watch dropped once its time is up. */
+void batch_watch_due(struct rl_batcher *bt);
 /* b cannot be polled or its files read (why): cancelled at the provider
  * if it can be, its runs not answered yet follow their --on-expiry
  * policy (error class batch_unreadable), and b ends failed with why as

@@ -20,6 +20,7 @@
 #include "batch_int.h"
 #include "http.h"
 #include "rl/batch_state.h"
+#include "rl/clock.h"
 #include "rl/db_batch_lease.h"
 #include "rl/db_batch_output.h"
 #include "rl/db_complete.h"
@@ -615,6 +616,51 @@ batch_cancel_strays(struct rl_batcher *bt, const struct rl_batch *b)
     }
 }
 
+/* b, ended with its adopted batch, watched for strays from now on when
+ * a create of it got no answer (created more than once, or adopted by
+ * its metadata, whose other create a failover may have lost from the
+ * ledger): that create may reach the provider after the adopted batch
+ * ended (later than the settle period and the adopted batch's whole
+ * run), and no poll of b is left to find it. For a batch lease: a
+ * create that reaches the provider later still is not this intent's to
+ * find. A full table drops the watch whose time is nearest its end. */
+static void
+watch(struct rl_batcher *bt, const struct rl_batch *b)
+{
+    struct batch_watched *w = &bt->watched[0];
+    int64_t now = rl_clock_ms();
+
+    if ((b->create_tries < 2 && b->lookup_ms < 0) || !*b->provider_batch_id)
+        return;
+    for (int i = 0; i < BATCH_WATCHED_MAX; i++) {
+        if (bt->watched[i].until_ms < w->until_ms)
+            w = &bt->watched[i];
+    }
+    if (w->until_ms > now)
+        batch_log(&w->b, RL_LOG_WARN, "",
+                  "no longer watched for strays: too many intents watched");
+    w->b = *b;
+    w->next_ms = now + bt->cfg->batch_poll_ms;
+    w->until_ms = now + batch_lease_ms(bt);
+}
+
+void
+batch_watch_due(struct rl_batcher *bt)
+{
+    for (int i = 0; i < BATCH_WATCHED_MAX && !batch_stopping(bt); i++) {
+        struct batch_watched *w = &bt->watched[i];
+        int64_t now = rl_clock_ms();
+
+        if (!w->until_ms || now < w->next_ms)
+            continue;
+        batch_cancel_strays(bt, &w->b);
+        w->next_ms = rl_clock_ms() + bt->cfg->batch_poll_ms;
+        /* The last look comes after the watch's end, not before. */
+        if (now >= w->until_ms)
+            w->until_ms = 0;
+    }
+}
+
 /* A step of b's end that failed (err, why): counted in b's failures
  * (into *failures), 0. -1, b released as a failed step is, when the
  * lease is gone or the batcher stops (tried again later); -1 too when
@@ -874,6 +920,8 @@ finish(struct rl_batcher *bt, struct rl_batch *b,
                                                : RL_BATCH_FAILED,
         st->status, st->output_file_id, st->error_file_id, ls.unmatched,
         gave_up, errstr, sizeof(errstr));
+    if (!err)
+        watch(bt, b);
     snprintf(why, sizeof(why),
              "%s: %d answers stored, %d lines failed, %d "
              "ignored; at most %zu bytes of answers held",

@@ -3,7 +3,9 @@
  * (RUNLEDGER_BATCH_MAX_POLLS_PER_MINUTE). A batch the provider ended goes
  * to output.c; one whose every run was cancelled is cancelled at the
  * provider. A poll that fails at the provider BATCH_FAILURES_MAX times in
- * a row gives the batch up (output.c). @locality batcher thread */
+ * a row gives the batch up (output.c). An intent created more than once
+ * is still looked for strays a while after its end (batch_watch_due).
+ * @locality batcher thread */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -69,8 +71,10 @@ poll_batch(struct rl_batcher *bt, struct rl_batch *b)
      * than once is looked at every poll: the provider may list the other
      * create's batch only later (its list lags, or that create arrives
      * late), and it is to be cancelled before it runs, not when this one
-     * ends. */
-    if (b->polls == 0 || b->create_tries > 1)
+     * ends. So is one adopted by its metadata (lookup_ms set): a
+     * failover to an asynchronous standby may have lost the ledger's
+     * record of its other create, create_tries included. */
+    if (b->polls == 0 || b->create_tries > 1 || b->lookup_ms >= 0)
         batch_cancel_strays(bt, b);
     /* Every run of it cancelled: nobody wants its answers. */
     if (strcmp(st.status, "cancelling") != 0 &&
@@ -92,6 +96,10 @@ poll_batch(struct rl_batcher *bt, struct rl_batch *b)
 int
 batch_poll_due(struct rl_batcher *bt)
 {
+    /* The intents this worker ended after more than one create, looked
+     * for strays a while longer (output.c): leased by nobody, each look
+     * only lists and cancels. */
+    batch_watch_due(bt);
     for (int i = 0; i < BATCH_TAKE_MAX; i++) {
         struct rl_batch b;
         char errstr[512];

@@ -106,9 +106,9 @@ submit(struct rl_batcher *bt, struct rl_batch *b)
         if (err == RL_OK) {
             batch_log(b, RL_LOG_INFO, "", "adopted: the provider holds it");
             err = rl_db_batch_step(bt->db, b, bt->cfg->worker_id,
-                                   RL_BATCH_STEP_SUBMITTED,
-                                   b->provider_batch_id, bt->cfg->batch_poll_ms,
-                                   errstr, sizeof(errstr));
+                                   RL_BATCH_STEP_ADOPTED, b->provider_batch_id,
+                                   bt->cfg->batch_poll_ms, errstr,
+                                   sizeof(errstr));
             if (err)
                 batch_step_failed(bt, b, err, errstr);
             return;

@@ -29,7 +29,10 @@ struct rl_batch {
     char provider_batch_id[128];
     int upload_tries;
     int create_tries;
-    int64_t lookup_ms; /* since the first lookup found nothing; -1: none */
+    /* An intent: since the first lookup found nothing; a submitted
+     * batch: since it was looked up, when it was adopted by its metadata
+     * (ADOPTED); -1: none. */
+    int64_t lookup_ms;
     int polls;
     int runs;
 };
@@ -47,8 +50,12 @@ enum rl_batch_step {
     RL_BATCH_STEP_POLL,      /* arg: the provider's status; polled again
                                 in ms; failures reset; the lease
                                 released */
-    RL_BATCH_STEP_RELEASE    /* arg: why; the step redone in ms; the
+    RL_BATCH_STEP_RELEASE,   /* arg: why; the step redone in ms; the
                                 lease released */
+    RL_BATCH_STEP_ADOPTED    /* as SUBMITTED, for a batch found at the
+                                provider by its metadata: lookup_since
+                                kept (set if none), so its lookup_ms
+                                says a create of it got no answer */
 };
 
 /* Writes step of b under its lease. Returns 0, RL_ERR_STALE (another

@@ -40,6 +40,13 @@ static const char *const batch_steps[] = {
     [RL_BATCH_STEP_POLL] = "UPDATE batches SET polls = polls + 1,"
                            " provider_status = $4, failures = 0," RELEASE FENCE,
     [RL_BATCH_STEP_RELEASE] = "UPDATE batches SET detail = $4," RELEASE FENCE,
+    /* lookup_since kept: the batch a create that got no answer made, so
+     * its polls and its end look for strays of a create the ledger may
+     * not count (create_tries, lost by a failover). */
+    [RL_BATCH_STEP_ADOPTED] =
+        "UPDATE batches SET provider_batch_id = $4, state = 'submitted',"
+        " submitted_at = now(), lookup_since = coalesce(lookup_since, now()),"
+        " detail = NULL," RELEASE FENCE,
 };
 
 static const char batch_finish[] =
