@@ -132,16 +132,16 @@ main(void)
              "{\"runledger_batch\":\"rlb_lostintent\","
              "\"runledger_installation\":\"%s\"}",
              inst);
-    RL_REQUIRE(bt_stub_create_batch_meta(&t, file, meta, early,
-                                         sizeof(early)) == 0);
+    RL_REQUIRE(
+        bt_stub_create_batch_meta(&t, file, meta, early, sizeof(early)) == 0);
     /* A copy's of this ledger, restored from a pg_dump into another
      * cluster: its intents are not in this ledger either. */
     snprintf(meta, sizeof(meta),
              "{\"runledger_batch\":\"rlb_lostintent\","
              "\"runledger_installation\":\"%s\",\"runledger_cluster\":\"1\"}",
              inst);
-    RL_REQUIRE(bt_stub_create_batch_meta(&t, file, meta, copy,
-                                         sizeof(copy)) == 0);
+    RL_REQUIRE(bt_stub_create_batch_meta(&t, file, meta, copy, sizeof(copy)) ==
+               0);
 
     snprintf(http, sizeof(http), "RUNLEDGER_HTTP_PORT=%d", port);
     slot = bt_spawn(&t, http, NULL);
