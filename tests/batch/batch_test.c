@@ -326,3 +326,15 @@ bt_count_strays(struct e2e *t, const char *adopted, int *others, int *cancelled)
     }
     cJSON_Delete(list);
 }
+
+void
+bt_check_answered_once(struct e2e *t, char (*ids)[RL_HEX_SIZE], int n)
+{
+    char key[RL_HEX_SIZE + 8];
+
+    for (int i = 0; i < n; i++) {
+        fx_check_completed_once(t, ids[i]);
+        snprintf(key, sizeof(key), "%.64s:1", ids[i]);
+        RL_CHECK_INTEQ(e2e_stub_generations(t, key), 1);
+    }
+}

@@ -72,4 +72,8 @@ cJSON *bt_stub_batch(struct e2e *t, const char *batch_id);
 void bt_count_strays(struct e2e *t, const char *adopted, int *others,
                      int *cancelled);
 
+/* Each of the n runs ids[] completed once (fx_check_completed_once),
+ * its first attempt generated once at the stub. */
+void bt_check_answered_once(struct e2e *t, char (*ids)[RL_HEX_SIZE], int n);
+
 #endif /* RL_BATCH_TEST_H */

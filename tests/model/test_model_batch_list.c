@@ -12,6 +12,7 @@
  *   the horizon: with the horizon ahead of every batch, only the first
  *   page is read. Needs python3 only. */
 
+#include "model_stub.h"
 #include "rl/err.h"
 #include "rl/model_batch.h"
 #include "rltest.h"
@@ -23,38 +24,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-static pid_t
-stub_start(int *port)
-{
-    const char *src = getenv("RL_SOURCE_DIR");
-    char script[1024], line[32];
-    int out[2];
-    pid_t pid;
-    FILE *fp;
-
-    RL_REQUIRE(src);
-    snprintf(script, sizeof(script), "%s/tests/stub/stub_model.py", src);
-    RL_REQUIRE(pipe(out) == 0);
-    pid = fork();
-    RL_REQUIRE(pid >= 0);
-    if (pid == 0) {
-        dup2(out[1], 1);
-        close(out[0]);
-        close(out[1]);
-        setenv("STUB_LIST_PAGE_MAX", "2", 1);
-        setenv("STUB_BATCH_SECONDS", "60", 1);
-        execlp("python3", "python3", script, "--port", "0", (char *)NULL);
-        _exit(127);
-    }
-    close(out[1]);
-    fp = fdopen(out[0], "r");
-    RL_REQUIRE(fp && fgets(line, sizeof(line), fp));
-    fclose(fp);
-    *port = atoi(line);
-    RL_REQUIRE(*port > 0);
-    return pid;
-}
 
 /* A batch of file_id created with local_id, installation and cluster
  * (NULL: none); its provider id into id. */
@@ -92,11 +61,13 @@ main(void)
     char a1[128], a2[128], a3[128], other[128], none[128], early[128];
     char copy[128];
     size_t n = 0;
+    const char *const stub_env[] = {"STUB_LIST_PAGE_MAX=2",
+                                    "STUB_BATCH_SECONDS=60", NULL};
     pid_t stub;
-    int port = 0, status;
+    int port = 0;
     FILE *f;
 
-    stub = stub_start(&port);
+    stub = model_stub_start(NULL, stub_env, &port);
     snprintf(base_url, sizeof(base_url), "http://127.0.0.1:%d/v1", port);
     memset(&cfg, 0, sizeof(cfg));
     cfg.base_url = base_url;
@@ -171,7 +142,6 @@ main(void)
                    RL_ERR_INVALID);
 
     rl_model_batches_destroy(mb);
-    kill(stub, SIGTERM);
-    waitpid(stub, &status, 0);
+    model_stub_stop(stub);
     RL_TEST_END();
 }

@@ -5,6 +5,7 @@
  * Then `runledger config` refusing a bad RUNLEDGER_MODEL_HEADERS with exit
  * 2, never printing a header's value. Needs python3 only. */
 
+#include "model_stub.h"
 #include "rl/err.h"
 #include "rl/model.h"
 #include "rltest.h"
@@ -38,38 +39,6 @@ on_done(struct rl_model_call *call, void *opaque)
 }
 
 /* Starts the stub with the gateway's demands; returns its pid, sets port. */
-static pid_t
-stub_start(int *port)
-{
-    const char *src = getenv("RL_SOURCE_DIR");
-    char script[1024], header[160], line[32];
-    int out[2];
-    pid_t pid;
-    FILE *fp;
-
-    RL_REQUIRE(src);
-    snprintf(script, sizeof(script), "%s/tests/stub/stub_model.py", src);
-    snprintf(header, sizeof(header), "api-key=%s", key);
-    RL_REQUIRE(pipe(out) == 0);
-    pid = fork();
-    RL_REQUIRE(pid >= 0);
-    if (pid == 0) {
-        dup2(out[1], 1);
-        close(out[0]);
-        close(out[1]);
-        execlp("python3", "python3", script, "--port", "0", "--require-header",
-               header, "--require-header", "X-Team=a", "--require-query",
-               "api-version=" API_VERSION, (char *)NULL);
-        _exit(127);
-    }
-    close(out[1]);
-    fp = fdopen(out[0], "r");
-    RL_REQUIRE(fp && fgets(line, sizeof(line), fp));
-    fclose(fp);
-    *port = atoi(line);
-    RL_REQUIRE(*port > 0);
-    return pid;
-}
 
 /* One call through a client with these settings; returns its outcome and
  * copies its status. */
@@ -244,15 +213,23 @@ test_config_exits_2_on_a_bad_header_and_never_prints_values(void)
 int
 main(void)
 {
+    char header[160];
+    const char *const stub_args[] = {"--require-header",
+                                     header,
+                                     "--require-header",
+                                     "X-Team=a",
+                                     "--require-query",
+                                     "api-version=" API_VERSION,
+                                     NULL};
     pid_t stub;
-    int port = 0, status;
+    int port = 0;
 
     signal(SIGPIPE, SIG_IGN);
     snprintf(key, sizeof(key), "azure-%s", rltest_unique("key"));
-    stub = stub_start(&port);
+    snprintf(header, sizeof(header), "api-key=%s", key);
+    stub = model_stub_start(stub_args, NULL, &port);
     test_azure_settings_reach_the_endpoint(port);
-    kill(stub, SIGTERM);
-    waitpid(stub, &status, 0);
+    model_stub_stop(stub);
     test_bad_settings_refused_without_their_values();
     test_config_exits_2_on_a_bad_header_and_never_prints_values();
     RL_TEST_END();

@@ -15,6 +15,7 @@
  *   does not re-send it on a fresh connection (which would generate a
  *   second time under the same attempt). Needs python3 only. */
 
+#include "model_stub.h"
 #include "rl/err.h"
 #include "rl/model.h"
 #include "rltest.h"
@@ -44,37 +45,6 @@ on_done(struct rl_model_call *call, void *opaque)
     done_count++;
     pthread_cond_broadcast(&cond);
     pthread_mutex_unlock(&lock);
-}
-
-static pid_t
-stub_start(int *port)
-{
-    const char *src = getenv("RL_SOURCE_DIR");
-    char script[1024], line[32];
-    int out[2];
-    pid_t pid;
-    FILE *fp;
-
-    RL_REQUIRE(src);
-    snprintf(script, sizeof(script), "%s/tests/stub/stub_model.py", src);
-    RL_REQUIRE(pipe(out) == 0);
-    pid = fork();
-    RL_REQUIRE(pid >= 0);
-    if (pid == 0) {
-        dup2(out[1], 1);
-        close(out[0]);
-        close(out[1]);
-        setenv("STUB_STORE_LAG_MS", "300", 1);
-        execlp("python3", "python3", script, "--port", "0", (char *)NULL);
-        _exit(127);
-    }
-    close(out[1]);
-    fp = fdopen(out[0], "r");
-    RL_REQUIRE(fp && fgets(line, sizeof(line), fp));
-    fclose(fp);
-    *port = atoi(line);
-    RL_REQUIRE(*port > 0);
-    return pid;
 }
 
 /* Submits call and waits (15 s at most) until it is done. */
@@ -338,10 +308,11 @@ main(void)
     struct rl_model_config cfg;
     struct rl_model *m;
     char base_url[128], errstr[256];
+    const char *const stub_env[] = {"STUB_STORE_LAG_MS=300", NULL};
     pid_t stub;
-    int port = 0, status;
+    int port = 0;
 
-    stub = stub_start(&port);
+    stub = model_stub_start(NULL, stub_env, &port);
     snprintf(base_url, sizeof(base_url), "http://127.0.0.1:%d/v1", port);
     memset(&cfg, 0, sizeof(cfg));
     cfg.base_url = base_url;
@@ -357,7 +328,6 @@ main(void)
     test_reset_on_a_reused_connection_is_not_sent_again(m, port);
     rl_model_destroy(m);
     test_cut_responses_reply_names_its_id(base_url);
-    kill(stub, SIGTERM);
-    waitpid(stub, &status, 0);
+    model_stub_stop(stub);
     RL_TEST_END();
 }
