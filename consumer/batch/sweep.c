@@ -1,20 +1,20 @@
 /* The orphan sweep: the provider batches this installation made in
  * this database cluster whose intent the ledger does not hold, cancelled
- * unread. The cluster's identifier is what tells this ledger from a copy
- * of it restored from a pg_dump into another environment: the copy keeps
- * the installation id and knows this ledger's intents only up to the
- * dump, so its sweep would take every batch this ledger made since for
- * an orphan. A standby promoted after a failover keeps the identifier,
- * and sweeps. An intent is
- * committed before its batch is created, so a batch of this
- * installation's always has its row, unless a failover to an
+ * unread. An intent is committed before its batch is created, so a batch
+ * of this installation's always has its row, unless a failover to an
  * asynchronous standby lost that row: nobody polls such a batch, and it
  * would run to its end and be billed while its runs are batched again.
  * A batch whose intent ended with another batch (a stray the intent's
- * own polls no longer look for) is cancelled the same way. The provider
- * is listed first and the ledger read after, so no intent committed
- * between the two is taken for lost. A stage of its own because it
- * acts on batches no intent leases. @locality batcher thread */
+ * own polls no longer look for) is cancelled the same way. The cluster's
+ * identifier tells this ledger from a copy of it restored from a pg_dump
+ * into another environment: the copy keeps the installation id and
+ * knows this ledger's intents only up to the dump, so its sweep would
+ * take every batch this ledger made since for an orphan; a standby
+ * promoted after a failover keeps the identifier, and sweeps. The
+ * provider is listed first and the ledger read after, so no intent
+ * committed between the two is taken for lost. A stage of its own
+ * because it acts on batches no intent leases. @locality batcher thread
+ */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
