@@ -135,6 +135,11 @@ transaction.state.log.num.partitions=4
 group.initial.rebalance.delay.ms=0
 auto.create.topics.enable=false
 delete.topic.enable=true
+# The log cleaner allocates its dedupe buffer (128 MiB by default) as one
+# array when the broker starts: in a test's small heap that can fail with
+# OutOfMemoryError and the node exits during start. The compacted topics
+# here (__consumer_offsets and the like) are tiny.
+log.cleaner.dedupe.buffer.size=16777216
 # After a SIGKILL the restarted broker cannot register until the controller
 # drops its old session: a short session keeps restart in fault tests quick.
 broker.heartbeat.interval.ms=500

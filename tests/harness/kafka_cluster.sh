@@ -126,6 +126,11 @@ transaction.state.log.num.partitions=6
 group.initial.rebalance.delay.ms=0
 auto.create.topics.enable=false
 delete.topic.enable=true
+# The log cleaner allocates its dedupe buffer (128 MiB by default) as one
+# array when the broker starts: in a test's small heap that can fail with
+# OutOfMemoryError and the node exits during start. The compacted topics
+# here (__consumer_offsets and the like) are tiny.
+log.cleaner.dedupe.buffer.size=16777216
 # A node killed with SIGKILL is fenced once its session lapses; until then
 # it still leads its partitions. A short session moves the leadership (and
 # the group coordinator) within seconds, and lets the restarted node
