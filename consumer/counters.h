@@ -47,8 +47,8 @@ struct rl_counters {
     atomic_llong reconcile_foreign;      /* records naming a run looked up
                                             but another installation,
                                             request or model: not adopted */
-    /* Provider batches of this installation whose intent the ledger
-     * lacks, cancelled unread (batch/sweep.c). */
+    /* Provider batches of this installation and cluster whose intent the
+     * ledger lacks, cancelled unread (batch/sweep.c). */
     atomic_llong batch_orphans_cancelled;
 };
 

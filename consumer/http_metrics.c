@@ -105,9 +105,10 @@ static const struct family_def families[] = {
      "request fingerprint or model (another ledger's: run IDs are "
      "deterministic): never adopted"},
     {"runledger_batch_orphans_cancelled_total", RL_METRIC_COUNTER,
-     "provider batches naming this installation whose intent the ledger "
-     "does not hold (lost by a failover to an asynchronous standby) or "
-     "ended with another batch: cancelled at the provider, never read"},
+     "provider batches naming this installation and database cluster "
+     "whose intent the ledger does not hold (lost by a failover to an "
+     "asynchronous standby) or ended with another batch: cancelled at the "
+     "provider, never read"},
     {"runledger_tokens_total", RL_METRIC_COUNTER,
      "tokens reported by the model, by kind (prompt, completion, cached)"},
     {"runledger_attempt_latency_seconds", RL_METRIC_HISTOGRAM,
